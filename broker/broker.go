@@ -1,0 +1,261 @@
+// Package broker runs the embedded nats-server with JetStream that `cotal up` serves a
+// space from. Server wraps it in one small struct: set its fields, Start, use ClientURL,
+// Close.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ServerName is the stable name the embedded server runs under; JetStream derives its node
+// name from it, so the same store directory is recovered on every start.
+const ServerName = "cotal"
+
+// DefaultPort is the client port tried when Server.Port is 0.
+const DefaultPort = 4222
+
+// maxControlLine bounds a protocol line; subjects carry long channel names.
+const maxControlLine = 65536
+
+// readyTimeout bounds the readiness wait when the Start context has no deadline.
+const readyTimeout = 10 * time.Second
+
+// ErrPortInUse reports that the listen address is held by another process. It is wrapped
+// with the host:port.
+var ErrPortInUse = errors.New("port in use: pick another --server port or stop what holds it")
+
+// ErrClosed is returned by Start once Close has been called.
+var ErrClosed = errors.New("broker: server closed")
+
+// Server is the embedded nats-server with JetStream. Set fields before the first method call.
+type Server struct {
+	Dir    string       // JetStream store directory; required
+	Host   string       // listen host; "" means 127.0.0.1 (loopback)
+	Port   int          // 0 means 4222, or any free port when 4222 is taken; -1 means any free port; >0 is explicit and fails with ErrPortInUse when taken
+	Logger *slog.Logger // nil means discard; nats-server logs are forwarded to it (debug/info/warn/error levels)
+
+	// Operator mode (trusted operator JWTs, one account per space, resolver preload) adds its
+	// fields here and applies them in options. Until then the server runs without
+	// authentication, which is only safe on loopback.
+
+	once sync.Once // runs start, or marks the server closed when Close comes first
+	err  error     // result of the first Start
+
+	initOnce  sync.Once
+	done      chan struct{} // closed once the server is down (or never ran)
+	closeDone func()        // closes done, once
+
+	mu        sync.Mutex
+	ns        *server.Server // set once Start succeeded
+	watchDone chan struct{}  // closed when the fatal watcher has returned
+	url       string
+}
+
+// init makes the channels that exist before Start.
+func (s *Server) init() {
+	s.initOnce.Do(func() {
+		s.done = make(chan struct{})
+		s.closeDone = sync.OnceFunc(func() { close(s.done) })
+	})
+}
+
+// Start boots the server and returns once it accepts clients; later calls return the first
+// result. It honours ctx's deadline and cancellation while booting; ctx does not bound the
+// server's life afterwards (Close does).
+func (s *Server) Start(ctx context.Context) error {
+	s.init()
+	s.once.Do(func() {
+		s.err = s.start(ctx)
+		if s.err != nil {
+			s.closeDone()
+		}
+	})
+	return s.err
+}
+
+// ClientURL is the URL clients dial, nats://127.0.0.1:<port>, once Start has succeeded; it is
+// empty before.
+func (s *Server) ClientURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
+}
+
+// Done is closed when the server has shut down, for whatever reason: Close, a fatal server
+// error, or a Start that failed or never ran before Close.
+func (s *Server) Done() <-chan struct{} {
+	s.init()
+	return s.done
+}
+
+// Close shuts the server down and waits until it has stopped. It is safe to call twice and
+// before Start; a Start after Close returns ErrClosed. A Close during Start waits for Start
+// to return.
+func (s *Server) Close() error {
+	s.init()
+	s.once.Do(func() { s.err = ErrClosed })
+	s.mu.Lock()
+	ns, watch := s.ns, s.watchDone
+	s.mu.Unlock()
+	if ns == nil {
+		s.closeDone()
+		return nil
+	}
+	ns.Shutdown()
+	<-s.done
+	<-watch
+	return nil
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}
+
+func (s *Server) start(ctx context.Context) error {
+	if s.Dir == "" {
+		return errors.New("broker: start: Dir is required")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("broker: start: %w", err)
+	}
+	log := s.logger()
+	host := s.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	port, err := choosePort(ctx, host, s.Port)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	if port == server.RANDOM_PORT && s.Port == 0 {
+		log.Info("default port busy, using a free port", "port", DefaultPort)
+	}
+	if !isLoopback(host) {
+		log.Warn("broker listens beyond loopback without authentication", "host", host)
+	}
+
+	debug := log.Enabled(ctx, slog.LevelDebug)
+	ns, err := server.NewServer(s.options(host, port, debug))
+	if err != nil {
+		return fmt.Errorf("broker: configure: %w", err)
+	}
+	nl := newNATSLogger(log)
+	ns.SetLoggerV2(nl, debug, false, false)
+
+	go func() { // ends when the server is down, which Close and every failure path wait for
+		ns.WaitForShutdown()
+		s.closeDone()
+	}()
+	stop := func() {
+		ns.Shutdown()
+		<-s.done
+	}
+
+	booted := make(chan struct{})
+	go func() {
+		defer close(booted)
+		ns.Start()
+	}()
+	select {
+	case <-booted:
+	case <-ctx.Done():
+		ns.Shutdown()
+		<-booted
+		<-s.done
+		return fmt.Errorf("broker: start: %w", ctx.Err())
+	}
+	hp := net.JoinHostPort(host, strconv.Itoa(port))
+	select {
+	case ferr := <-nl.fatal:
+		stop()
+		if isAddrInUse(ferr) {
+			return fmt.Errorf("broker: listen on %s: %w", hp, ErrPortInUse)
+		}
+		return fmt.Errorf("broker: start: %w", ferr)
+	default:
+	}
+	wait := readyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = time.Until(dl)
+	}
+	if !ns.ReadyForConnections(wait) {
+		stop()
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("broker: start: %w", err)
+		}
+		return fmt.Errorf("broker: start: not ready for connections after %s", wait.Round(time.Millisecond))
+	}
+	addr, ok := ns.Addr().(*net.TCPAddr)
+	if !ok {
+		stop()
+		return fmt.Errorf("broker: start: no client listener")
+	}
+
+	watch := make(chan struct{})
+	go func() { // a fatal error after boot stops the server, as nats-server's own logger would exit
+		defer close(watch)
+		select {
+		case ferr := <-nl.fatal:
+			log.Error("broker stopping after fatal error", "err", ferr)
+			ns.Shutdown()
+		case <-s.done:
+		}
+	}()
+	s.mu.Lock()
+	s.ns, s.watchDone = ns, watch
+	s.url = "nats://" + net.JoinHostPort(dialHost(host), strconv.Itoa(addr.Port))
+	s.mu.Unlock()
+	log.Info("broker ready", "url", s.ClientURL(), "dir", s.Dir)
+	return nil
+}
+
+// options builds the nats-server configuration.
+func (s *Server) options(host string, port int, debug bool) *server.Options {
+	return &server.Options{
+		ServerName:             ServerName,
+		Host:                   host,
+		Port:                   port,
+		JetStream:              true,
+		StoreDir:               s.Dir,
+		NoSigs:                 true,
+		NoLog:                  s.Logger == nil,
+		Debug:                  debug,
+		MaxControlLine:         maxControlLine,
+		DisableJetStreamBanner: true,
+		// Operator mode sets TrustedOperators, SystemAccount, AccountResolver and the
+		// resolver preload here.
+	}
+}
+
+// isLoopback reports whether host only accepts local connections.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// dialHost is the host a local client dials for a server listening on host.
+func dialHost(host string) string {
+	ip := net.ParseIP(host)
+	switch {
+	case host == "" || (ip != nil && ip.Equal(net.IPv4zero)):
+		return "127.0.0.1"
+	case ip != nil && ip.Equal(net.IPv6unspecified):
+		return "::1"
+	}
+	return host
+}

@@ -1,0 +1,273 @@
+// Package client is the Go SDK of a Cotal space: an Endpoint connects to NATS, joins a
+// space with an AgentCard, keeps its presence, joins and leaves channels, sends
+// multicast, unicast and anycast messages, and receives them through one channel with an
+// explicit ack once each message has been surfaced.
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Config says who an Endpoint is and on which space. Zero durations take the protocol
+// defaults.
+type Config struct {
+	Space        string         // space token; required
+	Name         string         // display name; required
+	Actor        string         // actor token; "" means Name, which must then be a valid actor
+	Owner        string         // owner token; "" means "local"
+	Role         string         // anycast role this endpoint serves; "" means none
+	Kind         string         // card kind; "" means agent
+	Description  string         // one line for the card
+	Meta         map[string]any // advisory card metadata
+	LifecycleUID string         // incarnation id; "" means reuse this principal's DM durable or mint one
+
+	Heartbeat time.Duration // presence heartbeat; 0 means protocol.HeartbeatInterval
+	AckWait   time.Duration // JetStream ack wait for DM and anycast copies; 0 means 60 s
+	InboxSize int           // capacity of Messages(); 0 means 256
+	Logger    *slog.Logger  // nil means discard
+}
+
+// Endpoint is one peer on one space. Create it with Connect or New; call Join to appear in
+// presence and receive; Close leaves.
+type Endpoint struct {
+	nc     *nats.Conn
+	ownsNC bool
+	js     jetstream.JetStream
+	cfg    Config
+	me     protocol.Principal
+	log    *slog.Logger
+
+	inbox chan *Incoming
+	seen  *dedupe
+	tap   atomic.Bool // surface own posts too (observers)
+
+	mu       sync.Mutex
+	joined   bool
+	closed   bool
+	status   protocol.Status
+	activity string
+	since    int64 // statusSince
+	actSince int64 // activitySince
+	uid      string
+	channels map[string]*nats.Subscription
+	presence jetstream.KeyValue
+	stops    []func()
+
+	ctx    context.Context // the endpoint's lifetime; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// ErrNotProvisioned reports a space whose streams do not exist on the server.
+var ErrNotProvisioned = errors.New("space is not provisioned")
+
+// Connect dials url with opts and returns an Endpoint that owns the connection.
+func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (*Endpoint, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	nc, err := Dial(ctx, url, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := New(nc, cfg)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	ep.ownsNC = true
+	return ep, nil
+}
+
+// Dial connects to a NATS server, giving up when ctx ends.
+func Dial(ctx context.Context, url string, opts ...nats.Option) (*nats.Conn, error) {
+	timeout := 5 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	opts = append([]nats.Option{nats.Timeout(timeout), nats.MaxReconnects(60), nats.ReconnectWait(time.Second)}, opts...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+// New builds an Endpoint on an existing connection, which the caller keeps owning.
+func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if cfg.Actor == "" {
+		cfg.Actor = cfg.Name
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = protocol.OwnerLocal
+	}
+	if cfg.Kind == "" {
+		cfg.Kind = protocol.CardAgent
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = protocol.HeartbeatInterval
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = 60 * time.Second
+	}
+	if cfg.InboxSize <= 0 {
+		cfg.InboxSize = 256
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	now := time.Now().UnixMilli()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Endpoint{
+		ctx: ctx, cancel: cancel,
+		nc: nc, js: js, cfg: cfg, log: log,
+		me:       protocol.Principal{Owner: cfg.Owner, Actor: cfg.Actor},
+		inbox:    make(chan *Incoming, cfg.InboxSize),
+		seen:     newDedupe(8192),
+		status:   protocol.StatusIdle,
+		since:    now,
+		uid:      cfg.LifecycleUID,
+		channels: map[string]*nats.Subscription{},
+	}, nil
+}
+
+func (c *Config) check() error {
+	if err := protocol.CheckSpace(c.Space); err != nil {
+		return fmt.Errorf("space: %w", err)
+	}
+	if c.Name == "" || len(c.Name) > protocol.MaxNameLength {
+		return fmt.Errorf("name %q: want 1 to %d characters", c.Name, protocol.MaxNameLength)
+	}
+	actor := c.Actor
+	if actor == "" {
+		actor = c.Name
+	}
+	if !protocol.ValidActor(actor) {
+		return fmt.Errorf("name %q is not a valid actor: use 1 to %d letters, digits or _ (no dots, dashes or spaces)", actor, protocol.MaxActorLength)
+	}
+	if c.Owner != "" && !protocol.ValidOwner(c.Owner) {
+		return fmt.Errorf("owner %q is not a principal owner", c.Owner)
+	}
+	if c.Role != "" && !protocol.ValidToken(c.Role) {
+		return fmt.Errorf("role %q: use letters, digits, _ and - only", c.Role)
+	}
+	if c.LifecycleUID != "" && !protocol.ValidLifecycleUID(c.LifecycleUID) {
+		return fmt.Errorf("lifecycle uid %q: want 26 to 32 of a-z 0-9", c.LifecycleUID)
+	}
+	return nil
+}
+
+// Principal is this endpoint's wire identity.
+func (e *Endpoint) Principal() protocol.Principal { return e.me }
+
+// Space is the space this endpoint belongs to.
+func (e *Endpoint) Space() string { return e.cfg.Space }
+
+// Conn is the underlying NATS connection.
+func (e *Endpoint) Conn() *nats.Conn { return e.nc }
+
+// JetStream is the JetStream context of the connection.
+func (e *Endpoint) JetStream() jetstream.JetStream { return e.js }
+
+// Messages delivers every surfaced message. Ack each one after handling it; a DM or
+// anycast that is never acked is redelivered after the ack wait.
+func (e *Endpoint) Messages() <-chan *Incoming { return e.inbox }
+
+// Card is the AgentCard this endpoint advertises.
+func (e *Endpoint) Card() protocol.AgentCard {
+	return protocol.AgentCard{
+		ID: e.me.String(), Name: e.cfg.Name, Kind: e.cfg.Kind, Role: e.cfg.Role,
+		Description: e.cfg.Description, Meta: e.cfg.Meta,
+		ProtocolVersion: protocol.ProtocolVersion, Owner: e.me.Owner, Actor: e.me.Actor,
+	}
+}
+
+// Close leaves the space: it stops receiving, publishes a final offline presence record
+// so peers see the departure at once, flushes pending acks and closes an owned
+// connection. It is safe to call more than once.
+func (e *Endpoint) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	joined := e.joined
+	stops := e.stops
+	subs := e.channels
+	e.channels = map[string]*nats.Subscription{}
+	e.mu.Unlock()
+
+	var errs []error
+	e.cancel()
+	for _, sub := range subs {
+		_ = sub.Unsubscribe() // the connection closes below either way
+	}
+	if joined {
+		for _, stop := range stops {
+			stop()
+		}
+		e.wg.Wait()
+		e.requeueUnread()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if err := e.writePresence(ctx, protocol.StatusOffline); err != nil {
+			errs = append(errs, fmt.Errorf("leave: presence: %w", err))
+		}
+		cancel()
+	}
+	if err := e.nc.FlushTimeout(3 * time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		errs = append(errs, fmt.Errorf("leave: flush: %w", err))
+	}
+	if e.ownsNC {
+		e.nc.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// newUID mints a lifecycle uid: 20 random bytes in base36, left-padded to 26 characters.
+func newUID() string {
+	b := make([]byte, 20)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	s := new(big.Int).SetBytes(b).Text(36)
+	for len(s) < 26 {
+		s = "0" + s
+	}
+	return s
+}
+
+// requeueUnread naks durable copies that were queued for Messages() but never read, so
+// they are redelivered at once instead of after the ack wait.
+func (e *Endpoint) requeueUnread() {
+	for {
+		select {
+		case in := <-e.inbox:
+			if err := in.Nak(); err != nil {
+				e.log.Debug("nak unread", "id", in.ID, "err", err)
+			}
+		default:
+			return
+		}
+	}
+}

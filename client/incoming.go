@@ -1,0 +1,69 @@
+package client
+
+import (
+	"sync"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Incoming is one surfaced message with its receiver-side metadata.
+type Incoming struct {
+	protocol.Message
+	Kind       protocol.DeliveryKind // from the delivering subject, never the payload
+	Subject    protocol.Subject
+	Historical bool   // a replayed channel message from before this endpoint joined
+	Durable    bool   // Ack commits a JetStream copy
+	Seq        uint64 // stream sequence of a JetStream copy, 0 for a live copy
+
+	ack func() error
+	nak func() error
+}
+
+// Ack confirms a durable copy was handled, so it is not redelivered. It is a no-op for
+// live and historical copies.
+func (in *Incoming) Ack() error {
+	if in.ack == nil {
+		return nil
+	}
+	return in.ack()
+}
+
+// Nak asks for a durable copy to be redelivered soon. It is a no-op for live copies.
+func (in *Incoming) Nak() error {
+	if in.nak == nil {
+		return nil
+	}
+	return in.nak()
+}
+
+// dedupe remembers the last n non-empty message ids.
+type dedupe struct {
+	mu   sync.Mutex
+	ids  map[string]struct{}
+	ring []string
+	next int
+}
+
+func newDedupe(n int) *dedupe {
+	return &dedupe{ids: make(map[string]struct{}, n), ring: make([]string, n)}
+}
+
+// first records id and reports whether it was not seen before. An empty id is never a
+// dedupe key, so it is always first.
+func (d *dedupe) first(id string) bool {
+	if id == "" {
+		return true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.ids[id]; ok {
+		return false
+	}
+	if old := d.ring[d.next]; old != "" {
+		delete(d.ids, old)
+	}
+	d.ring[d.next] = id
+	d.next = (d.next + 1) % len(d.ring)
+	d.ids[id] = struct{}{}
+	return true
+}

@@ -1,0 +1,57 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Join makes the endpoint a live member of its space: it binds (or in open mode
+// creates) its DM durable, binds the role's anycast durable when it has a role, writes
+// its presence and keeps it fresh, and joins channels, replaying their history. It may be
+// called once.
+func (e *Endpoint) Join(ctx context.Context, channels ...string) (err error) {
+	e.mu.Lock()
+	if e.joined || e.closed {
+		e.mu.Unlock()
+		return errors.New("join: the endpoint has already joined or closed")
+	}
+	e.joined = true
+	e.mu.Unlock()
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("join space %q as %s: %w", e.cfg.Space, e.me, err)
+		}
+	}()
+
+	if err := e.bindDM(ctx); err != nil {
+		return err
+	}
+	if e.cfg.Role != "" {
+		if err := e.bindRole(ctx); err != nil {
+			return err
+		}
+	}
+	if err := e.writePresence(ctx, e.currentStatus()); err != nil {
+		return err
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.heartbeat(e.ctx)
+	}()
+	for _, ch := range channels {
+		if err := e.JoinChannel(ctx, ch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Endpoint) currentStatus() protocol.Status {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.status
+}

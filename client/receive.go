@@ -1,0 +1,195 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// check runs the protocol receive checks and logs a rejection.
+func (e *Endpoint) check(subject string, data []byte) (protocol.Received, bool) {
+	r, err := protocol.Receive(subject, data)
+	if err != nil {
+		var rej *protocol.RejectError
+		reason := "invalid"
+		if errors.As(err, &rej) {
+			reason = string(rej.Reason)
+		}
+		e.log.Warn("message dropped", "reason", reason, "subject", subject, "err", err)
+		return r, false
+	}
+	return r, true
+}
+
+// surface hands in to Messages(), blocking until there is room or the endpoint closes.
+func (e *Endpoint) surface(in *Incoming) bool {
+	if e.ctx.Err() != nil {
+		return false
+	}
+	select {
+	case e.inbox <- in:
+		return true
+	case <-e.ctx.Done():
+		return false
+	}
+}
+
+// onLive handles a core-NATS copy from a channel subscription.
+func (e *Endpoint) onLive(m *nats.Msg) {
+	r, ok := e.check(m.Subject, m.Data)
+	if !ok || (r.Subject.Sender == e.me && !e.tap.Load()) || !e.seen.first(r.Message.ID) {
+		return
+	}
+	e.surface(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject})
+}
+
+// onDurable handles a JetStream copy from the DM or anycast durable. The durable copy
+// owns the ack: a duplicate is acked at once, an anomaly is terminated, anything else is
+// acked by whoever reads it from Messages().
+func (e *Endpoint) onDurable(m jetstream.Msg) {
+	r, ok := e.check(m.Subject(), m.Data())
+	if !ok {
+		if err := m.Term(); err != nil {
+			e.log.Warn("term", "subject", m.Subject(), "err", err)
+		}
+		return
+	}
+	if !e.seen.first(r.Message.ID) {
+		if err := m.Ack(); err != nil {
+			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
+		}
+		return
+	}
+	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, ack: m.Ack, nak: m.Nak}
+	if md, err := m.Metadata(); err == nil {
+		in.Seq = md.Sequence.Stream
+	}
+	if !e.surface(in) {
+		// Closing: leave it unacked so it is redelivered to the next incarnation.
+		return
+	}
+}
+
+// consume binds durable name on stream and feeds it to onDurable until Close.
+func (e *Endpoint) consume(ctx context.Context, stream, name string, opts ...jetstream.PullConsumeOpt) error {
+	cons, err := e.js.Consumer(ctx, stream, name)
+	if err != nil {
+		return fmt.Errorf("bind %s on %s: %w", name, stream, err)
+	}
+	opts = append(opts, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if !errors.Is(err, jetstream.ErrNoHeartbeat) || e.ctx.Err() == nil {
+			e.log.Debug("consume", "durable", name, "err", err)
+		}
+	}))
+	cc, err := cons.Consume(e.onDurable, opts...)
+	if err != nil {
+		return fmt.Errorf("consume %s on %s: %w", name, stream, err)
+	}
+	e.mu.Lock()
+	e.stops = append(e.stops, cc.Stop)
+	e.mu.Unlock()
+	return nil
+}
+
+// bindDM finds or creates this principal's DM durable and consumes it. With a fixed
+// LifecycleUID it binds that durable only (auth mode pre-creates it); otherwise it reuses
+// an existing durable of this principal, so DMs stored while it was away are delivered,
+// or creates one starting after the stream's current last message.
+func (e *Endpoint) bindDM(ctx context.Context) error {
+	stream := protocol.StreamDM(e.cfg.Space)
+	if e.uid == "" {
+		name, err := e.findDMDurable(ctx, e.me)
+		if err != nil {
+			return err
+		}
+		if name == "" {
+			if err := e.createDMDurable(ctx); err != nil {
+				return err
+			}
+		} else {
+			e.uid = name[len(protocol.ConsumerDMPrefix(e.me)):]
+		}
+	}
+	return e.consume(ctx, stream, protocol.ConsumerDM(e.me, e.uid))
+}
+
+func (e *Endpoint) createDMDurable(ctx context.Context) error {
+	stream := protocol.StreamDM(e.cfg.Space)
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		return e.streamErr(stream, err)
+	}
+	e.uid = newUID()
+	cfg := jetstream.ConsumerConfig{
+		Durable:       protocol.ConsumerDM(e.me, e.uid),
+		FilterSubject: protocol.DMFilter(e.cfg.Space, e.me),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       e.cfg.AckWait,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if last := s.CachedInfo().State.LastSeq; last > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = last + 1
+	}
+	if _, err := e.js.CreateConsumer(ctx, stream, cfg); err != nil {
+		return fmt.Errorf("create %s on %s: %w", cfg.Durable, stream, err)
+	}
+	return nil
+}
+
+// findDMDurable returns the name of an existing DM durable of p, or "".
+func (e *Endpoint) findDMDurable(ctx context.Context, p protocol.Principal) (string, error) {
+	stream := protocol.StreamDM(e.cfg.Space)
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		return "", e.streamErr(stream, err)
+	}
+	prefix := protocol.ConsumerDMPrefix(p)
+	names := s.ConsumerNames(ctx)
+	found := ""
+	for name := range names.Name() {
+		if len(name) > len(prefix) && name[:len(prefix)] == prefix && protocol.ValidLifecycleUID(name[len(prefix):]) {
+			if found == "" || name < found {
+				found = name
+			}
+		}
+	}
+	if err := names.Err(); err != nil {
+		return "", fmt.Errorf("list durables of %s: %w", stream, err)
+	}
+	return found, nil
+}
+
+// bindRole finds or creates the role-shared anycast durable and consumes it, one message
+// at a time so the role's holders share the load.
+func (e *Endpoint) bindRole(ctx context.Context) error {
+	stream := protocol.StreamTask(e.cfg.Space)
+	cfg := jetstream.ConsumerConfig{
+		Durable:       protocol.ConsumerRole(e.cfg.Role),
+		FilterSubject: protocol.RoleFilter(e.cfg.Space, e.cfg.Role),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       e.cfg.AckWait,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if _, err := e.js.Consumer(ctx, stream, cfg.Durable); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if _, err := e.js.CreateConsumer(ctx, stream, cfg); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+			return fmt.Errorf("create %s on %s: %w", cfg.Durable, stream, err)
+		}
+	} else if err != nil {
+		return e.streamErr(stream, err)
+	}
+	return e.consume(ctx, stream, cfg.Durable, jetstream.PullMaxMessages(1))
+}
+
+func (e *Endpoint) streamErr(stream string, err error) error {
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("%w: space %q has no stream %s on %s; run `cotal up --open --space %s` first",
+			ErrNotProvisioned, e.cfg.Space, stream, e.nc.ConnectedUrlRedacted(), e.cfg.Space)
+	}
+	return fmt.Errorf("stream %s: %w", stream, err)
+}

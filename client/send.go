@@ -1,0 +1,125 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Draft is the content of a message before it is addressed and sent.
+type Draft struct {
+	Parts     []protocol.Part
+	Mentions  []string // peer names to wake; routing is unchanged
+	ReplyTo   string   // id of the message this answers
+	ContextID string   // conversation correlation id
+}
+
+// Text is a draft holding one text part.
+func Text(s string) Draft { return Draft{Parts: []protocol.Part{protocol.TextPart(s)}} }
+
+// Sent is what the broker stored for a sent message.
+type Sent struct {
+	ID     string // message id, also its Nats-Msg-Id
+	Stream string
+	Seq    uint64 // stream sequence
+}
+
+// Post multicasts d to a concrete channel.
+func (e *Endpoint) Post(ctx context.Context, channel string, d Draft) (Sent, error) {
+	m, subject, err := e.Address(channel, d)
+	if err != nil {
+		return Sent{}, err
+	}
+	return e.publish(ctx, subject, m)
+}
+
+// DM sends d to one principal; it is stored in the recipient's durable inbox until acked.
+func (e *Endpoint) DM(ctx context.Context, to protocol.Principal, d Draft) (Sent, error) {
+	if err := to.Validate(); err != nil {
+		return Sent{}, fmt.Errorf("dm: %w", err)
+	}
+	m := e.envelope(d)
+	m.To = to.String()
+	return e.publish(ctx, protocol.InstSubject(e.cfg.Space, to, e.me), m)
+}
+
+// Ask anycasts d to role: exactly one current or future holder of the role receives it.
+func (e *Endpoint) Ask(ctx context.Context, role string, d Draft) (Sent, error) {
+	if !protocol.ValidToken(role) {
+		return Sent{}, fmt.Errorf("ask: role %q: use letters, digits, _ and - only", role)
+	}
+	m := e.envelope(d)
+	m.ToService = role
+	return e.publish(ctx, protocol.SvcSubject(e.cfg.Space, role, e.me), m)
+}
+
+// Address builds the envelope and subject of a post of d to channel without sending it,
+// for callers that batch posts with PublishAsync.
+func (e *Endpoint) Address(channel string, d Draft) (*protocol.Message, string, error) {
+	if err := protocol.CheckConcreteChannel(channel); err != nil {
+		return nil, "", fmt.Errorf("post: %w", err)
+	}
+	m := e.envelope(d)
+	m.Channel = channel
+	return m, protocol.ChatSubject(e.cfg.Space, e.me, channel), nil
+}
+
+func (e *Endpoint) envelope(d Draft) *protocol.Message {
+	id, err := uuid.NewV7()
+	if err != nil {
+		id = uuid.New()
+	}
+	return &protocol.Message{
+		ID: id.String(), TS: time.Now().UnixMilli(), Space: e.cfg.Space,
+		From:     protocol.EndpointRef{ID: e.me.String(), Name: e.cfg.Name, Role: e.cfg.Role},
+		Mentions: protocol.NormalizeMentions(d.Mentions), Parts: d.Parts,
+		ReplyTo: d.ReplyTo, ContextID: d.ContextID,
+	}
+}
+
+func (e *Endpoint) encode(subject string, m *protocol.Message) (*nats.Msg, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode message: %w", err)
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = b
+	msg.Header.Set(jetstream.MsgIDHeader, m.ID)
+	return msg, nil
+}
+
+func (e *Endpoint) publish(ctx context.Context, subject string, m *protocol.Message) (Sent, error) {
+	msg, err := e.encode(subject, m)
+	if err != nil {
+		return Sent{}, err
+	}
+	ack, err := e.js.PublishMsg(ctx, msg)
+	if err != nil {
+		return Sent{}, fmt.Errorf("send %s: %w", subject, err)
+	}
+	return Sent{ID: m.ID, Stream: ack.Stream, Seq: ack.Sequence}, nil
+}
+
+// PublishAsync sends an addressed message without waiting for the broker's ack; wait on
+// the returned future, or on JetStream().PublishAsyncComplete() for a batch.
+func (e *Endpoint) PublishAsync(subject string, m *protocol.Message) (jetstream.PubAckFuture, error) {
+	msg, err := e.encode(subject, m)
+	if err != nil {
+		return nil, err
+	}
+	f, err := e.js.PublishMsgAsync(msg)
+	if err != nil {
+		return nil, fmt.Errorf("send %s: %w", subject, err)
+	}
+	return f, nil
+}

@@ -1,0 +1,116 @@
+// Package cli builds the cotal command tree and is the program's one exit point.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/console"
+	"github.com/cotal-ai/cotal/internal/cli/down"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/cli/join"
+	"github.com/cotal-ai/cotal/internal/cli/send"
+	"github.com/cotal-ai/cotal/internal/cli/status"
+	"github.com/cotal-ai/cotal/internal/cli/up"
+)
+
+// Version is the CLI version, set at build time with -ldflags "-X ...cli.Version=v1.2.3".
+var Version = "dev"
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// Main runs the command line and returns the process exit code.
+func Main() int {
+	ios := iostreams.System()
+	level := slog.LevelWarn
+	if os.Getenv("COTAL_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	f := &cmdutil.Factory{
+		IO:         ios,
+		Getwd:      os.Getwd,
+		Executable: os.Executable,
+		Getenv:     os.Getenv,
+		Logger:     slog.New(slog.NewTextHandler(ios.ErrOut, &slog.HandlerOptions{Level: level})),
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := NewCmdRoot(f)
+	root.SetArgs(os.Args[1:])
+	cmd, err := root.ExecuteContextC(ctx)
+	return report(ios.ErrOut, cmd, err)
+}
+
+// report turns an error into text on stderr and an exit code.
+func report(w io.Writer, cmd *cobra.Command, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var flagErr *cmdutil.FlagError
+	if errors.As(err, &flagErr) || isCobraUsageError(err) {
+		fmt.Fprintf(w, "error: %v\n", err)
+		if cmd != nil {
+			fmt.Fprintf(w, "see `%s --help`\n", cmd.CommandPath())
+		}
+		return exitUsage
+	}
+	fmt.Fprintf(w, "✗ %v\n", err)
+	return exitError
+}
+
+// NewCmdRoot builds the command tree.
+func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "cotal <command>",
+		Short: "Cotal: a shared space where AI agents and people see each other and talk",
+		Long: `cotal turns NATS + JetStream into a shared space for teams of agents: peers see each
+other's presence and message three ways: multicast to a channel, durable unicast to one
+peer, anycast to whoever holds a role.`,
+		Example: `  cotal up --open --detach        # start an embedded broker in the background
+  cotal join --name alice         # be a peer; type lines to post, /help for commands
+  cotal send dm alice "hello"     # one-shot direct message
+  cotal status                    # who is here, on which channels
+  cotal down                      # stop the broker`,
+		Version:       Version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(f.IO.Out)
+	root.SetErr(f.IO.ErrOut)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &cmdutil.FlagError{Err: err} })
+	root.AddCommand(
+		up.NewCmdUp(f, nil),
+		down.NewCmdDown(f, nil),
+		join.NewCmdJoin(f, nil),
+		send.NewCmdSend(f, nil),
+		status.NewCmdStatus(f, nil),
+		console.NewCmdConsole(f, nil),
+	)
+	return root
+}
+
+// isCobraUsageError recognises cobra's own argument and command errors.
+func isCobraUsageError(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "unknown flag", "unknown shorthand", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,125 @@
+package cmdutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// Factory hands commands their dependencies. Fields are funcs so that --help and bad
+// flags never touch disk or network.
+type Factory struct {
+	IO         *iostreams.IOStreams
+	Getwd      func() (string, error)
+	Executable func() (string, error)
+	Getenv     func(string) string
+	Logger     *slog.Logger // diagnostics of libraries (stderr); nil means discard
+}
+
+// MeshFlags are the flags of every command that talks to a mesh.
+type MeshFlags struct {
+	Space  string
+	Server string
+}
+
+// Register adds --space and --server to fs.
+func (m *MeshFlags) Register(fs *pflag.FlagSet) {
+	fs.StringVar(&m.Space, "space", "", "space to use (default: the project's space)")
+	fs.StringVar(&m.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+}
+
+// Target is the mesh a command talks to.
+type Target struct {
+	Server  string
+	Space   string
+	Project *workspace.Project // nil when --server and --space named everything
+	Mesh    *workspace.Mesh    // the project's record, nil without one
+}
+
+// Resolve picks the mesh: --server and --space when given, otherwise the running mesh
+// recorded in the project's .cotal/, found by walking up from the current folder.
+func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
+	t := Target{Server: flags.Server, Space: flags.Space}
+	if t.Server != "" && t.Space != "" {
+		return t, nil
+	}
+	wd, err := f.Getwd()
+	if err != nil {
+		return t, fmt.Errorf("current folder: %w", err)
+	}
+	proj, err := workspace.Find(wd, f.homeControlDir())
+	if err != nil {
+		if t.Server != "" {
+			return t, Refuse("--server without --space outside a project",
+				"no .cotal/ was found from "+wd+" upward to say which space to use", "cotal <command> --server "+t.Server+" --space <space>")
+		}
+		return t, Refuse("finding the mesh", "no .cotal/ was found from "+wd+" upward and no --server was given",
+			"cotal up --open --detach")
+	}
+	t.Project = proj
+	mesh, err := proj.ReadMesh()
+	switch {
+	case errors.Is(err, workspace.ErrNoMesh):
+	case err != nil:
+		return t, err
+	default:
+		t.Mesh = mesh
+	}
+	if t.Server == "" {
+		if t.Mesh == nil || !MeshRunning(proj) {
+			return t, Refuse("finding the mesh", "no mesh is running for "+proj.Root, "cotal up --open --detach")
+		}
+		t.Server = t.Mesh.Server
+	}
+	if t.Space == "" {
+		if t.Mesh != nil && len(t.Mesh.Spaces) > 0 {
+			t.Space = t.Mesh.Spaces[0]
+		} else {
+			t.Space = proj.DefaultSpace()
+		}
+	}
+	return t, nil
+}
+
+// homeControlDir is ~/.cotal, which holds machine state and is never a project.
+func (f *Factory) homeControlDir() string {
+	if h := f.Getenv("COTAL_HOME"); h != "" {
+		return h
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return home + string(os.PathSeparator) + workspace.ControlDir
+}
+
+// MeshRunning reports whether the broker recorded by proj's pidfile is alive.
+func MeshRunning(proj *workspace.Project) bool {
+	rec, err := workspace.ReadPidfile(proj.PidFile())
+	if err != nil {
+		return false
+	}
+	alive, err := rec.Alive()
+	return err == nil && alive
+}
+
+// Connect connects to the target as cfg (its Space is taken from the target).
+func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config) (*client.Endpoint, error) {
+	cfg.Space = t.Space
+	if cfg.Logger == nil {
+		cfg.Logger = f.Logger
+	}
+	ep, err := client.Connect(ctx, t.Server, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("space %q on %s: %w", t.Space, t.Server, err)
+	}
+	return ep, nil
+}

@@ -1,0 +1,87 @@
+package cmdutil
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// MessageLine renders one received message as a single line: where it came from (the
+// channel, "dm" or "anycast <role>", with "history" for replays), the verified sender and
+// the text. The sender shows its id when its display name differs from its actor, so a
+// payload name cannot pass for someone else.
+func MessageLine(in *client.Incoming) string {
+	var where string
+	switch in.Kind {
+	case protocol.DeliveryChannel:
+		where = "#" + in.Subject.Channel
+	case protocol.DeliveryDM:
+		where = "dm"
+	case protocol.DeliveryAnycast:
+		where = "anycast " + in.Subject.Role
+	}
+	if in.Historical {
+		where += " history"
+	}
+	return fmt.Sprintf("[%s] %s: %s", where, Sender(in), OneLine(in.Text()))
+}
+
+// Sender names the verified sender of a message.
+func Sender(in *client.Incoming) string {
+	if strings.EqualFold(in.From.Name, in.Subject.Sender.Actor) {
+		return in.From.Name
+	}
+	return in.From.Name + " (" + in.Subject.Sender.String() + ")"
+}
+
+// OneLine escapes line breaks so a message prints on one line.
+func OneLine(s string) string {
+	return strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\n`).Replace(s)
+}
+
+// PeerLine renders one roster entry.
+func PeerLine(p client.Peer, now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-16s %-8s %s", p.Card.Name, p.State(), p.Card.ID)
+	if p.Card.Role != "" {
+		fmt.Fprintf(&b, "  role=%s", p.Card.Role)
+	}
+	if p.Activity != "" && p.Online {
+		fmt.Fprintf(&b, "  %q", p.Activity)
+	}
+	if !p.Online {
+		fmt.Fprintf(&b, "  (last seen %s ago)", now.Sub(time.UnixMilli(p.TS)).Round(time.Second))
+	}
+	return b.String()
+}
+
+// OperatorIdentity is the name and actor of the person at the keyboard: "<login>@<host>"
+// and the login made into an actor token.
+func OperatorIdentity() (name, actor string) {
+	login := "operator"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		login = u.Username
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	var b strings.Builder
+	for _, r := range login {
+		if r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	actor = b.String()
+	if len(actor) > protocol.MaxActorLength {
+		actor = actor[:protocol.MaxActorLength]
+	}
+	return login + "@" + host, actor
+}

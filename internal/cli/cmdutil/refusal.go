@@ -1,0 +1,31 @@
+// Package cmdutil holds what every command shares: the Factory of lazy dependencies,
+// refusals, and how a command finds the mesh it talks to.
+package cmdutil
+
+import "fmt"
+
+// Refusal is an error a person reads: what was refused, why, and the command to run next.
+type Refusal struct{ What, Why, Next string }
+
+func (r *Refusal) Error() string {
+	msg := "refusing " + r.What + ": " + r.Why
+	if r.Next != "" {
+		msg += "\nnext: run `" + r.Next + "`"
+	}
+	return msg
+}
+
+// Refuse builds a Refusal.
+func Refuse(what, why, next string) error { return &Refusal{What: what, Why: why, Next: next} }
+
+// FlagError is a usage mistake; the CLI exits 2 and prints the usage hint.
+type FlagError struct{ Err error }
+
+func (e *FlagError) Error() string { return e.Err.Error() }
+
+func (e *FlagError) Unwrap() error { return e.Err }
+
+// FlagErrorf formats a FlagError.
+func FlagErrorf(format string, args ...any) error {
+	return &FlagError{Err: fmt.Errorf(format, args...)}
+}

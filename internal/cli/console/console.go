@@ -1,0 +1,109 @@
+// Package console implements `cotal console --plain`: a timestamped stream of presence
+// changes and channel messages.
+package console
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+)
+
+// Options are the flags of `cotal console`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+	Mesh    cmdutil.MeshFlags
+	Plain   bool
+	Channel string
+}
+
+// NewCmdConsole builds `cotal console`.
+func NewCmdConsole(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "console --plain [--channel PATTERN]",
+		Short: "Watch a space: presence changes and channel messages as timestamped lines",
+		Long: `Watch a space without joining it: you do not appear in presence. Each presence change
+(a peer joins, changes status or activity, goes offline) and each channel message prints as
+one timestamped line until Ctrl-C. Direct messages and anycasts are private and not shown.`,
+		Example: `  cotal console --plain
+  cotal console --plain --channel 'team.>'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !opts.Plain {
+				return cmdutil.Refuse("`cotal console` without --plain",
+					"the terminal UI is not in this build; the plain line stream is", "cotal console --plain")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runConsole(cmd.Context(), opts)
+		},
+	}
+	opts.Mesh.Register(cmd.Flags())
+	cmd.Flags().BoolVar(&opts.Plain, "plain", false, "print a plain line stream")
+	cmd.Flags().StringVar(&opts.Channel, "channel", ">", "channels to watch (a pattern)")
+	return cmd
+}
+
+func runConsole(ctx context.Context, opts *Options) error {
+	target, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return err
+	}
+	ep, err := opts.Factory.Connect(ctx, target, client.Config{
+		Name: "console", Actor: "console_" + strconv.Itoa(os.Getpid()), Kind: "endpoint"})
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	changes, err := ep.WatchPresence(ctx)
+	if err != nil {
+		return err
+	}
+	if err := ep.Listen(ctx, opts.Channel); err != nil {
+		return err
+	}
+	out := opts.IO.Out
+	fmt.Fprintf(opts.IO.ErrOut, "watching space %s on %s; Ctrl-C to stop\n", target.Space, target.Server)
+	stamp := func() string { return time.Now().Format("2006-01-02 15:04:05") }
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case c, ok := <-changes:
+			if !ok {
+				return nil
+			}
+			fmt.Fprintf(out, "%s %s\n", stamp(), presenceLine(c))
+		case in := <-ep.Messages():
+			fmt.Fprintf(out, "%s %s\n", stamp(), cmdutil.MessageLine(in))
+		}
+	}
+}
+
+// presenceLine describes one presence change.
+func presenceLine(c client.PeerChange) string {
+	who := c.Card.Name + " (" + c.Card.ID + ")"
+	var line string
+	switch {
+	case c.Previous == "":
+		line = fmt.Sprintf("presence %s is %s", who, c.State())
+	case c.Previous != c.State():
+		line = fmt.Sprintf("presence %s %s -> %s", who, c.Previous, c.State())
+	default:
+		line = fmt.Sprintf("presence %s is %s", who, c.State())
+	}
+	if c.Activity != "" && c.Online {
+		line += fmt.Sprintf(" %q", c.Activity)
+	}
+	return line
+}

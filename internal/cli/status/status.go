@@ -1,0 +1,127 @@
+// Package status implements `cotal status`: the mesh, the space, its roster and channels.
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+)
+
+// Options are the flags of `cotal status`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+	Mesh    cmdutil.MeshFlags
+	JSON    bool
+}
+
+// Report is what `cotal status --json` prints.
+type Report struct {
+	Server   string               `json:"server"`
+	Mode     string               `json:"mode,omitempty"`
+	Root     string               `json:"root,omitempty"`
+	PID      int                  `json:"pid,omitempty"`
+	Space    string               `json:"space"`
+	Spaces   []string             `json:"spaces,omitempty"`
+	Roster   []RosterEntry        `json:"roster"`
+	Channels []client.ChannelStat `json:"channels"`
+}
+
+// RosterEntry is one peer in the report.
+type RosterEntry struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Role     string `json:"role,omitempty"`
+	Kind     string `json:"kind"`
+	State    string `json:"state"`
+	Activity string `json:"activity,omitempty"`
+	LastSeen int64  `json:"lastSeen"`
+}
+
+// NewCmdStatus builds `cotal status`.
+func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Show the mesh, the space, who is here and the channels",
+		Long: `Show the mesh this project runs (or the one --server names), the space, every peer in
+presence with its state (idle, waiting, working, offline), and the channels with the
+number of messages their history holds. Read-only.`,
+		Example: `  cotal status
+  cotal status --space review --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runStatus(cmd.Context(), opts)
+		},
+	}
+	opts.Mesh.Register(cmd.Flags())
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON document")
+	return cmd
+}
+
+func runStatus(ctx context.Context, opts *Options) error {
+	target, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return err
+	}
+	name, actor := cmdutil.OperatorIdentity()
+	ep, err := opts.Factory.Connect(ctx, target, client.Config{Name: name, Actor: actor})
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	peers, err := ep.Roster(ctx)
+	if err != nil {
+		return err
+	}
+	channels, err := ep.ChannelStats(ctx)
+	if err != nil {
+		return err
+	}
+	rep := Report{Server: target.Server, Space: target.Space, Roster: []RosterEntry{}, Channels: channels}
+	if m := target.Mesh; m != nil && m.Server == target.Server {
+		rep.Mode, rep.Root, rep.PID, rep.Spaces = m.Mode, m.Root, m.PID, m.Spaces
+	}
+	for _, p := range peers {
+		rep.Roster = append(rep.Roster, RosterEntry{ID: p.Card.ID, Name: p.Card.Name, Role: p.Card.Role, Kind: p.Card.Kind,
+			State: string(p.State()), Activity: p.Activity, LastSeen: p.TS})
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	out := opts.IO.Out
+	fmt.Fprintf(out, "mesh     %s", rep.Server)
+	if rep.Mode != "" {
+		fmt.Fprintf(out, " (%s, pid %d, %s)", rep.Mode, rep.PID, rep.Root)
+	}
+	fmt.Fprintf(out, "\nspace    %s\n", rep.Space)
+	if len(rep.Spaces) > 1 {
+		fmt.Fprintf(out, "spaces   %v\n", rep.Spaces)
+	}
+	fmt.Fprintf(out, "\nroster (%d)\n", len(peers))
+	now := time.Now()
+	for _, p := range peers {
+		fmt.Fprintln(out, "  "+cmdutil.PeerLine(p, now))
+	}
+	fmt.Fprintf(out, "\nchannels (%d)\n", len(channels))
+	for _, c := range channels {
+		fmt.Fprintf(out, "  #%-24s %d messages", c.Name, c.Messages)
+		if c.Config.Description != "" {
+			fmt.Fprintf(out, "  %s", c.Config.Description)
+		}
+		fmt.Fprintln(out)
+	}
+	return nil
+}

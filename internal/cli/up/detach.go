@@ -1,0 +1,89 @@
+package up
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// detach re-runs `cotal up` in the background with its output in the project's log, and
+// returns once the child reports that it serves (or says why it did not).
+func detach(ctx context.Context, opts *Options, proj *workspace.Project, space string) error {
+	exe, err := opts.Executable()
+	if err != nil {
+		return fmt.Errorf("find the cotal binary: %w", err)
+	}
+	logf, err := os.OpenFile(proj.LogFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open log: %w", err)
+	}
+	defer logf.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("readiness pipe: %w", err)
+	}
+	defer r.Close()
+
+	args := []string{"up", "--open", "--space", space}
+	if opts.Server != "" {
+		args = append(args, "--server", opts.Server)
+	}
+	if opts.StoreDir != "" {
+		args = append(args, "--store-dir", opts.StoreDir)
+	}
+	child := exec.Command(exe, args...)
+	child.Args[0] = os.Args[0]
+	child.Dir = proj.Root
+	child.Stdout, child.Stderr = logf, logf
+	child.ExtraFiles = []*os.File{w} // fd 3
+	child.Env = append(os.Environ(), readyFDEnv+"=3")
+	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := child.Start(); err != nil {
+		w.Close()
+		return fmt.Errorf("start background broker: %w", err)
+	}
+	w.Close() // the child holds the only write end now
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(r).ReadString('\n') // EOF: the child ended without ready
+		line <- strings.TrimSpace(s)
+	}()
+	select {
+	case l := <-line:
+		url, ok := strings.CutPrefix(l, "ready ")
+		if !ok {
+			err := <-exited
+			return fmt.Errorf("background broker did not start (%v):\n%s", err, tail(proj.LogFile()))
+		}
+		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, open mesh) running in the background, pid %d\n", url, space, child.Process.Pid)
+		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down`\n", proj.LogFile())
+		return nil
+	case <-ctx.Done():
+		_ = child.Process.Signal(syscall.SIGTERM) // interrupted before ready: undo the start
+		<-exited
+		return ctx.Err()
+	}
+}
+
+// tail returns the last lines of a log, for an error message.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}

@@ -1,0 +1,255 @@
+// Package up implements `cotal up`: start the embedded broker and provision a space.
+package up
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/cotal-ai/cotal/broker"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// ModeOpen is the unauthenticated dev mesh.
+const ModeOpen = workspace.ModeOpen
+
+// readyFDEnv names the inherited pipe a detached child reports readiness on.
+const readyFDEnv = "COTAL_READY_FD"
+
+// Options are the flags of `cotal up`.
+type Options struct {
+	IO         *iostreams.IOStreams
+	Getwd      func() (string, error)
+	Executable func() (string, error)
+	Getenv     func(string) string
+
+	Open     bool
+	Space    string
+	Server   string
+	StoreDir string
+	Detach   bool
+}
+
+// NewCmdUp builds `cotal up`.
+func NewCmdUp(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Getwd: f.Getwd, Executable: f.Executable, Getenv: f.Getenv}
+	cmd := &cobra.Command{
+		Use:   "up --open [--space S] [--server URL] [--store-dir D] [--detach]",
+		Short: "Start the embedded broker and serve a space",
+		Long: `Start an embedded NATS server with JetStream, provision the space's streams and buckets,
+and serve until Ctrl-C. With --detach it runs in the background (pidfile .cotal/nats.pid,
+log .cotal/nats.log) and returns once it is ready; stop it with ` + "`cotal down`" + `.
+
+The broker listens on loopback, port 4222, or a free port when 4222 is taken. An explicit
+--server port that is taken is an error; port 0 means any free port. Running up again on a
+running mesh provisions the named space on it and changes nothing else.
+
+This release serves the open (unauthenticated) dev mesh: pass --open.`,
+		Example: `  cotal up --open --detach
+  cotal up --open --space review --server nats://127.0.0.1:4333
+  cotal up --open                  # foreground; Ctrl-C stops it`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !opts.Open {
+				return cmdutil.Refuse("`cotal up` without --open",
+					"the authenticated mesh is not available in this build; the open dev mesh is", "cotal up --open --detach")
+			}
+			if opts.Space != "" {
+				if err := protocol.CheckSpace(opts.Space); err != nil {
+					return cmdutil.FlagErrorf("--space: %v", err)
+				}
+			}
+			if _, _, err := listenAddr(opts.Server); err != nil {
+				return cmdutil.FlagErrorf("--server: %v", err)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runUp(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&opts.Open, "open", false, "serve the unauthenticated dev mesh (loopback only)")
+	fl.StringVar(&opts.Space, "space", "", "space to serve (default: the project folder's name)")
+	fl.StringVar(&opts.Server, "server", "", "listen URL, e.g. nats://127.0.0.1:4222 (default: loopback, 4222 or a free port)")
+	fl.StringVar(&opts.StoreDir, "store-dir", "", "JetStream store (default: .cotal/nats)")
+	fl.BoolVar(&opts.Detach, "detach", false, "run in the background and return once ready")
+	return cmd
+}
+
+// listenAddr reads --server into a host and a broker.Server port.
+func listenAddr(server string) (string, int, error) {
+	if server == "" {
+		return "127.0.0.1", 0, nil
+	}
+	u, err := url.Parse(server)
+	if err != nil || u.Scheme != "nats" || u.Host == "" {
+		return "", 0, fmt.Errorf("%q is not a nats://host:port URL", server)
+	}
+	host, portText, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q needs a port, e.g. nats://127.0.0.1:4222", server)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%q: port %q is not 0 to 65535", server, portText)
+	}
+	if port == 0 {
+		port = -1 // any free port
+	}
+	return host, port, nil
+}
+
+func runUp(ctx context.Context, opts *Options) error {
+	proj, err := project(opts)
+	if err != nil {
+		return err
+	}
+	space := opts.Space
+	if space == "" {
+		space = proj.DefaultSpace()
+	}
+	if cmdutil.MeshRunning(proj) {
+		return addSpace(ctx, opts, proj, space)
+	}
+	if opts.Detach {
+		return detach(ctx, opts, proj, space)
+	}
+	return serve(ctx, opts, proj, space)
+}
+
+// project is the project up serves: the nearest .cotal/ above the current folder, or a
+// new one in the current folder.
+func project(opts *Options) (*workspace.Project, error) {
+	wd, err := opts.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("current folder: %w", err)
+	}
+	home := opts.Getenv("COTAL_HOME")
+	if home == "" {
+		if h, err := os.UserHomeDir(); err == nil {
+			home = filepath.Join(h, workspace.ControlDir)
+		}
+	}
+	if proj, err := workspace.Find(wd, home); err == nil {
+		return proj, nil
+	}
+	return workspace.Open(wd)
+}
+
+// addSpace provisions space on the mesh that already runs for proj.
+func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space string) error {
+	mesh, err := proj.ReadMesh()
+	if err != nil {
+		return err
+	}
+	if mesh.Mode != ModeOpen {
+		return cmdutil.Refuse("`cotal up --open` on a running "+mesh.Mode+" mesh",
+			"the mode of a running mesh does not change", "cotal down && cotal up --open --detach")
+	}
+	if opts.Server != "" && opts.Server != mesh.Server {
+		return cmdutil.Refuse("--server "+opts.Server, "the mesh of this project already runs at "+mesh.Server,
+			"cotal down && cotal up --open --server "+opts.Server)
+	}
+	if err := provisionOn(ctx, mesh.Server, space); err != nil {
+		return err
+	}
+	if !slices.Contains(mesh.Spaces, space) {
+		mesh.Spaces = append(mesh.Spaces, space)
+		if err := proj.WriteMesh(mesh); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.IO.Out, "✓ space %q added to the running mesh at %s\n", space, mesh.Server)
+		return nil
+	}
+	fmt.Fprintf(opts.IO.Out, "✓ mesh already running at %s (space %s, %s)\n", mesh.Server, space, mesh.Mode)
+	return nil
+}
+
+func provisionOn(ctx context.Context, server, space string) error {
+	nc, err := nats.Connect(server, nats.Timeout(5*time.Second))
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", server, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream on %s: %w", server, err)
+	}
+	_, err = provision.Space(ctx, js, space, provision.Options{DefaultDeliveryClass: "live"})
+	return err
+}
+
+// serve runs the broker in this process until ctx ends or the broker stops.
+func serve(ctx context.Context, opts *Options, proj *workspace.Project, space string) error {
+	host, port, _ := listenAddr(opts.Server) // checked by the command
+	store := opts.StoreDir
+	if store == "" {
+		store = proj.StoreDir()
+	}
+	srv := &broker.Server{Dir: store, Host: host, Port: port}
+	if err := srv.Start(ctx); err != nil {
+		return fmt.Errorf("start broker: %w", err)
+	}
+	defer srv.Close()
+	if err := provisionOn(ctx, srv.ClientURL(), space); err != nil {
+		return err
+	}
+	mesh := &workspace.Mesh{Server: srv.ClientURL(), Mode: ModeOpen, Spaces: []string{space},
+		StoreDir: store, Root: proj.Root, PID: os.Getpid(), Started: time.Now().UTC()}
+	if err := workspace.WritePidfile(proj.PidFile(), os.Getpid()); err != nil {
+		return err
+	}
+	defer workspace.RemovePidfile(proj.PidFile())
+	if err := proj.WriteMesh(mesh); err != nil {
+		return err
+	}
+	defer proj.RemoveMesh()
+
+	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, open mesh, store %s)\n", srv.ClientURL(), space, store)
+	if err := signalReady(opts, srv.ClientURL()); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(opts.IO.ErrOut, "stopping the mesh")
+		return nil
+	case <-srv.Done():
+		return fmt.Errorf("broker at %s stopped unexpectedly; see %s", srv.ClientURL(), proj.LogFile())
+	}
+}
+
+// signalReady tells a waiting `up --detach` parent that the mesh serves.
+func signalReady(opts *Options, url string) error {
+	fdText := opts.Getenv(readyFDEnv)
+	if fdText == "" {
+		return nil
+	}
+	fd, err := strconv.Atoi(fdText)
+	if err != nil {
+		return fmt.Errorf("%s=%q: %w", readyFDEnv, fdText, err)
+	}
+	f := os.NewFile(uintptr(fd), "ready")
+	if f == nil {
+		return fmt.Errorf("%s=%d: not an open file", readyFDEnv, fd)
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "ready %s\n", url); err != nil {
+		return fmt.Errorf("report readiness: %w", err)
+	}
+	return nil
+}

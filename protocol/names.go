@@ -1,0 +1,34 @@
+package protocol
+
+// Names of one space's JetStream footprint. Every function takes the space token as it
+// appears in subjects (see CheckSpace).
+
+// StreamChat names the multicast history stream.
+func StreamChat(space string) string { return "CHAT_" + space }
+
+// StreamDM names the unicast stream.
+func StreamDM(space string) string { return "DM_" + space }
+
+// StreamTask names the anycast work-queue stream.
+func StreamTask(space string) string { return "TASK_" + space }
+
+// BucketPresence names the presence KV bucket.
+func BucketPresence(space string) string { return "cotal_presence_" + space }
+
+// BucketChannels names the channel registry KV bucket.
+func BucketChannels(space string) string { return "cotal_channels_" + space }
+
+// ConsumerDM names a principal's DM durable: dm_<owner>-<actor>-<uid>.
+func ConsumerDM(p Principal, uid string) string { return "dm_" + p.Dash() + "-" + uid }
+
+// ConsumerDMPrefix is the name prefix shared by every DM durable of one principal.
+func ConsumerDMPrefix(p Principal) string { return "dm_" + p.Dash() + "-" }
+
+// ConsumerRole names the role-shared anycast durable: svc_<role>.
+func ConsumerRole(role string) string { return "svc_" + Token(role) }
+
+// ConsumerHistory names a principal's transient history reader: chathist_<owner>-<actor>-<uid>.
+func ConsumerHistory(p Principal, uid string) string { return "chathist_" + p.Dash() + "-" + uid }
+
+// ChannelDefaultsKey is the channel-registry key that holds the space-wide defaults.
+const ChannelDefaultsKey = "=defaults"

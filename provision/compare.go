@@ -1,0 +1,91 @@
+package provision
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// drift is one setting that differs from what the space needs.
+type drift struct {
+	field      string
+	have, want string
+	fix        func(*jetstream.StreamConfig) // nil: cannot change without loss (a conflict)
+}
+
+func (d drift) String() string { return fmt.Sprintf("%s %s, want %s", d.field, d.have, d.want) }
+
+// compare lists the settings of have that matter to cotal and differ from want. Settings it
+// does not list (age and size limits of the message streams, descriptions, ...) are the
+// operator's and are left as they are. isBucket adds the bucket TTL, which is KV semantics.
+func compare(have, want jetstream.StreamConfig, isBucket bool) []drift {
+	var ds []drift
+	if !sameSet(have.Subjects, want.Subjects) {
+		ds = append(ds, drift{field: "subjects", have: fmt.Sprint(have.Subjects), want: fmt.Sprint(want.Subjects)})
+	}
+	if have.Retention != want.Retention {
+		ds = append(ds, drift{field: "retention", have: have.Retention.String(), want: want.Retention.String()})
+	}
+	if have.Storage != want.Storage {
+		ds = append(ds, drift{field: "storage", have: have.Storage.String(), want: want.Storage.String()})
+	}
+	if h, w := perSubject(have.MaxMsgsPerSubject), perSubject(want.MaxMsgsPerSubject); h != w {
+		d := drift{field: "max msgs per subject", have: limit(have.MaxMsgsPerSubject), want: limit(want.MaxMsgsPerSubject)}
+		if h < w { // raising a limit drops nothing
+			d.fix = func(c *jetstream.StreamConfig) { c.MaxMsgsPerSubject = want.MaxMsgsPerSubject }
+		}
+		ds = append(ds, d)
+	}
+	wantDup := want.Duplicates
+	if !isBucket && have.MaxAge > 0 && have.MaxAge < wantDup {
+		wantDup = have.MaxAge // the server caps the window at an operator's age limit
+	}
+	if have.Duplicates != wantDup {
+		ds = append(ds, drift{field: "duplicate window", have: have.Duplicates.String(), want: wantDup.String(),
+			fix: func(c *jetstream.StreamConfig) { c.Duplicates = wantDup }})
+	}
+	if isBucket && have.MaxAge != want.MaxAge {
+		ds = append(ds, drift{field: "ttl", have: have.MaxAge.String(), want: want.MaxAge.String(),
+			fix: func(c *jetstream.StreamConfig) { c.MaxAge = want.MaxAge }})
+	}
+	if have.Discard != want.Discard {
+		ds = append(ds, drift{field: "discard", have: have.Discard.String(), want: want.Discard.String(),
+			fix: func(c *jetstream.StreamConfig) { c.Discard = want.Discard }})
+	}
+	if have.AllowDirect != want.AllowDirect {
+		ds = append(ds, drift{field: "allow direct", have: strconv.FormatBool(have.AllowDirect), want: strconv.FormatBool(want.AllowDirect),
+			fix: func(c *jetstream.StreamConfig) { c.AllowDirect = want.AllowDirect }})
+	}
+	if have.AllowRollup != want.AllowRollup {
+		ds = append(ds, drift{field: "allow rollup", have: strconv.FormatBool(have.AllowRollup), want: strconv.FormatBool(want.AllowRollup),
+			fix: func(c *jetstream.StreamConfig) { c.AllowRollup = want.AllowRollup }})
+	}
+	return ds
+}
+
+// perSubject orders a per-subject limit; zero and negative mean unlimited.
+func perSubject(n int64) int64 {
+	if n <= 0 {
+		return int64(^uint64(0) >> 1)
+	}
+	return n
+}
+
+func limit(n int64) string {
+	if n <= 0 {
+		return "unlimited"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}

@@ -1,0 +1,102 @@
+// Package provision creates one space's JetStream footprint: the CHAT, DM and TASK streams,
+// the presence and channel-registry KV buckets, and the registry's "=defaults" entry. Space
+// is idempotent: it creates what is missing, repairs drift that loses nothing, refuses
+// conflicts without changing anything, and never touches stored messages.
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Options tunes what Space creates.
+type Options struct {
+	DefaultDeliveryClass string // written under "=defaults" in the channel registry only when absent: "live" (open mesh) or "durable" (auth mesh); "" means "durable"
+}
+
+// Report says what Space did: names created, names whose drifted config it repaired, and
+// names that already existed as wanted. A name is in exactly one list. The defaults entry is
+// named "<channels bucket>/=defaults".
+type Report struct{ Created, Updated, Existing []string }
+
+// ErrConflict reports an existing stream or bucket whose config Space cannot repair without
+// losing data or changing what it means. Space leaves it, and everything else, unchanged.
+var ErrConflict = errors.New("existing config conflicts")
+
+// Space creates whatever of the space's JetStream footprint is missing. It first inspects
+// every stream and bucket and refuses, changing nothing, when one conflicts (ErrConflict) or
+// the space name is invalid (protocol.ErrInvalidSpace). Then it creates what is absent,
+// updates drifted settings that can change without loss (a presence TTL, a dedupe window,
+// direct get, discard policy, a per-subject limit that only grows), and writes "=defaults"
+// only when the key is absent. Stored messages and registry values are never touched.
+func Space(ctx context.Context, js jetstream.JetStream, space string, opts Options) (Report, error) {
+	if err := protocol.CheckSpace(space); err != nil {
+		return Report{}, fmt.Errorf("provision space %q: %w", space, err)
+	}
+	class := opts.DefaultDeliveryClass
+	if class == "" {
+		class = ClassDurable
+	}
+	if err := checkClass(class); err != nil {
+		return Report{}, fmt.Errorf("provision space %q: default delivery class: %w", space, err)
+	}
+
+	res := resources(space)
+	plans := make([]plan, 0, len(res))
+	var conflicts []error
+	for _, r := range res {
+		p, err := inspect(ctx, js, r)
+		if err != nil {
+			return Report{}, r.wrap(space, err)
+		}
+		if err := p.conflict(); err != nil {
+			conflicts = append(conflicts, r.wrap(space, err))
+		}
+		plans = append(plans, p)
+	}
+	if len(conflicts) > 0 {
+		return Report{}, errors.Join(conflicts...)
+	}
+
+	var rep Report
+	for _, p := range plans {
+		o, err := p.apply(ctx, js)
+		if err != nil {
+			return rep, p.res.wrap(space, err)
+		}
+		rep.add(o, p.res.name)
+	}
+
+	name := protocol.BucketChannels(space) + "/" + protocol.ChannelDefaultsKey
+	o, err := writeDefaults(ctx, js, space, Defaults{DeliveryClass: class})
+	if err != nil {
+		return rep, fmt.Errorf("provision space %q: key %s: %w", space, name, err)
+	}
+	rep.add(o, name)
+	return rep, nil
+}
+
+// outcome is what happened to one name.
+type outcome int
+
+const (
+	created outcome = iota
+	updated
+	existing
+)
+
+func (r *Report) add(o outcome, name string) {
+	switch o {
+	case created:
+		r.Created = append(r.Created, name)
+	case updated:
+		r.Updated = append(r.Updated, name)
+	default:
+		r.Existing = append(r.Existing, name)
+	}
+}

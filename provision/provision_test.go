@@ -1,0 +1,399 @@
+package provision_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/broker/brokertest"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
+)
+
+func connect(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	srv := brokertest.Start(t)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return js
+}
+
+func names(space string) []string {
+	return []string{
+		"CHAT_" + space, "DM_" + space, "TASK_" + space,
+		"cotal_presence_" + space, "cotal_channels_" + space, "cotal_channels_" + space + "/=defaults",
+	}
+}
+
+func streamConfig(t *testing.T, js jetstream.JetStream, name string) jetstream.StreamConfig {
+	t.Helper()
+	st, err := js.Stream(t.Context(), name)
+	if err != nil {
+		t.Fatalf("stream %s: %v", name, err)
+	}
+	return st.CachedInfo().Config
+}
+
+func streamNames(t *testing.T, js jetstream.JetStream) []string {
+	t.Helper()
+	l := js.StreamNames(t.Context())
+	var out []string
+	for n := range l.Name() {
+		out = append(out, n)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("list streams: %v", err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestSpaceCreatesFootprint(t *testing.T) {
+	js := connect(t)
+	ctx := t.Context()
+	rep, err := provision.Space(ctx, js, "prod", provision.Options{})
+	if err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	if !slices.Equal(rep.Created, names("prod")) || len(rep.Updated)+len(rep.Existing) != 0 {
+		t.Fatalf("report %+v, want all created: %v", rep, names("prod"))
+	}
+
+	type want struct {
+		name       string
+		subject    string
+		retention  jetstream.RetentionPolicy
+		perSubject int64
+		direct     bool
+		discard    jetstream.DiscardPolicy
+		maxAge     time.Duration
+		dup        time.Duration
+	}
+	for _, w := range []want{
+		{"CHAT_prod", "cotal.prod.chat.>", jetstream.LimitsPolicy, 1000, true, jetstream.DiscardOld, 0, 2 * time.Minute},
+		{"DM_prod", "cotal.prod.inst.>", jetstream.LimitsPolicy, -1, false, jetstream.DiscardOld, 0, 2 * time.Minute},
+		{"TASK_prod", "cotal.prod.svc.>", jetstream.WorkQueuePolicy, -1, false, jetstream.DiscardOld, 0, 2 * time.Minute},
+		{"KV_cotal_presence_prod", "$KV.cotal_presence_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, protocol.LivenessWindow, protocol.LivenessWindow},
+		{"KV_cotal_channels_prod", "$KV.cotal_channels_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, 0, 2 * time.Minute},
+	} {
+		c := streamConfig(t, js, w.name)
+		if !slices.Equal(c.Subjects, []string{w.subject}) || c.Retention != w.retention || c.Storage != jetstream.FileStorage ||
+			c.Replicas != 1 || c.MaxMsgsPerSubject != w.perSubject || c.AllowDirect != w.direct || c.Discard != w.discard ||
+			c.MaxAge != w.maxAge || c.Duplicates != w.dup || c.MaxMsgs != -1 || c.MaxBytes != -1 {
+			t.Errorf("%s config %+v, want %+v", w.name, c, w)
+		}
+	}
+	if c := streamConfig(t, js, "KV_cotal_channels_prod"); !c.AllowRollup {
+		t.Errorf("channels bucket does not allow rollup")
+	}
+	if c := streamConfig(t, js, "CHAT_prod"); c.AllowRollup || c.DenyDelete || c.DenyPurge {
+		t.Errorf("CHAT_prod rollup/deny flags %v/%v/%v, want all false", c.AllowRollup, c.DenyDelete, c.DenyPurge)
+	}
+
+	d, err := provision.ChannelDefaults(ctx, js, "prod")
+	if err != nil {
+		t.Fatalf("channel defaults: %v", err)
+	}
+	if d.DeliveryClass != provision.ClassDurable || d.EffectiveDeliveryClass() != provision.ClassDurable || !d.EffectiveReplay() {
+		t.Fatalf("defaults %+v, want deliveryClass durable and replay on", d)
+	}
+	kv, err := js.KeyValue(ctx, "cotal_channels_prod")
+	if err != nil {
+		t.Fatalf("channels bucket: %v", err)
+	}
+	e, err := kv.Get(ctx, protocol.ChannelDefaultsKey)
+	if err != nil {
+		t.Fatalf("get =defaults: %v", err)
+	}
+	if string(e.Value()) != `{"deliveryClass":"durable"}` {
+		t.Fatalf("=defaults holds %s", e.Value())
+	}
+}
+
+func TestSpaceLiveDefaults(t *testing.T) {
+	js := connect(t)
+	if _, err := provision.Space(t.Context(), js, "open", provision.Options{DefaultDeliveryClass: provision.ClassLive}); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	d, err := provision.ChannelDefaults(t.Context(), js, "open")
+	if err != nil || d.EffectiveDeliveryClass() != provision.ClassLive {
+		t.Fatalf("defaults %+v, err %v, want live", d, err)
+	}
+}
+
+func TestSpaceTwiceKeepsEverything(t *testing.T) {
+	js := connect(t)
+	ctx := t.Context()
+	if _, err := provision.Space(ctx, js, "prod", provision.Options{}); err != nil {
+		t.Fatalf("first provision: %v", err)
+	}
+	alice := protocol.Principal{Owner: protocol.OwnerLocal, Actor: "alice"}
+	bob := protocol.Principal{Owner: protocol.OwnerLocal, Actor: "bob"}
+	for _, subj := range []string{
+		protocol.ChatSubject("prod", alice, "general"),
+		protocol.InstSubject("prod", bob, alice),
+		protocol.SvcSubject("prod", "review", alice),
+	} {
+		if _, err := js.Publish(ctx, subj, []byte("kept")); err != nil {
+			t.Fatalf("publish %s: %v", subj, err)
+		}
+	}
+	kv, err := js.KeyValue(ctx, "cotal_channels_prod")
+	if err != nil {
+		t.Fatalf("channels bucket: %v", err)
+	}
+	if _, err := kv.Put(ctx, "general", []byte(`{"replay":true}`)); err != nil {
+		t.Fatalf("put channel: %v", err)
+	}
+
+	rep, err := provision.Space(ctx, js, "prod", provision.Options{DefaultDeliveryClass: provision.ClassLive})
+	if err != nil {
+		t.Fatalf("second provision: %v", err)
+	}
+	if !slices.Equal(rep.Existing, names("prod")) || len(rep.Created)+len(rep.Updated) != 0 {
+		t.Fatalf("report %+v, want all existing", rep)
+	}
+	for _, name := range []string{"CHAT_prod", "DM_prod", "TASK_prod"} {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		if n := st.CachedInfo().State.Msgs; n != 1 {
+			t.Errorf("%s holds %d messages after re-provisioning, want 1", name, n)
+		}
+	}
+	if e, err := kv.Get(ctx, "general"); err != nil || string(e.Value()) != `{"replay":true}` {
+		t.Errorf("channel entry after re-provisioning: %v, %v", e, err)
+	}
+	if d, err := provision.ChannelDefaults(ctx, js, "prod"); err != nil || d.DeliveryClass != provision.ClassDurable {
+		t.Errorf("defaults %+v, err %v: the second run must not overwrite durable with live", d, err)
+	}
+}
+
+func TestSpaceKeepsExistingDefaults(t *testing.T) {
+	js := connect(t)
+	ctx := t.Context()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "cotal_channels_team", History: 1, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatalf("create channels bucket: %v", err)
+	}
+	const mine = `{"replay":false,"replayWindow":"1h","deliveryClass":"live"}`
+	if _, err := kv.Put(ctx, protocol.ChannelDefaultsKey, []byte(mine)); err != nil {
+		t.Fatalf("put defaults: %v", err)
+	}
+	rep, err := provision.Space(ctx, js, "team", provision.Options{DefaultDeliveryClass: provision.ClassDurable})
+	if err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	if !slices.Contains(rep.Existing, "cotal_channels_team") || !slices.Contains(rep.Existing, "cotal_channels_team/=defaults") {
+		t.Fatalf("report %+v, want the bucket and =defaults existing", rep)
+	}
+	e, err := kv.Get(ctx, protocol.ChannelDefaultsKey)
+	if err != nil || string(e.Value()) != mine {
+		t.Fatalf("=defaults is %v (err %v), want it unchanged: %s", e, err, mine)
+	}
+	d, err := provision.ChannelDefaults(ctx, js, "team")
+	if err != nil || d.Replay == nil || *d.Replay || d.ReplayWindow != "1h" || d.DeliveryClass != provision.ClassLive {
+		t.Fatalf("defaults %+v, err %v", d, err)
+	}
+}
+
+func TestSpaceRefusesBadInput(t *testing.T) {
+	js := connect(t)
+	for _, space := range []string{"", "a.b", "has space", "x>", "*"} {
+		_, err := provision.Space(t.Context(), js, space, provision.Options{})
+		if !errors.Is(err, protocol.ErrInvalidSpace) {
+			t.Errorf("space %q: %v, want ErrInvalidSpace", space, err)
+		}
+	}
+	if _, err := provision.Space(t.Context(), js, "ok", provision.Options{DefaultDeliveryClass: "sometimes"}); err == nil ||
+		!strings.Contains(err.Error(), `"sometimes"`) {
+		t.Errorf("bad delivery class: %v, want an error naming it", err)
+	}
+	if got := streamNames(t, js); len(got) != 0 {
+		t.Fatalf("streams after refused input: %v, want none", got)
+	}
+}
+
+func TestSpaceRefusesConflictingStream(t *testing.T) {
+	js := connect(t)
+	ctx := t.Context()
+	mine := jetstream.StreamConfig{Name: "CHAT_x", Subjects: []string{"elsewhere.>"}, Storage: jetstream.FileStorage}
+	if _, err := js.CreateStream(ctx, mine); err != nil {
+		t.Fatalf("create CHAT_x by hand: %v", err)
+	}
+	if _, err := js.Publish(ctx, "elsewhere.one", []byte("mine")); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	before := streamConfig(t, js, "CHAT_x")
+
+	_, err := provision.Space(ctx, js, "x", provision.Options{})
+	if !errors.Is(err, provision.ErrConflict) {
+		t.Fatalf("provision over a foreign CHAT_x: %v, want ErrConflict", err)
+	}
+	msg := err.Error()
+	for _, part := range []string{`provision space "x": stream CHAT_x:`, "subjects [elsewhere.>], want [cotal.x.chat.>]", "nothing was changed"} {
+		if !strings.Contains(msg, part) {
+			t.Errorf("error %q lacks %q", msg, part)
+		}
+	}
+	after := streamConfig(t, js, "CHAT_x")
+	if !slices.Equal(before.Subjects, after.Subjects) || before.Retention != after.Retention || before.MaxMsgsPerSubject != after.MaxMsgsPerSubject {
+		t.Errorf("CHAT_x changed: %+v -> %+v", before, after)
+	}
+	st, err := js.Stream(ctx, "CHAT_x")
+	if err != nil || st.CachedInfo().State.Msgs != 1 {
+		t.Errorf("CHAT_x lost its message: %v", err)
+	}
+	if got := streamNames(t, js); !slices.Equal(got, []string{"CHAT_x"}) {
+		t.Errorf("streams after a conflict: %v, want only CHAT_x", got)
+	}
+}
+
+func TestSpaceRefusesSubjectsHeldElsewhere(t *testing.T) {
+	js := connect(t)
+	ctx := t.Context()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"cotal.y.inst.>"}}); err != nil {
+		t.Fatalf("create OTHER: %v", err)
+	}
+	_, err := provision.Space(ctx, js, "y", provision.Options{})
+	if !errors.Is(err, provision.ErrConflict) || !strings.Contains(err.Error(), "stream DM_y:") || !strings.Contains(err.Error(), "stream OTHER") {
+		t.Fatalf("provision with DM subjects held by OTHER: %v, want a conflict naming DM_y and OTHER", err)
+	}
+	if got := streamNames(t, js); !slices.Equal(got, []string{"OTHER"}) {
+		t.Errorf("streams after a conflict: %v, want only OTHER", got)
+	}
+}
+
+func TestSpaceRefusesLossyDrift(t *testing.T) {
+	js := connect(t)
+	ctx := t.Context()
+	cfg := jetstream.StreamConfig{Name: "TASK_z", Subjects: []string{"cotal.z.svc.>"}, Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatalf("create TASK_z: %v", err)
+	}
+	_, err := provision.Space(ctx, js, "z", provision.Options{})
+	if !errors.Is(err, provision.ErrConflict) || !strings.Contains(err.Error(), "retention Limits, want WorkQueue") {
+		t.Fatalf("provision over a Limits TASK_z: %v, want a retention conflict", err)
+	}
+}
+
+func TestSpaceRepairsDrift(t *testing.T) {
+	js := connect(t)
+	ctx := t.Context()
+	if _, err := provision.Space(ctx, js, "drift", provision.Options{}); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	kv, err := js.KeyValue(ctx, "cotal_presence_drift")
+	if err != nil {
+		t.Fatalf("presence bucket: %v", err)
+	}
+	if _, err := kv.Put(ctx, "local.alice", []byte("{}")); err != nil {
+		t.Fatalf("put presence: %v", err)
+	}
+	// Someone widened the presence TTL and turned on direct get for DMs.
+	if _, err := js.UpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "cotal_presence_drift", History: 1, TTL: time.Minute}); err != nil {
+		t.Fatalf("drift presence ttl: %v", err)
+	}
+	dm := streamConfig(t, js, "DM_drift")
+	dm.AllowDirect = true
+	if _, err := js.UpdateStream(ctx, dm); err != nil {
+		t.Fatalf("drift DM direct get: %v", err)
+	}
+	chat := streamConfig(t, js, "CHAT_drift")
+	chat.MaxMsgsPerSubject = 10
+	if _, err := js.UpdateStream(ctx, chat); err != nil {
+		t.Fatalf("drift CHAT per-subject limit: %v", err)
+	}
+
+	rep, err := provision.Space(ctx, js, "drift", provision.Options{})
+	if err != nil {
+		t.Fatalf("re-provision: %v", err)
+	}
+	if !slices.Equal(rep.Updated, []string{"CHAT_drift", "DM_drift", "cotal_presence_drift"}) || len(rep.Created) != 0 {
+		t.Fatalf("report %+v, want CHAT, DM and presence updated", rep)
+	}
+	if c := streamConfig(t, js, "KV_cotal_presence_drift"); c.MaxAge != protocol.LivenessWindow || c.Duplicates != protocol.LivenessWindow {
+		t.Errorf("presence ttl %s, dedupe %s after repair, want %s", c.MaxAge, c.Duplicates, protocol.LivenessWindow)
+	}
+	if c := streamConfig(t, js, "DM_drift"); c.AllowDirect {
+		t.Error("DM_drift still allows direct get")
+	}
+	if c := streamConfig(t, js, "CHAT_drift"); c.MaxMsgsPerSubject != 1000 {
+		t.Errorf("CHAT per-subject limit %d after repair, want 1000", c.MaxMsgsPerSubject)
+	}
+	if _, err := kv.Get(ctx, "local.alice"); err != nil {
+		t.Errorf("presence entry lost by the repair: %v", err)
+	}
+	rep, err = provision.Space(ctx, js, "drift", provision.Options{})
+	if err != nil || len(rep.Existing) != len(names("drift")) {
+		t.Fatalf("third run: %+v, %v, want all existing", rep, err)
+	}
+}
+
+func TestChannelDefaultsErrors(t *testing.T) {
+	js := connect(t)
+	ctx := t.Context()
+	if _, err := provision.ChannelDefaults(ctx, js, "nowhere"); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("defaults of an unprovisioned space: %v, want ErrBucketNotFound", err)
+	}
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "cotal_channels_bare"})
+	if err != nil {
+		t.Fatalf("create bucket: %v", err)
+	}
+	d, err := provision.ChannelDefaults(ctx, js, "bare")
+	if err != nil || d != (provision.Defaults{}) || d.EffectiveDeliveryClass() != provision.ClassDurable {
+		t.Errorf("absent =defaults: %+v, %v, want zero defaults resolving to durable", d, err)
+	}
+	if _, err := kv.Put(ctx, protocol.ChannelDefaultsKey, []byte(`{"deliveryClass":"sometimes"}`)); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if _, err := provision.ChannelDefaults(ctx, js, "bare"); err == nil || !strings.Contains(err.Error(), `"sometimes"`) {
+		t.Errorf("invalid class: %v, want an error naming it", err)
+	}
+}
+
+func TestSpaceHonoursContext(t *testing.T) {
+	js := connect(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := provision.Space(ctx, js, "late", provision.Options{})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), `provision space "late": stream CHAT_late:`) {
+		t.Fatalf("provision with a cancelled context: %v", err)
+	}
+}
+
+func TestSpaceConcurrent(t *testing.T) {
+	js := connect(t)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			rep, err := provision.Space(t.Context(), js, "busy", provision.Options{})
+			if err == nil && len(rep.Created)+len(rep.Updated)+len(rep.Existing) != len(names("busy")) {
+				err = errors.New("report does not account for every name")
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent provision: %v", err)
+		}
+	}
+	if d, err := provision.ChannelDefaults(t.Context(), js, "busy"); err != nil || d.DeliveryClass != provision.ClassDurable {
+		t.Fatalf("defaults %+v, err %v", d, err)
+	}
+}

@@ -1,0 +1,102 @@
+package provision
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// duplicateWindow is the dedupe window of every stream (wire-protocol §8).
+const duplicateWindow = 2 * time.Minute
+
+// chatPerSubject bounds CHAT history per sender and channel subject.
+const chatPerSubject = 1000
+
+// resource is one stream or KV bucket of a space.
+type resource struct {
+	kind string                    // "stream" or "bucket", for messages
+	name string                    // the stream or bucket name
+	want jetstream.StreamConfig    // the backing stream as wanted; compare reads it
+	kv   *jetstream.KeyValueConfig // a bucket is created through the KV API; nil for a stream
+}
+
+func (r resource) wrap(space string, err error) error {
+	return fmt.Errorf("provision space %q: %s %s: %w", space, r.kind, r.name, err)
+}
+
+// resources lists a space's footprint in creation order (wire-protocol §6.1, §7.1, §8).
+func resources(space string) []resource {
+	chat := baseStream(protocol.StreamChat(space), protocol.ChatAll(space))
+	chat.MaxMsgsPerSubject = chatPerSubject
+	chat.AllowDirect = true
+
+	dm := baseStream(protocol.StreamDM(space), protocol.InstAll(space)) // direct get MUST stay off
+
+	task := baseStream(protocol.StreamTask(space), protocol.SvcAll(space))
+	task.Retention = jetstream.WorkQueuePolicy
+
+	return []resource{
+		{kind: "stream", name: chat.Name, want: chat},
+		{kind: "stream", name: dm.Name, want: dm},
+		{kind: "stream", name: task.Name, want: task},
+		bucket(jetstream.KeyValueConfig{
+			Bucket:   protocol.BucketPresence(space),
+			History:  1,
+			TTL:      protocol.LivenessWindow,
+			Storage:  jetstream.FileStorage,
+			Replicas: 1,
+		}),
+		bucket(jetstream.KeyValueConfig{ // the KV API sets discard=New and rollup, as §7.1 wants
+			Bucket:   protocol.BucketChannels(space),
+			History:  1,
+			Storage:  jetstream.FileStorage,
+			Replicas: 1,
+		}),
+	}
+}
+
+// baseStream is the common stream config of wire-protocol §8.
+func baseStream(name, subject string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:              name,
+		Subjects:          []string{subject},
+		Retention:         jetstream.LimitsPolicy,
+		Storage:           jetstream.FileStorage,
+		Replicas:          1,
+		MaxConsumers:      -1,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		MaxMsgsPerSubject: -1,
+		Discard:           jetstream.DiscardOld,
+		Duplicates:        duplicateWindow,
+	}
+}
+
+// bucket describes a KV bucket and the backing stream the KV API makes for it.
+func bucket(kv jetstream.KeyValueConfig) resource {
+	dup := duplicateWindow
+	if kv.TTL > 0 && kv.TTL < dup {
+		dup = kv.TTL
+	}
+	return resource{
+		kind: "bucket",
+		name: kv.Bucket,
+		kv:   &kv,
+		want: jetstream.StreamConfig{
+			Name:              "KV_" + kv.Bucket,
+			Subjects:          []string{"$KV." + kv.Bucket + ".>"},
+			Retention:         jetstream.LimitsPolicy,
+			Storage:           kv.Storage,
+			Replicas:          kv.Replicas,
+			MaxMsgsPerSubject: int64(kv.History),
+			MaxAge:            kv.TTL,
+			Discard:           jetstream.DiscardNew,
+			Duplicates:        dup,
+			AllowDirect:       true,
+			AllowRollup:       true,
+		},
+	}
+}
