@@ -51,6 +51,13 @@ it never claims delivery, which happens when the recipient reads it.`,
 		Example: `  cotal send msg general "build is green"
   cotal send dm bob "can you review #12?"
   cotal send ask reviewer "review the auth change"`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return cmdutil.FlagErrorf("unknown send mode %q: use msg, dm or ask", args[0])
+			}
+			return cmdutil.FlagErrorf("say what to send: cotal send msg|dm|ask <to> <text>")
+		},
 	}
 	cmd.AddCommand(
 		newCmdMode(f, ModeMsg, "msg <channel> <text>", "Post to a channel (multicast)", `  cotal send msg team.backend "deploying now"`, runF),

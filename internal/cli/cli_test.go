@@ -1,0 +1,244 @@
+package cli_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/cotal-ai/cotal/internal/cli"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){"cotal": func() { os.Exit(cli.Main()) }})
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata",
+		RequireExplicitExec: true,
+		Setup:               setup,
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"proc":     cmdProc,
+			"holdport": cmdHoldPort,
+		},
+	})
+}
+
+type procsKey struct{}
+
+// procs are the long-running cotal processes of one script.
+type procs struct {
+	mu sync.Mutex
+	m  map[string]*proc
+}
+
+// proc is one cotal process whose stdin the script writes and whose output it awaits.
+type proc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    lockedBuffer
+	errOut lockedBuffer
+	done   chan struct{}
+	err    error
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func setup(env *testscript.Env) error {
+	env.Setenv("HOME", filepath.Join(env.WorkDir, "home"))
+	env.Setenv("COTAL_HOME", filepath.Join(env.WorkDir, "home", ".cotal"))
+	env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, "home", ".config"))
+	if err := os.MkdirAll(filepath.Join(env.WorkDir, "home"), 0o700); err != nil {
+		return err
+	}
+	ps := &procs{m: map[string]*proc{}}
+	env.Values[procsKey{}] = ps
+	env.Defer(func() {
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		for _, p := range ps.m {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		// Stop any mesh a script left running, whichever folder it started in.
+		_ = filepath.WalkDir(env.WorkDir, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.Name() == "nats.pid" {
+				if b, err := os.ReadFile(path); err == nil {
+					if pid, err := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil && pid > 0 {
+						_ = syscall.Kill(pid, syscall.SIGTERM)
+					}
+				}
+			}
+			return nil
+		})
+	})
+	return nil
+}
+
+// cmdProc drives long-running cotal processes:
+//
+//	proc start NAME ARGS...   start `cotal ARGS...` in the current folder
+//	proc say NAME TEXT...     write one line to its stdin
+//	proc expect NAME REGEXP   wait until its stdout matches (stderr with -stderr before NAME)
+//	proc stop NAME            close its stdin and wait for it to exit 0 (! proc stop: non-zero)
+//	proc signal NAME INT      send SIGINT (or TERM) and wait for it to exit 0
+func cmdProc(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 {
+		ts.Fatalf("usage: proc start|say|expect|stop|signal NAME ...")
+	}
+	ps := ts.Value(procsKey{}).(*procs)
+	verb, args := args[0], args[1:]
+	if verb == "start" {
+		startProc(ts, ps, args[0], args[1:])
+		return
+	}
+	useStderr := false
+	if args[0] == "-stderr" {
+		useStderr, args = true, args[1:]
+	}
+	ps.mu.Lock()
+	p := ps.m[args[0]]
+	ps.mu.Unlock()
+	if p == nil {
+		ts.Fatalf("no process %q", args[0])
+	}
+	switch verb {
+	case "say":
+		if _, err := fmt.Fprintln(p.stdin, joinArgs(args[1:])); err != nil {
+			ts.Fatalf("write to %s: %v", args[0], err)
+		}
+	case "expect":
+		if len(args) != 2 {
+			ts.Fatalf("usage: proc expect [-stderr] NAME REGEXP")
+		}
+		re := regexp.MustCompile(args[1])
+		buf := &p.out
+		if useStderr {
+			buf = &p.errOut
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for !re.MatchString(buf.String()) {
+			select {
+			case <-p.done:
+				if !re.MatchString(buf.String()) {
+					ts.Fatalf("%s exited (%v) without %q\nstdout:\n%s\nstderr:\n%s", args[0], p.err, args[1], p.out.String(), p.errOut.String())
+				}
+			case <-time.After(25 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				ts.Fatalf("%s: no %q within 20s\nstdout:\n%s\nstderr:\n%s", args[0], args[1], p.out.String(), p.errOut.String())
+			}
+		}
+		if neg {
+			ts.Fatalf("unsupported: ! proc expect")
+		}
+	case "stop", "signal":
+		if verb == "stop" {
+			if err := p.stdin.Close(); err != nil {
+				ts.Fatalf("close stdin of %s: %v", args[0], err)
+			}
+		} else {
+			sig := map[string]os.Signal{"INT": os.Interrupt, "TERM": syscall.SIGTERM}[args[len(args)-1]]
+			if sig == nil {
+				ts.Fatalf("usage: proc signal NAME INT|TERM")
+			}
+			if err := p.cmd.Process.Signal(sig); err != nil {
+				ts.Fatalf("signal %s: %v", args[0], err)
+			}
+		}
+		select {
+		case <-p.done:
+		case <-time.After(20 * time.Second):
+			ts.Fatalf("%s did not exit", args[0])
+		}
+		ps.mu.Lock()
+		delete(ps.m, args[0])
+		ps.mu.Unlock()
+		fmt.Fprint(ts.Stdout(), p.out.String())
+		fmt.Fprint(ts.Stderr(), p.errOut.String())
+		if (p.err != nil) != neg {
+			ts.Fatalf("%s exited with %v\nstderr:\n%s", args[0], p.err, p.errOut.String())
+		}
+	default:
+		ts.Fatalf("unknown proc verb %q", verb)
+	}
+}
+
+func startProc(ts *testscript.TestScript, ps *procs, name string, args []string) {
+	exe, err := exec.LookPath("cotal")
+	if err != nil {
+		ts.Fatalf("find cotal: %v", err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Dir = ts.MkAbs(".")
+	cmd.Env = os.Environ()
+	for _, k := range []string{"HOME", "COTAL_HOME", "XDG_CONFIG_HOME", "WORK", "TMPDIR"} {
+		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &p.out, &p.errOut
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		ts.Fatalf("stdin: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		ts.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	ps.mu.Lock()
+	ps.m[name] = p
+	ps.mu.Unlock()
+}
+
+func joinArgs(args []string) string {
+	var b bytes.Buffer
+	for i, a := range args {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(a)
+	}
+	return b.String()
+}
+
+// cmdHoldPort listens on a free loopback port until the script ends and sets $VAR to it.
+func cmdHoldPort(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: holdport VAR")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		ts.Fatalf("listen: %v", err)
+	}
+	ts.Defer(func() { _ = l.Close() })
+	ts.Setenv(args[0], strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+}
