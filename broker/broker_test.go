@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -260,4 +262,21 @@ func TestForwardsServerLogs(t *testing.T) {
 	if !rec.has(slog.LevelDebug, "Go build") {
 		t.Fatal("nats-server's debug lines were not forwarded although the handler enables debug")
 	}
+}
+
+func TestFatalStartErrorIsReturned(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	srv := &broker.Server{Dir: file, Port: -1, Logger: brokertest.Logger(t)}
+	err := srv.Start(t.Context()) // nats-server calls Fatalf; the process must live on
+	if err == nil {
+		_ = srv.Close()
+		t.Fatal("start with a file as the store directory succeeded")
+	}
+	if !strings.Contains(err.Error(), "JetStream") {
+		t.Fatalf("error %q should say JetStream could not start", err)
+	}
+	waitClosed(t, srv.Done(), "Done after a fatal start error")
 }

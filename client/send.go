@@ -33,11 +33,12 @@ type Sent struct {
 
 // Post multicasts d to a concrete channel.
 func (e *Endpoint) Post(ctx context.Context, channel string, d Draft) (Sent, error) {
-	m, subject, err := e.Address(channel, d)
-	if err != nil {
-		return Sent{}, err
+	if err := protocol.CheckConcreteChannel(channel); err != nil {
+		return Sent{}, fmt.Errorf("post: %w", err)
 	}
-	return e.publish(ctx, subject, m)
+	m := e.Envelope(d)
+	m.Channel = channel
+	return e.publish(ctx, protocol.ChatSubject(e.cfg.Space, e.me, channel), m)
 }
 
 // DM sends d to one principal; it is stored in the recipient's durable inbox until acked.
@@ -45,7 +46,7 @@ func (e *Endpoint) DM(ctx context.Context, to protocol.Principal, d Draft) (Sent
 	if err := to.Validate(); err != nil {
 		return Sent{}, fmt.Errorf("dm: %w", err)
 	}
-	m := e.envelope(d)
+	m := e.Envelope(d)
 	m.To = to.String()
 	return e.publish(ctx, protocol.InstSubject(e.cfg.Space, to, e.me), m)
 }
@@ -55,23 +56,15 @@ func (e *Endpoint) Ask(ctx context.Context, role string, d Draft) (Sent, error) 
 	if !protocol.ValidToken(role) {
 		return Sent{}, fmt.Errorf("ask: role %q: use letters, digits, _ and - only", role)
 	}
-	m := e.envelope(d)
+	m := e.Envelope(d)
 	m.ToService = role
 	return e.publish(ctx, protocol.SvcSubject(e.cfg.Space, role, e.me), m)
 }
 
-// Address builds the envelope and subject of a post of d to channel without sending it,
-// for callers that batch posts with PublishAsync.
-func (e *Endpoint) Address(channel string, d Draft) (*protocol.Message, string, error) {
-	if err := protocol.CheckConcreteChannel(channel); err != nil {
-		return nil, "", fmt.Errorf("post: %w", err)
-	}
-	m := e.envelope(d)
-	m.Channel = channel
-	return m, protocol.ChatSubject(e.cfg.Space, e.me, channel), nil
-}
-
-func (e *Endpoint) envelope(d Draft) *protocol.Message {
+// Envelope builds an unaddressed message from d with a fresh id, this endpoint as the
+// sender and the current time. Set exactly one of Channel, To and ToService, then send it
+// with PublishAsync on the matching subject.
+func (e *Endpoint) Envelope(d Draft) *protocol.Message {
 	id, err := uuid.NewV7()
 	if err != nil {
 		id = uuid.New()

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,44 +102,48 @@ func (p Part) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads a part of any kind; unknown fields are ignored.
 func (p *Part) UnmarshalJSON(b []byte) error {
-	var head struct {
-		Kind *string `json:"kind"`
+	// One pass covers the core kinds; an extension whose fields do not fit their types
+	// falls back to reading only the kind.
+	var w struct {
+		Kind      *string         `json:"kind"`
+		Text      string          `json:"text"`
+		Data      json.RawMessage `json:"data"`
+		Name      string          `json:"name"`
+		MediaType string          `json:"mediaType"`
+		Digest    string          `json:"digest"`
+		Size      int64           `json:"size"`
 	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return err
+	if err := json.Unmarshal(b, &w); err != nil {
+		var head struct {
+			Kind *string `json:"kind"`
+		}
+		if json.Unmarshal(b, &head) != nil || head.Kind == nil || isCoreKind(*head.Kind) {
+			return fmt.Errorf("part: %w", err)
+		}
+		w.Kind = head.Kind
 	}
-	if head.Kind == nil {
+	if w.Kind == nil {
 		return errors.New("part has no kind")
 	}
-	*p = Part{Kind: *head.Kind}
+	*p = Part{Kind: *w.Kind}
 	switch p.Kind {
 	case PartText:
-		var w textWire
-		if err := json.Unmarshal(b, &w); err != nil {
-			return fmt.Errorf("text part: %w", err)
-		}
 		p.Text = w.Text
 	case PartData:
-		var w dataWire
-		if err := json.Unmarshal(b, &w); err != nil {
-			return fmt.Errorf("data part: %w", err)
-		}
 		if len(w.Data) == 0 {
 			// Without this a decoded message could not be encoded again (MarshalJSON refuses).
 			return errors.New("data part: no data")
 		}
 		p.Data = w.Data
 	case PartArtifact:
-		var w artifactWire
-		if err := json.Unmarshal(b, &w); err != nil {
-			return fmt.Errorf("artifact part: %w", err)
-		}
 		p.Name, p.MediaType, p.Digest, p.Size = w.Name, w.MediaType, w.Digest, w.Size
 	default:
 		p.Raw = append(json.RawMessage(nil), b...)
 	}
 	return nil
 }
+
+func isCoreKind(k string) bool { return k == PartText || k == PartData || k == PartArtifact }
 
 // Validate checks a part before it is sent.
 func (p Part) Validate() error {
@@ -224,8 +227,8 @@ func DecodeMessage(data []byte) (Message, error) {
 	}
 	var w struct {
 		Message
-		ID   *string         `json:"id"`
-		From json.RawMessage `json:"from"`
+		ID   *string      `json:"id"`
+		From *EndpointRef `json:"from"`
 	}
 	// json.Unmarshal, not a Decoder: Decoder.More misses a trailing "}" or "]".
 	if err := json.Unmarshal(data, &w); err != nil {
@@ -234,14 +237,11 @@ func DecodeMessage(data []byte) (Message, error) {
 	if w.ID == nil {
 		return Message{}, errors.New("message has no id")
 	}
-	m := w.Message
-	m.ID = *w.ID
-	if len(w.From) == 0 || bytes.Equal(w.From, []byte("null")) {
+	if w.From == nil {
 		return Message{}, errNoFrom
 	}
-	if err := json.Unmarshal(w.From, &m.From); err != nil {
-		return Message{}, fmt.Errorf("message from: %w", err)
-	}
+	m := w.Message
+	m.ID, m.From = *w.ID, *w.From
 	return m, nil
 }
 

@@ -18,16 +18,37 @@ const MaxActorLength = 64
 const MaxNameLength = 128
 
 var (
-	userOwnerRE = regexp.MustCompile(`^u_[a-z2-7]{26}$`)
-	actorRE     = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
-	uidRE       = regexp.MustCompile(`^[a-z0-9]{26,32}$`)
+	uidRE = regexp.MustCompile(`^[a-z0-9]{26,32}$`)
 )
 
 // ValidOwner reports whether s is a principal owner: "local" or "u_" + 26 base32.
-func ValidOwner(s string) bool { return s == OwnerLocal || userOwnerRE.MatchString(s) }
+func ValidOwner(s string) bool {
+	if s == OwnerLocal {
+		return true
+	}
+	if len(s) != 28 || s[0] != 'u' || s[1] != '_' {
+		return false
+	}
+	for i := 2; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z') && !(c >= '2' && c <= '7') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidActor reports whether s is an actor token: [A-Za-z0-9_]+, at most 64 bytes.
-func ValidActor(s string) bool { return len(s) <= MaxActorLength && actorRE.MatchString(s) }
+func ValidActor(s string) bool {
+	if s == "" || len(s) > MaxActorLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '_' && !(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') && !(c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidLifecycleUID reports whether s matches the lifecycle uid grammar [a-z0-9]{26,32}.
 func ValidLifecycleUID(s string) bool { return uidRE.MatchString(s) }
