@@ -1,0 +1,81 @@
+package up
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+)
+
+func TestNewCmdUp(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    Options
+		wantErr string
+	}{
+		{args: []string{"--open"}, want: Options{Open: true}},
+		{args: []string{"--open", "--space", "prod", "--server", "nats://127.0.0.1:4333", "--detach", "--store-dir", "/s"},
+			want: Options{Open: true, Space: "prod", Server: "nats://127.0.0.1:4333", Detach: true, StoreDir: "/s"}},
+		{args: nil, wantErr: "refusing `cotal up` without --open"},
+		{args: []string{"--open", "--space", "a b"}, wantErr: "invalid space name"},
+		{args: []string{"--open", "--server", "nats://127.0.0.1"}, wantErr: "needs a port"},
+		{args: []string{"--open", "--server", "nats://127.0.0.1:70000"}, wantErr: "is not 0 to 65535"},
+		{args: []string{"--open", "extra"}, wantErr: "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			ios, _, _, _ := iostreams.Test()
+			var got *Options
+			cmd := NewCmdUp(&cmdutil.Factory{IO: ios}, func(_ context.Context, o *Options) error { got = o; return nil })
+			cmd.SetArgs(tt.args)
+			cmd.SetOut(ios.Out)
+			cmd.SetErr(ios.ErrOut)
+			err := cmd.Execute()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				if got != nil {
+					t.Fatal("run was reached despite the error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Open != tt.want.Open || got.Space != tt.want.Space || got.Server != tt.want.Server ||
+				got.Detach != tt.want.Detach || got.StoreDir != tt.want.StoreDir {
+				t.Fatalf("opts %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestListenAddr(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		host string
+		port int
+		ok   bool
+	}{
+		{"", "127.0.0.1", 0, true},
+		{"nats://127.0.0.1:4222", "127.0.0.1", 4222, true},
+		{"nats://0.0.0.0:0", "0.0.0.0", -1, true},
+		{"tls://127.0.0.1:4222", "", 0, false},
+		{"127.0.0.1:4222", "", 0, false},
+	} {
+		host, port, err := listenAddr(tt.in)
+		if (err == nil) != tt.ok || host != tt.host || port != tt.port {
+			t.Errorf("listenAddr(%q) = %q, %d, %v", tt.in, host, port, err)
+		}
+	}
+	var refusal *cmdutil.Refusal
+	cmd := NewCmdUp(&cmdutil.Factory{IO: &iostreams.IOStreams{}}, nil)
+	cmd.SetArgs(nil)
+	if err := cmd.Execute(); !errors.As(err, &refusal) || refusal.Next != "cotal up --open --detach" {
+		t.Fatalf("plain up: %v", err)
+	}
+}
