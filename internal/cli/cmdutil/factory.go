@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/pflag"
 
@@ -51,11 +52,7 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 	if t.Server != "" && t.Space != "" {
 		return t, nil
 	}
-	wd, err := f.Getwd()
-	if err != nil {
-		return t, fmt.Errorf("current folder: %w", err)
-	}
-	proj, err := workspace.Find(wd, f.homeControlDir())
+	wd, proj, err := FindProject(f.Getwd, f.Getenv)
 	if err != nil {
 		if t.Server != "" {
 			return t, Refuse("--server without --space outside a project",
@@ -89,16 +86,22 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 	return t, nil
 }
 
-// homeControlDir is ~/.cotal, which holds machine state and is never a project.
-func (f *Factory) homeControlDir() string {
-	if h := f.Getenv("COTAL_HOME"); h != "" {
-		return h
-	}
-	home, err := os.UserHomeDir()
+// FindProject walks up from the current folder to the nearest project, passing over the
+// machine folder ~/.cotal ($COTAL_HOME), which is never a project. It returns the folder
+// it started from too, for messages.
+func FindProject(getwd func() (string, error), getenv func(string) string) (string, *workspace.Project, error) {
+	wd, err := getwd()
 	if err != nil {
-		return ""
+		return "", nil, fmt.Errorf("current folder: %w", err)
 	}
-	return home + string(os.PathSeparator) + workspace.ControlDir
+	home := getenv("COTAL_HOME")
+	if home == "" {
+		if h, err := os.UserHomeDir(); err == nil {
+			home = filepath.Join(h, workspace.ControlDir)
+		}
+	}
+	proj, err := workspace.Find(wd, home)
+	return wd, proj, err
 }
 
 // MeshRunning reports whether the broker recorded by proj's pidfile is alive.

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -48,17 +46,10 @@ reused pid is never signalled. Stored messages stay in the store for the next ` 
 }
 
 func runDown(ctx context.Context, opts *Options) error {
-	wd, err := opts.Getwd()
-	if err != nil {
-		return fmt.Errorf("current folder: %w", err)
+	wd, proj, err := cmdutil.FindProject(opts.Getwd, opts.Getenv)
+	if wd == "" {
+		return err
 	}
-	home := opts.Getenv("COTAL_HOME")
-	if home == "" {
-		if h, err := os.UserHomeDir(); err == nil {
-			home = filepath.Join(h, workspace.ControlDir)
-		}
-	}
-	proj, err := workspace.Find(wd, home)
 	if err != nil {
 		fmt.Fprintf(opts.IO.Out, "nothing to stop: no .cotal/ found from %s upward\n", wd)
 		return nil

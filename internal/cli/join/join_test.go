@@ -1,12 +1,10 @@
 package join
 
 import (
-	"context"
 	"strings"
 	"testing"
 
-	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
-	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/cli/cmdtest"
 )
 
 func TestNewCmdJoin(t *testing.T) {
@@ -27,13 +25,7 @@ func TestNewCmdJoin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			ios, _, _, _ := iostreams.Test()
-			var got *Options
-			cmd := NewCmdJoin(&cmdutil.Factory{IO: ios}, func(_ context.Context, o *Options) error { got = o; return nil })
-			cmd.SetArgs(tt.args)
-			cmd.SetOut(ios.Out)
-			cmd.SetErr(ios.ErrOut)
-			err := cmd.Execute()
+			got, err := cmdtest.Capture(NewCmdJoin, tt.args)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err %v, want %q", err, tt.wantErr)

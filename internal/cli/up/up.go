@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -135,18 +134,12 @@ func runUp(ctx context.Context, opts *Options) error {
 // project is the project up serves: the nearest .cotal/ above the current folder, or a
 // new one in the current folder.
 func project(opts *Options) (*workspace.Project, error) {
-	wd, err := opts.Getwd()
-	if err != nil {
-		return nil, fmt.Errorf("current folder: %w", err)
-	}
-	home := opts.Getenv("COTAL_HOME")
-	if home == "" {
-		if h, err := os.UserHomeDir(); err == nil {
-			home = filepath.Join(h, workspace.ControlDir)
-		}
-	}
-	if proj, err := workspace.Find(wd, home); err == nil {
+	wd, proj, err := cmdutil.FindProject(opts.Getwd, opts.Getenv)
+	if err == nil {
 		return proj, nil
+	}
+	if wd == "" {
+		return nil, err
 	}
 	return workspace.Open(wd)
 }

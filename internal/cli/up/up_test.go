@@ -1,11 +1,11 @@
 package up
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/cotal-ai/cotal/internal/cli/cmdtest"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 )
@@ -27,13 +27,7 @@ func TestNewCmdUp(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			ios, _, _, _ := iostreams.Test()
-			var got *Options
-			cmd := NewCmdUp(&cmdutil.Factory{IO: ios}, func(_ context.Context, o *Options) error { got = o; return nil })
-			cmd.SetArgs(tt.args)
-			cmd.SetOut(ios.Out)
-			cmd.SetErr(ios.ErrOut)
-			err := cmd.Execute()
+			got, err := cmdtest.Capture(NewCmdUp, tt.args)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err %v, want %q", err, tt.wantErr)
