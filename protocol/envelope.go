@@ -104,15 +104,7 @@ func (p Part) MarshalJSON() ([]byte, error) {
 func (p *Part) UnmarshalJSON(b []byte) error {
 	// One pass covers the core kinds; an extension whose fields do not fit their types
 	// falls back to reading only the kind.
-	var w struct {
-		Kind      *string         `json:"kind"`
-		Text      string          `json:"text"`
-		Data      json.RawMessage `json:"data"`
-		Name      string          `json:"name"`
-		MediaType string          `json:"mediaType"`
-		Digest    string          `json:"digest"`
-		Size      int64           `json:"size"`
-	}
+	var w partWire
 	if err := json.Unmarshal(b, &w); err != nil {
 		var head struct {
 			Kind *string `json:"kind"`
@@ -120,27 +112,49 @@ func (p *Part) UnmarshalJSON(b []byte) error {
 		if json.Unmarshal(b, &head) != nil || head.Kind == nil || isCoreKind(*head.Kind) {
 			return fmt.Errorf("part: %w", err)
 		}
-		w.Kind = head.Kind
+		w = partWire{Kind: head.Kind}
 	}
+	part, err := w.part()
+	if err != nil {
+		return err
+	}
+	if !isCoreKind(part.Kind) {
+		part.Raw = append(json.RawMessage(nil), b...)
+	}
+	*p = part
+	return nil
+}
+
+// partWire is every field a core part may carry, read in one pass.
+type partWire struct {
+	Kind      *string         `json:"kind"`
+	Text      string          `json:"text"`
+	Data      json.RawMessage `json:"data"`
+	Name      string          `json:"name"`
+	MediaType string          `json:"mediaType"`
+	Digest    string          `json:"digest"`
+	Size      int64           `json:"size"`
+}
+
+// part converts a wire part; an extension part is returned without its Raw bytes.
+func (w *partWire) part() (Part, error) {
 	if w.Kind == nil {
-		return errors.New("part has no kind")
+		return Part{}, errors.New("part has no kind")
 	}
-	*p = Part{Kind: *w.Kind}
+	p := Part{Kind: *w.Kind}
 	switch p.Kind {
 	case PartText:
 		p.Text = w.Text
 	case PartData:
 		if len(w.Data) == 0 {
 			// Without this a decoded message could not be encoded again (MarshalJSON refuses).
-			return errors.New("data part: no data")
+			return Part{}, errors.New("data part: no data")
 		}
 		p.Data = w.Data
 	case PartArtifact:
 		p.Name, p.MediaType, p.Digest, p.Size = w.Name, w.MediaType, w.Digest, w.Size
-	default:
-		p.Raw = append(json.RawMessage(nil), b...)
 	}
-	return nil
+	return p, nil
 }
 
 func isCoreKind(k string) bool { return k == PartText || k == PartData || k == PartArtifact }
@@ -225,14 +239,40 @@ func DecodeMessage(data []byte) (Message, error) {
 	if !utf8.Valid(data) {
 		return Message{}, errors.New("message is not valid UTF-8")
 	}
+	// The fast path reads parts as plain structs in the same pass; only a message with an
+	// extension part, or one whose parts do not fit that shape, is read again part by part.
 	var w struct {
 		Message
-		ID   *string      `json:"id"`
-		From *EndpointRef `json:"from"`
+		ID    *string      `json:"id"`
+		From  *EndpointRef `json:"from"`
+		Parts []partWire   `json:"parts"`
 	}
-	// json.Unmarshal, not a Decoder: Decoder.More misses a trailing "}" or "]".
-	if err := json.Unmarshal(data, &w); err != nil {
-		return Message{}, fmt.Errorf("message JSON: %w", err)
+	fast := json.Unmarshal(data, &w) == nil
+	if fast {
+		w.Message.Parts = make([]Part, len(w.Parts))
+		for i := range w.Parts {
+			p, err := w.Parts[i].part()
+			if err != nil {
+				return Message{}, fmt.Errorf("message JSON: parts[%d]: %w", i, err)
+			}
+			if !isCoreKind(p.Kind) {
+				fast = false
+				break
+			}
+			w.Message.Parts[i] = p
+		}
+	}
+	if !fast {
+		var slow struct {
+			Message
+			ID   *string      `json:"id"`
+			From *EndpointRef `json:"from"`
+		}
+		// json.Unmarshal, not a Decoder: Decoder.More misses a trailing "}" or "]".
+		if err := json.Unmarshal(data, &slow); err != nil {
+			return Message{}, fmt.Errorf("message JSON: %w", err)
+		}
+		w.Message, w.ID, w.From = slow.Message, slow.ID, slow.From
 	}
 	if w.ID == nil {
 		return Message{}, errors.New("message has no id")
