@@ -1,0 +1,350 @@
+package trust
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Profile names what a credential may do in its space.
+type Profile string
+
+// Profiles. Every one but the provisioner is an explicit allow-list built from protocol's
+// subject builders; whatever it does not allow, the broker refuses.
+const (
+	// ProfileAgent sends only with its own sender tokens, reads only its channels, its own
+	// DM durable and its role, and writes only its own presence key. Posting is
+	// default-deny: only the channels in AllowPublish.
+	ProfileAgent Profile = "agent"
+	// ProfileObserver reads every channel, presence and the channel registry, and sends
+	// nothing; it sees no DMs (the console).
+	ProfileObserver Profile = "observer"
+	// ProfileAdmin reads everything of the messaging plane, DMs and anycasts included, and
+	// sends nothing (the dashboard).
+	ProfileAdmin Profile = "admin"
+	// ProfileProvisioner may do anything in the space's account: it is the account
+	// owner's identity, used by cotal up itself (streams, buckets, pre-created durables)
+	// and by the person at the keyboard. Never hand it to an agent.
+	ProfileProvisioner Profile = "provisioner"
+)
+
+// Valid reports whether p is one of the four profiles.
+func (p Profile) Valid() bool {
+	switch p {
+	case ProfileAgent, ProfileObserver, ProfileAdmin, ProfileProvisioner:
+		return true
+	}
+	return false
+}
+
+// MaxPolicySize bounds the JSON size of a minted user's permissions (16 KiB, as in the
+// reference), so a credential always fits the broker's control line.
+const MaxPolicySize = 16 << 10
+
+// MaxControlLine is the max_control_line (server.Options.MaxControlLine) a broker must
+// allow for these credentials: the user JWT travels in the CONNECT line, and even an
+// agent with one channel has a JWT near the 4 KiB default. 64 KiB fits MaxPolicySize.
+const MaxControlLine = 64 << 10
+
+// UserSpec says who a credential is for and what its profile lets it do.
+type UserSpec struct {
+	Name      string             // JWT name, for people and CONNZ; required
+	Profile   Profile            // required
+	Principal protocol.Principal // wire identity; required except for the provisioner
+	// LifecycleUID is the incarnation whose durables the credential may use: an agent's DM
+	// durable dm_<o>-<a>-<uid> and history reader chathist_<o>-<a>-<uid>. Required for an
+	// agent; for an observer or admin it grants that history reader, and without it they
+	// read live traffic, presence and the registry only.
+	LifecycleUID string
+	Role         string   // agent only: the anycast role whose durable svc_<role> it may consume
+	Subscribe    []string // agent only: boot read set; must lie within AllowSubscribe
+	// AllowSubscribe is the agent's read ACL (channel patterns); empty means Subscribe.
+	AllowSubscribe []string
+	AllowPublish   []string      // agent only: post ACL (channel patterns); empty means it posts nowhere
+	ExpiresIn      time.Duration // 0 means the credential never expires
+}
+
+// Permissions turns spec into the NATS permissions of a user of this account whose public
+// nkey is user. It does no I/O. Every subject comes from protocol's builders or the
+// JetStream API forms in jsapi.go; see the profile constants for what each allows. A
+// non-provisioner may subscribe to replies under InboxPrefix of its own creds only.
+// Bad specs get an error naming the field (or the mint flag) that is wrong.
+func (a *Account) Permissions(spec UserSpec, user string) (jwt.Permissions, error) {
+	if err := spec.check(); err != nil {
+		return jwt.Permissions{}, err
+	}
+	if !nkeys.IsValidPublicUserKey(user) {
+		return jwt.Permissions{}, fmt.Errorf("user key %q is not a public user nkey", user)
+	}
+	g := &grants{}
+	space, inbox := a.space, inboxPrefix(user)+".>"
+	switch spec.Profile {
+	case ProfileAgent:
+		agentGrants(g, space, spec, inbox)
+	case ProfileObserver:
+		readerGrants(g, space, spec, inbox, false)
+	case ProfileAdmin:
+		readerGrants(g, space, spec, inbox, true)
+	case ProfileProvisioner:
+		g.pub(">")
+		g.sub(">")
+	}
+	perms := g.permissions()
+	b, err := json.Marshal(perms)
+	if err != nil {
+		return jwt.Permissions{}, fmt.Errorf("encode permissions: %w", err)
+	}
+	if len(b) > MaxPolicySize {
+		return jwt.Permissions{}, fmt.Errorf("permissions of %q are %d bytes, over the %d-byte limit: grant fewer channels, or wildcards (team.>) instead of lists", spec.Name, len(b), MaxPolicySize)
+	}
+	return perms, nil
+}
+
+// agentGrants: publish only with its own sender tokens, read only its channels, its
+// durables and the public buckets, write only its own presence key.
+func agentGrants(g *grants, space string, s UserSpec, inbox string) {
+	me := s.Principal
+	chat, dm, task := protocol.StreamChat(space), protocol.StreamDM(space), protocol.StreamTask(space)
+
+	// Sending: the forge lock. Every publish grant pins the sender tokens to me.
+	for _, ch := range s.AllowPublish {
+		g.pub(protocol.ChatSubject(space, me, ch))
+	}
+	anyone := protocol.Principal{Owner: "*", Actor: "*"} // any recipient
+	g.pub(protocol.InstSubject(space, anyone, me), protocol.SvcSubject(space, "*", me))
+	g.pub(kvKey(protocol.BucketPresence(space), me.String()))
+
+	// Reading channels: live, and history through its one transient reader whose create
+	// subject pins both the name and a filter inside the read ACL.
+	read := s.readACL()
+	for _, ch := range read {
+		g.sub(protocol.ChannelFilter(space, ch))
+	}
+	hist := protocol.ConsumerHistory(me, s.LifecycleUID)
+	for _, ch := range read {
+		g.pub(api(verbConsumerCreate, chat, hist, protocol.ChannelFilter(space, ch)))
+	}
+	g.pub(api(verbConsumerInfo, chat, hist), api(verbConsumerNext, chat, hist), api(verbConsumerDelete, chat, hist))
+
+	// DMs and anycasts: bind-only, on the durables the provisioner pre-created.
+	bind(g, dm, protocol.ConsumerDM(me, s.LifecycleUID))
+	if s.Role != "" {
+		bind(g, task, protocol.ConsumerRole(s.Role))
+	}
+
+	g.pub(api(verbAccountInfo), api(verbStreamInfo, chat))
+	publicBuckets(g, space)
+	g.sub(inbox)
+
+	denyBindOnly(g, dm)
+	denyBindOnly(g, task)
+	denyAdmin(g, space)
+}
+
+// readerGrants is the observer, and with admin set the admin: read the messaging plane
+// (DMs and anycasts only for the admin), presence and the registry; send nothing.
+func readerGrants(g *grants, space string, s UserSpec, inbox string, admin bool) {
+	chat, dm, task := protocol.StreamChat(space), protocol.StreamDM(space), protocol.StreamTask(space)
+	g.sub(protocol.ChatAll(space))
+	g.pub(api(verbAccountInfo), api(verbStreamInfo, chat))
+	if admin {
+		g.sub(protocol.InstAll(space), protocol.SvcAll(space))
+		g.pub(api(verbStreamInfo, dm), api(verbStreamInfo, task))
+	}
+	if s.LifecycleUID != "" {
+		hist := protocol.ConsumerHistory(s.Principal, s.LifecycleUID)
+		reader(g, chat, hist)
+		if admin {
+			reader(g, dm, hist)
+		}
+	}
+	publicBuckets(g, space)
+	g.sub(inbox)
+
+	// Sends nothing on the messaging plane, and writes no KV key.
+	g.deny(protocol.ChatAll(space), protocol.InstAll(space), protocol.SvcAll(space), kvPrefix+">")
+	if admin {
+		// The admin's DM reader needs CONSUMER.CREATE/DELETE.DM_<space>.<its name>, so
+		// only the forms that name no consumer or make a durable are denied outright.
+		g.deny(api(verbConsumerCreate, dm), api(verbDurableCreate, dm, ">"))
+	} else {
+		denyBindOnly(g, dm)
+	}
+	denyBindOnly(g, task)
+	denyAdmin(g, space)
+}
+
+// bind lets a credential consume an existing durable: look it up, pull, and ack.
+func bind(g *grants, stream, durable string) {
+	g.pub(api(verbConsumerInfo, stream, durable), api(verbConsumerNext, stream, durable), acks(stream, durable))
+}
+
+// reader lets a credential create, read and delete its one named history reader on
+// stream, with any filter (the credential may read the whole stream).
+func reader(g *grants, stream, name string) {
+	g.pub(api(verbConsumerCreate, stream, name), api(verbConsumerCreate, stream, name, ">"))
+	g.pub(api(verbConsumerInfo, stream, name), api(verbConsumerNext, stream, name), api(verbConsumerDelete, stream, name))
+}
+
+// publicBuckets lets a credential read and watch presence and the channel registry,
+// which every member of the space may read. A watch (and KV ListKeys) is an ordered push
+// consumer with a generated name that nats.go deletes when the watch stops, so create,
+// info and delete are granted on any consumer of the two bucket streams, plus their
+// flow-control replies.
+func publicBuckets(g *grants, space string) {
+	for _, b := range []string{protocol.BucketPresence(space), protocol.BucketChannels(space)} {
+		s := kvStream(b)
+		g.pub(api(verbStreamInfo, s), api(verbStreamMsgGet, s), api(verbDirectGet, s), api(verbDirectGet, s, ">"))
+		g.pub(api(verbConsumerCreate, s, ">"), api(verbConsumerInfo, s, "*"), api(verbConsumerDelete, s, "*"), flowControl(s))
+	}
+}
+
+// denyBindOnly refuses every form that creates or deletes a consumer on stream: its
+// durables are pre-created by the provisioner, because a consumer's filter travels in the
+// request body, where no permission can reach it.
+func denyBindOnly(g *grants, stream string) {
+	g.deny(api(verbConsumerCreate, stream), api(verbConsumerCreate, stream, ">"),
+		api(verbDurableCreate, stream, ">"), api(verbConsumerDelete, stream, ">"))
+}
+
+// denyAdmin refuses stream administration on the whole account and Direct Get on the
+// message streams, which would read a message past every consumer ACL.
+func denyAdmin(g *grants, space string) {
+	for _, v := range []string{verbStreamCreate, verbStreamUpdate, verbStreamDelete, verbStreamPurge, verbStreamMsgDelete} {
+		g.deny(api(v, ">"))
+	}
+	for _, s := range []string{protocol.StreamChat(space), protocol.StreamDM(space), protocol.StreamTask(space)} {
+		g.deny(api(verbDirectGet, s), api(verbDirectGet, s, ">"))
+	}
+}
+
+// grants collects subjects in order, without duplicates.
+type grants struct {
+	pubAllow, pubDeny, subAllow jwt.StringList
+}
+
+func (g *grants) pub(subjects ...string)  { g.pubAllow.Add(subjects...) }
+func (g *grants) deny(subjects ...string) { g.pubDeny.Add(subjects...) }
+func (g *grants) sub(subjects ...string)  { g.subAllow.Add(subjects...) }
+
+func (g *grants) permissions() jwt.Permissions {
+	return jwt.Permissions{
+		Pub: jwt.Permission{Allow: g.pubAllow, Deny: g.pubDeny},
+		Sub: jwt.Permission{Allow: g.subAllow},
+	}
+}
+
+// readACL is the agent's read ACL: AllowSubscribe, or Subscribe when that is empty.
+func (s UserSpec) readACL() []string {
+	if len(s.AllowSubscribe) > 0 {
+		return s.AllowSubscribe
+	}
+	return s.Subscribe
+}
+
+// tags are the JWT tags of the credential: owner, actor, principal and profile.
+func (s UserSpec) tags() jwt.TagList {
+	var t jwt.TagList
+	if s.Principal != (protocol.Principal{}) {
+		t = append(t, "owner:"+s.Principal.Owner, "actor:"+s.Principal.Actor, "principal:"+s.Principal.String())
+	}
+	return append(t, "profile:"+string(s.Profile))
+}
+
+// check validates spec without I/O. Messages name the cotal mint flag where one exists.
+func (s UserSpec) check() error {
+	if !s.Profile.Valid() {
+		return fmt.Errorf("--profile %q: want agent, observer, admin or provisioner", s.Profile)
+	}
+	if s.Name == "" || len(s.Name) > protocol.MaxNameLength || strings.ContainsAny(s.Name, "\n\r") {
+		return fmt.Errorf("name %q: want 1 to %d characters on one line", s.Name, protocol.MaxNameLength)
+	}
+	if s.Profile != ProfileAgent {
+		switch {
+		case s.Role != "":
+			return fmt.Errorf("--role is only for the agent profile, not %s", s.Profile)
+		case len(s.AllowSubscribe) > 0:
+			return fmt.Errorf("--allow-subscribe is only for the agent profile, not %s", s.Profile)
+		case len(s.AllowPublish) > 0:
+			return fmt.Errorf("--allow-publish is only for the agent profile, not %s", s.Profile)
+		case len(s.Subscribe) > 0:
+			return fmt.Errorf("a boot read set (subscribe) is only for the agent profile, not %s", s.Profile)
+		}
+	}
+	if s.Profile != ProfileProvisioner || s.Principal != (protocol.Principal{}) {
+		if err := s.Principal.Validate(); err != nil {
+			return fmt.Errorf("principal: %w", err)
+		}
+	}
+	switch {
+	case s.LifecycleUID == "" && s.Profile == ProfileAgent:
+		return fmt.Errorf("lifecycle uid: an agent credential needs one, to name the DM durable it binds")
+	case s.LifecycleUID != "" && !protocol.ValidLifecycleUID(s.LifecycleUID):
+		return fmt.Errorf("lifecycle uid %q: want 26 to 32 of a-z 0-9", s.LifecycleUID)
+	case s.Role != "" && !protocol.ValidToken(s.Role):
+		return fmt.Errorf("--role %q: use letters, digits, _ and - only", s.Role)
+	case s.ExpiresIn < 0:
+		return fmt.Errorf("--expires-in %s: want a positive duration, or none", s.ExpiresIn)
+	}
+	for _, l := range []struct {
+		flag string
+		chs  []string
+	}{{"subscribe", s.Subscribe}, {"--allow-subscribe", s.AllowSubscribe}, {"--allow-publish", s.AllowPublish}} {
+		for _, ch := range l.chs {
+			if err := protocol.CheckChannelPattern(ch); err != nil {
+				return fmt.Errorf("%s: %w", l.flag, err)
+			}
+		}
+	}
+	if len(s.AllowSubscribe) > 0 {
+		for _, ch := range s.Subscribe {
+			if !coveredBy(s.AllowSubscribe, ch) {
+				return fmt.Errorf("subscribe %q is outside the read ACL (--allow-subscribe %s)", ch, strings.Join(s.AllowSubscribe, ","))
+			}
+		}
+	}
+	return nil
+}
+
+// coveredBy reports whether every channel ch can name (ch may hold wildcards) is matched
+// by one of patterns.
+func coveredBy(patterns []string, ch string) bool {
+	for _, p := range patterns {
+		if protocol.CheckConcreteChannel(ch) == nil {
+			if protocol.ChannelMatches(p, ch) {
+				return true
+			}
+		} else if patternCovers(p, ch) {
+			return true
+		}
+	}
+	return false
+}
+
+// patternCovers reports whether pattern p matches every subject pattern q matches, with
+// NATS rules: "*" is one token, a final ">" one or more.
+func patternCovers(p, q string) bool {
+	ps, qs := strings.Split(p, "."), strings.Split(q, ".")
+	for i, pt := range ps {
+		if pt == ">" {
+			return i < len(qs)
+		}
+		if i >= len(qs) {
+			return false
+		}
+		switch qt := qs[i]; {
+		case qt == ">":
+			return false // q reaches deeper than p can
+		case pt == "*":
+		case qt == "*" || pt != qt:
+			return false
+		}
+	}
+	return len(ps) == len(qs)
+}
