@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -56,7 +57,8 @@ func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) e
 		return e.streamErr(stream, err)
 	}
 	watermark := s.CachedInfo().State.LastSeq
-	sub, err := e.nc.Subscribe(protocol.ChannelFilter(e.cfg.Space, channel), e.onLive)
+	filter := protocol.ChannelFilter(e.cfg.Space, channel)
+	sub, err := e.nc.Subscribe(filter, e.onLive)
 	if err != nil {
 		return fmt.Errorf("join channel %s: %w", channel, err)
 	}
@@ -71,7 +73,8 @@ func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) e
 		_ = sub.Unsubscribe()
 		return fmt.Errorf("join channel %s: %w", channel, err)
 	}
-	if err := e.nc.LastError(); err != nil && errors.Is(err, nats.ErrPermissionViolation) {
+	// LastError keeps the last refusal of any subject; only one naming this filter counts.
+	if err := e.nc.LastError(); err != nil && errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+filter+`"`) {
 		_ = sub.Unsubscribe()
 		return fmt.Errorf("join channel %s: refused by the broker: %w", channel, err)
 	}
@@ -190,9 +193,21 @@ func parseWindow(s string) (time.Duration, bool) {
 // replay surfaces channel history up to watermark through a transient single-filter
 // consumer, then deletes it.
 func (e *Endpoint) replay(ctx context.Context, channel string, watermark uint64, since time.Time) error {
+	// One reader per incarnation, named by its lifecycle uid so a credential can grant it:
+	// replays run one at a time and clear a reader a crash left behind first.
+	e.replayMu.Lock()
+	defer e.replayMu.Unlock()
+	uid := e.lifecycleUID()
+	if uid == "" {
+		uid = newUID()
+	}
 	stream := protocol.StreamChat(e.cfg.Space)
+	name := protocol.ConsumerHistory(e.me, uid)
+	if err := e.js.DeleteConsumer(ctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("clear %s: %w", name, err)
+	}
 	cfg := jetstream.ConsumerConfig{
-		Name:              protocol.ConsumerHistory(e.me, newUID()),
+		Name:              name,
 		FilterSubject:     protocol.ChannelFilter(e.cfg.Space, channel),
 		AckPolicy:         jetstream.AckNonePolicy,
 		DeliverPolicy:     jetstream.DeliverAllPolicy,

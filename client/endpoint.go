@@ -51,9 +51,10 @@ type Endpoint struct {
 	me     protocol.Principal
 	log    *slog.Logger
 
-	inbox chan *Incoming
-	seen  *dedupe
-	tap   atomic.Bool // surface own posts too (observers)
+	inbox    chan *Incoming
+	seen     *dedupe
+	replayMu sync.Mutex  // one history reader at a time
+	tap      atomic.Bool // surface own posts too (observers)
 
 	mu       sync.Mutex
 	joined   bool
@@ -270,4 +271,16 @@ func (e *Endpoint) requeueUnread() {
 			return
 		}
 	}
+}
+
+func (e *Endpoint) lifecycleUID() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.uid
+}
+
+func (e *Endpoint) setUID(uid string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.uid = uid
 }

@@ -102,7 +102,7 @@ func (e *Endpoint) consume(ctx context.Context, stream, name string, opts ...jet
 // or creates one starting after the stream's current last message.
 func (e *Endpoint) bindDM(ctx context.Context) error {
 	stream := protocol.StreamDM(e.cfg.Space)
-	if e.uid == "" {
+	if e.lifecycleUID() == "" {
 		name, err := e.findDMDurable(ctx, e.me)
 		if err != nil {
 			return err
@@ -112,10 +112,10 @@ func (e *Endpoint) bindDM(ctx context.Context) error {
 				return err
 			}
 		} else {
-			e.uid = name[len(protocol.ConsumerDMPrefix(e.me)):]
+			e.setUID(name[len(protocol.ConsumerDMPrefix(e.me)):])
 		}
 	}
-	return e.consume(ctx, stream, protocol.ConsumerDM(e.me, e.uid))
+	return e.consume(ctx, stream, protocol.ConsumerDM(e.me, e.lifecycleUID()))
 }
 
 func (e *Endpoint) createDMDurable(ctx context.Context) error {
@@ -124,9 +124,9 @@ func (e *Endpoint) createDMDurable(ctx context.Context) error {
 	if err != nil {
 		return e.streamErr(stream, err)
 	}
-	e.uid = newUID()
+	uid := newUID()
 	cfg := jetstream.ConsumerConfig{
-		Durable:       protocol.ConsumerDM(e.me, e.uid),
+		Durable:       protocol.ConsumerDM(e.me, uid),
 		FilterSubject: protocol.DMFilter(e.cfg.Space, e.me),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       e.cfg.AckWait,
@@ -139,6 +139,7 @@ func (e *Endpoint) createDMDurable(ctx context.Context) error {
 	if _, err := e.js.CreateConsumer(ctx, stream, cfg); err != nil {
 		return fmt.Errorf("create %s on %s: %w", cfg.Durable, stream, err)
 	}
+	e.setUID(uid)
 	return nil
 }
 
