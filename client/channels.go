@@ -199,7 +199,7 @@ func (e *Endpoint) replay(ctx context.Context, channel string, watermark uint64,
 	defer e.replayMu.Unlock()
 	uid := e.lifecycleUID()
 	if uid == "" {
-		uid = newUID()
+		uid = protocol.NewLifecycleUID()
 	}
 	stream := protocol.StreamChat(e.cfg.Space)
 	name := protocol.ConsumerHistory(e.me, uid)

@@ -6,12 +6,10 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -245,17 +243,6 @@ func (e *Endpoint) Close() error {
 		e.nc.Close()
 	}
 	return errors.Join(errs...)
-}
-
-// newUID mints a lifecycle uid: 20 random bytes in base36, left-padded to 26 characters.
-func newUID() string {
-	b := make([]byte, 20)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
-	s := new(big.Int).SetBytes(b).Text(36)
-	for len(s) < 26 {
-		s = "0" + s
-	}
-	return s
 }
 
 // requeueUnread naks durable copies that were queued for Messages() but never read, so

@@ -124,7 +124,7 @@ func (e *Endpoint) createDMDurable(ctx context.Context) error {
 	if err != nil {
 		return e.streamErr(stream, err)
 	}
-	uid := newUID()
+	uid := protocol.NewLifecycleUID()
 	cfg := jetstream.ConsumerConfig{
 		Durable:       protocol.ConsumerDM(e.me, uid),
 		FilterSubject: protocol.DMFilter(e.cfg.Space, e.me),

@@ -1,8 +1,10 @@
 package protocol
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"math/big"
 	"regexp"
 	"strings"
 	"unicode"
@@ -154,4 +156,13 @@ func CheckSpace(space string) error {
 		return fmt.Errorf("%w %q: use letters, digits, _ and - only (for example %q)", ErrInvalidSpace, space, Token(space))
 	}
 	return nil
+}
+
+// NewLifecycleUID mints a lifecycle uid: 20 random bytes (160 bits) in base36, left-padded
+// with 0 to 26 characters.
+func NewLifecycleUID() string {
+	b := make([]byte, 20)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	s := new(big.Int).SetBytes(b).Text(36)
+	return strings.Repeat("0", max(0, 26-len(s))) + s
 }
