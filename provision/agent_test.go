@@ -1,0 +1,60 @@
+package provision_test
+
+import (
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/broker/brokertest"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
+)
+
+func TestAgentPrecreatesDurablesOnce(t *testing.T) {
+	srv := brokertest.Start(t)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := t.Context()
+	if _, err := provision.Space(ctx, js, "main", provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	bob := protocol.Principal{Owner: "local", Actor: "bob"}
+	uid := protocol.NewLifecycleUID()
+	// A DM sent before the durable exists is not the new durable's business.
+	if _, err := js.Publish(ctx, protocol.InstSubject("main", bob, protocol.Principal{Owner: "local", Actor: "a"}), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := provision.Agent(ctx, js, "main", bob, uid, "reviewer")
+	if err != nil || len(rep.Created) != 2 {
+		t.Fatalf("first: %+v %v", rep, err)
+	}
+	c, err := js.Consumer(ctx, "DM_main", protocol.ConsumerDM(bob, uid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := c.CachedInfo()
+	if info.Config.FilterSubject != protocol.DMFilter("main", bob) || info.Config.AckPolicy != jetstream.AckExplicitPolicy || info.NumPending != 0 {
+		t.Fatalf("dm durable: %+v pending %d", info.Config, info.NumPending)
+	}
+	if _, err := js.Publish(ctx, protocol.InstSubject("main", bob, protocol.Principal{Owner: "local", Actor: "a"}), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = provision.Agent(ctx, js, "main", bob, uid, "reviewer")
+	if err != nil || len(rep.Existing) != 2 || len(rep.Created) != 0 {
+		t.Fatalf("second: %+v %v", rep, err)
+	}
+	if info, _ := c.Info(ctx); info.NumPending != 1 {
+		t.Fatalf("the waiting DM was lost: pending %d", info.NumPending)
+	}
+	if _, err := js.Consumer(ctx, "TASK_main", "svc_reviewer"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provision.Agent(ctx, js, "main", bob, "short", ""); err == nil {
+		t.Fatal("a bad uid was accepted")
+	}
+}
