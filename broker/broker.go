@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -43,9 +45,13 @@ type Server struct {
 	Port   int          // 0 means 4222, or any free port when 4222 is taken; -1 means any free port; >0 is explicit and fails with ErrPortInUse when taken
 	Logger *slog.Logger // nil means discard; nats-server logs are forwarded to it (debug/info/warn/error levels)
 
-	// Operator mode (trusted operator JWTs, one account per space, resolver preload) adds its
-	// fields here and applies them in options. Until then the server runs without
-	// authentication, which is only safe on loopback.
+	// Operator mode: with OperatorJWT set, every client needs a user JWT of an account the
+	// operator signed. Without it the server runs without authentication (the open dev
+	// mesh), which is only safe on loopback.
+	OperatorJWT   string            // the trusted operator's JWT; "" means open mode
+	SystemAccount string            // public key of the system account (operator mode)
+	Accounts      map[string]string // account public key -> JWT, stored in the resolver at start
+	ResolverDir   string            // where the account resolver keeps JWTs; "" means <Dir>/accounts
 
 	once sync.Once // runs start, or marks the server closed when Close comes first
 	err  error     // result of the first Start
@@ -142,12 +148,16 @@ func (s *Server) start(ctx context.Context) error {
 	if port == server.RANDOM_PORT && s.Port == 0 {
 		log.Info("default port busy, using a free port", "port", DefaultPort)
 	}
-	if !isLoopback(host) {
+	if !isLoopback(host) && s.OperatorJWT == "" {
 		log.Warn("broker listens beyond loopback without authentication", "host", host)
 	}
 
 	debug := log.Enabled(ctx, slog.LevelDebug)
-	ns, err := server.NewServer(s.options(host, port, debug))
+	opts, err := s.options(host, port, debug)
+	if err != nil {
+		return fmt.Errorf("broker: configure: %w", err)
+	}
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		return fmt.Errorf("broker: configure: %w", err)
 	}
@@ -222,8 +232,8 @@ func (s *Server) start(ctx context.Context) error {
 }
 
 // options builds the nats-server configuration.
-func (s *Server) options(host string, port int, debug bool) *server.Options {
-	return &server.Options{
+func (s *Server) options(host string, port int, debug bool) (*server.Options, error) {
+	opts := &server.Options{
 		ServerName:             ServerName,
 		Host:                   host,
 		Port:                   port,
@@ -234,9 +244,33 @@ func (s *Server) options(host string, port int, debug bool) *server.Options {
 		Debug:                  debug,
 		MaxControlLine:         maxControlLine,
 		DisableJetStreamBanner: true,
-		// Operator mode sets TrustedOperators, SystemAccount, AccountResolver and the
-		// resolver preload here.
 	}
+	if s.OperatorJWT == "" {
+		return opts, nil
+	}
+	op, err := jwt.DecodeOperatorClaims(s.OperatorJWT)
+	if err != nil {
+		return nil, fmt.Errorf("operator jwt: %w", err)
+	}
+	dir := s.ResolverDir
+	if dir == "" {
+		dir = filepath.Join(s.Dir, "accounts")
+	}
+	// The full resolver takes account updates at runtime ($SYS.REQ.CLAIMS.UPDATE), so a
+	// space can be added to a running broker without a restart.
+	res, err := server.NewDirAccResolver(dir, 0, 0, server.NoDelete)
+	if err != nil {
+		return nil, fmt.Errorf("account resolver %s: %w", dir, err)
+	}
+	for pub, token := range s.Accounts {
+		if err := res.Store(pub, token); err != nil {
+			return nil, fmt.Errorf("account resolver: store %s: %w", pub, err)
+		}
+	}
+	opts.TrustedOperators = []*jwt.OperatorClaims{op}
+	opts.SystemAccount = s.SystemAccount
+	opts.AccountResolver = res
+	return opts, nil
 }
 
 // isLoopback reports whether host only accepts local connections.
