@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cotal-ai/cotal/protocol"
@@ -42,5 +43,33 @@ func TestIdentityIsStable(t *testing.T) {
 	}
 	if _, err := again.Identity("main", "alice"); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("corrupt identity: %v", err)
+	}
+}
+
+func TestReadCredsRoundTrip(t *testing.T) {
+	c, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Space("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := protocol.NewLifecycleUID()
+	b, err := a.Mint(UserSpec{Name: "alice", Profile: ProfileAgent, Principal: protocol.Principal{Owner: "local", Actor: "Alice_1"},
+		LifecycleUID: uid, Role: "reviewer", AllowSubscribe: []string{"general"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadCreds(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Principal.String() != "local.Alice_1" || got.LifecycleUID != uid || got.Role != "reviewer" || got.Profile != ProfileAgent ||
+		!got.Expires.IsZero() || !strings.HasPrefix(got.InboxPrefix, "_INBOX_U") {
+		t.Fatalf("read back %+v", got)
+	}
+	if _, err := ReadCreds([]byte("not creds")); err == nil {
+		t.Fatal("garbage parsed as creds")
 	}
 }

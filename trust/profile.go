@@ -254,6 +254,12 @@ func (s UserSpec) tags() jwt.TagList {
 	if s.Principal != (protocol.Principal{}) {
 		t = append(t, "owner:"+s.Principal.Owner, "actor:"+s.Principal.Actor, "principal:"+s.Principal.String())
 	}
+	if s.LifecycleUID != "" {
+		t = append(t, "uid:"+s.LifecycleUID)
+	}
+	if s.Role != "" {
+		t = append(t, "role:"+s.Role)
+	}
 	return append(t, "profile:"+string(s.Profile))
 }
 

@@ -323,7 +323,7 @@ func TestMint(t *testing.T) {
 	if uc.Issuer != acct.SigningKey() || uc.IssuerAccount != acct.PublicKey() || uc.Name != "Alice" {
 		t.Fatalf("issuer %s (account %s), name %q; want the signing key of %s", uc.Issuer, uc.IssuerAccount, uc.Name, acct.PublicKey())
 	}
-	if want := []string{"owner:local", "actor:Alice_1", "principal:local.Alice_1", "profile:agent"}; !slices.Equal(uc.Tags, want) {
+	if want := []string{"owner:local", "actor:Alice_1", "principal:local.Alice_1", "uid:" + uidA, "profile:agent"}; !slices.Equal(uc.Tags, want) {
 		t.Fatalf("tags %v, want %v (case kept)", uc.Tags, want)
 	}
 	if d := time.Until(time.Unix(uc.Expires, 0)); d < 59*time.Minute || d > time.Hour {

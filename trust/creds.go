@@ -1,0 +1,68 @@
+package trust
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Creds is what a creds file says about its holder, read from the tags Mint writes.
+type Creds struct {
+	Name         string
+	Profile      Profile
+	Principal    protocol.Principal // zero when the credential names none
+	LifecycleUID string
+	Role         string
+	Expires      time.Time // zero: never
+	JWT          string
+	Seed         string
+	InboxPrefix  string // the reply-inbox prefix the holder must connect with
+}
+
+// ReadCreds parses a creds file. It does not verify the signature: the broker does.
+func ReadCreds(b []byte) (Creds, error) {
+	token, err := jwt.ParseDecoratedJWT(b)
+	if err != nil {
+		return Creds{}, fmt.Errorf("creds: %w", err)
+	}
+	kp, err := jwt.ParseDecoratedNKey(b)
+	if err != nil {
+		return Creds{}, fmt.Errorf("creds: %w", err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return Creds{}, fmt.Errorf("creds: seed: %w", err)
+	}
+	if prefix, _, err := nkeys.DecodeSeed(seed); err != nil || prefix != nkeys.PrefixByteUser {
+		return Creds{}, fmt.Errorf("creds: the seed is not a user seed")
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return Creds{}, fmt.Errorf("creds: %w", err)
+	}
+	c := Creds{Name: uc.Name, JWT: token, Seed: string(seed), InboxPrefix: inboxPrefix(uc.Subject)}
+	if uc.Expires > 0 {
+		c.Expires = time.Unix(uc.Expires, 0)
+	}
+	for _, tag := range uc.Tags {
+		k, v, _ := strings.Cut(tag, ":")
+		switch k {
+		case "owner":
+			c.Principal.Owner = v
+		case "actor":
+			c.Principal.Actor = v
+		case "uid":
+			c.LifecycleUID = v
+		case "role":
+			c.Role = v
+		case "profile":
+			c.Profile = Profile(v)
+		}
+	}
+	return c, nil
+}
