@@ -28,6 +28,9 @@ func inspect(ctx context.Context, js jetstream.JetStream, r resource) (plan, err
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 		case err != nil:
 			return p, fmt.Errorf("look up subjects %s: %w", r.want.Subjects[0], err)
+		case holder == r.want.Name:
+			// Created by someone else between the two reads: judge what they made.
+			return inspect(ctx, js, r)
 		default:
 			p.holder = holder
 		}
