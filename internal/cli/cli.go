@@ -17,11 +17,15 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/console"
 	"github.com/cotal-ai/cotal/internal/cli/down"
+	"github.com/cotal-ai/cotal/internal/cli/ext"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/internal/cli/join"
+	"github.com/cotal-ai/cotal/internal/cli/personas"
 	"github.com/cotal-ai/cotal/internal/cli/send"
+	"github.com/cotal-ai/cotal/internal/cli/setup"
 	"github.com/cotal-ai/cotal/internal/cli/status"
 	"github.com/cotal-ai/cotal/internal/cli/up"
+	"github.com/cotal-ai/cotal/internal/cli/update"
 )
 
 // Version is the CLI version, set at build time with -ldflags "-X ...cli.Version=v1.2.3".
@@ -51,6 +55,10 @@ func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := NewCmdRoot(f)
+	// `cotal <name>` runs the extension cotal-<name>; --version lists the extensions too.
+	if handled, err := ext.Hook(ctx, f, root, os.Args[1:]); handled {
+		return report(ios.ErrOut, nil, err)
+	}
 	root.SetArgs(os.Args[1:])
 	cmd, err := root.ExecuteContextC(ctx)
 	return report(ios.ErrOut, cmd, err)
@@ -60,6 +68,10 @@ func Main() int {
 func report(w io.Writer, cmd *cobra.Command, err error) int {
 	if err == nil {
 		return exitOK
+	}
+	var exitErr *cmdutil.ExitError
+	if errors.As(err, &exitErr) {
+		return exitErr.Code
 	}
 	var flagErr *cmdutil.FlagError
 	if errors.As(err, &flagErr) || isCobraUsageError(err) {
@@ -100,6 +112,10 @@ peer, anycast to whoever holds a role.`,
 		send.NewCmdSend(f, nil),
 		status.NewCmdStatus(f, nil),
 		console.NewCmdConsole(f, nil),
+		ext.NewCmdExt(f, nil),
+		setup.NewCmdSetup(f, nil),
+		update.NewCmdUpdate(f, nil),
+		personas.NewCmdPersonas(f),
 	)
 	return root
 }

@@ -1,0 +1,226 @@
+// Package setup implements `cotal setup`: seed the operator config and the default persona,
+// announcing each write; once seeded, print a read-only status card. It starts nothing.
+package setup
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	extlib "github.com/cotal-ai/cotal/ext"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	cliext "github.com/cotal-ai/cotal/internal/cli/ext"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/update"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// Options are the flags of `cotal setup`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+	Yes     bool // --yes: do not ask (also the behaviour without a terminal)
+}
+
+// NewCmdSetup builds `cotal setup`.
+func NewCmdSetup(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "setup [--yes]",
+		Short: "Seed the operator config and the default persona; later, show a status card",
+		Long: `Configure this machine and project; nothing is started. The first run writes the operator
+config ($XDG_CONFIG_HOME/cotal/config.json, {}) and the default persona
+(.cotal/agents/default.md in the project, created in the current folder when there is
+none), announcing each write. Files that exist are never touched: ` + "`cotal update`" + ` repairs them.
+Once everything is seeded, setup prints a read-only status card: config, persona, broker,
+mesh and extensions.
+
+On a terminal setup asks before writing; --yes (and any run without a terminal, or whose
+input ends before an answer) does not.`,
+		Example: `  cotal setup
+  cotal setup --yes     # scripts and agents`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runSetup(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "do not ask before writing")
+	return cmd
+}
+
+func runSetup(_ context.Context, opts *Options) error {
+	f := opts.Factory
+	cfgHome, err := f.ConfigHome()
+	if err != nil {
+		return err
+	}
+	config := filepath.Join(cfgHome, "cotal")
+	proj, err := project(f)
+	if err != nil {
+		return err
+	}
+	cfg, err := update.ReadConfigState(config)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	if cfg.Missing {
+		missing = append(missing, filepath.Join(config, update.ConfigName))
+	}
+	for _, p := range update.SeedPersonas() {
+		st, err := update.ReadPersonaState(proj.Dir(), p)
+		if err != nil {
+			return err
+		}
+		if st == update.PersonaMissing {
+			missing = append(missing, update.PersonaPath(proj.Dir(), p.Name))
+		}
+	}
+	if len(missing) == 0 {
+		return statusCard(opts, config, proj)
+	}
+	if !opts.Yes && opts.IO.IsStdinTTY() && !confirm(opts.IO, missing) {
+		fmt.Fprintln(opts.IO.ErrOut, "nothing written")
+		return nil
+	}
+	chk := update.AncestorCheck{UID: os.Geteuid()}
+	if err := chk.CheckAncestors(update.Root{Label: "operator config", Path: config, Env: "XDG_CONFIG_HOME", Base: cfgHome},
+		update.Root{Label: "project state", Path: proj.Dir(), Base: proj.Root}); err != nil {
+		return cliext.Unsafe("setup", err)
+	}
+	notes, err := update.SeedConfig(config)
+	if err == nil {
+		var more []update.Note
+		if _, err = workspace.Open(proj.Root); err == nil {
+			more, err = update.SeedPersonaFiles(proj.Dir())
+		}
+		notes = append(notes, more...)
+	}
+	for _, n := range notes {
+		fmt.Fprintln(opts.IO.Out, n.String())
+	}
+	if err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	fmt.Fprintln(opts.IO.Out, "next: cotal up --open --detach")
+	return nil
+}
+
+// project returns the project found from the current folder, or the current folder as
+// one (its .cotal is created only when setup writes). The machine home is never a project.
+func project(f *cmdutil.Factory) (*workspace.Project, error) {
+	proj, err := f.FindProject()
+	if err != nil || proj != nil {
+		return proj, err
+	}
+	wd, err := f.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("current folder: %w", err)
+	}
+	home, err := f.MachineHome()
+	if err != nil {
+		return nil, err
+	}
+	p := &workspace.Project{Root: wd}
+	if filepath.Clean(p.Dir()) == filepath.Clean(home) {
+		return nil, cmdutil.Refuse("setup in "+wd, p.Dir()+" is the machine home (COTAL_HOME), not a project", "mkdir -p ~/my-project && cd ~/my-project && cotal setup")
+	}
+	return p, nil
+}
+
+// confirm asks once on a terminal whether to write the files. Input that ends before any
+// answer (stdin is /dev/null, which looks like a terminal) counts as --yes.
+func confirm(io *iostreams.IOStreams, files []string) bool {
+	fmt.Fprintln(io.ErrOut, "cotal setup will write:")
+	for _, f := range files {
+		fmt.Fprintln(io.ErrOut, "  "+f)
+	}
+	fmt.Fprint(io.ErrOut, "continue? [Y/n] ")
+	line, err := bufio.NewReader(io.In).ReadString('\n')
+	if err != nil && line == "" {
+		fmt.Fprintln(io.ErrOut, "(no answer: going on as with --yes)")
+		return true
+	}
+	a := strings.ToLower(strings.TrimSpace(line))
+	return a == "" || a == "y" || a == "yes"
+}
+
+// statusCard prints the read-only status of config, persona, broker, mesh and extensions.
+func statusCard(opts *Options, config string, proj *workspace.Project) error {
+	out := opts.IO.Out
+	line := func(ok bool, what, text string) {
+		mark := "✓"
+		if !ok {
+			mark = "○"
+		}
+		fmt.Fprintf(out, "%s %-11s %s\n", mark, what, text)
+	}
+	fmt.Fprintln(out, "cotal · status")
+	cfg, err := update.ReadConfigState(config)
+	if err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(config, update.ConfigName)
+	if cfg.Corrupt != "" {
+		fmt.Fprintf(out, "✗ %-11s %s is %s · repair: cotal update\n", "config", cfgPath, cfg.Corrupt)
+	} else {
+		line(true, "config", cfgPath)
+	}
+	for _, p := range update.SeedPersonas() {
+		st, err := update.ReadPersonaState(proj.Dir(), p)
+		if err != nil {
+			return err
+		}
+		text := p.Name + " · " + update.PersonaPath(proj.Dir(), p.Name)
+		switch st {
+		case update.PersonaUser:
+			text += " (yours: no managed marker)"
+		case update.PersonaStale, update.PersonaCorrupt:
+			text += " (" + string(st) + " · repair: cotal update)"
+		}
+		line(st == update.PersonaCurrent || st == update.PersonaUser, "persona", text)
+	}
+	running := cmdutil.MeshRunning(proj)
+	if running {
+		line(true, "broker", "running · "+proj.PidFile())
+	} else {
+		line(false, "broker", "not running · start: cotal up --open --detach")
+	}
+	mesh, err := proj.ReadMesh()
+	switch {
+	case errors.Is(err, workspace.ErrNoMesh):
+		line(false, "mesh", "none recorded · start: cotal up --open --detach")
+	case err != nil:
+		fmt.Fprintf(out, "✗ %-11s %v\n", "mesh", err)
+	case running:
+		line(true, "mesh", fmt.Sprintf("%s · spaces %s · %s", mesh.Server, strings.Join(mesh.Spaces, ", "), mesh.Mode))
+	default:
+		line(false, "mesh", mesh.Server+" recorded, down · start: cotal up --open --detach")
+	}
+	lf, err := (&extlib.Prefix{Dir: filepath.Join(config, "extensions")}).ReadLockfile()
+	if err != nil {
+		fmt.Fprintf(out, "✗ %-11s %v\n", "extensions", err)
+		return nil
+	}
+	first := 0
+	for _, r := range lf.Extensions {
+		if r.FirstParty {
+			first++
+		}
+	}
+	if len(lf.Extensions) == 0 {
+		line(false, "extensions", "none · add: cotal ext add <path>")
+	} else {
+		line(true, "extensions", fmt.Sprintf("%d installed (%d first-party) · list: cotal ext list", len(lf.Extensions), first))
+	}
+	return nil
+}

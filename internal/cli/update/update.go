@@ -1,0 +1,171 @@
+// Package update implements `cotal update`: refuse an unsafe config ancestor, repair the
+// operator config and seed personas, verify or reinstall operator extensions, and with
+// --self --from replace the cotal binary.
+package update
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	extlib "github.com/cotal-ai/cotal/ext"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	cliext "github.com/cotal-ai/cotal/internal/cli/ext"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	updatelib "github.com/cotal-ai/cotal/update"
+)
+
+// Options are the flags of `cotal update`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+
+	Self       bool   // --self: replace the cotal binary
+	From       string // --from: the new binary
+	Reinstall  bool   // --reinstall: reinstall every extension
+	CLIVersion string // the running CLI's version
+}
+
+// NewCmdUpdate builds `cotal update`.
+func NewCmdUpdate(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "update [--reinstall] [--self --from <binary>]",
+		Short: "Repair the operator config and personas, verify or reinstall extensions, replace cotal",
+		Long: `Bring this machine's cotal state up to date. First, before any write, update refuses when a
+folder at or above the operator config ($XDG_CONFIG_HOME/cotal), the machine home
+($COTAL_HOME) or the project's .cotal is a symlink, belongs to another user, or is group- or
+world-writable without the sticky bit: it names the folder and the fix.
+
+Then it repairs the operator config (a corrupt config.json is moved aside and reseeded) and
+the seed personas (a persona whose managed marker you removed is yours and kept), and runs
+the extension pass: a first-party extension at cotal's version, with the spec update
+installs, whose file is on disk with its locked SHA-256 is verified in place; any other
+first-party extension, and any extension whose file is missing or changed, is reinstalled
+in a child process after a line that says why. Third-party extensions that are intact are
+kept as they are.
+
+--self --from <binary> checks that <binary> runs (--version), replaces this cotal with it
+atomically, and runs the new binary's update.`,
+		Example: `  cotal update
+  cotal update --reinstall
+  cotal update --self --from ./dist/cotal`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.From != "" && !opts.Self {
+				return cmdutil.FlagErrorf("--from names the binary for --self; add --self")
+			}
+			if opts.Self && opts.From == "" {
+				return cmdutil.FlagErrorf("--self needs --from <binary>: this build has no release channel to download from")
+			}
+			if opts.Self && opts.Reinstall {
+				return cmdutil.FlagErrorf("--reinstall and --self go in two runs: the new binary runs update after --self")
+			}
+			opts.CLIVersion = cmd.Root().Version
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runUpdate(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Self, "self", false, "replace the cotal binary (needs --from)")
+	cmd.Flags().StringVar(&opts.From, "from", "", "the new cotal binary for --self")
+	cmd.Flags().BoolVar(&opts.Reinstall, "reinstall", false, "reinstall every extension, even verified ones")
+	return cmd
+}
+
+func runUpdate(ctx context.Context, opts *Options) error {
+	f := opts.Factory
+	u, err := updater(f, opts)
+	if err != nil {
+		return err
+	}
+	if opts.Self {
+		return runSelf(ctx, opts, u)
+	}
+	res, err := u.Run(ctx)
+	if err != nil {
+		if errors.Is(err, updatelib.ErrReinstall) {
+			return fmt.Errorf("%w: run `cotal ext list` to see each extension's state", err)
+		}
+		return cliext.Unsafe("update", err)
+	}
+	fmt.Fprintf(opts.IO.Out, "update: %d verified, %d kept, %d reinstalled\n", res.Verified, res.Kept, res.Reinstalled)
+	return nil
+}
+
+// updater assembles the update from the factory's folders.
+func updater(f *cmdutil.Factory, opts *Options) (*updatelib.Updater, error) {
+	cfgHome, err := f.ConfigHome()
+	if err != nil {
+		return nil, err
+	}
+	home, err := f.MachineHome()
+	if err != nil {
+		return nil, err
+	}
+	proj, err := f.FindProject()
+	if err != nil {
+		return nil, err
+	}
+	exe, err := f.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("cotal binary: %w", err)
+	}
+	config := filepath.Join(cfgHome, "cotal")
+	u := &updatelib.Updater{
+		ConfigDir:    config,
+		ConfigRoot:   updatelib.Root{Label: "operator config", Path: config, Env: "XDG_CONFIG_HOME", Base: cfgHome},
+		HomeDir:      home,
+		Check:        updatelib.AncestorCheck{UID: os.Geteuid()},
+		Prefix:       &extlib.Prefix{Dir: filepath.Join(config, "extensions"), Logger: f.Logger},
+		CLIVersion:   opts.CLIVersion,
+		ReinstallAll: opts.Reinstall,
+		Reinstall:    updatelib.Child{Exe: exe}.Reinstall,
+		Say:          func(n updatelib.Note) { fmt.Fprintln(opts.IO.Out, n.String()) },
+	}
+	if proj != nil {
+		u.ProjectDir = proj.Dir()
+	}
+	if opts.Self {
+		u.ExtraRoots = []updatelib.Root{{Label: "cotal binary", Path: filepath.Dir(exe)}}
+	}
+	return u, nil
+}
+
+// runSelf checks every ancestor, replaces the binary and runs the new binary's update.
+func runSelf(ctx context.Context, opts *Options, u *updatelib.Updater) error {
+	if err := u.Check.CheckAncestors(u.Roots()...); err != nil {
+		return cliext.Unsafe("update --self", err)
+	}
+	target, err := opts.Factory.Executable()
+	if err != nil {
+		return fmt.Errorf("cotal binary: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(target); err == nil {
+		target = real
+	}
+	version, err := updatelib.ReplaceSelf(ctx, opts.From, target)
+	if errors.Is(err, updatelib.ErrBadBinary) {
+		return cmdutil.Refuse("update --self", err.Error()+"; "+target+" is unchanged", opts.From+" --version")
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "✓ replaced %s with %s (%s)\n", target, opts.From, version)
+	cmd := exec.CommandContext(ctx, target, "update")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.IO.In, opts.IO.Out, opts.IO.ErrOut
+	if err := cmd.Run(); err != nil {
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			return &cmdutil.ExitError{Code: max(exitErr.ExitCode(), 1)}
+		}
+		return fmt.Errorf("run the new binary's update: %w", err)
+	}
+	return nil
+}
