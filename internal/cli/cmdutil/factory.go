@@ -1,7 +1,6 @@
 package cmdutil
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -29,37 +27,46 @@ type Factory struct {
 type MeshFlags struct {
 	Space  string
 	Server string
+	Creds  string
 }
 
-// Register adds --space and --server to fs.
+// Register adds --space, --server and --creds to fs.
 func (m *MeshFlags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&m.Space, "space", "", "space to use (default: the project's space)")
 	fs.StringVar(&m.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	fs.StringVar(&m.Creds, "creds", "", "NATS creds file to connect with (default: the project's own identity)")
 }
 
 // Target is the mesh a command talks to.
 type Target struct {
 	Server  string
 	Space   string
-	Project *workspace.Project // nil when --server and --space named everything
+	Creds   string             // --creds: a creds file, which decides who connects
+	Project *workspace.Project // nil outside a project
 	Mesh    *workspace.Mesh    // the project's record, nil without one
+}
+
+// Auth reports whether the target is an authenticated mesh: a creds file was given, or
+// the project's mesh record says so.
+func (t Target) Auth() bool {
+	return t.Creds != "" || (t.Mesh != nil && t.Mesh.Mode == workspace.ModeAuth && t.Mesh.Server == t.Server)
 }
 
 // Resolve picks the mesh: --server and --space when given, otherwise the running mesh
 // recorded in the project's .cotal/, found by walking up from the current folder.
 func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
-	t := Target{Server: flags.Server, Space: flags.Space}
-	if t.Server != "" && t.Space != "" {
+	t := Target{Server: flags.Server, Space: flags.Space, Creds: flags.Creds}
+	wd, proj, err := FindProject(f.Getwd, f.Getenv)
+	if err != nil && t.Server != "" && t.Space != "" {
 		return t, nil
 	}
-	wd, proj, err := FindProject(f.Getwd, f.Getenv)
 	if err != nil {
 		if t.Server != "" {
 			return t, Refuse("--server without --space outside a project",
 				"no .cotal/ was found from "+wd+" upward to say which space to use", "cotal <command> --server "+t.Server+" --space <space>")
 		}
 		return t, Refuse("finding the mesh", "no .cotal/ was found from "+wd+" upward and no --server was given",
-			"cotal up --open --detach")
+			"cotal up --detach")
 	}
 	t.Project = proj
 	mesh, err := proj.ReadMesh()
@@ -72,7 +79,7 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 	}
 	if t.Server == "" {
 		if t.Mesh == nil || !MeshRunning(proj) {
-			return t, Refuse("finding the mesh", "no mesh is running for "+proj.Root, "cotal up --open --detach")
+			return t, Refuse("finding the mesh", "no mesh is running for "+proj.Root, "cotal up --detach")
 		}
 		t.Server = t.Mesh.Server
 	}
@@ -112,17 +119,4 @@ func MeshRunning(proj *workspace.Project) bool {
 	}
 	alive, err := rec.Alive()
 	return err == nil && alive
-}
-
-// Connect connects to the target as cfg (its Space is taken from the target).
-func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config) (*client.Endpoint, error) {
-	cfg.Space = t.Space
-	if cfg.Logger == nil {
-		cfg.Logger = f.Logger
-	}
-	ep, err := client.Connect(ctx, t.Server, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("space %q on %s: %w", t.Space, t.Server, err)
-	}
-	return ep, nil
 }

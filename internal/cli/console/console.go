@@ -14,6 +14,7 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/trust"
 )
 
 // Options are the flags of `cotal console`.
@@ -60,7 +61,8 @@ func runConsole(ctx context.Context, opts *Options) error {
 		return err
 	}
 	ep, err := opts.Factory.Connect(ctx, target, client.Config{
-		Name: "console", Actor: "console_" + strconv.Itoa(os.Getpid()), Kind: "endpoint"})
+		Name: "console", Actor: "console_" + strconv.Itoa(os.Getpid()), Kind: "endpoint"},
+		cmdutil.As{Profile: trust.ProfileObserver})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
 )
 
 // Options are the flags of `cotal join`.
@@ -87,7 +88,8 @@ func runJoin(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	ep, err := opts.Factory.Connect(ctx, target, client.Config{Name: opts.Name, Role: opts.Role})
+	ep, err := opts.Factory.Connect(ctx, target, client.Config{Name: opts.Name, Role: opts.Role},
+		cmdutil.As{Profile: trust.ProfileProvisioner, Join: true})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
 )
 
 // Mode is what a send addresses.
@@ -104,7 +105,8 @@ func runSend(ctx context.Context, opts *Options) error {
 		return err
 	}
 	name, actor := cmdutil.OperatorIdentity()
-	ep, err := opts.Factory.Connect(ctx, target, client.Config{Name: name, Actor: actor})
+	ep, err := opts.Factory.Connect(ctx, target, client.Config{Name: name, Actor: actor},
+		cmdutil.As{Profile: trust.ProfileProvisioner})
 	if err != nil {
 		return err
 	}

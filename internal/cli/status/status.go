@@ -12,6 +12,7 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/trust"
 )
 
 // Options are the flags of `cotal status`.
@@ -75,7 +76,8 @@ func runStatus(ctx context.Context, opts *Options) error {
 		return err
 	}
 	name, actor := cmdutil.OperatorIdentity()
-	ep, err := opts.Factory.Connect(ctx, target, client.Config{Name: name, Actor: actor})
+	ep, err := opts.Factory.Connect(ctx, target, client.Config{Name: name, Actor: actor},
+		cmdutil.As{Profile: trust.ProfileObserver})
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,10 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 	}
 	defer r.Close()
 
-	args := []string{"up", "--open", "--space", space}
+	args := []string{"up", "--space", space}
+	if opts.Open {
+		args = append(args, "--open")
+	}
 	if opts.Server != "" {
 		args = append(args, "--server", opts.Server)
 	}
@@ -65,7 +68,7 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 			err := <-exited
 			return fmt.Errorf("background broker did not start (%v):\n%s", err, tail(proj.LogFile()))
 		}
-		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, open mesh) running in the background, pid %d\n", url, space, child.Process.Pid)
+		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", url, space, modeName(opts.mode()), child.Process.Pid)
 		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down`\n", proj.LogFile())
 		return nil
 	case <-ctx.Done():

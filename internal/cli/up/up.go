@@ -7,8 +7,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,11 +22,9 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
+	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
-
-// ModeOpen is the unauthenticated dev mesh.
-const ModeOpen = workspace.ModeOpen
 
 // readyFDEnv names the inherited pipe a detached child reports readiness on.
 const readyFDEnv = "COTAL_READY_FD"
@@ -57,16 +57,17 @@ The broker listens on loopback, port 4222, or a free port when 4222 is taken. An
 --server port that is taken is an error; port 0 means any free port. Running up again on a
 running mesh provisions the named space on it and changes nothing else.
 
-This release serves the open (unauthenticated) dev mesh: pass --open.`,
-		Example: `  cotal up --open --detach
-  cotal up --open --space review --server nats://127.0.0.1:4333
-  cotal up --open                  # foreground; Ctrl-C stops it`,
+The mesh is authenticated: the broker trusts an operator whose keys live in .cotal/auth/
+(created on first use, never re-keyed), each space is a NATS account, and every peer
+holds a credential signed by the space's key (see cotal mint). --open serves the
+unauthenticated dev mesh instead, for loopback experiments. The mode of a running mesh
+does not change: cotal down first.`,
+		Example: `  cotal up --detach
+  cotal up --space review          # add a space to the running mesh
+  cotal up --open --detach         # unauthenticated dev mesh
+  cotal up                         # foreground; Ctrl-C stops it`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !opts.Open {
-				return cmdutil.Refuse("`cotal up` without --open",
-					"the authenticated mesh is not available in this build; the open dev mesh is", "cotal up --open --detach")
-			}
 			if opts.Space != "" {
 				if err := protocol.CheckSpace(opts.Space); err != nil {
 					return cmdutil.FlagErrorf("--space: %v", err)
@@ -144,21 +145,56 @@ func project(opts *Options) (*workspace.Project, error) {
 	return workspace.Open(wd)
 }
 
-// addSpace provisions space on the mesh that already runs for proj.
+// mode is the mesh mode these options ask for.
+func (o *Options) mode() string {
+	if o.Open {
+		return workspace.ModeOpen
+	}
+	return workspace.ModeAuth
+}
+
+// modeName is how the ready line names a mode.
+func modeName(mode string) string {
+	if mode == workspace.ModeOpen {
+		return "open mesh"
+	}
+	return "authenticated mesh"
+}
+
+// upCommand is the command that starts a mesh of mode.
+func upCommand(mode string) string {
+	if mode == workspace.ModeOpen {
+		return "cotal up --open --detach"
+	}
+	return "cotal up --detach"
+}
+
+// addSpace provisions space on the mesh that already runs for proj, pushing its account
+// to the broker first on an authenticated mesh. Nothing else changes, and no connected
+// peer of another space notices.
 func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space string) error {
 	mesh, err := proj.ReadMesh()
 	if err != nil {
 		return err
 	}
-	if mesh.Mode != ModeOpen {
-		return cmdutil.Refuse("`cotal up --open` on a running "+mesh.Mode+" mesh",
-			"the mode of a running mesh does not change", "cotal down && cotal up --open --detach")
+	if mesh.Mode != opts.mode() {
+		return cmdutil.Refuse("`"+strings.TrimSuffix(upCommand(opts.mode()), " --detach")+"` on a running "+modeName(mesh.Mode),
+			"the mode of a running mesh does not change", "cotal down && "+upCommand(opts.mode()))
 	}
 	if opts.Server != "" && opts.Server != mesh.Server {
 		return cmdutil.Refuse("--server "+opts.Server, "the mesh of this project already runs at "+mesh.Server,
-			"cotal down && cotal up --open --server "+opts.Server)
+			"cotal down && cotal up --server "+opts.Server)
 	}
-	if err := provisionOn(ctx, mesh.Server, space); err != nil {
+	var chain *trust.Chain
+	if mesh.Mode == workspace.ModeAuth {
+		if chain, err = trust.Open(proj.AuthDir()); err != nil {
+			return err
+		}
+		if err := pushAccount(ctx, chain, mesh.Server, space); err != nil {
+			return err
+		}
+	}
+	if err := provisionSpace(ctx, chain, mesh.Server, space); err != nil {
 		return err
 	}
 	if !slices.Contains(mesh.Spaces, space) {
@@ -169,25 +205,77 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 		fmt.Fprintf(opts.IO.Out, "✓ space %q added to the running mesh at %s\n", space, mesh.Server)
 		return nil
 	}
-	fmt.Fprintf(opts.IO.Out, "✓ mesh already running at %s (space %s, %s)\n", mesh.Server, space, mesh.Mode)
+	fmt.Fprintf(opts.IO.Out, "✓ mesh already running at %s (space %s, %s)\n", mesh.Server, space, modeName(mesh.Mode))
 	return nil
 }
 
-func provisionOn(ctx context.Context, server, space string) error {
-	nc, err := nats.Connect(server, nats.Timeout(5*time.Second))
+// pushAccount creates the space's account if needed and hands it to the running broker.
+func pushAccount(ctx context.Context, chain *trust.Chain, server, space string) error {
+	acct, err := chain.Space(space)
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", server, err)
+		return err
+	}
+	sysCreds, err := chain.SystemCreds(time.Hour)
+	if err != nil {
+		return err
+	}
+	sys, err := connect(server, sysCreds)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	return trust.PushAccount(ctx, sys, acct.JWT())
+}
+
+// connect dials server with creds (nil: no credential).
+func connect(server string, creds []byte) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Timeout(5 * time.Second)}
+	if creds != nil {
+		c, err := trust.ReadCreds(creds)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix))
+	}
+	nc, err := nats.Connect(server, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", server, err)
+	}
+	return nc, nil
+}
+
+// provisionSpace creates the space's streams and buckets, as its account's provisioner
+// on an authenticated mesh (chain set) or anonymously on an open one.
+func provisionSpace(ctx context.Context, chain *trust.Chain, server, space string) error {
+	var creds []byte
+	class := provision.ClassLive // an open mesh has no delivery daemon
+	if chain != nil {
+		acct, err := chain.Space(space)
+		if err != nil {
+			return err
+		}
+		creds, err = acct.Mint(trust.UserSpec{Name: "cotal up", Profile: trust.ProfileProvisioner,
+			Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "cotal_up"}, ExpiresIn: time.Hour})
+		if err != nil {
+			return err
+		}
+		class = provision.ClassDurable
+	}
+	nc, err := connect(server, creds)
+	if err != nil {
+		return err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream on %s: %w", server, err)
 	}
-	_, err = provision.Space(ctx, js, space, provision.Options{DefaultDeliveryClass: "live"})
+	_, err = provision.Space(ctx, js, space, provision.Options{DefaultDeliveryClass: class})
 	return err
 }
 
-// serve runs the broker in this process until ctx ends or the broker stops.
+// serve runs the broker in this process until ctx ends or the broker stops. On an
+// authenticated mesh it serves every space the project's trust chain holds.
 func serve(ctx context.Context, opts *Options, proj *workspace.Project, space string) error {
 	host, port, _ := listenAddr(opts.Server) // checked by the command
 	store := opts.StoreDir
@@ -195,14 +283,41 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		store = proj.StoreDir()
 	}
 	srv := &broker.Server{Dir: store, Host: host, Port: port}
+	spaces := []string{space}
+	var chain *trust.Chain
+	if !opts.Open {
+		var err error
+		if chain, err = trust.Open(proj.AuthDir()); err != nil {
+			return err
+		}
+		if _, err := chain.Space(space); err != nil {
+			return err
+		}
+		known, err := chain.Spaces()
+		if err != nil {
+			return err
+		}
+		for _, s := range known {
+			if s != space {
+				spaces = append(spaces, s)
+			}
+		}
+		if srv.Accounts, err = chain.AccountJWTs(); err != nil {
+			return err
+		}
+		srv.OperatorJWT, srv.SystemAccount = chain.OperatorJWT(), chain.SystemAccount()
+		srv.ResolverDir = filepath.Join(proj.AuthDir(), "accounts")
+	}
 	if err := srv.Start(ctx); err != nil {
 		return fmt.Errorf("start broker: %w", err)
 	}
 	defer srv.Close()
-	if err := provisionOn(ctx, srv.ClientURL(), space); err != nil {
-		return err
+	for _, s := range spaces {
+		if err := provisionSpace(ctx, chain, srv.ClientURL(), s); err != nil {
+			return err
+		}
 	}
-	mesh := &workspace.Mesh{Server: srv.ClientURL(), Mode: ModeOpen, Spaces: []string{space},
+	mesh := &workspace.Mesh{Server: srv.ClientURL(), Mode: opts.mode(), Spaces: spaces,
 		StoreDir: store, Root: proj.Root, PID: os.Getpid(), Started: time.Now().UTC()}
 	if err := workspace.WritePidfile(proj.PidFile(), os.Getpid()); err != nil {
 		return err
@@ -213,7 +328,7 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 	}
 	defer proj.RemoveMesh()
 
-	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, open mesh, store %s)\n", srv.ClientURL(), space, store)
+	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s, store %s)\n", srv.ClientURL(), space, modeName(opts.mode()), store)
 	if err := signalReady(opts, srv.ClientURL()); err != nil {
 		return err
 	}

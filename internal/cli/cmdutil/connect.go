@@ -1,0 +1,155 @@
+package cmdutil
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
+	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// As says how a command connects to an authenticated mesh without --creds.
+type As struct {
+	Profile trust.Profile // the profile of the credential minted for the operator at the keyboard
+	Join    bool          // the endpoint will Join: give it a stable identity and its durables
+}
+
+// Connect connects to the target as cfg (its Space is taken from the target) with the
+// right credential: none on an open mesh; the creds file given with --creds, whose
+// principal, lifecycle uid and role win over cfg's; otherwise, on an authenticated mesh,
+// a credential minted on the fly from the project's own signing key (the operator at the
+// keyboard) with as.Profile. With as.Join that identity gets its recorded lifecycle uid and
+// its bind-only durables are created for it.
+func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as As) (*client.Endpoint, error) {
+	cfg.Space = t.Space
+	if cfg.Logger == nil {
+		cfg.Logger = f.Logger
+	}
+	var opts []nats.Option
+	switch {
+	case t.Creds != "":
+		b, err := os.ReadFile(t.Creds)
+		if err != nil {
+			return nil, fmt.Errorf("--creds: %w", err)
+		}
+		c, err := trust.ReadCreds(b)
+		if err != nil {
+			return nil, fmt.Errorf("--creds %s: %w", t.Creds, err)
+		}
+		if c.Principal.Validate() == nil {
+			cfg.Owner, cfg.Actor = c.Principal.Owner, c.Principal.Actor
+			if cfg.Name == "" || cfg.Name == c.Principal.Actor || !protocol.ValidActor(cfg.Name) {
+				cfg.Name = c.Principal.Actor
+			}
+		}
+		if c.LifecycleUID != "" {
+			cfg.LifecycleUID = c.LifecycleUID
+		}
+		if cfg.Role == "" {
+			cfg.Role = c.Role
+		}
+		opts = credsOptions(c)
+	case t.Auth():
+		acct, chain, err := f.account(t)
+		if err != nil {
+			return nil, err
+		}
+		me := protocol.Principal{Owner: protocol.OwnerLocal, Actor: cfg.Actor}
+		if cfg.Actor == "" {
+			me.Actor = cfg.Name
+		}
+		spec := trust.UserSpec{Name: cfg.Name, Profile: as.Profile, Principal: me}
+		if as.Join && cfg.LifecycleUID == "" {
+			if cfg.LifecycleUID, err = chain.Identity(t.Space, me.Actor); err != nil {
+				return nil, err
+			}
+		}
+		spec.LifecycleUID = cfg.LifecycleUID
+		b, err := acct.Mint(spec)
+		if err != nil {
+			return nil, err
+		}
+		c, err := trust.ReadCreds(b)
+		if err != nil {
+			return nil, err
+		}
+		opts = credsOptions(c)
+	}
+	ep, err := client.Connect(ctx, t.Server, cfg, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("space %q on %s: %w", t.Space, t.Server, err)
+	}
+	if t.Creds == "" && t.Auth() && as.Join {
+		if _, err := provision.Agent(ctx, ep.JetStream(), t.Space, ep.Principal(), cfg.LifecycleUID, cfg.Role); err != nil {
+			_ = ep.Close()
+			return nil, err
+		}
+	}
+	return ep, nil
+}
+
+// credsOptions connects as the holder of c, with the only reply inbox it may read.
+func credsOptions(c trust.Creds) []nats.Option {
+	return []nats.Option{nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix)}
+}
+
+// account opens the project's trust chain and the account of a space this mesh serves.
+func (f *Factory) account(t Target) (*trust.Account, *trust.Chain, error) {
+	if t.Project == nil {
+		return nil, nil, Refuse("connecting to an authenticated mesh without --creds",
+			"no project's trust chain is at hand to mint an identity", "cotal <command> --creds <file>")
+	}
+	if t.Mesh != nil && !slices.Contains(t.Mesh.Spaces, t.Space) {
+		return nil, nil, Refuse(fmt.Sprintf("space %q", t.Space), "the mesh of "+t.Project.Root+" does not serve it",
+			"cotal up --space "+t.Space)
+	}
+	chain, err := trust.Open(t.Project.AuthDir())
+	if err != nil {
+		return nil, nil, err
+	}
+	acct, err := chain.Space(t.Space)
+	if err != nil {
+		return nil, nil, err
+	}
+	return acct, chain, nil
+}
+
+// AgentCreds mints an agent credential for spec on the target's space from the project's
+// signing key, after creating the bind-only durables it needs, and returns the creds.
+// spec.LifecycleUID is filled from the agent's recorded identity.
+func (f *Factory) AgentCreds(ctx context.Context, t Target, spec trust.UserSpec) ([]byte, error) {
+	acct, chain, err := f.account(t)
+	if err != nil {
+		return nil, err
+	}
+	if spec.LifecycleUID, err = chain.Identity(t.Space, spec.Principal.Actor); err != nil {
+		return nil, err
+	}
+	creds, err := acct.Mint(spec)
+	if err != nil {
+		return nil, err
+	}
+	t.Creds = ""
+	op, err := f.Connect(ctx, t, client.Config{Name: "provisioner", Kind: protocol.CardEndpoint, Actor: "cotal_provisioner"},
+		As{Profile: trust.ProfileProvisioner})
+	if err != nil {
+		return nil, err
+	}
+	defer op.Close()
+	if _, err := provision.Agent(ctx, op.JetStream(), t.Space, spec.Principal, spec.LifecycleUID, spec.Role); err != nil {
+		return nil, err
+	}
+	return creds, nil
+}
+
+// CredsPath is where `cotal mint` writes a space's creds file for name by default.
+func CredsPath(proj *workspace.Project, space, name string) string {
+	return proj.CredsDir(space) + string(os.PathSeparator) + name + ".creds"
+}
