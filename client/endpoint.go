@@ -49,6 +49,7 @@ type Endpoint struct {
 	me     protocol.Principal
 	log    *slog.Logger
 
+	denied   <-chan error // permission refusals of an owned connection, for publish to match
 	inbox    chan *Incoming
 	seen     *dedupe
 	replayMu sync.Mutex  // one history reader at a time
@@ -79,6 +80,21 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	// Permission refusals arrive asynchronously: report them as denials, not silence.
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	denied := make(chan error, 16)
+	opts = append([]nats.Option{nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		log.Warn("refused by the broker", "err", err)
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			select {
+			case denied <- err:
+			default: // nobody is waiting on a publish; the log line is the report
+			}
+		}
+	})}, opts...)
 	nc, err := Dial(ctx, url, opts...)
 	if err != nil {
 		return nil, err
@@ -88,7 +104,7 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 		nc.Close()
 		return nil, err
 	}
-	ep.ownsNC = true
+	ep.ownsNC, ep.denied = true, denied
 	return ep, nil
 }
 

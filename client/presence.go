@@ -39,10 +39,10 @@ func (e *Endpoint) presenceBucket(ctx context.Context) (jetstream.KeyValue, erro
 	kv, err := e.js.KeyValue(ctx, protocol.BucketPresence(e.cfg.Space))
 	if err != nil {
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			return nil, fmt.Errorf("%w: space %q has no presence bucket on %s; run `cotal up --open --space %s` first",
+			return nil, fmt.Errorf("%w: space %q has no presence bucket on %s for this credential: the space is not served to it; `cotal up --space %s` adds a space",
 				ErrNotProvisioned, e.cfg.Space, e.nc.ConnectedUrlRedacted(), e.cfg.Space)
 		}
-		return nil, fmt.Errorf("presence bucket: %w", err)
+		return nil, fmt.Errorf("presence bucket: %w", e.refused(err))
 	}
 	e.mu.Lock()
 	e.presence = kv

@@ -189,8 +189,18 @@ func (e *Endpoint) bindRole(ctx context.Context) error {
 
 func (e *Endpoint) streamErr(stream string, err error) error {
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("%w: space %q has no stream %s on %s; run `cotal up --open --space %s` first",
+		return fmt.Errorf("%w: space %q has no stream %s on %s for this credential: the space is not served to it; `cotal up --space %s` adds a space",
 			ErrNotProvisioned, e.cfg.Space, stream, e.nc.ConnectedUrlRedacted(), e.cfg.Space)
 	}
-	return fmt.Errorf("stream %s: %w", stream, err)
+	return fmt.Errorf("stream %s: %w", stream, e.refused(err))
+}
+
+// refused explains a request that timed out because the broker refused its subject: the
+// refusal arrives on its own, so a timeout alone would hide the reason.
+func (e *Endpoint) refused(err error) error {
+	last := e.nc.LastError()
+	if errors.Is(err, context.DeadlineExceeded) && last != nil && errors.Is(last, nats.ErrPermissionViolation) {
+		return fmt.Errorf("%w: refused by the broker (%v)", ErrRefused, last)
+	}
+	return err
 }

@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -96,12 +98,34 @@ func (e *Endpoint) publish(ctx context.Context, subject string, m *protocol.Mess
 	if err != nil {
 		return Sent{}, err
 	}
-	ack, err := e.js.PublishMsg(ctx, msg)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	f, err := e.js.PublishMsgAsync(msg)
 	if err != nil {
 		return Sent{}, fmt.Errorf("send %s: %w", subject, err)
 	}
-	return Sent{ID: m.ID, Stream: ack.Stream, Seq: ack.Sequence}, nil
+	for {
+		select {
+		case ack := <-f.Ok():
+			return Sent{ID: m.ID, Stream: ack.Stream, Seq: ack.Sequence}, nil
+		case err := <-f.Err():
+			return Sent{}, fmt.Errorf("send %s: %w", subject, err)
+		case err := <-e.denied:
+			// A refusal names its subject; another publish's refusal is not ours.
+			if strings.Contains(err.Error(), `"`+subject+`"`) {
+				return Sent{}, fmt.Errorf("%w: the broker refused the post to %s: your credential may not publish there", ErrRefused, subject)
+			}
+		case <-ctx.Done():
+			return Sent{}, fmt.Errorf("send %s: %w", subject, ctx.Err())
+		}
+	}
 }
+
+// ErrRefused reports a message the broker refused for lack of permission.
+var ErrRefused = errors.New("refused")
 
 // PublishAsync sends an addressed message without waiting for the broker's ack; wait on
 // the returned future, or on JetStream().PublishAsyncComplete() for a batch.

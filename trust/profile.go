@@ -263,6 +263,9 @@ func (s UserSpec) tags() jwt.TagList {
 	return append(t, "profile:"+string(s.Profile))
 }
 
+// Check validates spec without I/O, with messages that name the cotal mint flag at fault.
+func (s UserSpec) Check() error { return s.check() }
+
 // check validates spec without I/O. Messages name the cotal mint flag where one exists.
 func (s UserSpec) check() error {
 	if !s.Profile.Valid() {

@@ -20,6 +20,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/ext"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/internal/cli/join"
+	"github.com/cotal-ai/cotal/internal/cli/mint"
 	"github.com/cotal-ai/cotal/internal/cli/personas"
 	"github.com/cotal-ai/cotal/internal/cli/send"
 	"github.com/cotal-ai/cotal/internal/cli/setup"
@@ -116,6 +117,7 @@ peer, anycast to whoever holds a role.`,
 		setup.NewCmdSetup(f, nil),
 		update.NewCmdUpdate(f, nil),
 		personas.NewCmdPersonas(f),
+		mint.NewCmdMint(f, nil),
 	)
 	return root
 }

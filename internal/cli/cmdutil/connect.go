@@ -34,10 +34,13 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 	}
 	var opts []nats.Option
 	switch {
-	case t.Creds != "":
-		b, err := os.ReadFile(t.Creds)
-		if err != nil {
-			return nil, fmt.Errorf("--creds: %w", err)
+	case t.Creds != "" || t.CredsData != nil:
+		b := t.CredsData
+		if b == nil {
+			var err error
+			if b, err = os.ReadFile(t.Creds); err != nil {
+				return nil, fmt.Errorf("--creds: %w", err)
+			}
 		}
 		c, err := trust.ReadCreds(b)
 		if err != nil {
@@ -86,7 +89,7 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 	if err != nil {
 		return nil, fmt.Errorf("space %q on %s: %w", t.Space, t.Server, err)
 	}
-	if t.Creds == "" && t.Auth() && as.Join {
+	if t.Creds == "" && t.CredsData == nil && t.Auth() && as.Join {
 		if _, err := provision.Agent(ctx, ep.JetStream(), t.Space, ep.Principal(), cfg.LifecycleUID, cfg.Role); err != nil {
 			_ = ep.Close()
 			return nil, err
@@ -136,7 +139,7 @@ func (f *Factory) AgentCreds(ctx context.Context, t Target, spec trust.UserSpec)
 	if err != nil {
 		return nil, err
 	}
-	t.Creds = ""
+	t.Creds, t.CredsData = "", nil
 	op, err := f.Connect(ctx, t, client.Config{Name: "provisioner", Kind: protocol.CardEndpoint, Actor: "cotal_provisioner"},
 		As{Profile: trust.ProfileProvisioner})
 	if err != nil {
@@ -147,6 +150,16 @@ func (f *Factory) AgentCreds(ctx context.Context, t Target, spec trust.UserSpec)
 		return nil, err
 	}
 	return creds, nil
+}
+
+// Mint mints a credential for spec on the target's space from the project's signing key,
+// without creating anything on the mesh (for profiles that bind no durable).
+func (f *Factory) Mint(t Target, spec trust.UserSpec) ([]byte, error) {
+	acct, _, err := f.account(t)
+	if err != nil {
+		return nil, err
+	}
+	return acct.Mint(spec)
 }
 
 // CredsPath is where `cotal mint` writes a space's creds file for name by default.

@@ -39,17 +39,18 @@ func (m *MeshFlags) Register(fs *pflag.FlagSet) {
 
 // Target is the mesh a command talks to.
 type Target struct {
-	Server  string
-	Space   string
-	Creds   string             // --creds: a creds file, which decides who connects
-	Project *workspace.Project // nil outside a project
-	Mesh    *workspace.Mesh    // the project's record, nil without one
+	Server    string
+	Space     string
+	Creds     string             // --creds: a creds file, which decides who connects
+	CredsData []byte             // a credential in hand (minted on the fly); wins over Creds
+	Project   *workspace.Project // nil outside a project
+	Mesh      *workspace.Mesh    // the project's record, nil without one
 }
 
 // Auth reports whether the target is an authenticated mesh: a creds file was given, or
 // the project's mesh record says so.
 func (t Target) Auth() bool {
-	return t.Creds != "" || (t.Mesh != nil && t.Mesh.Mode == workspace.ModeAuth && t.Mesh.Server == t.Server)
+	return t.Creds != "" || t.CredsData != nil || (t.Mesh != nil && t.Mesh.Mode == workspace.ModeAuth && t.Mesh.Server == t.Server)
 }
 
 // Resolve picks the mesh: --server and --space when given, otherwise the running mesh

@@ -24,19 +24,27 @@ type Options struct {
 	IO      *iostreams.IOStreams
 	Factory *cmdutil.Factory
 
-	Mesh     cmdutil.MeshFlags
-	Name     string
-	Role     string
-	Channels []string
+	Mesh        cmdutil.MeshFlags
+	Name        string
+	Role        string
+	Channels    []string
+	Persona     string
+	channelsSet bool // --channel was given
 }
 
 // NewCmdJoin builds `cotal join`.
 func NewCmdJoin(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
-		Use:   "join --name N [--role R] [--channel C]...",
+		Use:   "join (--name N [--role R] | --persona P | --creds FILE) [--channel C]...",
 		Short: "Join a space as a peer: read lines to post, print what arrives",
 		Long: `Join a space as a person or a script. Presence shows you while you are joined.
+
+Who you are: --name (on an authenticated mesh, the project's own identity under that
+name); --persona, the agent defined in .cotal/agents/<name>.md, with a credential minted
+on the fly from its read and post lists (least privilege); or --creds, a creds file from
+cotal mint. A persona or creds file sets the name and role; its subscribe list sets the
+channels unless --channel is given.
 
 Every line on stdin is posted to the current channel (the last one joined). Commands:
   /dm <name> <text>        direct message; kept until the peer reads it
@@ -52,14 +60,22 @@ Each message that arrives prints as one line on stdout:
   [dm] <sender>: <text>             unicast to you
   [anycast <role>] <sender>: <text> a role ask you took`,
 		Example: `  cotal join --name alice --channel general --channel team.backend
+  cotal join --persona builder
+  cotal join --creds .cotal/auth/creds/space.6d61696e/builder.creds
   cotal join --name reviewer1 --role reviewer
   printf 'hello\n/dm bob ping\n' | cotal join --name script`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.Name == "" {
-				return cmdutil.FlagErrorf("--name is required: the name peers see and address you by, e.g. --name alice")
+			opts.channelsSet = cmd.Flags().Changed("channel")
+			switch {
+			case opts.Persona != "" && (opts.Name != "" || opts.Role != "" || opts.Mesh.Creds != ""):
+				return cmdutil.FlagErrorf("--persona sets the name, role and credential: drop --name, --role and --creds")
+			case opts.Mesh.Creds != "" && opts.Name != "":
+				return cmdutil.FlagErrorf("--creds names who you are: drop --name")
+			case opts.Name == "" && opts.Persona == "" && opts.Mesh.Creds == "":
+				return cmdutil.FlagErrorf("--name is required: the name peers see and address you by, e.g. --name alice (or --persona P, or --creds FILE)")
 			}
-			if !protocol.ValidActor(opts.Name) {
+			if opts.Name != "" && !protocol.ValidActor(opts.Name) {
 				return cmdutil.FlagErrorf("--name %q: use 1 to %d letters, digits or _ (no dots, dashes or spaces)", opts.Name, protocol.MaxActorLength)
 			}
 			if opts.Role != "" && !protocol.ValidToken(opts.Role) {
@@ -80,6 +96,7 @@ Each message that arrives prints as one line on stdout:
 	cmd.Flags().StringVar(&opts.Name, "name", "", "your name on the space (required)")
 	cmd.Flags().StringVar(&opts.Role, "role", "", "a role to serve: anycasts to it may come to you")
 	cmd.Flags().StringArrayVar(&opts.Channels, "channel", []string{"general"}, "channel to join (repeatable)")
+	cmd.Flags().StringVar(&opts.Persona, "persona", "", "join as the agent of .cotal/agents/<name>.md")
 	return cmd
 }
 
@@ -88,8 +105,7 @@ func runJoin(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	ep, err := opts.Factory.Connect(ctx, target, client.Config{Name: opts.Name, Role: opts.Role},
-		cmdutil.As{Profile: trust.ProfileProvisioner, Join: true})
+	ep, err := connect(ctx, opts, &target)
 	if err != nil {
 		return err
 	}
@@ -101,7 +117,7 @@ func runJoin(ctx context.Context, opts *Options) error {
 	if len(opts.Channels) > 0 {
 		s.current = opts.Channels[len(opts.Channels)-1]
 	}
-	fmt.Fprintf(s.errOut, "joined space %s as %s (%s); channels: %s\n", target.Space, opts.Name, ep.Principal(), strings.Join(ep.Channels(), ", "))
+	fmt.Fprintf(s.errOut, "joined space %s as %s (%s); channels: %s\n", target.Space, ep.Card().Name, ep.Principal(), strings.Join(ep.Channels(), ", "))
 
 	lines := make(chan string)
 	go readLines(ctx, opts.IO.In, lines)
@@ -127,6 +143,38 @@ func runJoin(ctx context.Context, opts *Options) error {
 			}
 		}
 	}
+}
+
+// connect connects as the identity the flags name: a persona (its own least-privilege
+// credential on an authenticated mesh), a creds file, or a name.
+func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*client.Endpoint, error) {
+	f := opts.Factory
+	if opts.Persona == "" {
+		return f.Connect(ctx, *target, client.Config{Name: opts.Name, Role: opts.Role},
+			cmdutil.As{Profile: trust.ProfileProvisioner, Join: true})
+	}
+	if target.Project == nil {
+		return nil, cmdutil.Refuse("--persona outside a project", "personas live in a project's .cotal/agents/", "cotal personas list")
+	}
+	per, err := target.Project.Persona(opts.Persona)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.channelsSet {
+		opts.Channels = per.Subscribe
+	}
+	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: per.Kind, Description: per.Description}
+	if !target.Auth() {
+		return f.Connect(ctx, *target, cfg, cmdutil.As{})
+	}
+	creds, err := f.AgentCreds(ctx, *target, trust.UserSpec{Name: per.Name, Profile: trust.ProfileAgent,
+		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: per.Name}, Role: per.Role,
+		Subscribe: per.Subscribe, AllowSubscribe: per.ReadACL(), AllowPublish: per.AllowPublish})
+	if err != nil {
+		return nil, err
+	}
+	target.CredsData = creds
+	return f.Connect(ctx, *target, cfg, cmdutil.As{})
 }
 
 // readLines sends each line of r until EOF, then closes lines.

@@ -4,6 +4,7 @@ package up
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -194,7 +195,7 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 			return err
 		}
 	}
-	if err := provisionSpace(ctx, chain, mesh.Server, space); err != nil {
+	if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, mesh.Server, space); err != nil {
 		return err
 	}
 	if !slices.Contains(mesh.Spaces, space) {
@@ -245,8 +246,10 @@ func connect(server string, creds []byte) (*nats.Conn, error) {
 }
 
 // provisionSpace creates the space's streams and buckets, as its account's provisioner
-// on an authenticated mesh (chain set) or anonymously on an open one.
-func provisionSpace(ctx context.Context, chain *trust.Chain, server, space string) error {
+// on an authenticated mesh (chain set) or anonymously on an open one, and on an
+// authenticated mesh the bind-only durables of every persona of the project.
+// A persona file that does not parse is skipped with a warning on w.
+func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, space string) error {
 	var creds []byte
 	class := provision.ClassLive // an open mesh has no delivery daemon
 	if chain != nil {
@@ -270,8 +273,32 @@ func provisionSpace(ctx context.Context, chain *trust.Chain, server, space strin
 	if err != nil {
 		return fmt.Errorf("jetstream on %s: %w", server, err)
 	}
-	_, err = provision.Space(ctx, js, space, provision.Options{DefaultDeliveryClass: class})
-	return err
+	if _, err := provision.Space(ctx, js, space, provision.Options{DefaultDeliveryClass: class}); err != nil {
+		return err
+	}
+	if chain == nil {
+		return nil
+	}
+	files, err := proj.PersonaFiles()
+	if err != nil {
+		return err
+	}
+	for _, pf := range files {
+		if pf.Err != nil {
+			fmt.Fprintf(w, "! persona %s skipped: %v\n", pf.Name, pf.Err)
+			continue
+		}
+		per := pf.Persona
+		uid, err := chain.Identity(space, per.Name)
+		if err != nil {
+			return err
+		}
+		p := protocol.Principal{Owner: protocol.OwnerLocal, Actor: per.Name}
+		if _, err := provision.Agent(ctx, js, space, p, uid, per.Role); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // serve runs the broker in this process until ctx ends or the broker stops. On an
@@ -313,7 +340,7 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 	}
 	defer srv.Close()
 	for _, s := range spaces {
-		if err := provisionSpace(ctx, chain, srv.ClientURL(), s); err != nil {
+		if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,140 @@
+// Package mint implements `cotal mint`: write a creds file for one identity of a space.
+package mint
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// Options are the arguments and flags of `cotal mint`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+
+	Mesh           cmdutil.MeshFlags
+	Name           string
+	Profile        string
+	Role           string
+	AllowSubscribe []string
+	AllowPublish   []string
+	ExpiresIn      time.Duration
+	Out            string
+}
+
+// NewCmdMint builds `cotal mint`.
+func NewCmdMint(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "mint <name> --profile agent|observer|admin [flags]",
+		Short: "Write a creds file for one identity of a space",
+		Long: `Mint a NATS credential signed by the space's key (in .cotal/auth/) and write it as a
+standard creds file (0600), by default to .cotal/auth/creds/space.<hex>/<name>.creds.
+
+Profiles:
+  agent     posts only as itself and only to --allow-publish channels (none by default),
+            reads its --allow-subscribe channels, its own DMs and, with --role, its role's
+            anycasts; writes only its own presence. Its bind-only DM durable (and role
+            durable) are created now, so the mesh must be running.
+  observer  reads channels and presence, no DMs, publishes nothing (a console).
+  admin     reads everything in the space including DMs, publishes nothing (a dashboard).
+
+The ACL flags (--role, --allow-subscribe, --allow-publish) are for the agent profile only.
+Connect with it: cotal join --creds FILE, or any NATS client.`,
+		Example: `  cotal mint builder --profile agent --role builder --allow-subscribe general --allow-subscribe 'team.>' --allow-publish general
+  cotal mint watcher --profile observer --expires-in 24h --out watcher.creds`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			if !protocol.ValidActor(opts.Name) {
+				return cmdutil.FlagErrorf("name %q: use 1 to %d letters, digits or _ (it becomes the actor of the principal)", opts.Name, protocol.MaxActorLength)
+			}
+			p := trust.Profile(opts.Profile)
+			if p != trust.ProfileAgent && p != trust.ProfileObserver && p != trust.ProfileAdmin {
+				return cmdutil.FlagErrorf("--profile %q: want agent, observer or admin", opts.Profile)
+			}
+			if opts.ExpiresIn < 0 {
+				return cmdutil.FlagErrorf("--expires-in %s: must not be negative", opts.ExpiresIn)
+			}
+			check := opts.spec()
+			check.LifecycleUID = strings.Repeat("0", 26) // minted at run time; only the flags are checked here
+			if err := check.Check(); err != nil {
+				return cmdutil.FlagErrorf("%v", err)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runMint(cmd.Context(), opts)
+		},
+	}
+	opts.Mesh.Register(cmd.Flags())
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Profile, "profile", "agent", "agent, observer or admin")
+	fl.StringVar(&opts.Role, "role", "", "agent: a role whose anycasts it may take")
+	fl.StringArrayVar(&opts.AllowSubscribe, "allow-subscribe", nil, "agent: a channel (pattern) it may read (repeatable)")
+	fl.StringArrayVar(&opts.AllowPublish, "allow-publish", nil, "agent: a channel (pattern) it may post to (repeatable; default none)")
+	fl.DurationVar(&opts.ExpiresIn, "expires-in", 0, "lifetime, e.g. 24h (default: no expiry)")
+	fl.StringVar(&opts.Out, "out", "", "where to write the creds file")
+	return cmd
+}
+
+func (o *Options) spec() trust.UserSpec {
+	return trust.UserSpec{Name: o.Name, Profile: trust.Profile(o.Profile),
+		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: o.Name}, Role: o.Role,
+		AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish, ExpiresIn: o.ExpiresIn}
+}
+
+func runMint(ctx context.Context, opts *Options) error {
+	t, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return err
+	}
+	if t.Project == nil || (t.Mesh != nil && t.Mesh.Mode != workspace.ModeAuth) {
+		return cmdutil.Refuse("minting", "this project's mesh is not authenticated (open meshes take no credentials)", "cotal down && cotal up --detach")
+	}
+	spec := opts.spec()
+	var creds []byte
+	if spec.Profile == trust.ProfileAgent {
+		creds, err = opts.Factory.AgentCreds(ctx, t, spec)
+	} else {
+		creds, err = opts.Factory.Mint(t, spec)
+	}
+	if err != nil {
+		return err
+	}
+	out := opts.Out
+	if out == "" {
+		out = cmdutil.CredsPath(t.Project, t.Space, opts.Name)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
+		return fmt.Errorf("creds folder: %w", err)
+	}
+	if err := workspace.WriteFileAtomic(out, creds, 0o600); err != nil {
+		return err
+	}
+	c, err := trust.ReadCreds(creds)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "✓ wrote %s\n", out)
+	fmt.Fprintf(opts.IO.ErrOut, "  %s profile, principal %s", c.Profile, c.Principal)
+	if c.LifecycleUID != "" {
+		fmt.Fprintf(opts.IO.ErrOut, ", lifecycle uid %s", c.LifecycleUID)
+	}
+	if !c.Expires.IsZero() {
+		fmt.Fprintf(opts.IO.ErrOut, ", expires %s", c.Expires.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "\n  connect: cotal join --creds %s\n", out)
+	return nil
+}
