@@ -51,12 +51,6 @@ func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) e
 	if dup {
 		return nil
 	}
-	stream := protocol.StreamChat(e.cfg.Space)
-	s, err := e.js.Stream(ctx, stream)
-	if err != nil {
-		return e.streamErr(stream, err)
-	}
-	watermark := s.CachedInfo().State.LastSeq
 	filter := protocol.ChannelFilter(e.cfg.Space, channel)
 	sub, err := e.nc.Subscribe(filter, e.onLive)
 	if err != nil {
@@ -81,6 +75,15 @@ func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) e
 	e.mu.Lock()
 	e.channels[channel] = sub
 	e.mu.Unlock()
+	// The watermark is read after the subscription is live, so no post falls between
+	// history and live; one on both sides is deduplicated by id.
+	stream := protocol.StreamChat(e.cfg.Space)
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		_ = e.LeaveChannel(channel) // undo the join; the stream error is the one to report
+		return e.streamErr(stream, err)
+	}
+	watermark := s.CachedInfo().State.LastSeq
 
 	cfg, err := e.channelConfig(ctx, channel)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -37,6 +38,13 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 	}
 	if opts.Server != "" {
 		args = append(args, "--server", opts.Server)
+	}
+	if opts.File != "" {
+		abs, err := filepath.Abs(opts.File)
+		if err != nil {
+			return fmt.Errorf("-f %s: %w", opts.File, err)
+		}
+		args = append(args, "--file", abs)
 	}
 	if opts.StoreDir != "" {
 		args = append(args, "--store-dir", opts.StoreDir)

@@ -42,6 +42,10 @@ type Options struct {
 	Server   string
 	StoreDir string
 	Detach   bool
+	File     string // cotal.yaml to apply
+	DryRun   bool
+
+	manifest *workspace.Manifest // read from File
 }
 
 // NewCmdUp builds `cotal up`.
@@ -74,6 +78,9 @@ does not change: cotal down first.`,
 					return cmdutil.FlagErrorf("--space: %v", err)
 				}
 			}
+			if opts.DryRun && opts.File == "" {
+				return cmdutil.FlagErrorf("--dry-run needs -f <cotal.yaml>")
+			}
 			if _, _, err := listenAddr(opts.Server); err != nil {
 				return cmdutil.FlagErrorf("--server: %v", err)
 			}
@@ -89,6 +96,8 @@ does not change: cotal down first.`,
 	fl.StringVar(&opts.Server, "server", "", "listen URL, e.g. nats://127.0.0.1:4222 (default: loopback, 4222 or a free port)")
 	fl.StringVar(&opts.StoreDir, "store-dir", "", "JetStream store (default: .cotal/nats)")
 	fl.BoolVar(&opts.Detach, "detach", false, "run in the background and return once ready")
+	fl.StringVarP(&opts.File, "file", "f", "", "a team manifest (cotal.yaml) whose space, channels and agents up owns")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "with -f: print what would be created and change nothing")
 	return cmd
 }
 
@@ -116,6 +125,21 @@ func listenAddr(server string) (string, int, error) {
 }
 
 func runUp(ctx context.Context, opts *Options) error {
+	if opts.File != "" {
+		if err := opts.readManifest(); err != nil {
+			return err
+		}
+	}
+	if opts.DryRun {
+		wd, proj, err := cmdutil.FindProject(opts.Getwd, opts.Getenv)
+		if err != nil && wd == "" {
+			return err
+		}
+		if proj == nil {
+			proj = &workspace.Project{Root: wd} // shown, never created
+		}
+		return printPlan(opts, proj)
+	}
 	proj, err := project(opts)
 	if err != nil {
 		return err
@@ -196,6 +220,9 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 		}
 	}
 	if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, mesh.Server, space); err != nil {
+		return err
+	}
+	if err := applyManifest(ctx, opts, chain, proj, mesh.Server); err != nil {
 		return err
 	}
 	if !slices.Contains(mesh.Spaces, space) {
@@ -343,6 +370,9 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s); err != nil {
 			return err
 		}
+	}
+	if err := applyManifest(ctx, opts, chain, proj, srv.ClientURL()); err != nil {
+		return err
 	}
 	mesh := &workspace.Mesh{Server: srv.ClientURL(), Mode: opts.mode(), Spaces: spaces,
 		StoreDir: store, Root: proj.Root, PID: os.Getpid(), Started: time.Now().UTC()}
