@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/cotal-ai/cotal/internal/cli"
@@ -32,6 +34,7 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"proc":     cmdProc,
 			"holdport": cmdHoldPort,
+			"rawnats":  cmdRawNATS,
 		},
 	})
 }
@@ -241,4 +244,53 @@ func cmdHoldPort(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ts.Defer(func() { _ = l.Close() })
 	ts.Setenv(args[0], strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+}
+
+// cmdRawNATS checks an ACL with raw nats.go, independent of cotal's client:
+//
+//	rawnats CREDS URLFILE pub SUBJECT   publish; succeed only if the broker accepts it
+//	rawnats CREDS URLFILE sub SUBJECT   subscribe; succeed only if the broker accepts it
+//
+// URLFILE is a mesh.json whose server field names the broker. With !, the broker must
+// refuse (a permissions violation, reported on stdout).
+func cmdRawNATS(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 4 || (args[2] != "pub" && args[2] != "sub") {
+		ts.Fatalf("usage: rawnats CREDS MESHJSON pub|sub SUBJECT")
+	}
+	var mesh struct {
+		Server string `json:"server"`
+	}
+	if err := json.Unmarshal([]byte(ts.ReadFile(args[1])), &mesh); err != nil {
+		ts.Fatalf("read %s: %v", args[1], err)
+	}
+	// Quiet handler: the refusal is read back with LastError, which the reader sets before
+	// it handles the PONG that ends Flush (the broker sends -ERR first).
+	nc, err := nats.Connect(mesh.Server, nats.UserCredentials(ts.MkAbs(args[0])),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		ts.Fatalf("connect: %v", err)
+	}
+	defer nc.Close()
+	if args[2] == "pub" {
+		err = nc.Publish(args[3], []byte("{}"))
+	} else {
+		_, err = nc.SubscribeSync(args[3])
+	}
+	if err == nil {
+		err = nc.Flush()
+	}
+	if err != nil {
+		ts.Fatalf("%s %s: %v", args[2], args[3], err)
+	}
+	if err := nc.LastError(); err != nil {
+		fmt.Fprintf(ts.Stdout(), "refused: %v\n", err)
+		if !neg {
+			ts.Fatalf("the broker refused %s %s: %v", args[2], args[3], err)
+		}
+		return
+	}
+	fmt.Fprintf(ts.Stdout(), "accepted: %s %s\n", args[2], args[3])
+	if neg {
+		ts.Fatalf("the broker accepted %s %s", args[2], args[3])
+	}
 }
