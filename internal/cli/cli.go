@@ -94,7 +94,7 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		Long: `cotal turns NATS + JetStream into a shared space for teams of agents: peers see each
 other's presence and message three ways: multicast to a channel, durable unicast to one
 peer, anycast to whoever holds a role.`,
-		Example: `  cotal up --open --detach        # start an embedded broker in the background
+		Example: `  cotal up --detach               # start an embedded broker in the background
   cotal join --name alice         # be a peer; type lines to post, /help for commands
   cotal send dm alice "hello"     # one-shot direct message
   cotal status                    # who is here, on which channels

@@ -111,7 +111,7 @@ func runSetup(_ context.Context, opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
-	fmt.Fprintln(opts.IO.Out, "next: cotal up --open --detach")
+	fmt.Fprintln(opts.IO.Out, "next: cotal up --detach")
 	return nil
 }
 
@@ -193,18 +193,18 @@ func statusCard(opts *Options, config string, proj *workspace.Project) error {
 	if running {
 		line(true, "broker", "running · "+proj.PidFile())
 	} else {
-		line(false, "broker", "not running · start: cotal up --open --detach")
+		line(false, "broker", "not running · start: cotal up --detach")
 	}
 	mesh, err := proj.ReadMesh()
 	switch {
 	case errors.Is(err, workspace.ErrNoMesh):
-		line(false, "mesh", "none recorded · start: cotal up --open --detach")
+		line(false, "mesh", "none recorded · start: cotal up --detach")
 	case err != nil:
 		fmt.Fprintf(out, "✗ %-11s %v\n", "mesh", err)
 	case running:
 		line(true, "mesh", fmt.Sprintf("%s · spaces %s · %s", mesh.Server, strings.Join(mesh.Spaces, ", "), mesh.Mode))
 	default:
-		line(false, "mesh", mesh.Server+" recorded, down · start: cotal up --open --detach")
+		line(false, "mesh", mesh.Server+" recorded, down · start: cotal up --detach")
 	}
 	lf, err := (&extlib.Prefix{Dir: filepath.Join(config, "extensions")}).ReadLockfile()
 	if err != nil {
