@@ -95,3 +95,36 @@ func ChannelMatches(pattern, ch string) bool {
 	}
 	return len(ps) == len(cs)
 }
+
+// ChannelCovers reports whether pattern p matches every channel that pattern q matches,
+// with NATS rules ("*" one segment, a final ">" one or more). A concrete q is covered
+// exactly when p matches it.
+func ChannelCovers(p, q string) bool {
+	ps, qs := strings.Split(p, "."), strings.Split(q, ".")
+	for i, pt := range ps {
+		if pt == ">" {
+			return i < len(qs)
+		}
+		if i >= len(qs) {
+			return false
+		}
+		switch qt := qs[i]; {
+		case qt == ">":
+			return false // q reaches deeper than p can
+		case pt == "*":
+		case qt == "*" || pt != qt:
+			return false
+		}
+	}
+	return len(ps) == len(qs)
+}
+
+// ChannelCovered reports whether one of patterns covers ch (see ChannelCovers).
+func ChannelCovered(patterns []string, ch string) bool {
+	for _, p := range patterns {
+		if ChannelCovers(p, ch) {
+			return true
+		}
+	}
+	return false
+}

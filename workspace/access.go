@@ -118,7 +118,7 @@ func (m *Manifest) AccessWith(personas map[string]*Persona) map[string]AgentAcce
 				// channel (and was dropped) is granted by its own name.
 				read := keys(s.read)
 				for ch := range s.sub {
-					if !patternCovered(read, ch) {
+					if !protocol.ChannelCovered(read, ch) {
 						s.read[ch] = true
 					}
 				}
@@ -140,40 +140,6 @@ func keys(set map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// patternCovered reports whether every channel ch names (ch may hold wildcards) is matched
-// by one of patterns: ChannelMatches for a concrete ch, an equal or broader pattern otherwise.
-func patternCovered(patterns []string, ch string) bool {
-	concrete := protocol.CheckConcreteChannel(ch) == nil
-	for _, p := range patterns {
-		if concrete && protocol.ChannelMatches(p, ch) || !concrete && patternCovers(p, ch) {
-			return true
-		}
-	}
-	return false
-}
-
-// patternCovers reports whether pattern p matches every channel pattern q matches, with NATS
-// rules: "*" is one segment, a final ">" one or more.
-func patternCovers(p, q string) bool {
-	ps, qs := strings.Split(p, "."), strings.Split(q, ".")
-	for i, pt := range ps {
-		if pt == ">" {
-			return i < len(qs)
-		}
-		if i >= len(qs) {
-			return false
-		}
-		switch qt := qs[i]; {
-		case qt == ">":
-			return false // q reaches deeper than p can
-		case pt == "*":
-		case qt == "*" || pt != qt:
-			return false
-		}
-	}
-	return len(ps) == len(qs)
 }
 
 // patternsOverlap reports whether some concrete channel matches both patterns.

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/cotal-ai/cotal/protocol"
 )
 
 // cliManifest is the example of cli.md §6.2.
@@ -285,7 +287,7 @@ channels:
 	}
 	for name, acc := range got {
 		for _, ch := range acc.Subscribe {
-			if !patternCovered(acc.AllowSubscribe, ch) {
+			if !protocol.ChannelCovered(acc.AllowSubscribe, ch) {
 				t.Errorf("%s joins %s outside its read ACL %v", name, ch, acc.AllowSubscribe)
 			}
 		}
@@ -343,7 +345,7 @@ func FuzzParseManifest(f *testing.F) {
 				t.Fatalf("access for undeclared %q", name)
 			}
 			for _, ch := range acc.Subscribe {
-				if !patternCovered(acc.AllowSubscribe, ch) {
+				if !protocol.ChannelCovered(acc.AllowSubscribe, ch) {
 					t.Fatalf("%s joins %s outside its read ACL %v", name, ch, acc.AllowSubscribe)
 				}
 			}

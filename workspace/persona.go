@@ -71,7 +71,7 @@ func (per *Persona) UncoveredSubscribe() []string {
 	}
 	var out []string
 	for _, ch := range per.Subscribe {
-		if !patternCovered(per.AllowSubscribe, ch) {
+		if !protocol.ChannelCovered(per.AllowSubscribe, ch) {
 			out = append(out, ch)
 		}
 	}
@@ -162,7 +162,7 @@ func (per *Persona) Validate() error {
 	}
 	if len(per.AllowSubscribe) > 0 {
 		for i, ch := range per.Subscribe {
-			if !patternCovered(per.AllowSubscribe, ch) {
+			if !protocol.ChannelCovered(per.AllowSubscribe, ch) {
 				return fe("subscribe", i, "%q is outside the read ACL (allowSubscribe: [%s]): add it, or a pattern covering it, to allowSubscribe",
 					ch, strings.Join(per.AllowSubscribe, ", "))
 			}
