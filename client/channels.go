@@ -74,6 +74,7 @@ func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) e
 	}
 	e.mu.Lock()
 	e.channels[channel] = sub
+	delete(e.left, channel)
 	e.mu.Unlock()
 	// The watermark is read after the subscription is live, so no post falls between
 	// history and live; one on both sides is deduplicated by id.
@@ -89,6 +90,9 @@ func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) e
 	if err != nil {
 		e.log.Warn("channel registry unreadable; replaying history", "channel", channel, "err", err)
 	}
+	if replay {
+		e.durableJoin(ctx, channel, watermark, cfg)
+	}
 	if !replay || watermark == 0 || (cfg.Replay != nil && !*cfg.Replay) {
 		return nil
 	}
@@ -102,17 +106,28 @@ func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) e
 	return nil
 }
 
-// LeaveChannel unsubscribes from channel. Leaving a channel not joined is a no-op.
+// LeaveChannel unsubscribes from channel and, when its durable backstop was established,
+// tombstones the durable membership so the daemon stops copying its posts. Leaving a
+// channel not joined is a no-op. An error after the unsubscribe says the live leave
+// happened but the daemon did not record the durable one; this endpoint drops the
+// channel's later copies either way.
 func (e *Endpoint) LeaveChannel(channel string) error {
 	e.mu.Lock()
 	sub := e.channels[channel]
 	delete(e.channels, channel)
+	why, durable := e.backstop[channel]
+	delete(e.backstop, channel)
 	e.mu.Unlock()
 	if sub == nil {
 		return nil
 	}
 	if err := sub.Unsubscribe(); err != nil {
 		return fmt.Errorf("leave channel %s: %w", channel, err)
+	}
+	if durable && why == "" {
+		if err := e.durableLeave(channel); err != nil {
+			return fmt.Errorf("leave channel %s: left live; durable leave not recorded: %w", channel, err)
+		}
 	}
 	return nil
 }

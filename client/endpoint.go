@@ -37,6 +37,9 @@ type Config struct {
 	AckWait   time.Duration // JetStream ack wait for DM and anycast copies; 0 means 60 s
 	InboxSize int           // capacity of Messages(); 0 means 256
 	Logger    *slog.Logger  // nil means discard
+	// DeliveryTimeout bounds a request to the delivery daemon (durable join and leave);
+	// 0 means 3 s.
+	DeliveryTimeout time.Duration
 }
 
 // Endpoint is one peer on one space. Create it with Connect or New; call Join to appear in
@@ -66,6 +69,9 @@ type Endpoint struct {
 	channels map[string]*nats.Subscription
 	presence jetstream.KeyValue
 	stops    []func()
+	backstop map[string]string // joined channel -> "" when its durable backstop is established, else why not
+	left     map[string]uint64 // channel left in this session -> the CHAT sequence it was left at
+	handoff  string            // the hand-off durable this endpoint consumes, once bound
 
 	ctx    context.Context // the endpoint's lifetime; cancelled by Close
 	cancel context.CancelFunc
@@ -149,6 +155,9 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 	if cfg.InboxSize <= 0 {
 		cfg.InboxSize = 256
 	}
+	if cfg.DeliveryTimeout <= 0 {
+		cfg.DeliveryTimeout = 3 * time.Second
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -165,6 +174,8 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 		since:    now,
 		uid:      cfg.LifecycleUID,
 		channels: map[string]*nats.Subscription{},
+		backstop: map[string]string{},
+		left:     map[string]uint64{},
 	}, nil
 }
 

@@ -29,6 +29,7 @@ func (e *Endpoint) Join(ctx context.Context, channels ...string) (err error) {
 	if err := e.bindDM(ctx); err != nil {
 		return err
 	}
+	e.bindExistingHandoff(ctx)
 	if e.cfg.Role != "" {
 		if err := e.bindRole(ctx); err != nil {
 			return err

@@ -81,12 +81,17 @@ func (e *Endpoint) consume(ctx context.Context, stream, name string, opts ...jet
 	if err != nil {
 		return fmt.Errorf("bind %s on %s: %w", name, stream, err)
 	}
+	return e.consumeWith(cons, name, stream, e.onDurable, opts...)
+}
+
+// consumeWith feeds the bound durable cons to handle until Close.
+func (e *Endpoint) consumeWith(cons jetstream.Consumer, name, stream string, handle jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) error {
 	opts = append(opts, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if !errors.Is(err, jetstream.ErrNoHeartbeat) || e.ctx.Err() == nil {
 			e.log.Debug("consume", "durable", name, "err", err)
 		}
 	}))
-	cc, err := cons.Consume(e.onDurable, opts...)
+	cc, err := cons.Consume(handle, opts...)
 	if err != nil {
 		return fmt.Errorf("consume %s on %s: %w", name, stream, err)
 	}

@@ -1,5 +1,6 @@
 // Package provision creates one space's JetStream footprint: the CHAT, DM and TASK streams,
-// the presence and channel-registry KV buckets, and the registry's "=defaults" entry. Space
+// the presence and channel-registry KV buckets, the registry's "=defaults" entry, and the
+// durable plane's DLV stream and lease, members and ACL buckets. Space
 // is idempotent: it creates what is missing, repairs drift that loses nothing, refuses
 // conflicts without changing anything, and never touches stored messages.
 package provision
@@ -8,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -16,7 +18,8 @@ import (
 
 // Options tunes what Space creates.
 type Options struct {
-	DefaultDeliveryClass string // written under "=defaults" in the channel registry only when absent: "live" (open mesh) or "durable" (auth mesh); "" means "durable"
+	DefaultDeliveryClass string        // written under "=defaults" in the channel registry only when absent: "live" (open mesh) or "durable" (auth mesh); "" means "durable"
+	LeaseTTL             time.Duration // TTL of the delivery lease bucket; 0 means LeaseTTL (30 s)
 }
 
 // Report says what Space did: names created, names whose drifted config it repaired, and
@@ -46,7 +49,14 @@ func Space(ctx context.Context, js jetstream.JetStream, space string, opts Optio
 		return Report{}, fmt.Errorf("provision space %q: default delivery class: %w", space, err)
 	}
 
-	res := resources(space)
+	if opts.LeaseTTL < 0 {
+		return Report{}, fmt.Errorf("provision space %q: lease TTL %s: want a positive duration, or 0 for %s", space, opts.LeaseTTL, LeaseTTL)
+	}
+	leaseTTL := opts.LeaseTTL
+	if leaseTTL == 0 {
+		leaseTTL = LeaseTTL
+	}
+	res := resources(space, leaseTTL)
 	plans := make([]plan, 0, len(res))
 	var conflicts []error
 	for _, r := range res {

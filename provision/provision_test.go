@@ -34,7 +34,9 @@ func connect(t *testing.T) jetstream.JetStream {
 func names(space string) []string {
 	return []string{
 		"CHAT_" + space, "DM_" + space, "TASK_" + space,
-		"cotal_presence_" + space, "cotal_channels_" + space, "cotal_channels_" + space + "/=defaults",
+		"cotal_presence_" + space, "cotal_channels_" + space,
+		"DLV_" + space, "cotal_delivery_" + space, "cotal_members_" + space, "cotal_acl_" + space,
+		"cotal_channels_" + space + "/=defaults",
 	}
 }
 
@@ -88,6 +90,10 @@ func TestSpaceCreatesFootprint(t *testing.T) {
 		{"TASK_prod", "cotal.prod.svc.>", jetstream.WorkQueuePolicy, -1, false, jetstream.DiscardOld, 0, 2 * time.Minute},
 		{"KV_cotal_presence_prod", "$KV.cotal_presence_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, protocol.LivenessWindow, protocol.LivenessWindow},
 		{"KV_cotal_channels_prod", "$KV.cotal_channels_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, 0, 2 * time.Minute},
+		{"DLV_prod", "cotal.prod.dlv.>", jetstream.LimitsPolicy, 10000, false, jetstream.DiscardOld, 0, 2 * time.Hour},
+		{"KV_cotal_delivery_prod", "$KV.cotal_delivery_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, 30 * time.Second, 30 * time.Second},
+		{"KV_cotal_members_prod", "$KV.cotal_members_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, 0, 2 * time.Minute},
+		{"KV_cotal_acl_prod", "$KV.cotal_acl_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, 0, 2 * time.Minute},
 	} {
 		c := streamConfig(t, js, w.name)
 		if !slices.Equal(c.Subjects, []string{w.subject}) || c.Retention != w.retention || c.Storage != jetstream.FileStorage ||
@@ -395,5 +401,21 @@ func TestSpaceConcurrent(t *testing.T) {
 	}
 	if d, err := provision.ChannelDefaults(t.Context(), js, "busy"); err != nil || d.DeliveryClass != provision.ClassDurable {
 		t.Fatalf("defaults %+v, err %v", d, err)
+	}
+}
+
+func TestSpaceLeaseTTL(t *testing.T) {
+	js := connect(t)
+	if _, err := provision.Space(t.Context(), js, "short", provision.Options{LeaseTTL: 2 * time.Second}); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	if c := streamConfig(t, js, "KV_cotal_delivery_short"); c.MaxAge != 2*time.Second {
+		t.Fatalf("lease TTL %s, want 2s", c.MaxAge)
+	}
+	if _, err := provision.Space(t.Context(), js, "neg", provision.Options{LeaseTTL: -time.Second}); err == nil || !strings.Contains(err.Error(), "lease TTL -1s") {
+		t.Fatalf("a negative lease TTL: %v", err)
+	}
+	if got := streamNames(t, js); slices.Contains(got, "CHAT_neg") {
+		t.Fatalf("a refused provision created streams: %v", got)
 	}
 }

@@ -15,6 +15,17 @@ const duplicateWindow = 2 * time.Minute
 // chatPerSubject bounds CHAT history per sender and channel subject.
 const chatPerSubject = 1000
 
+// dlvPerSubject bounds one member's hand-off backlog: an offline member keeps its newest
+// 10000 durable copies.
+const dlvPerSubject = 10000
+
+// DLVDuplicateWindow is the dedupe window of the hand-off stream: a copy written twice
+// within it (a redelivered post, a restarted daemon) is stored once.
+const DLVDuplicateWindow = 2 * time.Hour
+
+// LeaseTTL is the delivery lease's lifetime without renewal (the lease bucket's TTL).
+const LeaseTTL = 30 * time.Second
+
 // resource is one stream or KV bucket of a space.
 type resource struct {
 	kind string                    // "stream" or "bucket", for messages
@@ -28,7 +39,8 @@ func (r resource) wrap(space string, err error) error {
 }
 
 // resources lists a space's footprint in creation order (wire-protocol §6.1, §7.1, §8).
-func resources(space string) []resource {
+// leaseTTL is the delivery lease bucket's TTL.
+func resources(space string, leaseTTL time.Duration) []resource {
 	chat := baseStream(protocol.StreamChat(space), protocol.ChatAll(space))
 	chat.MaxMsgsPerSubject = chatPerSubject
 	chat.AllowDirect = true
@@ -37,6 +49,10 @@ func resources(space string) []resource {
 
 	task := baseStream(protocol.StreamTask(space), protocol.SvcAll(space))
 	task.Retention = jetstream.WorkQueuePolicy
+
+	dlv := baseStream(protocol.StreamDLV(space), protocol.DLVAll(space))
+	dlv.MaxMsgsPerSubject = dlvPerSubject
+	dlv.Duplicates = DLVDuplicateWindow
 
 	return []resource{
 		{kind: "stream", name: chat.Name, want: chat},
@@ -51,6 +67,26 @@ func resources(space string) []resource {
 		}),
 		bucket(jetstream.KeyValueConfig{ // the KV API sets discard=New and rollup, as §7.1 wants
 			Bucket:   protocol.BucketChannels(space),
+			History:  1,
+			Storage:  jetstream.FileStorage,
+			Replicas: 1,
+		}),
+		{kind: "stream", name: dlv.Name, want: dlv},
+		bucket(jetstream.KeyValueConfig{ // holds lease keys only, so the bucket TTL is the lease's
+			Bucket:   protocol.BucketDelivery(space),
+			History:  1,
+			TTL:      leaseTTL,
+			Storage:  jetstream.FileStorage,
+			Replicas: 1,
+		}),
+		bucket(jetstream.KeyValueConfig{
+			Bucket:   protocol.BucketMembers(space),
+			History:  1,
+			Storage:  jetstream.FileStorage,
+			Replicas: 1,
+		}),
+		bucket(jetstream.KeyValueConfig{
+			Bucket:   protocol.BucketACL(space),
 			History:  1,
 			Storage:  jetstream.FileStorage,
 			Replicas: 1,

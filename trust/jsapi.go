@@ -11,6 +11,10 @@ const (
 	jsFCPrefix  = "$JS.FC."
 	kvPrefix    = "$KV."
 	inboxRoot   = "_INBOX_"
+
+	// accountConnz is the broker's per-account CONNZ import: asked from a data account,
+	// it answers with that account's connections only.
+	accountConnz = "$SYS.REQ.ACCOUNT.PING.CONNZ"
 )
 
 // JetStream API verbs.

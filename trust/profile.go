@@ -28,16 +28,22 @@ const (
 	// ProfileAdmin reads everything of the messaging plane, DMs and anycasts included, and
 	// sends nothing (the dashboard).
 	ProfileAdmin Profile = "admin"
+	// ProfileDelivery is the delivery daemon: it reads CHAT through its fan-out durable,
+	// writes members' hand-off copies to DLV and creates their bind-only durables there,
+	// keeps the lease, members and ACL buckets, reads the channel registry, answers the
+	// delivery ctl rails and the live probe, and asks the broker for its own account's
+	// connections. It sends nothing on the messaging plane.
+	ProfileDelivery Profile = "delivery"
 	// ProfileProvisioner may do anything in the space's account: it is the account
 	// owner's identity, used by cotal up itself (streams, buckets, pre-created durables)
 	// and by the person at the keyboard. Never hand it to an agent.
 	ProfileProvisioner Profile = "provisioner"
 )
 
-// Valid reports whether p is one of the four profiles.
+// Valid reports whether p is one of the five profiles.
 func (p Profile) Valid() bool {
 	switch p {
-	case ProfileAgent, ProfileObserver, ProfileAdmin, ProfileProvisioner:
+	case ProfileAgent, ProfileObserver, ProfileAdmin, ProfileDelivery, ProfileProvisioner:
 		return true
 	}
 	return false
@@ -91,6 +97,8 @@ func (a *Account) Permissions(spec UserSpec, user string) (jwt.Permissions, erro
 		readerGrants(g, space, spec, inbox, false)
 	case ProfileAdmin:
 		readerGrants(g, space, spec, inbox, true)
+	case ProfileDelivery:
+		deliveryGrants(g, space, inbox)
 	case ProfileProvisioner:
 		g.pub(">")
 		g.sub(">")
@@ -138,12 +146,65 @@ func agentGrants(g *grants, space string, s UserSpec, inbox string) {
 		bind(g, task, protocol.ConsumerRole(s.Role))
 	}
 
+	// The durable plane: ask the delivery daemon (durable join, leave, list) and probe it
+	// on its own request subjects only, read the answers under them, and bind the hand-off
+	// durable the daemon creates at a durable join.
+	dlv := protocol.StreamDLV(space)
+	ctl := protocol.CtlSubject(space, protocol.ServiceDelivery, me)
+	probe := protocol.LiveSubject(space, protocol.PlaneDelivery, me)
+	g.pub(ctl, probe)
+	g.sub(protocol.ReplyFilter(ctl), protocol.ReplyFilter(probe))
+	bind(g, dlv, protocol.ConsumerDLV(me, s.LifecycleUID))
+
 	g.pub(api(verbAccountInfo), api(verbStreamInfo, chat))
 	publicBuckets(g, space)
 	g.sub(inbox)
 
 	denyBindOnly(g, dm)
 	denyBindOnly(g, task)
+	denyBindOnly(g, dlv)
+	denyAdmin(g, space)
+}
+
+// deliveryGrants: the delivery daemon's narrowest working set (see ProfileDelivery).
+func deliveryGrants(g *grants, space, inbox string) {
+	chat, dlv := protocol.StreamChat(space), protocol.StreamDLV(space)
+
+	// CHAT: its fan-out durable and its one transient catch-up reader, nothing else.
+	for _, name := range []string{protocol.ConsumerFanout, protocol.ConsumerCatchup} {
+		reader(g, chat, name)
+		g.pub(acks(chat, name))
+	}
+	g.pub(api(verbDurableCreate, chat, protocol.ConsumerFanout))
+
+	// DLV: write hand-off copies, create members' bind-only durables, inspect them.
+	g.pub(protocol.DLVAll(space))
+	g.pub(api(verbConsumerCreate, dlv, ">"), api(verbDurableCreate, dlv, ">"), api(verbConsumerInfo, dlv, "*"))
+	g.pub(api(verbAccountInfo), api(verbStreamInfo, chat), api(verbStreamInfo, dlv))
+
+	// Its buckets, read and written; the channel registry, read.
+	for _, b := range []string{protocol.BucketDelivery(space), protocol.BucketMembers(space), protocol.BucketACL(space)} {
+		readBucket(g, b)
+		g.pub(kvPrefix + b + ".>")
+	}
+	readBucket(g, protocol.BucketChannels(space))
+
+	// The rails it answers, and only the reply subjects under their requests.
+	for _, req := range []string{
+		protocol.CtlFilter(space, protocol.ServiceDelivery),
+		protocol.CtlFilter(space, protocol.ServiceDeliveryAdmin),
+		protocol.LiveSubject(space, protocol.PlaneDelivery, protocol.Principal{Owner: "*", Actor: "*"}),
+	} {
+		g.sub(req)
+		g.pub(protocol.ReplyFilter(req))
+	}
+	// Its own account's connections, for the liveness oracle (the broker scopes the
+	// answer to the asking account).
+	g.pub(accountConnz)
+	g.sub(inbox)
+
+	// Sends nothing on the messaging plane.
+	g.deny(protocol.ChatAll(space), protocol.InstAll(space), protocol.SvcAll(space))
 	denyAdmin(g, space)
 }
 
@@ -199,10 +260,15 @@ func reader(g *grants, stream, name string) {
 // flow-control replies.
 func publicBuckets(g *grants, space string) {
 	for _, b := range []string{protocol.BucketPresence(space), protocol.BucketChannels(space)} {
-		s := kvStream(b)
-		g.pub(api(verbStreamInfo, s), api(verbStreamMsgGet, s), api(verbDirectGet, s), api(verbDirectGet, s, ">"))
-		g.pub(api(verbConsumerCreate, s, ">"), api(verbConsumerInfo, s, "*"), api(verbConsumerDelete, s, "*"), flowControl(s))
+		readBucket(g, b)
 	}
+}
+
+// readBucket lets a credential read and watch one KV bucket (see publicBuckets).
+func readBucket(g *grants, bucket string) {
+	s := kvStream(bucket)
+	g.pub(api(verbStreamInfo, s), api(verbStreamMsgGet, s), api(verbDirectGet, s), api(verbDirectGet, s, ">"))
+	g.pub(api(verbConsumerCreate, s, ">"), api(verbConsumerInfo, s, "*"), api(verbConsumerDelete, s, "*"), flowControl(s))
 }
 
 // denyBindOnly refuses every form that creates or deletes a consumer on stream: its
@@ -219,7 +285,7 @@ func denyAdmin(g *grants, space string) {
 	for _, v := range []string{verbStreamCreate, verbStreamUpdate, verbStreamDelete, verbStreamPurge, verbStreamMsgDelete} {
 		g.deny(api(v, ">"))
 	}
-	for _, s := range []string{protocol.StreamChat(space), protocol.StreamDM(space), protocol.StreamTask(space)} {
+	for _, s := range []string{protocol.StreamChat(space), protocol.StreamDM(space), protocol.StreamTask(space), protocol.StreamDLV(space)} {
 		g.deny(api(verbDirectGet, s), api(verbDirectGet, s, ">"))
 	}
 }
@@ -269,7 +335,7 @@ func (s UserSpec) Check() error { return s.check() }
 // check validates spec without I/O. Messages name the cotal mint flag where one exists.
 func (s UserSpec) check() error {
 	if !s.Profile.Valid() {
-		return fmt.Errorf("--profile %q: want agent, observer, admin or provisioner", s.Profile)
+		return fmt.Errorf("--profile %q: want agent, observer, admin, delivery or provisioner", s.Profile)
 	}
 	if s.Name == "" || len(s.Name) > protocol.MaxNameLength || strings.ContainsAny(s.Name, "\n\r") {
 		return fmt.Errorf("name %q: want 1 to %d characters on one line", s.Name, protocol.MaxNameLength)

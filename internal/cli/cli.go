@@ -14,8 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cotal-ai/cotal/internal/cli/channels"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/console"
+	"github.com/cotal-ai/cotal/internal/cli/deliver"
 	"github.com/cotal-ai/cotal/internal/cli/down"
 	"github.com/cotal-ai/cotal/internal/cli/ext"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
@@ -118,6 +120,8 @@ peer, anycast to whoever holds a role.`,
 		update.NewCmdUpdate(f, nil),
 		personas.NewCmdPersonas(f),
 		mint.NewCmdMint(f, nil),
+		deliver.NewCmdDeliver(f, nil),
+		channels.NewCmdChannels(f, nil),
 	)
 	return root
 }

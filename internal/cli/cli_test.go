@@ -165,7 +165,11 @@ func cmdProc(ts *testscript.TestScript, neg bool, args []string) {
 	case "stop", "signal":
 		if verb == "stop" {
 			if err := p.stdin.Close(); err != nil {
-				ts.Fatalf("close stdin of %s: %v", args[0], err)
+				select {
+				case <-p.done: // it exited by itself; Wait closed its stdin
+				default:
+					ts.Fatalf("close stdin of %s: %v", args[0], err)
+				}
 			}
 		} else {
 			sig := map[string]os.Signal{"INT": os.Interrupt, "TERM": syscall.SIGTERM}[args[len(args)-1]]

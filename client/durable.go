@@ -1,0 +1,293 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// The durable backstop of durable channels: on JoinChannel of a channel whose delivery
+// class is durable the endpoint also asks the delivery daemon for a durable join, and
+// consumes its hand-off durable dlv_<owner>-<actor>-<uid>, where the daemon copies every
+// post of the channel from the join on, for as long as it stays joined, whether or not the
+// endpoint is connected. Copies arrive Durable, deduplicated against what was seen live;
+// Ack commits each.
+
+// ErrNoDeliveryDaemon reports that no delivery daemon answered for the space.
+var ErrNoDeliveryDaemon = errors.New("no delivery daemon answers for the space")
+
+// ErrNoCredential reports an endpoint connected without a user JWT, which the delivery
+// daemon needs to learn who it is and what it may read.
+var ErrNoCredential = errors.New("the connection has no user credential to present")
+
+// Unestablished is how a durable channel joined without its backstop is reported.
+const Unestablished = "joined live, durable backstop unestablished"
+
+// Backstop reports whether the durable backstop of a joined channel is established, and
+// when it is not, why: a live channel ("live channel"), or a durable one whose durable
+// join failed (Unestablished and the cause). ok is false for a channel not joined.
+func (e *Endpoint) Backstop(channel string) (established bool, why string, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.channels[channel] == nil {
+		return false, "", false
+	}
+	why, ok = e.backstop[channel]
+	if !ok {
+		return false, "not a durable channel", true
+	}
+	return why == "", why, true
+}
+
+// durableJoin asks the daemon for the durable join of channel from cursor (the CHAT
+// sequence captured before the live subscribe) and binds the hand-off durable. A failure
+// is not the live join's: it is recorded and logged as "joined live, durable backstop
+// unestablished".
+func (e *Endpoint) durableJoin(ctx context.Context, channel string, cursor uint64, cfg ChannelConfig) {
+	if cfg.DeliveryClass == "live" {
+		return
+	}
+	why := ""
+	res, err := e.requestMembership(ctx, protocol.OpJoin, channel, cursor)
+	if err == nil {
+		err = e.bindHandoff(ctx, res.Stream, res.Consumer)
+	}
+	if err != nil {
+		why = Unestablished + ": " + err.Error()
+		e.log.Warn(Unestablished, "channel", channel, "err", err)
+	}
+	e.mu.Lock()
+	if e.channels[channel] != nil {
+		e.backstop[channel] = why
+	}
+	e.mu.Unlock()
+}
+
+// durableLeave tombstones the membership of channel at the CHAT stream's last sequence.
+// Copies of later posts that were already on their way are dropped by this endpoint.
+func (e *Endpoint) durableLeave(channel string) error {
+	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.DeliveryTimeout)
+	defer cancel()
+	stream := protocol.StreamChat(e.cfg.Space)
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		return e.streamErr(stream, err)
+	}
+	cursor := s.CachedInfo().State.LastSeq
+	e.mu.Lock()
+	e.left[channel] = cursor
+	e.mu.Unlock()
+	_, err = e.requestMembership(ctx, protocol.OpLeave, channel, cursor)
+	return err
+}
+
+// requestMembership sends a join or leave to the delivery daemon.
+func (e *Endpoint) requestMembership(ctx context.Context, op, channel string, cursor uint64) (protocol.JoinResult, error) {
+	var res protocol.JoinResult
+	rep, err := e.deliveryRequest(ctx, op, protocol.MembershipArgs{Channel: channel, Cursor: cursor})
+	if err != nil {
+		return res, err
+	}
+	if op == protocol.OpJoin {
+		if err := json.Unmarshal(rep.Data, &res); err != nil || res.Consumer == "" || res.Stream == "" {
+			return res, fmt.Errorf("durable join: the daemon's answer names no hand-off durable")
+		}
+	}
+	return res, nil
+}
+
+// Memberships lists this principal's durable memberships as the delivery daemon keeps them.
+func (e *Endpoint) Memberships(ctx context.Context) ([]protocol.Membership, error) {
+	rep, err := e.deliveryRequest(ctx, protocol.OpListMemberships, struct{}{})
+	if err != nil {
+		return nil, err
+	}
+	var out []protocol.Membership
+	if err := json.Unmarshal(rep.Data, &out); err != nil {
+		return nil, fmt.Errorf("list memberships: %w", err)
+	}
+	return out, nil
+}
+
+// deliveryRequest sends op on this principal's delivery rail with its credential and the
+// credential key's signature, and waits for the answer under the request subject.
+func (e *Endpoint) deliveryRequest(ctx context.Context, op string, args any) (protocol.ControlReply, error) {
+	subject := protocol.CtlSubject(e.cfg.Space, protocol.ServiceDelivery, e.me)
+	a, err := json.Marshal(args)
+	if err != nil {
+		return protocol.ControlReply{}, fmt.Errorf("%s: %w", op, err)
+	}
+	body, err := json.Marshal(protocol.ControlRequest{Op: op, Args: a,
+		From: protocol.EndpointRef{ID: e.me.String(), Name: e.cfg.Name, Role: e.cfg.Role}})
+	if err != nil {
+		return protocol.ControlReply{}, fmt.Errorf("%s: %w", op, err)
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = body
+	if err := e.sign(msg); err != nil {
+		return protocol.ControlReply{}, fmt.Errorf("%s: %w", op, err)
+	}
+	m, err := e.request(ctx, msg)
+	if err != nil {
+		return protocol.ControlReply{}, fmt.Errorf("%s: %w", op, err)
+	}
+	var rep protocol.ControlReply
+	if err := json.Unmarshal(m.Data, &rep); err != nil {
+		return rep, fmt.Errorf("%s: answer: %w", op, err)
+	}
+	if !rep.OK {
+		return rep, fmt.Errorf("%s refused by the delivery daemon: %s", op, rep.Error)
+	}
+	return rep, nil
+}
+
+// sign puts the connection's user JWT and its key's signature over the request in msg's
+// headers.
+func (e *Endpoint) sign(msg *nats.Msg) error {
+	if e.nc.Opts.UserJWT == nil || e.nc.Opts.SignatureCB == nil {
+		return ErrNoCredential
+	}
+	token, err := e.nc.Opts.UserJWT()
+	if err != nil {
+		return fmt.Errorf("credential: %w", err)
+	}
+	sig, err := e.nc.Opts.SignatureCB(protocol.SignedBytes(msg.Subject, msg.Data))
+	if err != nil {
+		return fmt.Errorf("sign: %w", err)
+	}
+	msg.Header.Set(protocol.HeaderJWT, token)
+	msg.Header.Set(protocol.HeaderSig, base64.RawURLEncoding.EncodeToString(sig))
+	return nil
+}
+
+// request publishes msg with a reply subject under its own subject and waits for the
+// answer (a credential reads only those replies).
+func (e *Endpoint) request(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.DeliveryTimeout)
+	defer cancel()
+	msg.Reply = msg.Subject + "." + protocol.ReplyToken + "." + uuid.NewString()
+	sub, err := e.nc.SubscribeSync(msg.Reply)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := e.nc.PublishMsg(msg); err != nil {
+		return nil, err
+	}
+	m, err := sub.NextMsgWithContext(ctx)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, ErrNoDeliveryDaemon
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("%w (no answer within %s)", ErrNoDeliveryDaemon, e.cfg.DeliveryTimeout)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.Header.Get("Status") == "503" {
+		return nil, ErrNoDeliveryDaemon
+	}
+	return m, nil
+}
+
+// ProbeDelivery asks whether a delivery daemon serves the space: its answer, or
+// responder "unbound" when none answers.
+func (e *Endpoint) ProbeDelivery(ctx context.Context) (protocol.PlaneProbe, error) {
+	msg := nats.NewMsg(protocol.LiveSubject(e.cfg.Space, protocol.PlaneDelivery, e.me))
+	m, err := e.request(ctx, msg)
+	if errors.Is(err, ErrNoDeliveryDaemon) {
+		return protocol.PlaneProbe{Plane: protocol.PlaneDelivery, Responder: protocol.ResponderUnbound}, nil
+	}
+	if err != nil {
+		return protocol.PlaneProbe{Plane: protocol.PlaneDelivery, Responder: protocol.ResponderUnknown}, fmt.Errorf("probe delivery: %w", err)
+	}
+	var p protocol.PlaneProbe
+	if err := json.Unmarshal(m.Data, &p); err != nil {
+		return protocol.PlaneProbe{Plane: protocol.PlaneDelivery, Responder: protocol.ResponderUnknown}, fmt.Errorf("probe delivery: %w", err)
+	}
+	return p, nil
+}
+
+// bindHandoff consumes the hand-off durable once per endpoint.
+func (e *Endpoint) bindHandoff(ctx context.Context, stream, name string) error {
+	e.mu.Lock()
+	bound := e.handoff
+	e.mu.Unlock()
+	if bound == name {
+		return nil
+	}
+	if bound != "" {
+		return fmt.Errorf("the daemon named hand-off durable %s, but this endpoint consumes %s", name, bound)
+	}
+	cons, err := e.js.Consumer(ctx, stream, name)
+	if err != nil {
+		return fmt.Errorf("bind %s on %s: %w", name, stream, err)
+	}
+	e.mu.Lock()
+	if e.handoff != "" {
+		e.mu.Unlock()
+		return nil
+	}
+	e.handoff = name
+	e.mu.Unlock()
+	return e.consumeWith(cons, name, stream, e.onHandoff)
+}
+
+// bindExistingHandoff consumes this incarnation's hand-off durable if a daemon made it
+// before, so copies stored while the endpoint was away arrive even before it rejoins a
+// channel. No durable, or no durable plane at all, is not an error.
+func (e *Endpoint) bindExistingHandoff(ctx context.Context) {
+	uid := e.lifecycleUID()
+	if uid == "" || e.nc.Opts.UserJWT == nil {
+		return
+	}
+	err := e.bindHandoff(ctx, protocol.StreamDLV(e.cfg.Space), protocol.ConsumerDLV(e.me, uid))
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		e.log.Debug("no hand-off durable bound", "err", err)
+	}
+}
+
+// onHandoff handles a copy from the hand-off durable. The daemon alone writes there, so
+// the frame's headers name the chat subject the post came on; the post then passes the
+// same receive checks as a live copy. A copy already seen live, of this endpoint's own
+// post, or of a channel it left (posted after the leave) is acked at once.
+func (e *Endpoint) onHandoff(m jetstream.Msg) {
+	h := m.Headers()
+	r, ok := e.check(h.Get(protocol.HeaderSubject), m.Data())
+	if !ok || r.Kind != protocol.DeliveryChannel || r.Subject.Space != e.cfg.Space {
+		if err := m.Term(); err != nil {
+			e.log.Warn("term", "subject", m.Subject(), "err", err)
+		}
+		return
+	}
+	seq, _ := strconv.ParseUint(h.Get(protocol.HeaderSeq), 10, 64)
+	if r.Subject.Sender == e.me || e.leftBefore(r.Subject.Channel, seq) || !e.seen.first(r.Message.ID) {
+		if err := m.Ack(); err != nil {
+			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
+		}
+		return
+	}
+	e.surface(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, ack: m.Ack, nak: m.Nak})
+}
+
+// leftBefore reports whether this endpoint left a channel matching ch, in this session,
+// before the post at seq, and has not rejoined it.
+func (e *Endpoint) leftBefore(ch string, seq uint64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for pattern, at := range e.left {
+		if seq > at && protocol.ChannelMatches(pattern, ch) && e.channels[pattern] == nil {
+			return true
+		}
+	}
+	return false
+}

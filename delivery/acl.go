@@ -1,0 +1,171 @@
+package delivery
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// ACL is the read ACL of one member incarnation, taken from the user JWT it presented at
+// its durable join: exactly the subscribe permissions the broker enforces for that
+// credential. The daemon writes it to the ACL bucket (key <owner>.<actor>.<uid>) and
+// checks every copy against it, so a member never receives a durable copy its credential
+// could not have read live.
+type ACL struct {
+	Principal string   `json:"principal"`
+	UID       string   `json:"lifecycleUid"`
+	Name      string   `json:"name,omitempty"` // the credential's name, matched by @mentions
+	UserKey   string   `json:"userKey"`
+	SubAllow  []string `json:"subAllow,omitempty"` // empty: the broker allows every subscription
+	SubDeny   []string `json:"subDeny,omitempty"`
+	IssuedAt  int64    `json:"issuedAt"`          // the JWT's iat, seconds; a row only moves forward
+	Expires   int64    `json:"expires,omitempty"` // the JWT's exp, seconds; 0: never
+	UpdatedAt int64    `json:"updatedAt"`         // unix ms
+}
+
+// Readable reports whether the credential may read a message published on subject at now.
+func (a *ACL) Readable(subject string, now time.Time) bool {
+	if a.Expires > 0 && now.Unix() >= a.Expires {
+		return false
+	}
+	if len(a.SubAllow) > 0 && !slices.ContainsFunc(a.SubAllow, func(p string) bool { return subjectMatch(p, subject) }) {
+		return false
+	}
+	return !slices.ContainsFunc(a.SubDeny, func(p string) bool { return subjectMatch(p, subject) })
+}
+
+// Covers reports whether the credential's allow list admits a subscription to filter (a
+// subject that may hold wildcards), as the broker checks a subscribe.
+func (a *ACL) Covers(filter string) bool {
+	if len(a.SubAllow) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(a.SubAllow, func(p string) bool { return subjectCovers(p, filter) })
+}
+
+// member is one member incarnation.
+type member struct {
+	p   protocol.Principal
+	uid string
+}
+
+func (m member) key() string { return protocol.MemberKey(m.p, m.uid) }
+
+// errCredential is wrapped by every refusal of a presented credential.
+var errCredential = errors.New("credential refused")
+
+// verifier checks the credentials members present on the delivery rail.
+type verifier struct {
+	account string   // the space's account: every member credential is issued for it
+	issuers []string // keys trusted to sign member credentials: the account and its signing key
+}
+
+// verify checks that token is a user JWT of this space's account, signed by a trusted key,
+// not expired, naming the principal p that sent the request on subject, with a lifecycle
+// uid; and that sig is its user key's signature over subject, a newline and body. It
+// returns the member incarnation and its ACL row.
+func (v *verifier) verify(token, sig, subject string, body []byte, p protocol.Principal, now time.Time) (member, ACL, error) {
+	fail := func(format string, args ...any) (member, ACL, error) {
+		return member{}, ACL{}, fmt.Errorf("%w: "+format, append([]any{errCredential}, args...)...)
+	}
+	if token == "" || sig == "" {
+		return fail("the request carries no credential (%s and %s headers)", protocol.HeaderJWT, protocol.HeaderSig)
+	}
+	uc, err := jwt.DecodeUserClaims(token) // checks the JWT's own signature
+	if err != nil {
+		return fail("%v", err)
+	}
+	acct := uc.IssuerAccount
+	if acct == "" {
+		acct = uc.Issuer
+	}
+	if acct != v.account || !slices.Contains(v.issuers, uc.Issuer) {
+		return fail("it was not issued for this space's account")
+	}
+	if uc.Expires > 0 && now.Unix() >= uc.Expires {
+		return fail("it expired at %s", time.Unix(uc.Expires, 0).UTC().Format(time.RFC3339))
+	}
+	if uc.NotBefore > 0 && now.Unix() < uc.NotBefore {
+		return fail("it is not valid before %s", time.Unix(uc.NotBefore, 0).UTC().Format(time.RFC3339))
+	}
+	var tagged protocol.Principal
+	uid := ""
+	for _, tag := range uc.Tags {
+		k, val, _ := strings.Cut(tag, ":")
+		switch k {
+		case "owner":
+			tagged.Owner = val
+		case "actor":
+			tagged.Actor = val
+		case "uid":
+			uid = val
+		}
+	}
+	if tagged != p {
+		return fail("it names %s, not the requester %s", tagged, p)
+	}
+	if !protocol.ValidLifecycleUID(uid) {
+		return fail("it names no lifecycle uid, so it has no hand-off durable")
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		return fail("signature: %v", err)
+	}
+	pub, err := nkeys.FromPublicKey(uc.Subject)
+	if err != nil {
+		return fail("user key: %v", err)
+	}
+	if err := pub.Verify(protocol.SignedBytes(subject, body), raw); err != nil {
+		return fail("the signature is not its user key's")
+	}
+	m := member{p: p, uid: uid}
+	return m, ACL{
+		Principal: p.String(), UID: uid, Name: uc.Name, UserKey: uc.Subject,
+		SubAllow: uc.Permissions.Sub.Allow, SubDeny: uc.Permissions.Sub.Deny,
+		IssuedAt: uc.IssuedAt, Expires: uc.Expires, UpdatedAt: now.UnixMilli(),
+	}, nil
+}
+
+// subjectMatch reports whether the concrete subject matches pattern, by NATS rules: "*"
+// matches one token, a final ">" one or more.
+func subjectMatch(pattern, subject string) bool {
+	ps, ss := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, p := range ps {
+		if p == ">" {
+			return len(ss) > i
+		}
+		if i >= len(ss) || (p != "*" && p != ss[i]) {
+			return false
+		}
+	}
+	return len(ps) == len(ss)
+}
+
+// subjectCovers reports whether pattern p matches every subject pattern q matches.
+func subjectCovers(p, q string) bool {
+	ps, qs := strings.Split(p, "."), strings.Split(q, ".")
+	for i, pt := range ps {
+		if pt == ">" {
+			return i < len(qs)
+		}
+		if i >= len(qs) {
+			return false
+		}
+		switch qt := qs[i]; {
+		case qt == ">":
+			return false
+		case pt == "*":
+		case qt == "*" || pt != qt:
+			return false
+		}
+	}
+	return len(ps) == len(qs)
+}

@@ -1,0 +1,527 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
+)
+
+// maxGroup bounds the posts one fan-out round decides and copies together.
+const maxGroup = 512
+
+// maxInFlight bounds the copies written and not yet acknowledged by the broker.
+const maxInFlight = 1024
+
+// fanout is the backstop: it reads every post of CHAT_<space> through the durable
+// "fanout", in order, and copies each post to the hand-off subject of every member that
+// may read it (the members bucket for durable channels, @mentions on live channels, the
+// ACL bucket for every copy), then acks the posts. A post is acked only once every copy of
+// it is stored, so a crash or a failed write redelivers it; the copies' Nats-Msg-Id makes
+// the second write a no-op within DLV's two-hour dedupe window.
+type fanout struct {
+	space    string
+	js       jetstream.JetStream
+	ackWait  time.Duration
+	classes  *view[channelRow, classes]
+	roster   *view[memberRow, roster]
+	acls     *view[*ACL, acls]
+	gate     *gate
+	log      *slog.Logger
+	syncWait time.Duration
+
+	catchups chan memberRow // new memberships whose activation window needs copying
+
+	mu       sync.Mutex
+	progress uint64 // the last CHAT sequence whose copies are all stored and which is acked
+	copies   uint64 // copies stored, for the log and tests
+}
+
+// post is one CHAT message as the fan-out reads it.
+type post struct {
+	subject  string
+	data     []byte
+	seq      uint64
+	channel  string
+	sender   protocol.Principal
+	id       string
+	mentions []string
+}
+
+// target is one copy to make.
+type target struct {
+	m      member
+	gen    uint64
+	reason string
+}
+
+// parsePost reads what routing needs from a CHAT message. A message that no receiver
+// would accept (bad subject, sender mismatch) is not copied.
+func parsePost(subject string, data []byte, seq uint64) (post, bool) {
+	sub, err := protocol.ParseSubject(subject)
+	if err != nil || sub.Kind != protocol.KindChat || sub.Sender.Validate() != nil {
+		return post{}, false
+	}
+	var head struct {
+		ID   *string `json:"id"`
+		From *struct {
+			ID string `json:"id"`
+		} `json:"from"`
+		Mentions []string `json:"mentions"`
+	}
+	if json.Unmarshal(data, &head) != nil || head.ID == nil || head.From == nil || head.From.ID != sub.Sender.String() {
+		return post{}, false
+	}
+	return post{subject: subject, data: data, seq: seq, channel: sub.Channel, sender: sub.Sender,
+		id: *head.ID, mentions: protocol.NormalizeMentions(head.Mentions)}, true
+}
+
+// plan lists the copies of p: on a durable channel one per member whose row covers it,
+// on a live channel one per @mentioned member; each only if the member's ACL lets it read
+// p now, never to its own sender, at most one per member. With only set it plans for that
+// member alone.
+func plan(p post, cl classes, ro roster, ac acls, only *member, now time.Time) []target {
+	var out []target
+	add := func(m member, reason string) {
+		if m.p == p.sender || (only != nil && m != *only) {
+			return
+		}
+		for _, t := range out {
+			if t.m == m {
+				return
+			}
+		}
+		a := ac.byMember[m.key()]
+		if a == nil || !a.Readable(p.subject, now) {
+			return
+		}
+		out = append(out, target{m: m, gen: generation(ro, m, p), reason: reason})
+	}
+	if cl.class(p.channel) == provision.ClassDurable {
+		ro.rows(p.channel, func(r memberRow) {
+			if r.Covers(p.seq) {
+				add(r.m, protocol.HandoffDurableChannel)
+			}
+		})
+		return out
+	}
+	for _, name := range p.mentions {
+		for _, m := range ac.byName[name] {
+			add(m, protocol.HandoffLiveMention)
+		}
+	}
+	return out
+}
+
+// generation is the dedupe generation of m's copy of p: the lowest generation among m's
+// rows covering p, or 0 (a mention outside any membership). It depends only on the rows,
+// so a redelivered post gets the same key.
+func generation(ro roster, m member, p post) uint64 {
+	var gen uint64
+	found := false
+	for _, r := range ro.byMember[m.key()] {
+		if protocol.ChannelMatches(r.Channel, p.channel) && r.Covers(p.seq) && (!found || r.Generation < gen) {
+			gen, found = r.Generation, true
+		}
+	}
+	return gen
+}
+
+// copyMsg builds the hand-off copy of p for t. Its Nats-Msg-Id is
+// "<msgId>:<owner>.<actor>.<uid>:<generation>"; a post without an id gets none.
+func copyMsg(space string, p post, t target) *nats.Msg {
+	h := nats.Header{}
+	h.Set(protocol.HeaderFrame, protocol.FrameVersion)
+	h.Set(protocol.HeaderSubject, p.subject)
+	h.Set(protocol.HeaderSeq, strconv.FormatUint(p.seq, 10))
+	h.Set(protocol.HeaderReason, t.reason)
+	if p.id != "" {
+		h.Set(jetstream.MsgIDHeader, p.id+":"+t.m.key()+":"+strconv.FormatUint(t.gen, 10))
+	}
+	return &nats.Msg{Subject: protocol.DLVSubject(space, t.m.p, t.m.uid), Header: h, Data: p.data}
+}
+
+// run serves while the gate is open, until ctx ends.
+func (f *fanout) run(ctx context.Context) error {
+	for {
+		if err := f.gate.wait(ctx); err != nil {
+			return nil
+		}
+		err := f.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			f.log.Warn("fan-out restarts", "err", err)
+			t := time.NewTimer(200 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// reset (re)creates the fan-out durable so that it delivers, in order, every post after
+// the last one whose copies are all stored (its ack floor); a new one starts after CHAT's
+// last post. Whatever an earlier session (or a crashed daemon) held unacked thus comes
+// back first and in CHAT order, never behind newer posts after an ack-wait expiry.
+func (f *fanout) reset(ctx context.Context) (jetstream.Consumer, error) {
+	chat := protocol.StreamChat(f.space)
+	var start uint64
+	old, err := f.js.Consumer(ctx, chat, protocol.ConsumerFanout)
+	switch {
+	case err == nil:
+		start = old.CachedInfo().AckFloor.Stream + 1
+		if err := f.js.DeleteConsumer(ctx, chat, protocol.ConsumerFanout); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("reset fan-out durable: %w", err)
+		}
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		s, err := f.js.Stream(ctx, chat)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", chat, err)
+		}
+		start = s.CachedInfo().State.LastSeq + 1
+	default:
+		return nil, fmt.Errorf("fan-out durable: %w", err)
+	}
+	cons, err := f.js.CreateConsumer(ctx, chat, jetstream.ConsumerConfig{
+		Durable:       protocol.ConsumerFanout,
+		FilterSubject: protocol.ChatAll(f.space),
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       f.ackWait,
+		MaxAckPending: 8 * maxGroup,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   start,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create fan-out durable %s on %s: %w", protocol.ConsumerFanout, chat, err)
+	}
+	f.setProgress(start - 1)
+	return cons, nil
+}
+
+// session consumes the fan-out durable until ctx ends, the gate closes or a round fails.
+// Posts it holds but has not copied stay unacked; the next session's reset delivers them
+// again, in order.
+func (f *fanout) session(ctx context.Context) error {
+	cons, err := f.reset(ctx)
+	if err != nil {
+		return err
+	}
+	in := make(chan jetstream.Msg, maxGroup)
+	stop := make(chan struct{})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case in <- m:
+		case <-stop:
+		}
+	}, jetstream.PullMaxMessages(maxGroup), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		f.log.Debug("fan-out consume", "err", err)
+	}))
+	if err != nil {
+		return fmt.Errorf("consume the fan-out durable: %w", err)
+	}
+	var group []jetstream.Msg
+	defer func() {
+		close(stop)
+		cc.Stop()
+	}()
+	closed := f.gate.closed()
+	for {
+		group = group[:0]
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-closed:
+			return nil
+		case r := <-f.catchups:
+			if err := f.catchUp(ctx, r); err != nil {
+				f.requeue(r)
+				return fmt.Errorf("catch-up of %s on %s: %w", r.m.key(), r.Channel, err)
+			}
+		case m := <-in:
+			group = append(group, m)
+		more:
+			for len(group) < maxGroup {
+				select {
+				case m := <-in:
+					group = append(group, m)
+				default:
+					break more
+				}
+			}
+			if err := f.round(ctx, group); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// round decides and copies one group of posts in order and acks them.
+func (f *fanout) round(ctx context.Context, group []jetstream.Msg) error {
+	if err := f.fresh(ctx); err != nil {
+		return err
+	}
+	cl, ro, ac := f.classes.snapshot(), f.roster.snapshot(), f.acls.snapshot()
+	now := time.Now()
+	var futs inflight
+	last := uint64(0)
+	for _, m := range group {
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("post metadata: %w", err)
+		}
+		last = md.Sequence.Stream
+		p, ok := parsePost(m.Subject(), m.Data(), last)
+		if !ok {
+			continue
+		}
+		for _, t := range plan(p, cl, ro, ac, nil, now) {
+			if err := f.write(ctx, &futs, copyMsg(f.space, p, t)); err != nil {
+				return fmt.Errorf("copy post %d to %s: %w", p.seq, t.m.key(), err)
+			}
+		}
+	}
+	if err := f.await(ctx, &futs); err != nil {
+		return err
+	}
+	if err := group[len(group)-1].Ack(); err != nil { // the durable acks everything up to it
+		return fmt.Errorf("ack post %d: %w", last, err)
+	}
+	f.mu.Lock()
+	f.progress = max(f.progress, last)
+	f.copies += uint64(futs.n)
+	f.mu.Unlock()
+	return nil
+}
+
+// inflight is the copies of one round written and not yet known stored.
+type inflight struct {
+	futs []jetstream.PubAckFuture
+	n    int // copies written in the round
+}
+
+// write publishes one copy, first waiting for the ones in flight when there are
+// maxInFlight of them (which keeps the publisher from stalling).
+func (f *fanout) write(ctx context.Context, in *inflight, m *nats.Msg) error {
+	if len(in.futs) >= maxInFlight {
+		if err := f.await(ctx, in); err != nil {
+			return err
+		}
+	}
+	fut, err := f.js.PublishMsgAsync(m)
+	if err != nil {
+		return err
+	}
+	in.futs = append(in.futs, fut)
+	in.n++
+	return nil
+}
+
+// await waits for the store ack of every copy in flight (each future answers once).
+func (f *fanout) await(ctx context.Context, in *inflight) error {
+	futs := in.futs
+	in.futs = in.futs[:0]
+	for _, fut := range futs {
+		select {
+		case <-fut.Ok():
+		case err := <-fut.Err():
+			return fmt.Errorf("store copy on %s: %w", fut.Msg().Subject, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// fresh brings the three views up to their buckets' current state.
+func (f *fanout) fresh(ctx context.Context) error {
+	errs := make(chan error, 3)
+	go func() { errs <- f.classes.sync(ctx, f.syncWait) }()
+	go func() { errs <- f.roster.sync(ctx, f.syncWait) }()
+	go func() { errs <- f.acls.sync(ctx, f.syncWait) }()
+	var all []error
+	for range 3 {
+		if err := <-errs; err != nil {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
+}
+
+func (f *fanout) setProgress(seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.progress = max(f.progress, seq)
+}
+
+func (f *fanout) stats() (progress, copies uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.progress, f.copies
+}
+
+// requeue puts a membership back for a later catch-up, dropping it if the queue is full
+// (the row stays; only posts before the daemon saw it could miss their copy).
+func (f *fanout) requeue(r memberRow) {
+	select {
+	case f.catchups <- r:
+	default:
+		f.log.Warn("catch-up dropped", "member", r.m.key(), "channel", r.Channel)
+	}
+}
+
+// catchUp copies the posts of a new membership's window that the fan-out passed before the
+// row existed: (joinCursor, progress]. It runs between fan-out rounds, so copies keep CHAT
+// order, and every later post is the fan-out's, which already sees the row.
+func (f *fanout) catchUp(ctx context.Context, r memberRow) error {
+	f.mu.Lock()
+	upTo := f.progress
+	f.mu.Unlock()
+	if r.JoinCursor >= upTo {
+		return nil
+	}
+	if err := f.fresh(ctx); err != nil {
+		return err
+	}
+	chat := protocol.StreamChat(f.space)
+	if err := f.js.DeleteConsumer(ctx, chat, protocol.ConsumerCatchup); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("clear %s: %w", protocol.ConsumerCatchup, err)
+	}
+	cons, err := f.js.CreateConsumer(ctx, chat, jetstream.ConsumerConfig{
+		Name:              protocol.ConsumerCatchup,
+		FilterSubject:     protocol.ChannelFilter(f.space, r.Channel),
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       r.JoinCursor + 1,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: time.Minute,
+		MemoryStorage:     true,
+	})
+	if err != nil {
+		return fmt.Errorf("create %s: %w", protocol.ConsumerCatchup, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		defer cancel()
+		_ = f.js.DeleteConsumer(dctx, chat, protocol.ConsumerCatchup)
+	}()
+	if cons.CachedInfo().NumPending == 0 {
+		return nil
+	}
+	cl, ro, ac := f.classes.snapshot(), f.roster.snapshot(), f.acls.snapshot()
+	var futs inflight
+	for done := false; !done; {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return err
+			}
+			if md.Sequence.Stream > upTo {
+				done = true
+				break
+			}
+			if p, ok := parsePost(m.Subject(), m.Data(), md.Sequence.Stream); ok {
+				for _, t := range plan(p, cl, ro, ac, &r.m, time.Now()) {
+					if err := f.write(ctx, &futs, copyMsg(f.space, p, t)); err != nil {
+						return err
+					}
+				}
+			}
+			if md.NumPending == 0 || md.Sequence.Stream == upTo {
+				done = true
+				break
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			return err
+		}
+		if n == 0 {
+			done = true
+		}
+	}
+	if err := f.await(ctx, &futs); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.copies += uint64(futs.n)
+	f.mu.Unlock()
+	if futs.n > 0 {
+		f.log.Info("catch-up copied", "member", r.m.key(), "channel", r.Channel, "copies", futs.n)
+	}
+	return nil
+}
+
+// gate says whether the lane serves; workers wait on it.
+type gate struct {
+	mu     sync.Mutex
+	open   bool
+	opened chan struct{} // closed while open
+	shut   chan struct{} // closed while shut
+}
+
+func newGate() *gate {
+	g := &gate{opened: make(chan struct{}), shut: make(chan struct{})}
+	close(g.shut)
+	return g
+}
+
+func (g *gate) set(open bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open == open {
+		return
+	}
+	g.open = open
+	if open {
+		close(g.opened)
+		g.shut = make(chan struct{})
+	} else {
+		close(g.shut)
+		g.opened = make(chan struct{})
+	}
+}
+
+func (g *gate) isOpen() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.open
+}
+
+// wait blocks until the gate is open or ctx ends.
+func (g *gate) wait(ctx context.Context) error {
+	g.mu.Lock()
+	ch := g.opened
+	g.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// closed is closed once the gate shuts (after the call).
+func (g *gate) closed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.shut
+}

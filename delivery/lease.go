@@ -1,0 +1,196 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// LeaseInfo is the value of the delivery lease: who serves the space.
+type LeaseInfo struct {
+	Holder   string `json:"holder"`   // the daemon credential's principal, dot-form
+	Instance string `json:"instance"` // one run of one daemon; only this run may renew or release
+	Host     string `json:"host"`
+	PID      int    `json:"pid"`
+	Since    int64  `json:"since"` // unix ms of the acquire
+	Ready    bool   `json:"ready"` // the holder serves
+}
+
+// String names the holder for a person: "instance X (holder, host H, pid P, since T)".
+func (i LeaseInfo) String() string {
+	return fmt.Sprintf("instance %s (%s on host %s, pid %d, since %s)", i.Instance, i.Holder, i.Host, i.PID,
+		time.UnixMilli(i.Since).UTC().Format(time.RFC3339))
+}
+
+// ReadLease returns the space's current lease holder; ok is false when nobody holds it.
+// The lease may be stale for up to its TTL after its holder died.
+func ReadLease(ctx context.Context, js jetstream.JetStream, space string) (LeaseInfo, bool, error) {
+	kv, err := js.KeyValue(ctx, protocol.BucketDelivery(space))
+	if err != nil {
+		return LeaseInfo{}, false, fmt.Errorf("lease bucket of space %q: %w", space, err)
+	}
+	e, err := kv.Get(ctx, protocol.LeaseKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return LeaseInfo{}, false, nil
+	}
+	if err != nil {
+		return LeaseInfo{}, false, fmt.Errorf("lease of space %q: %w", space, err)
+	}
+	var info LeaseInfo
+	if err := json.Unmarshal(e.Value(), &info); err != nil {
+		return LeaseInfo{}, false, fmt.Errorf("lease of space %q: %w", space, err)
+	}
+	return info, true, nil
+}
+
+// lease is this run's hold on lease.0. Only the run's main loop touches it.
+type lease struct {
+	kv   jetstream.KeyValue
+	ttl  time.Duration
+	me   LeaseInfo
+	rev  uint64 // the revision this run last wrote; 0 when it holds nothing
+	held bool
+}
+
+func (l *lease) value() []byte {
+	b, _ := json.Marshal(l.me) // a struct of strings and numbers always encodes
+	return b
+}
+
+// acquire creates the lease atomically. When another run holds it, it fails with
+// ErrLeaseHeld naming the holder, or, with wait set, waits until the holder releases it or
+// its row expires and tries again.
+func (l *lease) acquire(ctx context.Context, wait bool, log func(LeaseInfo)) error {
+	for {
+		rev, err := l.kv.Create(ctx, protocol.LeaseKey, l.value())
+		if err == nil {
+			l.rev, l.held = rev, true
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("create %s: %w", protocol.LeaseKey, err)
+		}
+		e, err := l.kv.Get(ctx, protocol.LeaseKey)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // it expired in between
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", protocol.LeaseKey, err)
+		}
+		var holder LeaseInfo
+		if err := json.Unmarshal(e.Value(), &holder); err != nil {
+			return fmt.Errorf("read %s: %w", protocol.LeaseKey, err)
+		}
+		if !wait {
+			return fmt.Errorf("%w by %s; it expires %s after its holder stops renewing it", ErrLeaseHeld, holder, l.ttl)
+		}
+		log(holder)
+		if err := l.awaitChange(ctx, e); err != nil {
+			return err
+		}
+	}
+}
+
+// awaitChange waits until the row e changes or is due to expire (its write time plus the
+// TTL, with a little slack for the broker's expiry timer).
+func (l *lease) awaitChange(ctx context.Context, e jetstream.KeyValueEntry) error {
+	w, err := l.kv.Watch(ctx, protocol.LeaseKey, jetstream.UpdatesOnly())
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", protocol.LeaseKey, err)
+	}
+	defer func() { _ = w.Stop() }()
+	due := time.Until(e.Created().Add(l.ttl)) + l.ttl/20 + 50*time.Millisecond
+	t := time.NewTimer(max(due, 50*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		case u := <-w.Updates():
+			if u != nil && u.Revision() != e.Revision() {
+				return nil
+			}
+		}
+	}
+}
+
+// renew rewrites the lease at the revision this run wrote last.
+func (l *lease) renew(ctx context.Context) error {
+	rev, err := l.kv.Update(ctx, protocol.LeaseKey, l.value(), l.rev)
+	if err != nil {
+		return err
+	}
+	l.rev = rev
+	return nil
+}
+
+// leaseReading is what a re-read of the lease found.
+type leaseReading int
+
+const (
+	leaseOurs    leaseReading = iota // still this run's: keep serving
+	leaseTaken                       // another run holds it: stop for good
+	leaseUnknown                     // could not tell: stay quiet, ask again later
+)
+
+// recheck decides who holds the lease after a failed renewal or a foreign event: this run
+// (it adopts the broker's revision), another run (taken, with the holder), or nobody, in
+// which case it re-creates the row atomically and is the holder again if that wins.
+func (l *lease) recheck(ctx context.Context) (leaseReading, LeaseInfo, error) {
+	e, err := l.kv.Get(ctx, protocol.LeaseKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		rev, cerr := l.kv.Create(ctx, protocol.LeaseKey, l.value())
+		if cerr == nil {
+			l.rev, l.held = rev, true
+			return leaseOurs, l.me, nil
+		}
+		if !errors.Is(cerr, jetstream.ErrKeyExists) {
+			return leaseUnknown, LeaseInfo{}, cerr
+		}
+		return l.recheck(ctx)
+	case err != nil:
+		return leaseUnknown, LeaseInfo{}, err
+	}
+	var info LeaseInfo
+	if err := json.Unmarshal(e.Value(), &info); err != nil {
+		return leaseUnknown, LeaseInfo{}, err
+	}
+	if info.Instance != l.me.Instance {
+		l.held = false // never touch a successor's row
+		return leaseTaken, info, nil
+	}
+	l.rev, l.held = e.Revision(), true
+	return leaseOurs, info, nil
+}
+
+// release deletes the lease only if it is still this run's, at the broker's revision.
+func (l *lease) release(ctx context.Context) error {
+	if !l.held {
+		return nil
+	}
+	e, err := l.kv.Get(ctx, protocol.LeaseKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("release lease: %w", err)
+	}
+	var info LeaseInfo
+	if err := json.Unmarshal(e.Value(), &info); err != nil || info.Instance != l.me.Instance {
+		return nil
+	}
+	if err := l.kv.Delete(ctx, protocol.LeaseKey, jetstream.LastRevision(e.Revision())); err != nil {
+		return fmt.Errorf("release lease: %w", err)
+	}
+	l.held = false
+	return nil
+}

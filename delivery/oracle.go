@@ -1,0 +1,218 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// The liveness oracle (cotal.<space>.ctl.delivery-admin.<owner>.<actor>, op
+// planeConnLiveness): is a connection the auth service recorded for a plane claim still
+// open? The daemon asks the broker itself, CONNZ scoped to the space's account, one lookup
+// per tuple by connection id. "gone" is said only when every lookup was answered by the
+// server the tuple names; a sweep that is not complete answers "unknown", which callers
+// treat as "may be live". Valid under a single nats-server (the connection ids are that
+// server's).
+
+// maxSafeInt is the largest integer a JSON number carries exactly (2^53 - 1).
+const maxSafeInt = 1<<53 - 1
+
+var userNkeyRE = regexp.MustCompile(`^U[A-Z2-7]{55}$`)
+
+// oracle answers the privileged rail.
+type oracle struct {
+	r       *run
+	nc      *nats.Conn // asks CONNZ; nil when the oracle cannot sweep
+	subject string     // $SYS.REQ.ACCOUNT.<account>.CONNZ (system creds) or the account's own import
+	note    string     // why nc is nil
+}
+
+// handle answers one request on the delivery-admin rail.
+func (o *oracle) handle(m *nats.Msg) {
+	r := o.r
+	if _, ok := railSender(m.Subject, r.space, protocol.ServiceDeliveryAdmin); !ok || !protocol.IsReplyTo(m.Subject, m.Reply) {
+		r.log.Debug("admin request ignored", "subject", m.Subject, "reply", m.Reply)
+		return
+	}
+	var req protocol.ControlRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		r.reply(m, nil, fmt.Errorf("request: %w", err))
+		return
+	}
+	if req.Op != protocol.OpPlaneConnLiveness {
+		r.reply(m, nil, fmt.Errorf("unknown op %q: want %s", req.Op, protocol.OpPlaneConnLiveness))
+		return
+	}
+	args, err := decodeLivenessArgs(req.Args)
+	if err != nil {
+		r.reply(m, nil, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout)
+	defer cancel()
+	r.reply(m, o.liveness(ctx, args), nil)
+}
+
+// decodeLivenessArgs reads the closed object {ledger, records}: any other key, a missing
+// tuple or a malformed one is refused.
+func decodeLivenessArgs(raw json.RawMessage) (protocol.LivenessArgs, error) {
+	var a struct {
+		Ledger  *protocol.ConnTuple `json:"ledger"`
+		Records *protocol.ConnTuple `json:"records"`
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&a); err != nil {
+		return protocol.LivenessArgs{}, fmt.Errorf("args: %w", err)
+	}
+	if a.Ledger == nil || a.Records == nil {
+		return protocol.LivenessArgs{}, errors.New("args: want exactly {ledger, records}")
+	}
+	for name, t := range map[string]*protocol.ConnTuple{"ledger": a.Ledger, "records": a.Records} {
+		switch {
+		case len(t.ServerID) == 0 || len(t.ServerID) > 128:
+			return protocol.LivenessArgs{}, fmt.Errorf("args: %s.serverId: want 1 to 128 characters", name)
+		case t.CID == 0 || t.CID > maxSafeInt:
+			return protocol.LivenessArgs{}, fmt.Errorf("args: %s.cid: want a positive safe integer", name)
+		case !userNkeyRE.MatchString(t.UserNkey):
+			return protocol.LivenessArgs{}, fmt.Errorf("args: %s.userNkey: want a user nkey (U and 55 base32 letters)", name)
+		}
+	}
+	return protocol.LivenessArgs{Ledger: *a.Ledger, Records: *a.Records}, nil
+}
+
+// lookup is what one CONNZ lookup by connection id found.
+type lookup struct {
+	answered bool   // the broker answered the lookup completely
+	server   string // the answering server's id
+	found    bool   // an open connection with the id exists in the space's account
+	user     string // its authenticated user nkey
+	err      string // why it was not answered
+}
+
+// liveness looks both tuples up and decides.
+func (o *oracle) liveness(ctx context.Context, a protocol.LivenessArgs) protocol.LivenessResult {
+	if o.nc == nil {
+		return decide(a, lookup{err: o.note}, lookup{err: o.note})
+	}
+	ledger := o.lookup(ctx, a.Ledger.CID)
+	records := ledger
+	if a.Records.CID != a.Ledger.CID {
+		records = o.lookup(ctx, a.Records.CID)
+	}
+	return decide(a, ledger, records)
+}
+
+// lookup asks the broker for the open connection cid of the space's account.
+func (o *oracle) lookup(ctx context.Context, cid uint64) lookup {
+	body, _ := json.Marshal(struct {
+		CID   uint64 `json:"cid"`
+		Auth  bool   `json:"auth"`
+		State int    `json:"state"` // open connections
+	}{CID: cid, Auth: true})
+	msg, err := o.nc.RequestWithContext(ctx, o.subject, body)
+	if err != nil {
+		return lookup{err: fmt.Sprintf("CONNZ %s: %v", o.subject, err)}
+	}
+	var resp struct {
+		Server struct {
+			ID string `json:"id"`
+		} `json:"server"`
+		Data *struct {
+			ID    string `json:"server_id"`
+			Conns []struct {
+				CID  uint64 `json:"cid"`
+				User string `json:"authorized_user"`
+			} `json:"connections"`
+		} `json:"data"`
+		Error *struct {
+			Code        int    `json:"code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return lookup{err: fmt.Sprintf("CONNZ answer: %v", err)}
+	}
+	if resp.Error != nil || resp.Data == nil {
+		why := "no data"
+		if resp.Error != nil {
+			why = fmt.Sprintf("%d %s", resp.Error.Code, resp.Error.Description)
+		}
+		return lookup{err: "CONNZ refused: " + why}
+	}
+	l := lookup{answered: true, server: resp.Data.ID}
+	if l.server == "" {
+		l.server = resp.Server.ID
+	}
+	for _, c := range resp.Data.Conns {
+		if c.CID == cid {
+			l.found, l.user = true, c.User
+		}
+	}
+	return l
+}
+
+// decide turns the lookups into the answer. The sweep is complete when both lookups were
+// answered; a tuple is live when its connection is open with its user, gone when the
+// server it names answered a complete sweep without it, and unknown otherwise (another
+// server, a different user on that id, or an incomplete sweep).
+func decide(a protocol.LivenessArgs, ledger, records lookup) protocol.LivenessResult {
+	res := protocol.LivenessResult{SweepComplete: ledger.answered && records.answered}
+	var notes []string
+	one := func(t protocol.ConnTuple, l lookup) protocol.TupleState {
+		st := protocol.TupleState{Tuple: t, State: protocol.ConnUnknown}
+		switch {
+		case !l.answered:
+			notes = append(notes, l.err)
+		case l.server != t.ServerID:
+			notes = append(notes, fmt.Sprintf("connection %d names server %s; the broker that answered is %s", t.CID, t.ServerID, l.server))
+		case l.found && l.user == t.UserNkey:
+			st.State = protocol.ConnLive
+		case l.found:
+			notes = append(notes, fmt.Sprintf("connection %d is open under another user", t.CID))
+		case res.SweepComplete:
+			st.State = protocol.ConnGone
+		}
+		return st
+	}
+	res.Ledger = one(a.Ledger, ledger)
+	res.Records = one(a.Records, records)
+	if !res.SweepComplete {
+		notes = append(notes, "the sweep is incomplete: nothing is reported gone")
+	}
+	if len(notes) > 0 {
+		seen := map[string]bool{}
+		for _, n := range notes {
+			if !seen[n] {
+				seen[n] = true
+				if res.Note != "" {
+					res.Note += "; "
+				}
+				res.Note += n
+			}
+		}
+	}
+	return res
+}
+
+// probe answers the plain liveness probe cotal.<space>.live.delivery.<owner>.<actor>.
+func (r *run) probe(m *nats.Msg) {
+	if !protocol.IsReplyTo(m.Subject, m.Reply) {
+		return
+	}
+	st := protocol.ResponderUnbound
+	if r.gate.isOpen() {
+		st = protocol.ResponderBound
+	}
+	b, _ := json.Marshal(protocol.PlaneProbe{Plane: protocol.PlaneDelivery, Responder: st, Instance: r.instance})
+	if err := r.nc.Publish(m.Reply, b); err != nil {
+		r.log.Debug("probe reply", "err", err)
+	}
+}

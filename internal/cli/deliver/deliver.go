@@ -1,0 +1,203 @@
+// Package deliver implements `cotal deliver`: the delivery daemon of one space in the
+// foreground, and `cotal deliver pending`, a read-only view of one recipient's held messages.
+package deliver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// ReadyFDEnv names an inherited pipe the daemon reports readiness on, one line
+// "ready delivery <space>", for a parent that started it in the background.
+const ReadyFDEnv = "COTAL_READY_FD"
+
+// DaemonPrincipal is the identity a delivery credential minted on the fly carries.
+var DaemonPrincipal = protocol.Principal{Owner: protocol.OwnerLocal, Actor: "cotal_delivery"}
+
+// Options are the flags of `cotal deliver`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+
+	Mesh        cmdutil.MeshFlags
+	SystemCreds string
+	Pidfile     string
+	Wait        bool
+	BrokerGone  time.Duration
+	Shards      int
+}
+
+// NewCmdDeliver builds `cotal deliver` and `cotal deliver pending`.
+func NewCmdDeliver(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "deliver --space S [--server URL] [--creds FILE]",
+		Short: "Run the delivery daemon of a space in the foreground",
+		Long: `Run the delivery daemon of one space: the durable backstop of durable channels. Every
+post on a durable channel is copied, in order, to the durable hand-off of each member that
+joined it durably and may read it; a member that was away gets every post it missed, once,
+when it returns. @mentions on live channels get a durable copy too. The daemon also answers
+the delivery probe and the liveness oracle of the space.
+
+One daemon serves a space: it holds the space's lease (30 s, renewed every 15 s). A second
+one refuses and names the holder, or with --wait waits for the lease. It prints one line
+when it serves, exits by itself when the broker has been gone for 15 s, and exits 0 on
+SIGTERM or Ctrl-C after releasing its lease.
+
+Without --creds it mints its own credential (profile delivery) from the project's keys.`,
+		Example: `  cotal deliver --space team
+  cotal deliver --space team --server nats://127.0.0.1:4222 --creds delivery.creds
+  cotal deliver pending bob`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Shards != 1 {
+				return cmdutil.Refuse(fmt.Sprintf("--shards %d", opts.Shards),
+					"the delivery daemon runs as one instance per space", "cotal deliver --space "+spaceOr(opts.Mesh.Space))
+			}
+			if opts.Mesh.Space != "" {
+				if err := protocol.CheckSpace(opts.Mesh.Space); err != nil {
+					return cmdutil.FlagErrorf("--space: %v", err)
+				}
+			}
+			if opts.BrokerGone < 0 {
+				return cmdutil.FlagErrorf("--broker-gone %s: want a positive duration", opts.BrokerGone)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runDeliver(cmd.Context(), opts)
+		},
+	}
+	opts.Mesh.Register(cmd.Flags())
+	fl := cmd.Flags()
+	fl.StringVar(&opts.SystemCreds, "system-creds", "", "a system-account creds file for the liveness oracle (default: the account's own CONNZ)")
+	fl.StringVar(&opts.Pidfile, "pidfile", "", "write the daemon's pid here once it holds the lease; removed when it exits")
+	fl.BoolVar(&opts.Wait, "wait", false, "wait for a held lease instead of refusing")
+	fl.DurationVar(&opts.BrokerGone, "broker-gone", delivery.DefaultBrokerGone, "exit when the broker has been unreachable this long")
+	fl.IntVar(&opts.Shards, "shards", 1, "shard count (only 1 is supported)")
+	_ = fl.MarkHidden("broker-gone")
+	cmd.AddCommand(NewCmdPending(f, nil))
+	return cmd
+}
+
+func spaceOr(s string) string {
+	if s == "" {
+		return "<space>"
+	}
+	return s
+}
+
+func runDeliver(ctx context.Context, opts *Options) error {
+	t, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return err
+	}
+	creds, err := credential(opts, t)
+	if err != nil {
+		return err
+	}
+	var sys []byte
+	if opts.SystemCreds != "" {
+		if sys, err = os.ReadFile(opts.SystemCreds); err != nil {
+			return fmt.Errorf("--system-creds: %w", err)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if opts.Factory.Getenv != nil && opts.Factory.Getenv("COTAL_DEBUG") != "" {
+		log = slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	lane := &delivery.Lane{Space: t.Space, Server: t.Server, Creds: creds, SystemCreds: sys, Logger: log,
+		WaitForLease: opts.Wait, BrokerGone: opts.BrokerGone}
+	pidWritten := false
+	defer func() {
+		if pidWritten {
+			if rerr := workspace.RemovePidfile(opts.Pidfile); rerr != nil {
+				fmt.Fprintf(opts.IO.ErrOut, "! remove %s: %v\n", opts.Pidfile, rerr)
+			}
+		}
+	}()
+	var readyErr error
+	err = lane.Run(ctx, func() {
+		if opts.Pidfile != "" {
+			if readyErr = workspace.WritePidfile(opts.Pidfile, os.Getpid()); readyErr == nil {
+				pidWritten = true
+			}
+		}
+		fmt.Fprintf(opts.IO.Out, "✓ delivery daemon up (space %s)\n", t.Space)
+		if rerr := signalReady(opts, t.Space); rerr != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "! %v\n", rerr)
+		}
+	})
+	switch {
+	case errors.Is(err, delivery.ErrLeaseHeld):
+		return cmdutil.Refuse("a second delivery daemon for space "+t.Space, err.Error(),
+			"cotal deliver --space "+t.Space+" --wait")
+	case err != nil:
+		return err
+	case readyErr != nil:
+		return fmt.Errorf("pidfile: %w", readyErr)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "delivery daemon of space %s stopped; lease released\n", t.Space)
+	return nil
+}
+
+// credential is the daemon's credential: --creds, or one of profile delivery minted from
+// the project's keys. An open mesh has no delivery daemon.
+func credential(opts *Options, t cmdutil.Target) ([]byte, error) {
+	if t.Creds != "" {
+		b, err := os.ReadFile(t.Creds)
+		if err != nil {
+			return nil, fmt.Errorf("--creds: %w", err)
+		}
+		return b, nil
+	}
+	if !t.Auth() {
+		return nil, cmdutil.Refuse("a delivery daemon on an open mesh",
+			"the open dev mesh has no credentials, so the daemon could not tell members apart; its channels are live",
+			"cotal down && cotal up --detach")
+	}
+	if t.Mesh != nil && !slices.Contains(t.Mesh.Spaces, t.Space) {
+		return nil, cmdutil.Refuse(fmt.Sprintf("a delivery daemon for space %q", t.Space), "the mesh of "+t.Project.Root+" does not serve it",
+			"cotal up --space "+t.Space)
+	}
+	return opts.Factory.Mint(t, trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery, Principal: DaemonPrincipal})
+}
+
+// signalReady tells a parent waiting on ReadyFDEnv that the daemon serves.
+func signalReady(opts *Options, space string) error {
+	if opts.Factory.Getenv == nil {
+		return nil
+	}
+	fdText := opts.Factory.Getenv(ReadyFDEnv)
+	if fdText == "" {
+		return nil
+	}
+	fd, err := strconv.Atoi(fdText)
+	if err != nil {
+		return fmt.Errorf("%s=%q: %w", ReadyFDEnv, fdText, err)
+	}
+	f := os.NewFile(uintptr(fd), "ready")
+	if f == nil {
+		return fmt.Errorf("%s=%d: not an open file", ReadyFDEnv, fd)
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "ready delivery %s\n", space); err != nil {
+		return fmt.Errorf("report readiness: %w", err)
+	}
+	return nil
+}

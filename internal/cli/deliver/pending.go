@@ -1,0 +1,111 @@
+package deliver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
+)
+
+// PendingOptions are the arguments and flags of `cotal deliver pending`.
+type PendingOptions struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+
+	Mesh  cmdutil.MeshFlags
+	Name  string
+	Limit int
+	JSON  bool
+}
+
+// PendingReport is what `cotal deliver pending --json` prints.
+type PendingReport struct {
+	Name      string          `json:"name"`
+	Principal string          `json:"principal"`
+	State     string          `json:"state"`
+	Durables  []delivery.Held `json:"durables"`
+}
+
+// NewCmdPending builds `cotal deliver pending`.
+func NewCmdPending(f *cmdutil.Factory, runF func(context.Context, *PendingOptions) error) *cobra.Command {
+	opts := &PendingOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "pending <name> [--json]",
+		Short: "Show the messages one recipient has not read yet (read-only)",
+		Long: `Show what waits for one recipient: its DM durables and its durable channel hand-off,
+with the number of messages not yet delivered and delivered but not acked, and the first
+of them. Read-only: nothing is acked, created or started.`,
+		Example: `  cotal deliver pending bob
+  cotal deliver pending bob --json --limit 50`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			if opts.Limit < 0 {
+				return cmdutil.FlagErrorf("--limit %d: want 0 or more", opts.Limit)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runPending(cmd.Context(), opts)
+		},
+	}
+	opts.Mesh.Register(cmd.Flags())
+	cmd.Flags().IntVar(&opts.Limit, "limit", 20, "messages to show per durable")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON document")
+	return cmd
+}
+
+func runPending(ctx context.Context, opts *PendingOptions) error {
+	t, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return err
+	}
+	name, actor := cmdutil.OperatorIdentity()
+	ep, err := opts.Factory.Connect(ctx, t, client.Config{Name: name, Actor: actor, Kind: protocol.CardEndpoint},
+		cmdutil.As{Profile: trust.ProfileProvisioner})
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	target, err := ep.Resolve(ctx, opts.Name)
+	if err != nil {
+		return err
+	}
+	held, err := delivery.Pending(ctx, ep.JetStream(), t.Space, target.Principal, opts.Limit)
+	if err != nil {
+		return err
+	}
+	rep := PendingReport{Name: target.Name, Principal: target.Principal.String(), State: string(target.State), Durables: held}
+	if rep.Durables == nil {
+		rep.Durables = []delivery.Held{}
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	out := opts.IO.Out
+	fmt.Fprintf(out, "%s (%s, %s)\n", rep.Name, rep.Principal, rep.State)
+	if len(held) == 0 {
+		fmt.Fprintln(out, "  no durables")
+	}
+	for _, h := range held {
+		fmt.Fprintf(out, "  %s on %s: %d waiting, %d delivered unacked\n", h.Name, h.Stream, h.Waiting, h.Unacked)
+		for _, m := range h.Messages {
+			where := "dm"
+			if h.Kind == "channel" {
+				where = "#" + m.Channel
+			}
+			fmt.Fprintf(out, "    seq %-6d [%s] %s: %s\n", m.Seq, where, m.Name, cmdutil.OneLine(m.Text))
+		}
+	}
+	return nil
+}
