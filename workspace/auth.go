@@ -9,3 +9,13 @@ func (p *Project) AuthDir() string { return filepath.Join(p.Dir(), "auth") }
 func (p *Project) CredsDir(space string) string {
 	return filepath.Join(p.AuthDir(), "creds", "space."+SpaceKey(space))
 }
+
+// DeliveryPidFile is the pidfile of the delivery daemon of space: .cotal/delivery.<hex>.pid.
+func (p *Project) DeliveryPidFile(space string) string {
+	return filepath.Join(p.Dir(), "delivery."+SpaceKey(space)+".pid")
+}
+
+// DeliveryLogFile is the log of the delivery daemon of space: .cotal/delivery.<hex>.log.
+func (p *Project) DeliveryLogFile(space string) string {
+	return filepath.Join(p.Dir(), "delivery."+SpaceKey(space)+".log")
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -21,27 +22,43 @@ type Options struct {
 	Getwd   func() (string, error)
 	Getenv  func(string) string
 	Timeout time.Duration
+
+	Component string // "" (everything) or "delivery"
+	Space     string // with delivery: only this space's daemon
 }
 
 // NewCmdDown builds `cotal down`.
 func NewCmdDown(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv}
 	cmd := &cobra.Command{
-		Use:   "down",
+		Use:   "down [delivery [--space S]]",
 		Short: "Stop the mesh this project started",
 		Long: `Stop the broker that ` + "`cotal up`" + ` started for this project (found by walking up from the
 current folder to .cotal/). The pidfile is checked against the process start time, so a
-reused pid is never signalled. Stored messages stay in the store for the next ` + "`cotal up`" + `.`,
-		Example: `  cotal down`,
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+reused pid is never signalled. Stored messages stay in the store for the next ` + "`cotal up`" + `.
+The delivery daemons stop first, releasing their leases. ` + "`cotal down delivery`" + ` stops only
+the daemons (of one space with --space); the broker keeps serving and does not restart a
+daemon stopped this way.`,
+		Example: `  cotal down
+  cotal down delivery --space team`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if args[0] != "delivery" {
+					return cmdutil.FlagErrorf("unknown component %q: cotal down stops everything, or only delivery", args[0])
+				}
+				opts.Component = args[0]
+			} else if opts.Space != "" {
+				return cmdutil.FlagErrorf("--space goes with a component: cotal down delivery --space %s", opts.Space)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
 			return runDown(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 15*time.Second, "how long to wait for the broker to stop")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 15*time.Second, "how long to wait for each process to stop")
+	cmd.Flags().StringVar(&opts.Space, "space", "", "with delivery: only this space's daemon")
 	return cmd
 }
 
@@ -52,6 +69,16 @@ func runDown(ctx context.Context, opts *Options) error {
 	}
 	if err != nil {
 		fmt.Fprintf(opts.IO.Out, "nothing to stop: no .cotal/ found from %s upward\n", wd)
+		return nil
+	}
+	stopped, err := stopDaemons(ctx, opts, proj)
+	if err != nil {
+		return err
+	}
+	if opts.Component == "delivery" {
+		if stopped == 0 {
+			fmt.Fprintf(opts.IO.Out, "nothing to stop: no delivery daemon runs for %s\n", proj.Root)
+		}
 		return nil
 	}
 	rec, err := workspace.ReadPidfile(proj.PidFile())
@@ -74,26 +101,8 @@ func runDown(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(opts.IO.Out, "nothing to stop: the mesh of %s had already exited (pid %d); cleared its records\n", proj.Root, rec.PID)
 		return nil
 	}
-	if err := syscall.Kill(rec.PID, syscall.SIGTERM); err != nil {
-		return fmt.Errorf("stop pid %d: %w", rec.PID, err)
-	}
-	deadline := time.NewTimer(opts.Timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline.C:
-			return fmt.Errorf("the mesh (pid %d) did not stop within %s; see %s", rec.PID, opts.Timeout, proj.LogFile())
-		case <-tick.C:
-		}
-		if alive, err := rec.Alive(); err != nil {
-			return fmt.Errorf("check pid %d: %w", rec.PID, err)
-		} else if !alive {
-			break
-		}
+	if err := stop(ctx, rec, opts.Timeout); err != nil {
+		return fmt.Errorf("the mesh (pid %d): %w; see %s", rec.PID, err, proj.LogFile())
 	}
 	if err := clearRecords(proj); err != nil {
 		return err
@@ -108,4 +117,63 @@ func clearRecords(proj *workspace.Project) error {
 		return err
 	}
 	return proj.RemoveMesh()
+}
+
+// stop sends SIGTERM to the recorded process and waits until it is gone.
+func stop(ctx context.Context, rec workspace.Record, timeout time.Duration) error {
+	if err := syscall.Kill(rec.PID, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stop pid %d: %w", rec.PID, err)
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("did not stop within %s", timeout)
+		case <-tick.C:
+		}
+		alive, err := rec.Alive()
+		if err != nil {
+			return fmt.Errorf("check pid %d: %w", rec.PID, err)
+		}
+		if !alive {
+			return nil
+		}
+	}
+}
+
+// stopDaemons stops the delivery daemons of the project (of opts.Space only, when set)
+// and says how many it stopped.
+func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project) (int, error) {
+	pattern := filepath.Join(proj.Dir(), "delivery.*.pid")
+	if opts.Space != "" {
+		pattern = proj.DeliveryPidFile(opts.Space)
+	}
+	files, err := filepath.Glob(pattern)
+	if err != nil {
+		return 0, fmt.Errorf("find delivery daemons: %w", err)
+	}
+	n := 0
+	for _, f := range files {
+		rec, err := workspace.ReadPidfile(f)
+		if err != nil {
+			continue // gone between glob and read, or an identity file
+		}
+		if alive, err := rec.Alive(); err != nil || !alive {
+			if err := workspace.RemovePidfile(f); err != nil {
+				return n, err
+			}
+			continue
+		}
+		if err := stop(ctx, rec, opts.Timeout); err != nil {
+			return n, fmt.Errorf("delivery daemon (pid %d, %s): %w", rec.PID, f, err)
+		}
+		n++
+		fmt.Fprintf(opts.IO.Out, "✓ stopped the delivery daemon (pid %d)\n", rec.PID)
+	}
+	return n, nil
 }

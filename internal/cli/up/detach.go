@@ -76,7 +76,11 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 			err := <-exited
 			return fmt.Errorf("background broker did not start (%v):\n%s", err, tail(proj.LogFile()))
 		}
-		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", url, space, modeName(opts.mode()), child.Process.Pid)
+		what := modeName(opts.mode())
+		if !opts.Open {
+			what += ", delivery up" // the child reports ready only once its daemons serve
+		}
+		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", url, space, what, child.Process.Pid)
 		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down`\n", proj.LogFile())
 		return nil
 	case <-ctx.Done():

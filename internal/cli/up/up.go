@@ -3,6 +3,7 @@ package up
 
 import (
 	"context"
+	"log/slog"
 	"fmt"
 	"io"
 	"net"
@@ -231,9 +232,15 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 			return err
 		}
 		fmt.Fprintf(opts.IO.Out, "✓ space %q added to the running mesh at %s\n", space, mesh.Server)
+		if chain != nil {
+			return waitDelivery(ctx, opts, proj, space)
+		}
 		return nil
 	}
 	fmt.Fprintf(opts.IO.Out, "✓ mesh already running at %s (space %s, %s)\n", mesh.Server, space, modeName(mesh.Mode))
+	if chain != nil {
+		return waitDelivery(ctx, opts, proj, space)
+	}
 	return nil
 }
 
@@ -385,7 +392,28 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 	}
 	defer proj.RemoveMesh()
 
-	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s, store %s)\n", srv.ClientURL(), space, modeName(opts.mode()), store)
+	what := modeName(opts.mode())
+	if chain != nil {
+		exe, err := opts.Executable()
+		if err != nil {
+			return fmt.Errorf("find the cotal binary: %w", err)
+		}
+		d := &daemons{exe: exe, chain: chain, proj: proj, server: srv.ClientURL(), running: map[string]bool{},
+			log: slog.New(slog.NewTextHandler(opts.IO.ErrOut, nil))}
+		dctx, stop := context.WithCancel(ctx)
+		// Deferred after srv.Close, so it runs first: daemons release their leases while
+		// the broker still serves.
+		defer d.wait()
+		defer stop()
+		for _, s := range spaces {
+			if err := d.start(dctx, s); err != nil {
+				return err
+			}
+		}
+		go d.watch(dctx)
+		what += ", delivery up"
+	}
+	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s, store %s)\n", srv.ClientURL(), space, what, store)
 	if err := signalReady(opts, srv.ClientURL()); err != nil {
 		return err
 	}
