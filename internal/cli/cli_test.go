@@ -35,6 +35,7 @@ func TestScripts(t *testing.T) {
 			"proc":     cmdProc,
 			"holdport": cmdHoldPort,
 			"rawnats":  cmdRawNATS,
+			"killpid":  cmdKillPid,
 		},
 	})
 }
@@ -297,4 +298,42 @@ func cmdRawNATS(ts *testscript.TestScript, neg bool, args []string) {
 	if neg {
 		ts.Fatalf("the broker accepted %s %s", args[2], args[3])
 	}
+}
+
+// cmdKillPid SIGKILLs the process whose pid is the first line of FILE and then waits, up
+// to SECONDS, until FILE names another live process (a supervisor restarted it):
+//
+//	killpid FILE SECONDS
+func cmdKillPid(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: killpid FILE SECONDS")
+	}
+	pidOf := func() int {
+		b, err := os.ReadFile(ts.MkAbs(args[0]))
+		if err != nil {
+			return 0
+		}
+		pid, _ := strconv.Atoi(string(bytes.TrimSpace(bytes.SplitN(b, []byte("\n"), 2)[0])))
+		return pid
+	}
+	old := pidOf()
+	if old <= 0 {
+		ts.Fatalf("no pid in %s", args[0])
+	}
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		ts.Fatalf("kill %d: %v", old, err)
+	}
+	secs, err := strconv.Atoi(args[1])
+	if err != nil {
+		ts.Fatalf("seconds: %v", err)
+	}
+	deadline := time.Now().Add(time.Duration(secs) * time.Second)
+	for time.Now().Before(deadline) {
+		if pid := pidOf(); pid > 0 && pid != old && syscall.Kill(pid, 0) == nil {
+			fmt.Fprintf(ts.Stdout(), "restarted: %d -> %d\n", old, pid)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ts.Fatalf("%s still names %d (or nothing) after %s", args[0], old, args[1]+"s")
 }
