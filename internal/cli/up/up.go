@@ -3,9 +3,9 @@ package up
 
 import (
 	"context"
-	"log/slog"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
