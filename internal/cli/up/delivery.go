@@ -129,11 +129,6 @@ func (d *daemons) creds(space string) (string, error) {
 // supervise runs the daemon until ctx ends or it exits cleanly, restarting it after a
 // failure once it has served. The first start's readiness (or failure) goes to ready.
 func (d *daemons) supervise(ctx context.Context, space, creds string, ready chan<- error) {
-	defer func() {
-		d.mu.Lock()
-		delete(d.running, space)
-		d.mu.Unlock()
-	}()
 	var once sync.Once
 	var served atomic.Bool
 	notify := func(err error) {
@@ -144,8 +139,17 @@ func (d *daemons) supervise(ctx context.Context, space, creds string, ready chan
 	}
 	for {
 		err := d.runOnce(ctx, space, creds, notify)
-		if ctx.Err() != nil || err == nil || !served.Load() {
-			return // stopping, asked to stop, or it never served: the caller has the error
+		if !served.Load() {
+			// It never served: forget it, so the mesh watch tries again later.
+			d.mu.Lock()
+			delete(d.running, space)
+			d.mu.Unlock()
+			return
+		}
+		if ctx.Err() != nil || err == nil {
+			// Stopping, or asked to stop (cotal down delivery): it stays known, so the
+			// mesh watch does not start it again.
+			return
 		}
 		d.log.Warn("delivery daemon died; restarting", "space", space, "err", err)
 		select {
