@@ -36,10 +36,10 @@ func (a *ACL) Readable(subject string, now time.Time) bool {
 	if a.Expires > 0 && now.Unix() >= a.Expires {
 		return false
 	}
-	if len(a.SubAllow) > 0 && !slices.ContainsFunc(a.SubAllow, func(p string) bool { return subjectMatch(p, subject) }) {
+	if len(a.SubAllow) > 0 && !slices.ContainsFunc(a.SubAllow, func(p string) bool { return protocol.ChannelMatches(p, subject) }) {
 		return false
 	}
-	return !slices.ContainsFunc(a.SubDeny, func(p string) bool { return subjectMatch(p, subject) })
+	return !slices.ContainsFunc(a.SubDeny, func(p string) bool { return protocol.ChannelMatches(p, subject) })
 }
 
 // Covers reports whether the credential's allow list admits a subscription to filter (a
@@ -48,7 +48,7 @@ func (a *ACL) Covers(filter string) bool {
 	if len(a.SubAllow) == 0 {
 		return true
 	}
-	return slices.ContainsFunc(a.SubAllow, func(p string) bool { return subjectCovers(p, filter) })
+	return slices.ContainsFunc(a.SubAllow, func(p string) bool { return protocol.ChannelCovers(p, filter) })
 }
 
 // member is one member incarnation.
@@ -132,40 +132,4 @@ func (v *verifier) verify(token, sig, subject string, body []byte, p protocol.Pr
 		SubAllow: uc.Permissions.Sub.Allow, SubDeny: uc.Permissions.Sub.Deny,
 		IssuedAt: uc.IssuedAt, Expires: uc.Expires, UpdatedAt: now.UnixMilli(),
 	}, nil
-}
-
-// subjectMatch reports whether the concrete subject matches pattern, by NATS rules: "*"
-// matches one token, a final ">" one or more.
-func subjectMatch(pattern, subject string) bool {
-	ps, ss := strings.Split(pattern, "."), strings.Split(subject, ".")
-	for i, p := range ps {
-		if p == ">" {
-			return len(ss) > i
-		}
-		if i >= len(ss) || (p != "*" && p != ss[i]) {
-			return false
-		}
-	}
-	return len(ps) == len(ss)
-}
-
-// subjectCovers reports whether pattern p matches every subject pattern q matches.
-func subjectCovers(p, q string) bool {
-	ps, qs := strings.Split(p, "."), strings.Split(q, ".")
-	for i, pt := range ps {
-		if pt == ">" {
-			return i < len(qs)
-		}
-		if i >= len(qs) {
-			return false
-		}
-		switch qt := qs[i]; {
-		case qt == ">":
-			return false
-		case pt == "*":
-		case qt == "*" || pt != qt:
-			return false
-		}
-	}
-	return len(ps) == len(qs)
 }

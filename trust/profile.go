@@ -379,47 +379,10 @@ func (s UserSpec) check() error {
 	}
 	if len(s.AllowSubscribe) > 0 {
 		for _, ch := range s.Subscribe {
-			if !coveredBy(s.AllowSubscribe, ch) {
+			if !protocol.ChannelCovered(s.AllowSubscribe, ch) {
 				return fmt.Errorf("subscribe %q is outside the read ACL (--allow-subscribe %s)", ch, strings.Join(s.AllowSubscribe, ","))
 			}
 		}
 	}
 	return nil
-}
-
-// coveredBy reports whether every channel ch can name (ch may hold wildcards) is matched
-// by one of patterns.
-func coveredBy(patterns []string, ch string) bool {
-	for _, p := range patterns {
-		if protocol.CheckConcreteChannel(ch) == nil {
-			if protocol.ChannelMatches(p, ch) {
-				return true
-			}
-		} else if patternCovers(p, ch) {
-			return true
-		}
-	}
-	return false
-}
-
-// patternCovers reports whether pattern p matches every subject pattern q matches, with
-// NATS rules: "*" is one token, a final ">" one or more.
-func patternCovers(p, q string) bool {
-	ps, qs := strings.Split(p, "."), strings.Split(q, ".")
-	for i, pt := range ps {
-		if pt == ">" {
-			return i < len(qs)
-		}
-		if i >= len(qs) {
-			return false
-		}
-		switch qt := qs[i]; {
-		case qt == ">":
-			return false // q reaches deeper than p can
-		case pt == "*":
-		case qt == "*" || pt != qt:
-			return false
-		}
-	}
-	return len(ps) == len(qs)
 }

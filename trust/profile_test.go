@@ -29,23 +29,10 @@ var (
 // allowed evaluates a NATS permission the way the server does: a subject passes when the
 // allow list is empty or one entry matches, and no deny entry matches.
 func allowed(p jwt.Permission, subject string) bool {
-	if len(p.Allow) > 0 && !slices.ContainsFunc(p.Allow, func(pat string) bool { return subjectMatch(pat, subject) }) {
+	if len(p.Allow) > 0 && !slices.ContainsFunc(p.Allow, func(pat string) bool { return protocol.ChannelMatches(pat, subject) }) {
 		return false
 	}
-	return !slices.ContainsFunc(p.Deny, func(pat string) bool { return subjectMatch(pat, subject) })
-}
-
-func subjectMatch(pattern, subject string) bool {
-	ps, ss := strings.Split(pattern, "."), strings.Split(subject, ".")
-	for i, p := range ps {
-		if p == ">" {
-			return len(ss) > i
-		}
-		if i >= len(ss) || (p != "*" && p != ss[i]) {
-			return false
-		}
-	}
-	return len(ps) == len(ss)
+	return !slices.ContainsFunc(p.Deny, func(pat string) bool { return protocol.ChannelMatches(pat, subject) })
 }
 
 func TestPermissions(t *testing.T) {

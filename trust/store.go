@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/cotal-ai/cotal/workspace"
 )
 
 // File and folder modes of the trust folder: secrets are readable by their owner only.
@@ -79,7 +81,7 @@ func createFile(path string, v any) (err error) {
 		}
 		return fmt.Errorf("create %s: %w", path, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := workspace.SyncDir(dir); err != nil {
 		return fmt.Errorf("create %s: sync folder: %w", path, err)
 	}
 	return nil
