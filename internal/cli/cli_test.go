@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,6 +38,8 @@ func TestScripts(t *testing.T) {
 			"holdport": cmdHoldPort,
 			"rawnats":  cmdRawNATS,
 			"killpid":  cmdKillPid,
+			"sha256":   cmdSHA256,
+			"waitcmp":  cmdWaitCmp,
 		},
 	})
 }
@@ -336,4 +340,33 @@ func cmdKillPid(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	ts.Fatalf("%s still names %d (or nothing) after %s", args[0], old, args[1]+"s")
+}
+
+// cmdSHA256 prints the lowercase hex SHA-256 of a file and a newline (what a space host
+// writes to <manifest>.applied).
+func cmdSHA256(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: sha256 FILE")
+	}
+	sum := sha256.Sum256([]byte(ts.ReadFile(args[0])))
+	fmt.Fprintln(ts.Stdout(), hex.EncodeToString(sum[:]))
+}
+
+// cmdWaitCmp waits up to 20 s until FILE exists with the content of WANT.
+func cmdWaitCmp(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitcmp FILE WANT")
+	}
+	want := ts.ReadFile(args[1])
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := os.ReadFile(ts.MkAbs(args[0]))
+		if err == nil && string(got) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("%s is %q (%v), want %q", args[0], got, err, want)
+		}
+		time.Sleep(50 * time.Millisecond) // re-check interval
+	}
 }

@@ -40,13 +40,14 @@ type Options struct {
 	Wait        bool
 	BrokerGone  time.Duration
 	Shards      int
+	Spaces      string // --spaces: a version 1 space manifest; one delivery lane per space
 }
 
 // NewCmdDeliver builds `cotal deliver` and `cotal deliver pending`.
 func NewCmdDeliver(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
-		Use:   "deliver --space S [--server URL] [--creds FILE]",
+		Use:   "deliver --space S | --spaces MANIFEST [--server URL] [--creds FILE]",
 		Short: "Run the delivery daemon of a space in the foreground",
 		Long: `Run the delivery daemon of one space: the durable backstop of durable channels. Every
 post on a durable channel is copied, in order, to the durable hand-off of each member that
@@ -59,9 +60,17 @@ one refuses and names the holder, or with --wait waits for the lease. It prints 
 when it serves, exits by itself when the broker has been gone for 15 s, and exits 0 on
 SIGTERM or Ctrl-C after releasing its lease.
 
-Without --creds it mints its own credential (profile delivery) from the project's keys.`,
+Without --creds it mints its own credential (profile delivery) from the project's keys.
+
+With --spaces MANIFEST ({"version": 1, "spaces": ["alpha", "beta"]}) one process runs a
+delivery lane per space: it serves the spaces it can, names each one it cannot with the
+reason and retries those every 5 s (its ready line names them), follows changes of the
+manifest (and reloads it on SIGHUP), and writes MANIFEST.applied, the SHA-256 of the
+manifest it applied, once every space the manifest no longer names has stopped. --creds
+is then a folder holding <space>.creds for each space; without it each lane mints its own.`,
 		Example: `  cotal deliver --space team
   cotal deliver --space team --server nats://127.0.0.1:4222 --creds delivery.creds
+  cotal deliver --spaces spaces.json
   cotal deliver pending bob`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -77,8 +86,18 @@ Without --creds it mints its own credential (profile delivery) from the project'
 			if opts.BrokerGone < 0 {
 				return cmdutil.FlagErrorf("--broker-gone %s: want a positive duration", opts.BrokerGone)
 			}
+			if opts.Spaces != "" {
+				for _, f := range []string{"space", "wait", "pidfile"} {
+					if cmd.Flags().Changed(f) {
+						return cmdutil.FlagErrorf("--%s does not go with --spaces", f)
+					}
+				}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
+			}
+			if opts.Spaces != "" {
+				return runDeliverSpaces(cmd.Context(), opts)
 			}
 			return runDeliver(cmd.Context(), opts)
 		},
@@ -90,6 +109,7 @@ Without --creds it mints its own credential (profile delivery) from the project'
 	fl.BoolVar(&opts.Wait, "wait", false, "wait for a held lease instead of refusing")
 	fl.DurationVar(&opts.BrokerGone, "broker-gone", delivery.DefaultBrokerGone, "exit when the broker has been unreachable this long")
 	fl.IntVar(&opts.Shards, "shards", 1, "shard count (only 1 is supported)")
+	fl.StringVar(&opts.Spaces, "spaces", "", "serve every space a version 1 manifest names, one lane each")
 	_ = fl.MarkHidden("broker-gone")
 	cmd.AddCommand(NewCmdPending(f, nil))
 	return cmd

@@ -25,6 +25,11 @@ func TestNewCmdDeliver(t *testing.T) {
 		{args: []string{"--space", "a.b"}, wantErr: "invalid space name"},
 		{args: []string{"--broker-gone", "-1s"}, wantErr: "--broker-gone -1s"},
 		{args: []string{"extra"}, wantErr: "unknown command"},
+		{args: []string{"--spaces", "spaces.json", "--server", "nats://127.0.0.1:4222"}, check: func(o *Options) bool {
+			return o.Spaces == "spaces.json" && o.Mesh.Space == ""
+		}},
+		{args: []string{"--spaces", "spaces.json", "--space", "prod"}, wantErr: "--space does not go with --spaces"},
+		{args: []string{"--spaces", "spaces.json", "--wait"}, wantErr: "--wait does not go with --spaces"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -1,0 +1,128 @@
+package deliver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/spacehost"
+	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// anySpace stands in for --space while resolving the mesh of a multi-space host: each
+// lane sets its own space.
+const anySpace = "any"
+
+// runDeliverSpaces runs `cotal deliver --spaces`: a space host with one delivery lane per
+// space of a version 1 manifest, serving what it can. A broker lost for the whole process
+// stays a process exit; SIGHUP reloads the manifest; SIGTERM closes every lane.
+func runDeliverSpaces(ctx context.Context, opts *Options) error {
+	flags := opts.Mesh
+	flags.Space = anySpace
+	t, err := opts.Factory.Resolve(flags)
+	if err != nil {
+		return err
+	}
+	if t.Creds == "" && !t.Auth() {
+		return cmdutil.Refuse("a delivery host on an open mesh",
+			"the open dev mesh has no credentials, so the daemons could not tell members apart; its channels are live",
+			"cotal down && cotal up --detach")
+	}
+	var sys []byte
+	if opts.SystemCreds != "" {
+		if sys, err = os.ReadFile(opts.SystemCreds); err != nil {
+			return fmt.Errorf("--system-creds: %w", err)
+		}
+	}
+	level := slog.LevelInfo
+	if opts.Factory.Getenv != nil && opts.Factory.Getenv("COTAL_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(spacehost.NewPrefixHandler(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: level})))
+	host := &spacehost.Host{
+		Manifest: opts.Spaces,
+		Policy:   spacehost.ServeWhatYouCan,
+		Logger:   log,
+		Fatal:    func(err error) bool { return errors.Is(err, delivery.ErrBrokerGone) },
+		NewLane: func(e spacehost.Entry, laneLog *slog.Logger) (spacehost.Lane, error) {
+			creds, err := spaceCredential(opts, t, e.Space)
+			if err != nil {
+				return nil, err
+			}
+			return &delivery.Lane{Space: e.Space, Server: t.Server, Creds: creds, SystemCreds: sys, Logger: laneLog,
+				BrokerGone: opts.BrokerGone}, nil
+		},
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-hup:
+				host.Reload()
+			}
+		}
+	}()
+	err = host.Run(hctx, func(r spacehost.Ready) {
+		line := "✓ delivery host up (serving " + listOrNone(r.Serving) + "; retrying " + listOrNone(r.RetryingNames()) + ")"
+		fmt.Fprintln(opts.IO.Out, line)
+		for _, f := range r.Retrying {
+			fmt.Fprintf(opts.IO.ErrOut, "! cannot serve space %s yet, retrying every %s: %v\n", f.Space, spacehost.DefaultRetryDelay, f.Err)
+		}
+	})
+	if err != nil {
+		if m := opts.Spaces; strings.Contains(err.Error(), "must be writable") {
+			return cmdutil.Refuse("a delivery host for "+m, err.Error(),
+				"give the host write access to "+filepath.Dir(m))
+		}
+		return err
+	}
+	fmt.Fprintln(opts.IO.ErrOut, "delivery host stopped; leases released")
+	return nil
+}
+
+// spaceCredential is one lane's credential: <space>.creds in the --creds folder, or one
+// of profile delivery minted for the space from the project's keys (the mesh record read
+// again, so a space added with `cotal up --space` opens at the next attempt).
+func spaceCredential(opts *Options, t cmdutil.Target, space string) ([]byte, error) {
+	if t.Creds != "" {
+		p := filepath.Join(t.Creds, space+".creds")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("--creds: credential of space %s: %w", space, err)
+		}
+		return b, nil
+	}
+	t.Space = space
+	if t.Project != nil {
+		mesh, err := t.Project.ReadMesh()
+		if err != nil && !errors.Is(err, workspace.ErrNoMesh) {
+			return nil, fmt.Errorf("mesh record: %w", err)
+		}
+		if err == nil {
+			t.Mesh = mesh
+		}
+	}
+	return opts.Factory.Mint(t, trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery, Principal: DaemonPrincipal})
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,492 @@
+// Package spacehost runs one lane per space named in a manifest, in one process. Lanes
+// share the process and nothing else; every lane line is logged with a [<space>] prefix
+// (see PrefixHandler). A lane that fails to open or fails later is reopened every
+// RetryDelay while it fails. The host watches the manifest's folder and reloads on
+// Reload (wired to SIGHUP by commands): a space added opens, a space removed closes, a
+// changed entry closes and opens again. Once every space the manifest does not name has no
+// lane left, the host writes <manifest>.applied: the lowercase hex SHA-256 of the exact
+// manifest bytes and a newline.
+package spacehost
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// Lane serves one space until ctx ends or the lane fails.
+type Lane interface {
+	// Run opens the lane, calls ready() once it serves, and blocks. It returns nil after a
+	// clean close and an error that names the cause otherwise (fenced, broker lost, ...).
+	Run(ctx context.Context, ready func()) error
+}
+
+// Policy is what a host does at startup with a space it cannot serve.
+type Policy int
+
+const (
+	// ServeWhatYouCan starts with the spaces that open, names each one that does not with
+	// the reason, and retries those every RetryDelay.
+	ServeWhatYouCan Policy = iota
+	// AllOrNone refuses startup if any space fails to open, closing the lanes it opened
+	// (and never reopening them).
+	AllOrNone
+)
+
+// Defaults of the Host's durations.
+const (
+	DefaultRetryDelay   = 5 * time.Second
+	DefaultCloseTimeout = 10 * time.Second
+)
+
+// Failure is a space a host could not serve, with the reason.
+type Failure struct {
+	Space string
+	Err   error
+}
+
+// Ready is what a host serves once every space of the initial manifest opened or failed
+// its first attempt.
+type Ready struct {
+	Serving  []string  // spaces whose lanes serve, in manifest order
+	Retrying []Failure // spaces the host retries every RetryDelay, in manifest order
+}
+
+// RetryingNames returns the names of the spaces in r.Retrying.
+func (r Ready) RetryingNames() []string {
+	out := make([]string, len(r.Retrying))
+	for i, f := range r.Retrying {
+		out[i] = f.Space
+	}
+	return out
+}
+
+// Host runs one lane per space of a manifest. Set its fields before Run; call Reload from
+// any goroutine while Run runs.
+type Host struct {
+	// Manifest is the manifest's path; its folder must be writable (for <manifest>.applied).
+	Manifest string
+	// NewLane builds the lane of one space from its manifest entry, with log, the host's
+	// logger With("space", entry.Space), for the lane's lines. It is called for every
+	// attempt, from the lane's own goroutine (so from several at once); an error counts as
+	// a failed open.
+	NewLane func(entry Entry, log *slog.Logger) (Lane, error)
+	// Settings parses a version 2 entry (see ParseSpaceManifest); nil allows "space" only.
+	Settings func(entry json.RawMessage) (any, error)
+	Policy   Policy
+	// Fatal, when set, reports a lane error that stops the whole host: Run closes every
+	// lane and returns it (a broker lost for the whole process, for example).
+	Fatal        func(err error) bool
+	RetryDelay   time.Duration // between attempts of a failing lane; 0 means 5 s
+	CloseTimeout time.Duration // how long a closing lane may take before it is reported; 0 means 10 s
+	Logger       *slog.Logger  // nil means discard; wrap its handler in a PrefixHandler
+
+	once   sync.Once
+	reload chan struct{}
+}
+
+// Reload asks a running host to read its manifest again.
+func (h *Host) Reload() {
+	select {
+	case h.reloadCh() <- struct{}{}:
+	default: // one is already pending
+	}
+}
+
+func (h *Host) reloadCh() chan struct{} {
+	h.once.Do(func() { h.reload = make(chan struct{}, 1) })
+	return h.reload
+}
+
+// AppliedPath is where the host acknowledges manifest: manifest + ".applied".
+func AppliedPath(manifest string) string { return manifest + ".applied" }
+
+// Hash is the acknowledgment of manifest bytes data: lowercase hex SHA-256.
+func Hash(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// slot is one run of a space's lane supervisor: attempts until its ctx ends.
+type slot struct {
+	entry   Entry
+	cancel  context.CancelFunc
+	done    chan struct{} // closed once the supervisor (and its last Run) returned
+	closing bool
+	since   time.Time // when closing started
+	warned  bool
+}
+
+// event is what a supervisor tells the host loop.
+type event struct {
+	s     *slot
+	ready bool  // the lane serves
+	err   error // the attempt failed (ready false)
+	first bool  // the slot's first attempt
+	exit  bool  // the supervisor returned
+}
+
+// state is the host loop's, owned by Run's goroutine.
+type state struct {
+	h       *Host
+	ctx     context.Context
+	log     *slog.Logger
+	events  chan event
+	cur     *Manifest
+	curHash string
+	stop    context.CancelFunc // ends every lane
+	acked   string             // the hash .applied holds
+	active  map[string]*slot   // the serving (or retrying) slot of each named space
+	closing []*slot            // slots asked to close whose supervisor has not returned
+	wg      sync.WaitGroup
+}
+
+// check validates the fields without I/O and returns a copy with the defaults filled in.
+func (h *Host) check() (*Host, error) {
+	c := &Host{Manifest: h.Manifest, NewLane: h.NewLane, Settings: h.Settings, Policy: h.Policy, Fatal: h.Fatal,
+		RetryDelay: h.RetryDelay, CloseTimeout: h.CloseTimeout, Logger: h.Logger}
+	if c.Manifest == "" {
+		return c, errors.New("no manifest path")
+	}
+	if c.NewLane == nil {
+		return c, errors.New("no lane constructor")
+	}
+	if c.RetryDelay < 0 || c.CloseTimeout < 0 {
+		return c, errors.New("negative retry delay or close timeout")
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = DefaultRetryDelay
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = DefaultCloseTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Run reads and parses the manifest (refusing to start when it does not read or parse
+// whole), writes <manifest>.applied (refusing to start when it cannot), opens a lane per
+// space and calls ready once every space opened or failed its first attempt. Under
+// AllOrNone a failed space refuses startup: Run closes the lanes it opened and returns the
+// failure. Then it serves until ctx ends (nil, after every lane returned) or Fatal
+// reports a lane error (that error, after every lane returned).
+func (h *Host) Run(ctx context.Context, ready func(Ready)) error {
+	cfg, err := h.check()
+	if err != nil {
+		return fmt.Errorf("space host: %w", err)
+	}
+	data, err := os.ReadFile(cfg.Manifest)
+	if err != nil {
+		return fmt.Errorf("space host: read manifest: %w", err)
+	}
+	m, err := ParseSpaceManifest(data, cfg.Settings)
+	if err != nil {
+		return fmt.Errorf("space host: %s: %w", cfg.Manifest, err)
+	}
+	dir := filepath.Dir(cfg.Manifest)
+	hash := Hash(data)
+	if err := workspace.WriteFileAtomic(AppliedPath(cfg.Manifest), []byte(hash+"\n"), 0o644); err != nil {
+		return fmt.Errorf("space host: the manifest's folder %s must be writable for %s: %w",
+			dir, filepath.Base(AppliedPath(cfg.Manifest)), err)
+	}
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("space host: watch %s: %w", dir, err)
+	}
+	defer watcher.Close()
+	if err := watcher.Add(dir); err != nil {
+		return fmt.Errorf("space host: watch %s: %w", dir, err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st := &state{h: cfg, ctx: runCtx, stop: cancel, log: cfg.Logger, events: make(chan event, 16), cur: m,
+		curHash: hash, acked: hash, active: map[string]*slot{}}
+	defer st.wg.Wait()
+	defer st.closeAll()
+	cfg.Logger.Info("manifest applied", "manifest", cfg.Manifest, "sha256", hash, "spaces", strings.Join(m.Names(), ","))
+
+	// Startup: open every space, wait for each first attempt.
+	pending := map[*slot]bool{}
+	var failures = map[string]error{}
+	for _, e := range m.Spaces {
+		pending[st.open(e)] = true
+	}
+	for len(pending) > 0 {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-st.events:
+			if ev.exit {
+				st.exited(ev.s)
+				continue
+			}
+			if !ev.first || !pending[ev.s] {
+				if err := st.handle(ev); err != nil {
+					return err
+				}
+				continue
+			}
+			delete(pending, ev.s)
+			if ev.err != nil {
+				if cfg.Fatal != nil && cfg.Fatal(ev.err) {
+					return ev.err
+				}
+				failures[ev.s.entry.Space] = ev.err
+				if cfg.Policy == AllOrNone {
+					return fmt.Errorf("space host: refusing to start: space %s: %w", ev.s.entry.Space, ev.err)
+				}
+				st.spaceLog(ev.s.entry.Space).Warn("cannot serve space; retrying", "every", cfg.RetryDelay, "err", ev.err)
+			}
+		}
+	}
+	r := Ready{}
+	for _, e := range m.Spaces {
+		if err, failed := failures[e.Space]; failed {
+			r.Retrying = append(r.Retrying, Failure{Space: e.Space, Err: err})
+		} else {
+			r.Serving = append(r.Serving, e.Space)
+		}
+	}
+	if ready != nil {
+		ready(r)
+	}
+	tick := time.NewTicker(cfg.CloseTimeout)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-h.reloadCh():
+			st.reloadManifest()
+		case we, ok := <-watcher.Events:
+			if ok && filepath.Clean(we.Name) == filepath.Clean(cfg.Manifest) &&
+				we.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
+				st.reloadManifest()
+			}
+		case werr, ok := <-watcher.Errors:
+			if ok {
+				cfg.Logger.Warn("manifest watch", "dir", dir, "err", werr)
+			}
+		case ev := <-st.events:
+			if err := st.handle(ev); err != nil {
+				return err
+			}
+		case <-tick.C:
+			st.checkClosing()
+			st.ack()
+		}
+	}
+}
+
+func (st *state) spaceLog(space string) *slog.Logger { return st.log.With("space", space) }
+
+// open starts the supervisor of entry's space.
+func (st *state) open(e Entry) *slot {
+	ctx, cancel := context.WithCancel(st.ctx)
+	s := &slot{entry: e, cancel: cancel, done: make(chan struct{})}
+	st.active[e.Space] = s
+	st.wg.Add(1)
+	go st.supervise(ctx, s)
+	return s
+}
+
+// send delivers ev to the host loop unless the host stopped.
+func (st *state) send(ev event) {
+	select {
+	case st.events <- ev:
+	case <-st.ctx.Done():
+	}
+}
+
+// supervise runs s's lane, reopening it every RetryDelay while it fails, until its ctx ends.
+func (st *state) supervise(ctx context.Context, s *slot) {
+	defer st.wg.Done()
+	defer func() {
+		close(s.done)
+		st.send(event{s: s, exit: true})
+	}()
+	log := st.spaceLog(s.entry.Space)
+	first := true
+	for {
+		err := st.attempt(ctx, s, log, first)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("lane stopped by itself")
+		}
+		st.send(event{s: s, err: err, first: first})
+		first = false
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(st.h.RetryDelay):
+		}
+	}
+}
+
+// attempt builds and runs the lane once.
+func (st *state) attempt(ctx context.Context, s *slot, log *slog.Logger, first bool) error {
+	lane, err := st.h.NewLane(s.entry, log)
+	if err != nil {
+		return fmt.Errorf("space %s: %w", s.entry.Space, err)
+	}
+	var once sync.Once
+	return lane.Run(ctx, func() {
+		once.Do(func() { st.send(event{s: s, ready: true, first: first}) })
+	})
+}
+
+// handle processes a supervisor's event after startup; a fatal lane error is returned.
+func (st *state) handle(ev event) error {
+	log := st.spaceLog(ev.s.entry.Space)
+	switch {
+	case ev.exit:
+		st.exited(ev.s)
+	case ev.ready:
+		if !ev.first {
+			log.Info("lane reopened")
+		} else {
+			log.Info("lane open")
+		}
+	case ev.err != nil:
+		if st.h.Fatal != nil && st.h.Fatal(ev.err) {
+			return ev.err
+		}
+		log.Warn("lane failed; retrying", "every", st.h.RetryDelay, "err", ev.err)
+	}
+	return nil
+}
+
+// exited forgets a returned supervisor, opens its space again when the manifest names it
+// and no lane serves it, and acknowledges the manifest when it can.
+func (st *state) exited(s *slot) {
+	if i := slices.Index(st.closing, s); i >= 0 {
+		st.closing = slices.Delete(st.closing, i, i+1)
+		st.spaceLog(s.entry.Space).Info("lane closed")
+	}
+	if st.active[s.entry.Space] == s {
+		delete(st.active, s.entry.Space) // the supervisor ended without being asked
+	}
+	if st.ctx.Err() != nil {
+		return
+	}
+	if e, named := st.cur.entry(s.entry.Space); named && st.active[e.Space] == nil && !st.isClosing(e.Space) {
+		st.open(e)
+	}
+	st.ack()
+}
+
+func (st *state) isClosing(space string) bool {
+	return slices.ContainsFunc(st.closing, func(s *slot) bool { return s.entry.Space == space })
+}
+
+// closeSlot asks s to close.
+func (st *state) closeSlot(s *slot) {
+	delete(st.active, s.entry.Space)
+	s.closing, s.since = true, time.Now()
+	st.closing = append(st.closing, s)
+	s.cancel()
+}
+
+// closeAll asks every lane to close (the host is stopping).
+func (st *state) closeAll() {
+	st.stop() // supervisors no longer report once the host stops
+	for _, s := range st.active {
+		s.cancel()
+	}
+	for _, s := range st.closing {
+		s.cancel()
+	}
+}
+
+// checkClosing reports lanes that have not confirmed their close within CloseTimeout.
+func (st *state) checkClosing() {
+	for _, s := range st.closing {
+		if !s.warned && time.Since(s.since) >= st.h.CloseTimeout {
+			s.warned = true
+			st.spaceLog(s.entry.Space).Warn("lane has not confirmed its close; holding the manifest acknowledgment back",
+				"waited", st.h.CloseTimeout)
+		}
+	}
+}
+
+// reloadManifest reads the manifest again and applies it; a manifest that does not read
+// or parse whole is logged and ignored, keeping the current lanes.
+func (st *state) reloadManifest() {
+	data, err := os.ReadFile(st.h.Manifest)
+	if err != nil {
+		st.log.Warn("manifest ignored: keeping the current lanes", "manifest", st.h.Manifest, "err", err)
+		return
+	}
+	hash := Hash(data)
+	if hash == st.curHash {
+		return
+	}
+	m, err := ParseSpaceManifest(data, st.h.Settings)
+	if err != nil {
+		st.log.Warn("manifest ignored: keeping the current lanes", "manifest", st.h.Manifest, "err", err)
+		return
+	}
+	st.log.Info("manifest changed", "manifest", st.h.Manifest, "sha256", hash, "spaces", strings.Join(m.Names(), ","))
+	st.cur, st.curHash = m, hash
+	for space, s := range st.active {
+		e, named := m.entry(space)
+		switch {
+		case !named:
+			st.spaceLog(space).Info("space removed from the manifest; closing its lane")
+			st.closeSlot(s)
+		case string(e.Raw) != string(s.entry.Raw):
+			st.spaceLog(space).Info("space entry changed; reopening its lane")
+			st.closeSlot(s)
+		}
+	}
+	for _, e := range m.Spaces {
+		if st.active[e.Space] != nil {
+			continue
+		}
+		if st.isClosing(e.Space) {
+			st.spaceLog(e.Space).Info("space waits for its previous lane to close")
+			continue
+		}
+		st.spaceLog(e.Space).Info("space added; opening its lane")
+		st.open(e)
+	}
+	st.ack()
+}
+
+// ack writes <manifest>.applied once no lane is left for a space the manifest does not
+// name; a failed write is logged and tried again later.
+func (st *state) ack() {
+	if st.acked == st.curHash {
+		return
+	}
+	for _, s := range st.closing {
+		if _, named := st.cur.entry(s.entry.Space); !named {
+			return
+		}
+	}
+	path := AppliedPath(st.h.Manifest)
+	if err := workspace.WriteFileAtomic(path, []byte(st.curHash+"\n"), 0o644); err != nil {
+		st.log.Error("cannot acknowledge the manifest", "path", path, "err", err)
+		return
+	}
+	st.acked = st.curHash
+	st.log.Info("manifest applied", "manifest", st.h.Manifest, "sha256", st.curHash)
+}

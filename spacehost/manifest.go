@@ -1,0 +1,154 @@
+package spacehost
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Manifest is a parsed space manifest: the spaces a host serves, in manifest order.
+type Manifest struct {
+	Version int     // 1 or 2
+	Spaces  []Entry // one per space, no space twice
+}
+
+// Entry is one space of a manifest.
+type Entry struct {
+	Space string
+	// Raw is the entry's JSON, compacted, for a version 2 manifest (nil for version 1): two
+	// entries of one space with different Raw are a changed entry.
+	Raw json.RawMessage
+	// Settings is what the settings parser returned for a version 2 entry (nil without one).
+	Settings any
+}
+
+// Names returns the manifest's spaces in order.
+func (m *Manifest) Names() []string {
+	out := make([]string, len(m.Spaces))
+	for i, e := range m.Spaces {
+		out[i] = e.Space
+	}
+	return out
+}
+
+// entry returns the entry of space, or false.
+func (m *Manifest) entry(space string) (Entry, bool) {
+	for _, e := range m.Spaces {
+		if e.Space == space {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+// decodeStrict decodes data whole into v: unknown fields and trailing data refuse.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the JSON document")
+	}
+	return nil
+}
+
+// ParseSpaceManifest parses a whole space manifest. Version 1 names spaces:
+// {"version": 1, "spaces": ["alpha", "beta"]}. Version 2 has one object per space:
+// {"version": 2, "spaces": [{"space": "alpha", ...}]}; settings, when not nil, parses each
+// whole version 2 entry ("space" included) and should refuse fields it does not know;
+// without it an entry may hold "space" only. Unknown fields, a missing version or spaces
+// list, an invalid space name (protocol.CheckSpace) and a space named twice refuse the
+// manifest, with a message naming the entry.
+func ParseSpaceManifest(data []byte, settings func(entry json.RawMessage) (any, error)) (*Manifest, error) {
+	var doc struct {
+		Version *int            `json:"version"`
+		Spaces  json.RawMessage `json:"spaces"`
+	}
+	if err := decodeStrict(data, &doc); err != nil {
+		return nil, fmt.Errorf("space manifest: %w", err)
+	}
+	if doc.Version == nil {
+		return nil, errors.New("space manifest: no version: want 1 or 2")
+	}
+	if len(doc.Spaces) == 0 || bytes.Equal(doc.Spaces, []byte("null")) {
+		return nil, errors.New("space manifest: no spaces list")
+	}
+	m := &Manifest{Version: *doc.Version}
+	switch m.Version {
+	case 1:
+		var names []string
+		if err := decodeStrict(doc.Spaces, &names); err != nil {
+			return nil, fmt.Errorf("space manifest version 1: spaces: want a list of space names: %w", err)
+		}
+		for _, n := range names {
+			m.Spaces = append(m.Spaces, Entry{Space: n})
+		}
+	case 2:
+		var raws []json.RawMessage
+		if err := decodeStrict(doc.Spaces, &raws); err != nil {
+			return nil, fmt.Errorf("space manifest version 2: spaces: want a list of objects: %w", err)
+		}
+		for i, raw := range raws {
+			e, err := parseEntry(raw, settings)
+			if err != nil {
+				return nil, fmt.Errorf("space manifest: entry %d: %w", i, err)
+			}
+			m.Spaces = append(m.Spaces, e)
+		}
+	default:
+		return nil, fmt.Errorf("space manifest: version %d: want 1 or 2", m.Version)
+	}
+	seen := make(map[string]int, len(m.Spaces))
+	for i, e := range m.Spaces {
+		if err := protocol.CheckSpace(e.Space); err != nil {
+			return nil, fmt.Errorf("space manifest: entry %d: %w", i, err)
+		}
+		if j, dup := seen[e.Space]; dup {
+			return nil, fmt.Errorf("space manifest: entry %d: space %q is named twice (entry %d too)", i, e.Space, j)
+		}
+		seen[e.Space] = i
+	}
+	return m, nil
+}
+
+// parseEntry parses one version 2 entry.
+func parseEntry(raw json.RawMessage, settings func(json.RawMessage) (any, error)) (Entry, error) {
+	var fields map[string]json.RawMessage
+	if err := decodeStrict(raw, &fields); err != nil || fields == nil {
+		return Entry{}, fmt.Errorf("want an object with a space: %s", raw)
+	}
+	var e Entry
+	sp, ok := fields["space"]
+	if !ok {
+		return e, errors.New("no space")
+	}
+	if err := json.Unmarshal(sp, &e.Space); err != nil {
+		return e, fmt.Errorf("space: want a string: %w", err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return e, fmt.Errorf("space %q: %w", e.Space, err)
+	}
+	e.Raw = compact.Bytes()
+	if settings == nil {
+		var only struct {
+			Space string `json:"space"`
+		}
+		if err := decodeStrict(raw, &only); err != nil {
+			return e, fmt.Errorf("space %q: %w", e.Space, err)
+		}
+		return e, nil
+	}
+	s, err := settings(raw)
+	if err != nil {
+		return e, fmt.Errorf("space %q: %w", e.Space, err)
+	}
+	e.Settings = s
+	return e, nil
+}
