@@ -36,7 +36,7 @@ func names(space string) []string {
 		"CHAT_" + space, "DM_" + space, "TASK_" + space,
 		"cotal_presence_" + space, "cotal_channels_" + space,
 		"DLV_" + space, "cotal_delivery_" + space, "cotal_members_" + space, "cotal_acl_" + space,
-		"cotal_channels_" + space + "/=defaults",
+		"cotal_auth_" + space, "cotal_channels_" + space + "/=defaults",
 	}
 }
 
@@ -94,6 +94,7 @@ func TestSpaceCreatesFootprint(t *testing.T) {
 		{"KV_cotal_delivery_prod", "$KV.cotal_delivery_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, 30 * time.Second, 30 * time.Second},
 		{"KV_cotal_members_prod", "$KV.cotal_members_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, 0, 2 * time.Minute},
 		{"KV_cotal_acl_prod", "$KV.cotal_acl_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, 0, 2 * time.Minute},
+		{"KV_cotal_auth_prod", "$KV.cotal_auth_prod.>", jetstream.LimitsPolicy, 1, false, jetstream.DiscardNew, 0, 2 * time.Minute},
 	} {
 		c := streamConfig(t, js, w.name)
 		if !slices.Equal(c.Subjects, []string{w.subject}) || c.Retention != w.retention || c.Storage != jetstream.FileStorage ||
@@ -104,6 +105,16 @@ func TestSpaceCreatesFootprint(t *testing.T) {
 	}
 	if c := streamConfig(t, js, "KV_cotal_channels_prod"); !c.AllowRollup {
 		t.Errorf("channels bucket does not allow rollup")
+	}
+	auth, err := js.KeyValue(ctx, provision.BucketAuth("prod"))
+	if err != nil {
+		t.Fatalf("auth bucket: %v", err)
+	}
+	if _, err := auth.Put(ctx, "actor.alice", []byte("{}")); err != nil {
+		t.Fatalf("put into auth bucket: %v", err)
+	}
+	if e, err := auth.Get(ctx, "actor.alice"); err != nil || string(e.Value()) != "{}" {
+		t.Fatalf("get from auth bucket without direct get: %v", err)
 	}
 	if c := streamConfig(t, js, "CHAT_prod"); c.AllowRollup || c.DenyDelete || c.DenyPurge {
 		t.Errorf("CHAT_prod rollup/deny flags %v/%v/%v, want all false", c.AllowRollup, c.DenyDelete, c.DenyPurge)

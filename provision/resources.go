@@ -91,7 +91,32 @@ func resources(space string, leaseTTL time.Duration) []resource {
 			Storage:  jetstream.FileStorage,
 			Replicas: 1,
 		}),
+		authBucket(space),
 	}
+}
+
+// BucketAuth names the space's user-auth KV bucket, which holds the actor ledger.
+func BucketAuth(space string) string { return "cotal_auth_" + space }
+
+// authBucket is the user-auth bucket. The KV API always turns direct get on, and a direct
+// get is served by any replica without the stream's read permissions in the way, so the
+// bucket is made as a KV-shaped stream with direct get off; the KV API binds to it as a
+// bucket all the same.
+func authBucket(space string) resource {
+	r := bucket(jetstream.KeyValueConfig{
+		Bucket:   BucketAuth(space),
+		History:  1,
+		Storage:  jetstream.FileStorage,
+		Replicas: 1,
+	})
+	r.kv = nil
+	r.want.AllowDirect = false
+	r.want.DenyDelete = true
+	r.want.MaxMsgs = -1
+	r.want.MaxBytes = -1
+	r.want.MaxConsumers = -1
+	r.want.MaxMsgSize = -1
+	return r
 }
 
 // baseStream is the common stream config of wire-protocol §8.

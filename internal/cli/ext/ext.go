@@ -69,6 +69,9 @@ Go module path@version, built with ` + "`go install`" + ` into a temp GOBIN. The
 A module under github.com/cotal-ai/ is first-party. --first-party marks a local executable
 first-party (a release build of a first-party extension): ` + "`cotal update`" + ` then verifies it in
 place while it is at cotal's version, and reinstalls it from its path otherwise.`,
+		Example: `  cotal ext add ./bin/cotal-hello
+  cotal ext add github.com/cotal-ai/cotal-web@v0.3.0
+  cotal ext add ./bin/cotal-hello --name hi --reinstall`,
 		Args: cobra.ExactArgs(1),
 		PreRunE: func(c *cobra.Command, args []string) error {
 			add.Spec = args[0]
@@ -91,6 +94,7 @@ place while it is at cotal's version, and reinstalls it from its path otherwise.
 		Use:     "rm <name>",
 		Aliases: []string{"remove"},
 		Short:   "Remove an extension",
+		Example: `  cotal ext rm hello`,
 		Args:    cobra.ExactArgs(1),
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			rm.Name = args[0]
@@ -104,6 +108,8 @@ place while it is at cotal's version, and reinstalls it from its path otherwise.
 		Use:     "list [--json]",
 		Aliases: []string{"ls"},
 		Short:   "List extensions with their version, spec and whether their file is intact",
+		Example: `  cotal ext list
+  cotal ext list --json`,
 		Args:    cobra.NoArgs,
 		RunE:    run("list", list, runList),
 	}
