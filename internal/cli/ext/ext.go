@@ -110,8 +110,8 @@ place while it is at cotal's version, and reinstalls it from its path otherwise.
 		Short:   "List extensions with their version, spec and whether their file is intact",
 		Example: `  cotal ext list
   cotal ext list --json`,
-		Args:    cobra.NoArgs,
-		RunE:    run("list", list, runList),
+		Args: cobra.NoArgs,
+		RunE: run("list", list, runList),
 	}
 	listCmd.Flags().BoolVar(&list.JSON, "json", false, "print one JSON document")
 
