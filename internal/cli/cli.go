@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cotal-ai/cotal/internal/cli/actor"
 	"github.com/cotal-ai/cotal/internal/cli/channels"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/console"
@@ -122,6 +123,7 @@ peer, anycast to whoever holds a role.`,
 		mint.NewCmdMint(f, nil),
 		deliver.NewCmdDeliver(f, nil),
 		channels.NewCmdChannels(f, nil),
+		actor.NewCmdActor(f, nil),
 	)
 	return root
 }

@@ -1,0 +1,309 @@
+// Package actor implements `cotal actor`: grant, revoke and list the rows of a space's actor
+// ledger, which say which IdP subjects may act as which actor on a user-auth space, and with
+// what permissions.
+package actor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/ledger"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
+	"github.com/cotal-ai/cotal/trust"
+)
+
+// Op is what `cotal actor` was asked to do.
+type Op string
+
+// The operations.
+const (
+	OpGrant  Op = "grant"
+	OpRevoke Op = "revoke"
+	OpList   Op = "list"
+)
+
+// Options are the arguments and flags of `cotal actor grant|revoke|list`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+
+	Mesh cmdutil.MeshFlags
+	Op   Op
+	JSON bool // list
+
+	// Row is what grant stores (its Subjects are added to those already granted); revoke
+	// reads Actor and, when given, the one subject in Subjects.
+	Row ledger.Row
+}
+
+// NewCmdActor builds `cotal actor` with grant, revoke and list.
+func NewCmdActor(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "actor <grant|revoke|list>",
+		Short: "Grant, revoke and list who may act as which actor on a user-auth space",
+		Long: `The actor ledger of a space says which IdP subjects (people, as their identity provider
+names them) may act as an actor, and what that actor may read, post and do. A bearer is only
+issued for a granted actor, and a change bites at the next exchange and the next connect.
+No row means not granted: an empty ledger denies everyone.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return cmdutil.FlagErrorf("say what to do: cotal actor grant, cotal actor revoke, or cotal actor list")
+		},
+	}
+	cmd.AddCommand(newCmdGrant(f, runF), newCmdRevoke(f, runF), newCmdList(f, runF))
+	return cmd
+}
+
+func newCmdGrant(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Factory: f, Op: OpGrant}
+	cmd := &cobra.Command{
+		Use:   "grant <actor> --sub <idp subject> [--role R] [--allow-subscribe P]... [--allow-publish P]... [--scope spawn,admin,...] [--label L]",
+		Short: "Let an IdP subject act as an actor, with these permissions",
+		Long: `Grant replaces the actor's permissions (role, channels, scopes, label) with the flags given,
+and adds the --sub subjects to those already allowed to act as it. Channels are patterns
+(team.*, team.>); scopes are spawn, admin, supervise and role:<role>. A grant must give at
+least one scope or channel.`,
+		Example: `  cotal actor grant alice --sub 248289761001 --allow-subscribe 'team.>' --allow-publish team.backend
+  cotal actor grant ops --sub ops@example.com --scope spawn,role:default --allow-subscribe '>'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Row.Actor = args[0]
+			if err := checkGrant(opts.Row); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runGrant(cmd.Context(), opts)
+		},
+	}
+	opts.Mesh.Register(cmd.Flags())
+	fl := cmd.Flags()
+	fl.StringArrayVar(&opts.Row.Subjects, "sub", nil, "IdP subject allowed to act as the actor (repeatable)")
+	fl.StringVar(&opts.Row.Role, "role", "", "anycast role of the actor")
+	fl.StringArrayVar(&opts.Row.AllowSubscribe, "allow-subscribe", nil, "channel pattern the actor may read (repeatable)")
+	fl.StringArrayVar(&opts.Row.AllowPublish, "allow-publish", nil, "channel pattern the actor may post to (repeatable)")
+	fl.StringSliceVar(&opts.Row.Scopes, "scope", nil, "scopes: spawn, admin, supervise, role:<role> (comma-separated or repeated)")
+	fl.StringVar(&opts.Row.Label, "label", "", "a note for people reading the ledger")
+	return cmd
+}
+
+// checkGrant validates the grant's arguments and flags without I/O.
+func checkGrant(r ledger.Row) error {
+	what := "granting actor " + r.Actor
+	if len(r.Subjects) == 0 {
+		return cmdutil.Refuse(what, "no --sub says which IdP subject may act as it",
+			"cotal actor grant "+r.Actor+" --sub <idp subject> --allow-subscribe <channel>")
+	}
+	if len(r.Scopes)+len(r.AllowSubscribe)+len(r.AllowPublish) == 0 {
+		return cmdutil.Refuse(what, "it would grant nothing: give --scope, --allow-subscribe or --allow-publish",
+			"cotal actor grant "+r.Actor+" --sub "+r.Subjects[0]+" --allow-subscribe <channel>")
+	}
+	if err := r.Validate(); err != nil {
+		return cmdutil.Refuse(what, strings.TrimPrefix(err.Error(), ledger.ErrInvalidRow.Error()+": "),
+			"cotal actor grant --help")
+	}
+	return nil
+}
+
+func newCmdRevoke(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Factory: f, Op: OpRevoke}
+	var sub string
+	cmd := &cobra.Command{
+		Use:   "revoke <actor> [--sub S]",
+		Short: "Take an actor's grant away, or one subject's right to act as it",
+		Long: `Revoke deletes the actor's row; with --sub it only removes that subject, and deletes the
+row when no subject is left. It bites at the next exchange and the next connect; a bearer
+already issued lives until it expires (minutes at most).`,
+		Example: `  cotal actor revoke alice
+  cotal actor revoke ops --sub ops@example.com`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Row.Actor = args[0]
+			if !protocol.ValidActor(opts.Row.Actor) {
+				return cmdutil.Refuse("revoking actor "+opts.Row.Actor, fmt.Sprintf("it is not an actor token (1 to %d letters, digits and _)", protocol.MaxActorLength), "cotal actor list")
+			}
+			if cmd.Flags().Changed("sub") {
+				if err := ledger.CheckSubject(sub); err != nil {
+					return cmdutil.Refuse("revoking actor "+opts.Row.Actor, err.Error(), "cotal actor list")
+				}
+				opts.Row.Subjects = []string{sub}
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runRevoke(cmd.Context(), opts)
+		},
+	}
+	opts.Mesh.Register(cmd.Flags())
+	cmd.Flags().StringVar(&sub, "sub", "", "remove only this IdP subject")
+	return cmd
+}
+
+func newCmdList(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Factory: f, Op: OpList}
+	cmd := &cobra.Command{
+		Use:     "list [--json]",
+		Short:   "List the granted actors",
+		Example: `  cotal actor list`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runList(cmd.Context(), opts)
+		},
+	}
+	opts.Mesh.Register(cmd.Flags())
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON document")
+	return cmd
+}
+
+// openLedger connects as the project's provisioner and opens the space's auth bucket. The
+// caller closes the endpoint.
+func openLedger(ctx context.Context, opts *Options) (*client.Endpoint, jetstream.KeyValue, string, error) {
+	t, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	name, actor := cmdutil.OperatorIdentity()
+	ep, err := opts.Factory.Connect(ctx, t, client.Config{Name: name, Actor: actor, Kind: protocol.CardEndpoint},
+		cmdutil.As{Profile: trust.ProfileProvisioner})
+	if err != nil {
+		return nil, nil, "", err
+	}
+	bucket := provision.BucketAuth(t.Space)
+	kv, err := ep.JetStream().KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		ep.Close()
+		return nil, nil, "", cmdutil.Refuse("opening the actor ledger of space "+t.Space,
+			"the space has no "+bucket+" bucket yet (it was made by an older cotal)", "cotal down && cotal up --detach")
+	}
+	if err != nil {
+		ep.Close()
+		return nil, nil, "", fmt.Errorf("actor ledger %s: %w", bucket, err)
+	}
+	return ep, kv, t.Space, nil
+}
+
+// grantAttempts bounds how often grant re-reads a row that changed under it.
+const grantAttempts = 3
+
+func runGrant(ctx context.Context, opts *Options) error {
+	ep, kv, space, err := openLedger(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	var row ledger.Row
+	for range grantAttempts {
+		want := opts.Row
+		cur, lerr := ledger.Lookup(ctx, kv, want.Actor)
+		switch {
+		case errors.Is(lerr, ledger.ErrNotGranted):
+		case errors.Is(lerr, ledger.ErrInvalidRow):
+			return cmdutil.Refuse("granting actor "+want.Actor, "its stored row is broken ("+lerr.Error()+"), and a grant would keep subjects from it",
+				"cotal actor revoke "+want.Actor)
+		case lerr != nil:
+			return lerr
+		default:
+			want.Subjects = append(append([]string{}, cur.Subjects...), want.Subjects...)
+			want.Revision = cur.Revision
+		}
+		row, err = ledger.Grant(ctx, kv, want)
+		if !errors.Is(err, ledger.ErrConflict) {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "✓ granted %s in space %s to %s (revision %d)\n", row.Actor, space, strings.Join(row.Subjects, ", "), row.Revision)
+	fmt.Fprintf(opts.IO.ErrOut, "it takes effect at the next exchange and connect\n")
+	return nil
+}
+
+func runRevoke(ctx context.Context, opts *Options) error {
+	ep, kv, space, err := openLedger(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	actor, sub := opts.Row.Actor, ""
+	if len(opts.Row.Subjects) > 0 {
+		sub = opts.Row.Subjects[0]
+	}
+	row, err := ledger.Revoke(ctx, kv, actor, sub)
+	if errors.Is(err, ledger.ErrNotGranted) {
+		why := "it is not granted in space " + space
+		if sub != "" {
+			why = "subject " + sub + " may not act as it in space " + space
+		}
+		return cmdutil.Refuse("revoking actor "+actor, why, "cotal actor list")
+	}
+	if err != nil {
+		return err
+	}
+	if row.Actor != "" {
+		fmt.Fprintf(opts.IO.Out, "✓ revoked subject %s from %s in space %s; %s still may act as it\n", sub, actor, space, strings.Join(row.Subjects, ", "))
+	} else {
+		fmt.Fprintf(opts.IO.Out, "✓ revoked %s in space %s\n", actor, space)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "it bites at the next exchange and connect; bearers already issued expire within minutes\n")
+	return nil
+}
+
+// ListReport is what `cotal actor list --json` prints.
+type ListReport struct {
+	Space  string       `json:"space"`
+	Actors []ledger.Row `json:"actors"`
+}
+
+func runList(ctx context.Context, opts *Options) error {
+	ep, kv, space, err := openLedger(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	rows, err := ledger.List(ctx, kv)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(ListReport{Space: space, Actors: rows})
+	}
+	out := opts.IO.Out
+	if len(rows) == 0 {
+		fmt.Fprintf(out, "no actors granted in space %s\n", space)
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACTOR\tSUBJECTS\tROLE\tSUBSCRIBE\tPUBLISH\tSCOPES\tLABEL")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Actor, list(r.Subjects), orDash(r.Role), list(r.AllowSubscribe),
+			list(r.AllowPublish), list(r.Scopes), orDash(cmdutil.OneLine(r.Label)))
+	}
+	return tw.Flush()
+}
+
+func list(s []string) string { return orDash(strings.Join(s, ",")) }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
