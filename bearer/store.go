@@ -60,44 +60,10 @@ func loadOrCreate(path string, v any, fresh func() (any, error), check func() er
 
 // createFile writes v as JSON to path only if nothing is there yet: a 0600 temp file,
 // fsynced, hard-linked into place (atomic, fails with fs.ErrExist when path exists).
-func createFile(path string, v any) (err error) {
+func createFile(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	b = append(b, '\n')
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, "."+base+".new-*")
-	if err != nil {
-		return fmt.Errorf("create %s: temp file: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if rmErr := os.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
-			err = errors.Join(err, fmt.Errorf("create %s: remove temp file: %w", path, rmErr))
-		}
-	}()
-	werr := f.Chmod(fileMode)
-	if werr == nil {
-		_, werr = f.Write(b)
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return fmt.Errorf("create %s: %w", path, werr)
-	}
-	if err := os.Link(tmp, path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fs.ErrExist
-		}
-		return fmt.Errorf("create %s: %w", path, err)
-	}
-	if err := workspace.SyncDir(dir); err != nil {
-		return fmt.Errorf("create %s: sync folder: %w", path, err)
-	}
-	return nil
+	return workspace.CreateFileAtomic(path, append(b, '\n'), fileMode)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -55,49 +54,14 @@ func corrupt(path, what, repair string) error {
 // to a temp file (mode 0600, fsynced) and hard-linked into place, which is atomic and
 // fails when path exists; so two processes creating the same file at once both end up
 // with the one that won, never a mix. It returns errExists when path was already there.
-func createFile(path string, v any) (err error) {
+func createFile(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	b = append(b, '\n')
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, "."+base+".new-*")
-	if err != nil {
-		return fmt.Errorf("create %s: temp file: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if rmErr := os.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
-			err = errors.Join(err, fmt.Errorf("create %s: remove temp file: %w", path, rmErr))
-		}
-	}()
-	if err := writeSynced(f, b); err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
-	}
-	if err := os.Link(tmp, path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return errExists
-		}
-		return fmt.Errorf("create %s: %w", path, err)
-	}
-	if err := workspace.SyncDir(dir); err != nil {
-		return fmt.Errorf("create %s: sync folder: %w", path, err)
-	}
-	return nil
-}
-
-// writeSynced sets f to fileMode, writes b, fsyncs and closes it, checking every step.
-func writeSynced(f *os.File, b []byte) error {
-	err := f.Chmod(fileMode)
-	if err == nil {
-		_, err = f.Write(b)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	err = workspace.CreateFileAtomic(path, append(b, '\n'), fileMode)
+	if errors.Is(err, fs.ErrExist) {
+		return errExists
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package workspace
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -47,6 +48,55 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if err := syncDir(dir); err != nil {
 		// The rename happened: path holds the new content, only its durability is unknown.
 		return fmt.Errorf("write %s: sync folder: %w", path, err)
+	}
+	return nil
+}
+
+// CreateFileAtomic creates path with data, never replacing anything: it writes a temp file
+// (mode perm exactly), fsyncs and closes it, and hard-links it to path, which is atomic and
+// fails when path exists (the error wraps fs.ErrExist), so two processes creating one file
+// both end up with the one that won. Where links are not supported it falls back to a
+// rename after checking that path is absent.
+func CreateFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("create %s: temp file: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if rmErr := os.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+			err = errors.Join(err, fmt.Errorf("remove temp file: %w", rmErr))
+		}
+	}()
+	if err := f.Chmod(perm); err != nil {
+		_ = f.Close() // already failing
+		return fmt.Errorf("create %s: set mode: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close() // already failing
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close() // already failing
+		return fmt.Errorf("create %s: sync: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("create %s: close: %w", path, err)
+	}
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create %s: %w", path, fs.ErrExist)
+		}
+		if _, statErr := os.Lstat(path); statErr == nil {
+			return fmt.Errorf("create %s: %w", path, fs.ErrExist)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("create %s: sync folder: %w", path, err)
 	}
 	return nil
 }

@@ -119,59 +119,12 @@ func (p *Project) writePersona(per *Persona, replace bool) error {
 	if replace {
 		err = WriteFileAtomic(path, data, 0o600)
 	} else {
-		err = createFileAtomic(path, data, 0o600)
+		err = createPersonaFile(path, data, 0o600)
 	}
 	if err != nil {
 		return fmt.Errorf("write persona %q: %w", per.Name, err)
 	}
 	per.Path = path
-	return nil
-}
-
-// createFileAtomic writes data to a temp file (mode perm) and hard-links it to path, which
-// fails when path exists, so path appears complete and is never replaced. Where links are
-// not supported it falls back to a rename after checking that path is absent.
-func createFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("create %s: temp file: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if rmErr := os.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
-			err = errors.Join(err, fmt.Errorf("remove temp file: %w", rmErr))
-		}
-	}()
-	if err := f.Chmod(perm); err != nil {
-		_ = f.Close() // already failing
-		return fmt.Errorf("create %s: set mode: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close() // already failing
-		return fmt.Errorf("create %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close() // already failing
-		return fmt.Errorf("create %s: sync: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("create %s: close: %w", path, err)
-	}
-	if err := os.Link(tmp, path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%w: %s", ErrPersonaExists, path)
-		}
-		if _, statErr := os.Lstat(path); statErr == nil {
-			return fmt.Errorf("%w: %s", ErrPersonaExists, path)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			return fmt.Errorf("create %s: %w", path, err)
-		}
-	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("create %s: sync folder: %w", path, err)
-	}
 	return nil
 }
 
@@ -217,4 +170,13 @@ func readLimited(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: over the %d-byte limit", path, limit)
 	}
 	return data, nil
+}
+
+// createPersonaFile creates path with data, refusing with ErrPersonaExists when it exists.
+func createPersonaFile(path string, data []byte, perm os.FileMode) error {
+	err := CreateFileAtomic(path, data, perm)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w: %s", ErrPersonaExists, path)
+	}
+	return err
 }
