@@ -177,9 +177,7 @@ func openLedger(ctx context.Context, opts *Options) (*client.Endpoint, jetstream
 	if err != nil {
 		return nil, nil, "", err
 	}
-	name, actor := cmdutil.OperatorIdentity()
-	ep, err := opts.Factory.Connect(ctx, t, client.Config{Name: name, Actor: actor, Kind: protocol.CardEndpoint},
-		cmdutil.As{Profile: trust.ProfileProvisioner})
+	ep, err := opts.Factory.ConnectOperator(ctx, t, trust.ProfileProvisioner)
 	if err != nil {
 		return nil, nil, "", err
 	}

@@ -196,9 +196,7 @@ func runList(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	name, actor := cmdutil.OperatorIdentity()
-	ep, err := opts.Factory.Connect(ctx, t, client.Config{Name: name, Actor: actor, Kind: protocol.CardEndpoint},
-		cmdutil.As{Profile: trust.ProfileObserver})
+	ep, err := opts.Factory.ConnectOperator(ctx, t, trust.ProfileObserver)
 	if err != nil {
 		return err
 	}
@@ -262,9 +260,7 @@ func runSet(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	name, actor := cmdutil.OperatorIdentity()
-	ep, err := opts.Factory.Connect(ctx, t, client.Config{Name: name, Actor: actor, Kind: protocol.CardEndpoint},
-		cmdutil.As{Profile: trust.ProfileProvisioner})
+	ep, err := opts.Factory.ConnectOperator(ctx, t, trust.ProfileProvisioner)
 	if err != nil {
 		return err
 	}

@@ -98,6 +98,13 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 	return ep, nil
 }
 
+// ConnectOperator connects to the target as the person at the keyboard (see
+// OperatorIdentity) with profile: a one-shot command's identity, not a peer in presence.
+func (f *Factory) ConnectOperator(ctx context.Context, t Target, profile trust.Profile) (*client.Endpoint, error) {
+	name, actor := OperatorIdentity()
+	return f.Connect(ctx, t, client.Config{Name: name, Actor: actor, Kind: protocol.CardEndpoint}, As{Profile: profile})
+}
+
 // credsOptions connects as the holder of c, with the only reply inbox it may read.
 func credsOptions(c trust.Creds) []nats.Option {
 	return []nats.Option{nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix)}

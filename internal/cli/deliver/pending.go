@@ -7,11 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 )
 
@@ -68,9 +66,7 @@ func runPending(ctx context.Context, opts *PendingOptions) error {
 	if err != nil {
 		return err
 	}
-	name, actor := cmdutil.OperatorIdentity()
-	ep, err := opts.Factory.Connect(ctx, t, client.Config{Name: name, Actor: actor, Kind: protocol.CardEndpoint},
-		cmdutil.As{Profile: trust.ProfileProvisioner})
+	ep, err := opts.Factory.ConnectOperator(ctx, t, trust.ProfileProvisioner)
 	if err != nil {
 		return err
 	}

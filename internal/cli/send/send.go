@@ -104,9 +104,7 @@ func runSend(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	name, actor := cmdutil.OperatorIdentity()
-	ep, err := opts.Factory.Connect(ctx, target, client.Config{Name: name, Actor: actor},
-		cmdutil.As{Profile: trust.ProfileProvisioner})
+	ep, err := opts.Factory.ConnectOperator(ctx, target, trust.ProfileProvisioner)
 	if err != nil {
 		return err
 	}

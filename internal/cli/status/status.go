@@ -75,9 +75,7 @@ func runStatus(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	name, actor := cmdutil.OperatorIdentity()
-	ep, err := opts.Factory.Connect(ctx, target, client.Config{Name: name, Actor: actor},
-		cmdutil.As{Profile: trust.ProfileObserver})
+	ep, err := opts.Factory.ConnectOperator(ctx, target, trust.ProfileObserver)
 	if err != nil {
 		return err
 	}
