@@ -1,0 +1,265 @@
+// Package exchange is the loopback token exchange of one user-auth space: an HTTP server on
+// 127.0.0.1 that turns an IdP ID token (a human) or a still-valid Cotal bearer (an agent)
+// into a fresh Cotal bearer, and publishes the bearer issuer's JWKS.
+//
+// Routes (a closed, exact-match table; anything else is 404 with the list of routes):
+//
+//	GET  /health    {"ok":true,"issuer":"urn:cotal:auth:<space>"}
+//	GET  /jwks      the issuer's public JWK set, Cache-Control: max-age=300
+//	POST /exchange  Authorization: Bearer <cap>; JSON body of at most 64 KiB
+//
+// POST /exchange refuses any request carrying an Origin header (403: browsers can reach
+// loopback but cannot strip Origin), a Content-Type other than application/json (415), a body
+// over 64 KiB (413), malformed JSON or unknown fields (400), and a missing or wrong capability
+// (401). Two disjoint grant types:
+//
+//	human: {"idToken": "...", "actor": "..."}
+//	agent: {"owner": "...", "actor": "...", "actorToken": "..."}
+//
+// A human's ID token is verified by the IdP verifier, the owner is derived with bearer.Owner
+// under the space's owner secret, and the actor's ledger row must name the identity (see
+// rowHasIdentity): the answer is a human bearer of 900 s. An agent presents a still-valid
+// bearer of the owner as actorToken; the actor's ledger row must name an identity deriving to
+// that owner: the answer is an agent bearer of 300 s. Both carry the row's scopes.
+//
+// Refusals are throttled per peer IP: past RefusalLimit refusals in a minute a peer's further
+// refusals are answered 429 with Retry-After. Successes are never throttled.
+package exchange
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/ledger"
+)
+
+// Limits of the exchange.
+const (
+	MaxBody         = 64 << 10         // largest accepted request body, bytes
+	RefusalLimit    = 30               // refusals per peer per RefusalWindow before 429
+	RefusalWindow   = time.Minute      // the throttle's fixed window
+	MaxPeers        = 1024             // most peers the throttle tracks at once
+	JWKSMaxAge      = 300              // Cache-Control max-age of /jwks, seconds
+	shutdownTimeout = 5 * time.Second  // bound on the graceful close
+	requestTimeout  = 10 * time.Second // bound on reading one request
+)
+
+// Ledger is what the exchange needs of the actor ledger. Lookup returns an error wrapping
+// ledger.ErrNotGranted when the actor has no row.
+type Ledger interface {
+	Lookup(ctx context.Context, actor string) (ledger.Row, error)
+}
+
+// IDTokenVerifier checks an IdP ID token (signature, iss, aud, exp) and returns the
+// identity it proves.
+type IDTokenVerifier interface {
+	VerifyIDToken(ctx context.Context, raw string) (issuer, subject string, err error)
+}
+
+// Server is the loopback exchange of one space. Set fields before Run.
+type Server struct {
+	Issuer      *bearer.Issuer  // signs and verifies the space's bearers; required
+	Ledger      Ledger          // the actor ledger; required
+	OwnerSecret []byte          // the space's owner secret (bearer.LoadOwnerSecret); required
+	IdP         IDTokenVerifier // verifies human ID tokens; required
+	// IdPIssuer is the issuer of bare (unqualified) ledger subjects. Empty means bare subjects
+	// match a human of any issuer the IdP verifier accepts, and cannot authorize agents.
+	IdPIssuer string
+	Cap       string           // the per-start capability; empty means Run generates 32 random bytes, hex
+	Addr      string           // listen address; empty means "127.0.0.1:0". Must be a loopback IP
+	Logger    *slog.Logger     // nil means discard
+	Now       func() time.Time // clock of the throttle; nil means time.Now
+
+	throttle *throttle
+}
+
+// check validates the configuration without I/O and fills defaults.
+func (s *Server) check() error {
+	switch {
+	case s.Issuer == nil:
+		return errors.New("no bearer issuer")
+	case s.Ledger == nil:
+		return errors.New("no ledger")
+	case len(s.OwnerSecret) < bearer.OwnerSecretSize:
+		return fmt.Errorf("owner secret is %d bytes, want at least %d", len(s.OwnerSecret), bearer.OwnerSecretSize)
+	case s.IdP == nil:
+		return errors.New("no IdP verifier")
+	}
+	if s.Cap == "" {
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return fmt.Errorf("generate capability: %w", err)
+		}
+		s.Cap = hex.EncodeToString(b)
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	now := s.Now
+	if now == nil {
+		now = time.Now
+	}
+	s.throttle = newThrottle(RefusalLimit, RefusalWindow, MaxPeers, now)
+	return nil
+}
+
+// listen binds addr, refusing any host that is not a loopback IP literal.
+func listen(ctx context.Context, addr string) (net.Listener, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("listen address %q: the exchange binds only a loopback IP such as 127.0.0.1", addr)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// Run checks the configuration, binds Addr, calls ready with the bound address once the
+// exchange accepts requests, and serves until ctx ends. It returns nil after a clean close
+// (http.Server.Shutdown bounded by 5 s), an error when it cannot start or serving fails.
+// Read Cap after ready for the capability clients must present.
+func (s *Server) Run(ctx context.Context, ready func(net.Addr)) error {
+	if err := s.check(); err != nil {
+		return fmt.Errorf("exchange: config: %w", err)
+	}
+	ln, err := listen(ctx, s.Addr)
+	if err != nil {
+		return fmt.Errorf("exchange: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           s.handler(),
+		ReadHeaderTimeout: requestTimeout,
+		ReadTimeout:       requestTimeout,
+		WriteTimeout:      requestTimeout,
+		MaxHeaderBytes:    MaxBody,
+		ErrorLog:          slog.NewLogLogger(s.Logger.Handler(), slog.LevelWarn),
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	s.Logger.Info("exchange listening", "addr", ln.Addr().String())
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		serr := srv.Shutdown(sctx)
+		<-done // nothing outlives Run
+		if serr != nil {
+			return fmt.Errorf("exchange: shutdown: %w", serr)
+		}
+		return nil
+	case err := <-done:
+		return fmt.Errorf("exchange: serve: %w", err)
+	}
+}
+
+// route is one entry of the closed route table.
+type route struct {
+	method  string
+	handler http.HandlerFunc
+}
+
+// routeList is the 404 body's list of routes.
+var routeList = []string{"GET /health", "GET /jwks", "POST /exchange"}
+
+// handler is the exchange's HTTP handler; it needs the defaults check fills.
+func (s *Server) handler() http.Handler {
+	routes := map[string]route{
+		"/health":   {http.MethodGet, s.health},
+		"/jwks":     {http.MethodGet, s.jwks},
+		"/exchange": {http.MethodPost, s.exchange},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt, ok := routes[r.URL.Path]
+		if !ok {
+			writeJSON(w, http.StatusNotFound, map[string]any{
+				"error":   "not_found",
+				"message": fmt.Sprintf("no route %s; the exchange serves %s", r.URL.Path, strings.Join(routeList, ", ")),
+				"routes":  routeList,
+			})
+			return
+		}
+		if r.Method != rt.method {
+			w.Header().Set("Allow", rt.method)
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s takes %s only", r.URL.Path, rt.method))
+			return
+		}
+		rt.handler(w, r)
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "issuer": s.Issuer.Issuer()})
+}
+
+func (s *Server) jwks(w http.ResponseWriter, _ *http.Request) {
+	b, err := s.Issuer.JWKS()
+	if err != nil {
+		s.Logger.Error("jwks", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the JWKS is unavailable; see the auth service log")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", fmt.Sprintf("max-age=%d", JWKSMaxAge))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// writeJSON writes v as a JSON response with the status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Error   string `json:"error"`   // a stable code: unauthorized, refused, throttled, ...
+	Message string `json:"message"` // what went wrong and what to do, for the operator
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, ErrorBody{Error: code, Message: msg})
+}
+
+// capOK reports whether the request presents the capability, in constant time.
+func (s *Server) capOK(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(s.Cap)) == 1
+}
+
+// peer is the throttle key of a request: the remote IP.
+func peer(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

@@ -1,0 +1,437 @@
+package exchange
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/ledger"
+)
+
+const (
+	testIdP     = "https://idp.test"
+	testSubject = "alice"
+	goodIDToken = "good-id-token"
+)
+
+// fakeIdP accepts goodIDToken as (testIdP, testSubject) and refuses anything else.
+type fakeIdP struct{}
+
+func (fakeIdP) VerifyIDToken(_ context.Context, raw string) (string, string, error) {
+	if raw != goodIDToken {
+		return "", "", errors.New("signature does not verify")
+	}
+	return testIdP, testSubject, nil
+}
+
+// fakeLedger is an in-memory ledger; err, when set, fails every lookup.
+type fakeLedger struct {
+	mu   sync.Mutex
+	rows map[string]ledger.Row
+	err  error
+}
+
+func (l *fakeLedger) Lookup(_ context.Context, actor string) (ledger.Row, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return ledger.Row{}, l.err
+	}
+	r, ok := l.rows[actor]
+	if !ok {
+		return ledger.Row{}, fmt.Errorf("lookup %s: %w", actor, ledger.ErrNotGranted)
+	}
+	return r, nil
+}
+
+func (l *fakeLedger) revoke(actor string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.rows, actor)
+}
+
+func (l *fakeLedger) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.err = err
+}
+
+// fakeClock is a settable clock for the throttle.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// fixture is a running exchange and what it was built from.
+type fixture struct {
+	srv    *Server
+	base   string
+	ledger *fakeLedger
+	clock  *fakeClock
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// start runs an exchange on 127.0.0.1:0 until the test ends; Run must return nil.
+func start(t *testing.T) *fixture {
+	t.Helper()
+	iss, err := bearer.Load(t.TempDir(), "demo")
+	if err != nil {
+		t.Fatalf("load issuer: %v", err)
+	}
+	secret, err := bearer.LoadOwnerSecret(t.TempDir())
+	if err != nil {
+		t.Fatalf("owner secret: %v", err)
+	}
+	led := &fakeLedger{rows: map[string]ledger.Row{
+		"alice":  {Actor: "alice", Subjects: []string{testSubject}, Scopes: []string{"spawn"}},
+		"worker": {Actor: "worker", Subjects: []string{testIdP + "|" + testSubject}, AllowPublish: []string{"work"}, Scopes: []string{"role:builder"}},
+		"bob":    {Actor: "bob", Subjects: []string{"bob"}, Scopes: []string{"admin"}},
+	}}
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	s := &Server{Issuer: iss, Ledger: led, OwnerSecret: secret, IdP: fakeIdP{}, IdPIssuer: testIdP, Logger: testLogger(t), Now: clock.Now}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, func(a net.Addr) { addrc <- a }) }()
+	var addr net.Addr
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		cancel()
+		t.Fatalf("run: %v", err)
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatal("exchange never ready")
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run after close: %v, want nil", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("run did not return after cancel")
+		}
+	})
+	if len(s.Cap) != 64 {
+		t.Fatalf("cap %q, want 64 hex characters", s.Cap)
+	}
+	return &fixture{srv: s, base: "http://" + addr.String(), ledger: led, clock: clock}
+}
+
+// reply is a decoded response.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r reply) errorCode(t *testing.T) string {
+	t.Helper()
+	var e ErrorBody
+	if err := json.Unmarshal(r.body, &e); err != nil {
+		t.Fatalf("error body %q: %v", r.body, err)
+	}
+	if e.Message == "" {
+		t.Errorf("error %q has no message", e.Error)
+	}
+	return e.Error
+}
+
+func (f *fixture) do(t *testing.T, method, path string, body []byte, hdr map[string]string) reply {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, f.base+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// post sends an exchange with the right cap and content type.
+func (f *fixture) post(t *testing.T, v any) reply {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.do(t, http.MethodPost, "/exchange", b, map[string]string{
+		"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"})
+}
+
+func (f *fixture) ok(t *testing.T, v any) Response {
+	t.Helper()
+	r := f.post(t, v)
+	if r.status != http.StatusOK {
+		t.Fatalf("exchange %v: %d %s", v, r.status, r.body)
+	}
+	var res Response
+	if err := json.Unmarshal(r.body, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestHealth(t *testing.T) {
+	f := start(t)
+	r := f.do(t, http.MethodGet, "/health", nil, nil)
+	var h struct {
+		OK     bool   `json:"ok"`
+		Issuer string `json:"issuer"`
+	}
+	if err := json.Unmarshal(r.body, &h); err != nil || r.status != 200 || !h.OK || h.Issuer != "urn:cotal:auth:demo" {
+		t.Fatalf("health: %d %s (%v)", r.status, r.body, err)
+	}
+}
+
+func TestJWKS(t *testing.T) {
+	f := start(t)
+	r := f.do(t, http.MethodGet, "/jwks", nil, nil)
+	if r.status != 200 || r.header.Get("Cache-Control") != "max-age=300" {
+		t.Fatalf("jwks: %d, Cache-Control %q", r.status, r.header.Get("Cache-Control"))
+	}
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(r.body, &set); err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Keys) != 1 || set.Keys[0].KeyID != f.srv.Issuer.KeyID() {
+		t.Fatalf("jwks keys %+v", set.Keys)
+	}
+}
+
+func TestUnknownRouteListsRoutes(t *testing.T) {
+	f := start(t)
+	r := f.do(t, http.MethodGet, "/nope", nil, nil)
+	if r.status != 404 || r.errorCode(t) != "not_found" {
+		t.Fatalf("404: %d %s", r.status, r.body)
+	}
+	for _, rt := range routeList {
+		if !bytes.Contains(r.body, []byte(rt)) {
+			t.Errorf("404 body %s does not list %q", r.body, rt)
+		}
+	}
+	r = f.do(t, http.MethodGet, "/exchange", nil, nil)
+	if r.status != 405 || r.header.Get("Allow") != "POST" {
+		t.Fatalf("GET /exchange: %d Allow %q", r.status, r.header.Get("Allow"))
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	f := start(t)
+	human, _ := json.Marshal(Request{IDToken: goodIDToken, Actor: "alice"})
+	cases := []struct {
+		name   string
+		body   []byte
+		hdr    map[string]string
+		status int
+		code   string
+	}{
+		{"no cap", human, map[string]string{"Content-Type": "application/json"}, 401, "unauthorized"},
+		{"wrong cap", human, map[string]string{"Authorization": "Bearer " + strings.Repeat("0", 64), "Content-Type": "application/json"}, 401, "unauthorized"},
+		{"cap not bearer", human, map[string]string{"Authorization": f.srv.Cap, "Content-Type": "application/json"}, 401, "unauthorized"},
+		{"origin", human, map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json", "Origin": "http://evil.test"}, 403, "origin_refused"},
+		{"text", human, map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "text/plain"}, 415, "unsupported_media_type"},
+		{"no content type", human, map[string]string{"Authorization": "Bearer " + f.srv.Cap}, 415, "unsupported_media_type"},
+		{"65 KiB", []byte(`{"idToken":"` + strings.Repeat("a", 65<<10) + `"}`), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 413, "body_too_large"},
+		{"not json", []byte(`{`), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json; charset=utf-8"}, 400, "bad_request"},
+		{"unknown field", []byte(`{"idToken":"x","actor":"alice","view":"admin"}`), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 400, "bad_request"},
+		{"both grants", []byte(`{"idToken":"x","actor":"alice","owner":"u_x","actorToken":"y"}`), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 400, "bad_request"},
+		{"trailing data", append(append([]byte{}, human...), `{}`...), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 400, "bad_request"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := f.do(t, http.MethodPost, "/exchange", c.body, c.hdr)
+			if r.status != c.status || r.errorCode(t) != c.code {
+				t.Fatalf("got %d %s, want %d %s", r.status, r.body, c.status, c.code)
+			}
+			if r.header.Get("Access-Control-Allow-Origin") != "" {
+				t.Error("CORS header set")
+			}
+		})
+	}
+}
+
+func TestHumanExchange(t *testing.T) {
+	f := start(t)
+	res := f.ok(t, Request{IDToken: goodIDToken, Actor: "alice"})
+	c, err := f.srv.Issuer.Verify(res.Token)
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	owner := bearer.Owner(f.srv.OwnerSecret, testIdP, testSubject)
+	if c.Owner != owner || res.Owner != owner || c.Actor != "alice" || res.Actor != "alice" || c.Kind != bearer.KindHuman ||
+		c.TTL != bearer.MaxHumanLifetime || res.ExpiresAt != c.Expiry.UnixMilli() || len(c.Scope) != 1 || c.Scope[0] != "spawn" {
+		t.Fatalf("claims %+v, response %+v", c, res)
+	}
+	// A qualified subject "<issuer>|<subject>" matches too.
+	if res := f.ok(t, Request{IDToken: goodIDToken, Actor: "worker"}); res.Owner != owner {
+		t.Fatalf("worker owner %q", res.Owner)
+	}
+	for _, req := range []Request{
+		{IDToken: "forged", Actor: "alice"},       // the IdP refuses
+		{IDToken: goodIDToken, Actor: "bob"},      // the row names someone else
+		{IDToken: goodIDToken, Actor: "stranger"}, // no row
+	} {
+		if r := f.post(t, req); r.status != 401 || r.errorCode(t) != "refused" {
+			t.Errorf("%+v: %d %s, want 401 refused", req, r.status, r.body)
+		}
+	}
+}
+
+func TestAgentExchange(t *testing.T) {
+	f := start(t)
+	human := f.ok(t, Request{IDToken: goodIDToken, Actor: "alice"})
+	res := f.ok(t, Request{Owner: human.Owner, Actor: "worker", ActorToken: human.Token})
+	c, err := f.srv.Issuer.Verify(res.Token)
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	if c.Owner != human.Owner || c.Actor != "worker" || c.Kind != bearer.KindAgent || c.TTL != bearer.MaxAgentLifetime ||
+		len(c.Scope) != 1 || c.Scope[0] != "role:builder" {
+		t.Fatalf("claims %+v", c)
+	}
+	// The agent renews with its own bearer.
+	if _, err := f.srv.Issuer.Verify(f.ok(t, Request{Owner: res.Owner, Actor: "worker", ActorToken: res.Token}).Token); err != nil {
+		t.Fatal(err)
+	}
+	other := bearer.Owner(f.srv.OwnerSecret, testIdP, "mallory")
+	for _, req := range []Request{
+		{Owner: other, Actor: "worker", ActorToken: human.Token},             // token of another owner
+		{Owner: human.Owner, Actor: "worker", ActorToken: human.Token + "x"}, // bad signature
+		{Owner: human.Owner, Actor: "bob", ActorToken: human.Token},          // row names another identity
+	} {
+		if r := f.post(t, req); r.status != 401 || r.errorCode(t) != "refused" {
+			t.Errorf("%+v: %d %s, want 401 refused", req.Actor, r.status, r.body)
+		}
+	}
+	// Revoked: the next exchange is refused.
+	f.ledger.revoke("worker")
+	if r := f.post(t, Request{Owner: human.Owner, Actor: "worker", ActorToken: human.Token}); r.status != 401 || r.errorCode(t) != "refused" {
+		t.Fatalf("revoked: %d %s", r.status, r.body)
+	}
+	// An unreachable ledger is the exchange's failure, not a refusal.
+	f.ledger.fail(errors.New("kv down"))
+	if r := f.post(t, Request{IDToken: goodIDToken, Actor: "alice"}); r.status != 503 || r.errorCode(t) != "unavailable" {
+		t.Fatalf("ledger down: %d %s", r.status, r.body)
+	}
+}
+
+func TestThrottle(t *testing.T) {
+	f := start(t)
+	bad := Request{IDToken: "forged", Actor: "alice"}
+	for i := range RefusalLimit {
+		if r := f.post(t, bad); r.status != 401 {
+			t.Fatalf("refusal %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	r := f.post(t, bad)
+	if r.status != 429 || r.errorCode(t) != "throttled" {
+		t.Fatalf("past the limit: %d %s, want 429", r.status, r.body)
+	}
+	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 {
+		t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
+	}
+	// A bad cap is a refusal too, and throttled alike.
+	if r := f.do(t, http.MethodPost, "/exchange", nil, nil); r.status != 429 {
+		t.Fatalf("bad cap while throttled: %d", r.status)
+	}
+	// Successes are never throttled.
+	f.ok(t, Request{IDToken: goodIDToken, Actor: "alice"})
+	// A new window forgives.
+	f.clock.advance(RefusalWindow)
+	if r := f.post(t, bad); r.status != 401 {
+		t.Fatalf("next window: %d %s, want 401", r.status, r.body)
+	}
+}
+
+func TestThrottlePeerBound(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	th := newThrottle(2, time.Minute, 4, clock.Now)
+	for i := range 3 {
+		if _, limited := th.refused("a"); limited != (i == 2) {
+			t.Fatalf("refusal %d of a: throttled %v", i+1, limited)
+		}
+	}
+	for i := range 100 {
+		clock.advance(time.Millisecond)
+		th.refused(fmt.Sprintf("p%d", i))
+		if n := th.size(); n > 4 {
+			t.Fatalf("%d peers tracked, want at most 4", n)
+		}
+	}
+	// The real bound.
+	big := newThrottle(RefusalLimit, RefusalWindow, MaxPeers, clock.Now)
+	for i := range 3 * MaxPeers {
+		big.refused(fmt.Sprintf("10.0.%d.%d", i/256, i%256))
+	}
+	if n := big.size(); n != MaxPeers {
+		t.Fatalf("%d peers tracked, want %d", n, MaxPeers)
+	}
+}
+
+func TestRunRefusesNonLoopback(t *testing.T) {
+	iss, err := bearer.Load(t.TempDir(), "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{":0", "0.0.0.0:0", "localhost:0", "192.0.2.1:0", "[::]:0"} {
+		s := &Server{Issuer: iss, Ledger: &fakeLedger{}, OwnerSecret: make([]byte, 32), IdP: fakeIdP{}, Addr: addr}
+		err := s.Run(t.Context(), func(net.Addr) { t.Errorf("%s: ready called", addr) })
+		if err == nil || !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("%s: %v, want a loopback refusal", addr, err)
+		}
+	}
+	s := &Server{Issuer: iss, Ledger: &fakeLedger{}, IdP: fakeIdP{}}
+	if err := s.Run(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "owner secret") {
+		t.Errorf("no owner secret: %v", err)
+	}
+}

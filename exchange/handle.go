@@ -1,0 +1,266 @@
+package exchange
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/ledger"
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Request is the body of POST /exchange. A human sets IDToken and Actor; an agent sets
+// Owner, Actor and ActorToken. Mixing the two is refused.
+type Request struct {
+	IDToken    string `json:"idToken,omitempty"`    // human: the IdP ID token
+	Owner      string `json:"owner,omitempty"`      // agent: the owner the actor token belongs to
+	Actor      string `json:"actor"`                // the actor to act as; both kinds
+	ActorToken string `json:"actorToken,omitempty"` // agent: a still-valid bearer of Owner
+}
+
+// Response is the body of a successful exchange.
+type Response struct {
+	Token     string `json:"token"`     // the Cotal bearer
+	ExpiresAt int64  `json:"expiresAt"` // its expiry, unix milliseconds
+	Owner     string `json:"owner"`
+	Actor     string `json:"actor"`
+}
+
+// refusal is a refused exchange: the status, code and message the client sees, and the
+// detail only the log sees.
+type refusal struct {
+	status int
+	code   string
+	msg    string
+	detail error
+}
+
+func (r *refusal) Error() string { return fmt.Sprintf("%s: %s: %v", r.code, r.msg, r.detail) }
+
+func refuse(status int, code, msg string, detail error) *refusal {
+	return &refusal{status: status, code: code, msg: msg, detail: detail}
+}
+
+// errUnavailable marks a failure of the exchange itself (the ledger is unreachable): not the
+// client's fault, so not throttled.
+var errUnavailable = errors.New("exchange unavailable")
+
+// exchange serves POST /exchange.
+func (s *Server) exchange(w http.ResponseWriter, r *http.Request) {
+	resp, err := s.serveExchange(r)
+	if err == nil {
+		s.Logger.Info("exchanged", "owner", resp.Owner, "actor", resp.Actor)
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	if errors.Is(err, errUnavailable) {
+		s.Logger.Error("exchange failed", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the exchange cannot reach the ledger; retry shortly and see the auth service log")
+		return
+	}
+	rf, ok := errors.AsType[*refusal](err)
+	if !ok { // the exchange's own failure: not the client's, so not throttled
+		s.Logger.Error("exchange failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the exchange failed; see the auth service log")
+		return
+	}
+	p := peer(r)
+	if retry, throttled := s.throttle.refused(p); throttled {
+		s.Logger.Warn("exchange throttled", "peer", p, "code", rf.code)
+		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
+		writeError(w, http.StatusTooManyRequests, "throttled",
+			fmt.Sprintf("too many refused exchanges from this peer; retry after %s", retry.Round(time.Second)))
+		return
+	}
+	s.Logger.Warn("exchange refused", "peer", p, "code", rf.code, "err", rf.detail)
+	if rf.status == http.StatusUnauthorized && rf.code == "unauthorized" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="cotal-exchange"`)
+	}
+	writeError(w, rf.status, rf.code, rf.msg)
+}
+
+// serveExchange checks the request hygiene and the capability, then runs the grant.
+func (s *Server) serveExchange(r *http.Request) (Response, error) {
+	if r.Header.Get("Origin") != "" {
+		return Response{}, refuse(http.StatusForbidden, "origin_refused",
+			"requests with an Origin header are refused: the exchange is not for browsers", nil)
+	}
+	if !s.capOK(r) {
+		return Response{}, refuse(http.StatusUnauthorized, "unauthorized",
+			"missing or wrong capability: send Authorization: Bearer <cap> with the cap from auth-service.json", nil)
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return Response{}, refuse(http.StatusUnsupportedMediaType, "unsupported_media_type",
+			"send the body as Content-Type: application/json", err)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBody))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return Response{}, refuse(http.StatusRequestEntityTooLarge, "body_too_large",
+				fmt.Sprintf("the body exceeds %d bytes", MaxBody), err)
+		}
+		return Response{}, refuse(http.StatusBadRequest, "bad_request", "the body could not be read", err)
+	}
+	req, err := decode(body)
+	if err != nil {
+		return Response{}, refuse(http.StatusBadRequest, "bad_request", err.Error(), err)
+	}
+	switch {
+	case req.IDToken != "":
+		return s.human(r.Context(), req)
+	default:
+		return s.agent(r.Context(), req)
+	}
+}
+
+// decode parses one closed JSON object and checks which grant type it is.
+func decode(body []byte) (Request, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var req Request
+	if err := dec.Decode(&req); err != nil {
+		return Request{}, fmt.Errorf("the body is not a JSON object of idToken, actor, owner, actorToken: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Request{}, errors.New("the body has data after the JSON object")
+	}
+	human := req.IDToken != ""
+	agent := req.Owner != "" || req.ActorToken != ""
+	switch {
+	case human && agent:
+		return Request{}, errors.New("send either idToken (a human) or owner and actorToken (an agent), not both")
+	case !human && !agent:
+		return Request{}, errors.New("send idToken (a human) or owner and actorToken (an agent)")
+	case agent && (req.Owner == "" || req.ActorToken == ""):
+		return Request{}, errors.New("an agent exchange needs both owner and actorToken")
+	case !protocol.ValidActor(req.Actor):
+		return Request{}, fmt.Errorf("actor %q: use 1 to %d letters, digits and _", req.Actor, protocol.MaxActorLength)
+	}
+	return req, nil
+}
+
+// notGranted is the one refusal for every ledger mismatch, so a client cannot tell a missing
+// row from a row that names someone else.
+func notGranted(actor string, detail error) *refusal {
+	return refuse(http.StatusUnauthorized, "refused",
+		fmt.Sprintf("this identity is not granted actor %q; ask the space admin to run cotal actor grant", actor), detail)
+}
+
+// row looks the actor up, mapping a missing row to a refusal and other failures to
+// errUnavailable.
+func (s *Server) row(ctx context.Context, actor string) (ledger.Row, error) {
+	row, err := s.Ledger.Lookup(ctx, actor)
+	switch {
+	case errors.Is(err, ledger.ErrNotGranted):
+		return ledger.Row{}, notGranted(actor, err)
+	case err != nil:
+		return ledger.Row{}, fmt.Errorf("%w: ledger lookup %q: %w", errUnavailable, actor, err)
+	}
+	return row, nil
+}
+
+// human exchanges an IdP ID token for a human bearer.
+func (s *Server) human(ctx context.Context, req Request) (Response, error) {
+	iss, sub, err := s.IdP.VerifyIDToken(ctx, req.IDToken)
+	if err != nil {
+		return Response{}, refuse(http.StatusUnauthorized, "refused",
+			"the ID token was not accepted (expired, wrong issuer or audience, or bad signature); log in again", err)
+	}
+	row, err := s.row(ctx, req.Actor)
+	if err != nil {
+		return Response{}, err
+	}
+	if !s.rowHasIdentity(row, iss, sub) {
+		return Response{}, notGranted(req.Actor, fmt.Errorf("no subject of the row matches %q", sub))
+	}
+	return s.issue(bearer.Claims{Owner: bearer.Owner(s.OwnerSecret, iss, sub), Actor: req.Actor, Kind: bearer.KindHuman, Scope: row.Scopes, TTL: bearer.MaxHumanLifetime})
+}
+
+// agent exchanges a still-valid bearer of req.Owner for a short agent bearer.
+func (s *Server) agent(ctx context.Context, req Request) (Response, error) {
+	c, err := s.Issuer.Verify(req.ActorToken)
+	if err != nil {
+		return Response{}, refuse(http.StatusUnauthorized, "refused",
+			"the actor token is not a valid bearer of this space (expired, or from another space); get a fresh one", err)
+	}
+	if c.Owner != req.Owner {
+		return Response{}, refuse(http.StatusUnauthorized, "refused",
+			"the actor token belongs to another owner", fmt.Errorf("token owner %q, asked %q", c.Owner, req.Owner))
+	}
+	row, err := s.row(ctx, req.Actor)
+	if err != nil {
+		return Response{}, err
+	}
+	if !s.rowHasOwner(row, req.Owner) {
+		return Response{}, notGranted(req.Actor, fmt.Errorf("no subject of the row derives to owner %q", req.Owner))
+	}
+	return s.issue(bearer.Claims{Owner: req.Owner, Actor: req.Actor, Kind: bearer.KindAgent, Scope: row.Scopes, TTL: bearer.MaxAgentLifetime})
+}
+
+// issue signs the bearer and builds the response.
+func (s *Server) issue(c bearer.Claims) (Response, error) {
+	tok, err := s.Issuer.Issue(c)
+	if err != nil {
+		return Response{}, fmt.Errorf("exchange %s/%s: %w", c.Owner, c.Actor, err)
+	}
+	v, err := s.Issuer.Verify(tok) // read the expiry exactly as a verifier will
+	if err != nil {
+		return Response{}, fmt.Errorf("exchange %s/%s: fresh bearer: %w", c.Owner, c.Actor, err)
+	}
+	return Response{Token: tok, ExpiresAt: v.Expiry.UnixMilli(), Owner: c.Owner, Actor: c.Actor}, nil
+}
+
+// splitSubject reads a ledger subject. One starting with http:// or https:// and holding a
+// "|" is qualified, "<issuer>|<subject>"; any other is bare (subjects such as Auth0's
+// "auth0|123" contain "|" but never start with a URL scheme), and belongs to IdPIssuer.
+func splitSubject(s string) (issuer, subject string, qualified bool) {
+	if strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://") {
+		if i, sub, ok := strings.Cut(s, "|"); ok {
+			return i, sub, true
+		}
+	}
+	return "", s, false
+}
+
+// rowHasIdentity reports whether the row names the IdP identity (iss, sub): a qualified
+// subject "<iss>|<sub>", or the bare subject sub when IdPIssuer is empty or equals iss.
+func (s *Server) rowHasIdentity(row ledger.Row, iss, sub string) bool {
+	for _, e := range row.Subjects {
+		ei, es, q := splitSubject(e)
+		if es != sub {
+			continue
+		}
+		if q && ei == iss || !q && (s.IdPIssuer == "" || s.IdPIssuer == iss) {
+			return true
+		}
+	}
+	return false
+}
+
+// rowHasOwner reports whether a subject of the row derives to owner under the owner secret.
+// Bare subjects derive with IdPIssuer and cannot match when it is empty.
+func (s *Server) rowHasOwner(row ledger.Row, owner string) bool {
+	for _, e := range row.Subjects {
+		iss, sub, q := splitSubject(e)
+		if !q {
+			if s.IdPIssuer == "" {
+				continue
+			}
+			iss = s.IdPIssuer
+		}
+		if bearer.Owner(s.OwnerSecret, iss, sub) == owner {
+			return true
+		}
+	}
+	return false
+}
