@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cotal-ai/cotal/bearer"
@@ -201,7 +200,7 @@ func (s *Server) agent(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, err
 	}
-	if !s.rowHasOwner(row, req.Owner) {
+	if !row.HasOwner(s.OwnerSecret, s.IdPIssuer, req.Owner) {
 		return Response{}, notGranted(req.Actor, fmt.Errorf("no subject of the row derives to owner %q", req.Owner))
 	}
 	return s.issue(bearer.Claims{Owner: req.Owner, Actor: req.Actor, Kind: bearer.KindAgent, Scope: row.Scopes, TTL: bearer.MaxAgentLifetime})
@@ -220,45 +219,15 @@ func (s *Server) issue(c bearer.Claims) (Response, error) {
 	return Response{Token: tok, ExpiresAt: v.Expiry.UnixMilli(), Owner: c.Owner, Actor: c.Actor}, nil
 }
 
-// splitSubject reads a ledger subject. One starting with http:// or https:// and holding a
-// "|" is qualified, "<issuer>|<subject>"; any other is bare (subjects such as Auth0's
-// "auth0|123" contain "|" but never start with a URL scheme), and belongs to IdPIssuer.
-func splitSubject(s string) (issuer, subject string, qualified bool) {
-	if strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://") {
-		if i, sub, ok := strings.Cut(s, "|"); ok {
-			return i, sub, true
-		}
-	}
-	return "", s, false
-}
-
 // rowHasIdentity reports whether the row names the IdP identity (iss, sub): a qualified
 // subject "<iss>|<sub>", or the bare subject sub when IdPIssuer is empty or equals iss.
 func (s *Server) rowHasIdentity(row ledger.Row, iss, sub string) bool {
 	for _, e := range row.Subjects {
-		ei, es, q := splitSubject(e)
+		ei, es, q := ledger.SplitSubject(e)
 		if es != sub {
 			continue
 		}
 		if q && ei == iss || !q && (s.IdPIssuer == "" || s.IdPIssuer == iss) {
-			return true
-		}
-	}
-	return false
-}
-
-// rowHasOwner reports whether a subject of the row derives to owner under the owner secret.
-// Bare subjects derive with IdPIssuer and cannot match when it is empty.
-func (s *Server) rowHasOwner(row ledger.Row, owner string) bool {
-	for _, e := range row.Subjects {
-		iss, sub, q := splitSubject(e)
-		if !q {
-			if s.IdPIssuer == "" {
-				continue
-			}
-			iss = s.IdPIssuer
-		}
-		if bearer.Owner(s.OwnerSecret, iss, sub) == owner {
 			return true
 		}
 	}

@@ -237,8 +237,9 @@ func (c *Chain) Spaces() ([]string, error) {
 	return spaces, nil
 }
 
-// AccountJWTs maps the public key of every account, SYS and each space on disk, to its
-// JWT: what a broker preloads into its memory resolver. It loads, and never creates.
+// AccountJWTs maps the public key of every account, SYS, each space on disk and each
+// space's callout account AUTH_<space> (see UserAuth), to its JWT: what a broker preloads
+// into its memory resolver. It loads, and never creates.
 func (c *Chain) AccountJWTs() (map[string]string, error) {
 	spaces, err := c.Spaces()
 	if err != nil {
@@ -251,6 +252,9 @@ func (c *Chain) AccountJWTs() (map[string]string, error) {
 			return nil, err
 		}
 		out[a.PublicKey()] = a.JWT()
+	}
+	if err := c.userAuthJWTs(spaces, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

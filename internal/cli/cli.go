@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cotal-ai/cotal/internal/cli/actor"
+	"github.com/cotal-ai/cotal/internal/cli/authservice"
 	"github.com/cotal-ai/cotal/internal/cli/channels"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/console"
@@ -124,6 +125,7 @@ peer, anycast to whoever holds a role.`,
 		deliver.NewCmdDeliver(f, nil),
 		channels.NewCmdChannels(f, nil),
 		actor.NewCmdActor(f, nil),
+		authservice.NewCmdAuthService(f, nil),
 	)
 	return root
 }

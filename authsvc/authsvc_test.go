@@ -1,0 +1,265 @@
+package authsvc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/ledger"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
+	"github.com/cotal-ai/cotal/trust"
+)
+
+// deadline guards every wait against a hang; nothing waits for it to pass.
+const deadline = 10 * time.Second
+
+const (
+	testSpace = "team"
+	testIdP   = "https://idp.test"
+)
+
+// fakeIdP accepts "idtok" as (testIdP, "alice-sub") and refuses anything else.
+type fakeIdP struct{}
+
+func (fakeIdP) VerifyIDToken(_ context.Context, raw string) (string, string, error) {
+	if raw != "idtok" {
+		return "", "", errors.New("unknown id token")
+	}
+	return testIdP, "alice-sub", nil
+}
+
+// startBroker runs an embedded operator-mode nats-server with every account of chain
+// (SYS, the data account and AUTH_<space>) preloaded, JetStream on, on a free port.
+func startBroker(t *testing.T, chain *trust.Chain) string {
+	t.Helper()
+	op, err := jwt.DecodeOperatorClaims(chain.OperatorJWT())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwts, err := chain.AccountJWTs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolver := &server.MemAccResolver{}
+	for pub, token := range jwts {
+		if err := resolver.Store(pub, token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		MaxControlLine:   trust.MaxControlLine,
+		TrustedOperators: []*jwt.OperatorClaims{op},
+		SystemAccount:    chain.SystemAccount(),
+		AccountResolver:  resolver,
+		JetStream:        true,
+		StoreDir:         t.TempDir(),
+		AuthTimeout:      2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	if !s.ReadyForConnections(deadline) {
+		t.Fatal("broker not ready")
+	}
+	return s.ClientURL()
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+// TestLane: a granted human exchanges an ID token for a bearer, connects with the
+// sentinel creds and the bearer, and posts on its channel; a bad bearer is refused; after
+// a revoke the same bearer is refused at the next connect; auth-service.json exists only
+// while the lane is ready.
+func TestLane(t *testing.T) {
+	chain, err := trust.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ua, err := chain.UserAuth(testSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := startBroker(t, chain)
+
+	// Provision the space and grant alice.
+	prov, err := ua.DataAccount().Mint(trust.UserSpec{Name: "cotal up", Profile: trust.ProfileProvisioner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := connect(url, prov, "test-provisioner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	js, err := jetstream.New(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provision.Space(t.Context(), js, testSpace, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), provision.BucketAuth(testSpace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.Grant(t.Context(), kv, ledger.Row{
+		Actor: "alice", Subjects: []string{"alice-sub"},
+		AllowSubscribe: []string{"general"}, AllowPublish: []string{"general"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := StateDir(chain.Dir(), testSpace)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	statusPath := filepath.Join(dir, StatusFile)
+	if err := os.WriteFile(statusPath, []byte("stale"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	lane := &Lane{
+		Space: testSpace, Server: url, Chain: chain, IdP: fakeIdP{}, IdPIssuer: testIdP,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- lane.Run(ctx, func() { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("lane: %v", err)
+	case <-time.After(deadline):
+		t.Fatal("lane not ready")
+	}
+
+	st, err := ReadStatus(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(statusPath); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("status file: %v, mode %v", err, fi.Mode())
+	}
+	if st.Space != testSpace || st.PID != os.Getpid() || st.Issuer != "urn:cotal:auth:"+testSpace || st.Cap == "" {
+		t.Fatalf("status: %+v", st)
+	}
+
+	// Exchange the ID token for a bearer.
+	body, _ := json.Marshal(exchange.Request{IDToken: "idtok", Actor: "alice"})
+	hreq, err := http.NewRequestWithContext(t.Context(), http.MethodPost, st.URL+"/exchange", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hreq.Header.Set("Authorization", "Bearer "+st.Cap)
+	hreq.Header.Set("Content-Type", "application/json")
+	hresp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var xr exchange.Response
+	err = json.NewDecoder(hresp.Body).Decode(&xr)
+	hresp.Body.Close()
+	if err != nil || hresp.StatusCode != http.StatusOK || xr.Token == "" {
+		t.Fatalf("exchange: status %d, %v, %+v", hresp.StatusCode, err, xr)
+	}
+
+	sentinel, err := trust.ReadCreds(ua.SentinelCreds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	asyncErrs := make(chan error, 8)
+	dial := func(token string) (*nats.Conn, error) {
+		return nats.Connect(url, nats.UserJWTAndSeed(sentinel.JWT, sentinel.Seed), nats.Token(token),
+			nats.CustomInboxPrefix(InboxPrefix(xr.Owner, xr.Actor)), nats.Timeout(deadline), nats.NoReconnect(),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { asyncErrs <- err }))
+	}
+
+	// A granted actor connects and posts on its channel, with a JetStream ack on its inbox.
+	nc, err := dial(xr.Token)
+	if err != nil {
+		t.Fatalf("granted actor refused: %v", err)
+	}
+	defer nc.Close()
+	me := protocol.Principal{Owner: xr.Owner, Actor: xr.Actor}
+	sub, err := nc.SubscribeSync(protocol.ChannelFilter(testSpace, "general"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ajs, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(t.Context(), deadline)
+	defer pcancel()
+	if _, err := ajs.Publish(pctx, protocol.ChatSubject(testSpace, me, "general"), []byte("hi")); err != nil {
+		t.Fatalf("post: %v", err)
+	}
+	if m, err := sub.NextMsg(deadline); err != nil || string(m.Data) != "hi" {
+		t.Fatalf("own post not seen: %v", err)
+	}
+	if err := nc.Publish(protocol.ChatSubject(testSpace, protocol.Principal{Owner: xr.Owner, Actor: "bob"}, "general"), []byte("forged")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-asyncErrs:
+		if !errors.Is(err, nats.ErrPermissionViolation) {
+			t.Fatalf("forged post: %v, want a permissions violation", err)
+		}
+	case <-time.After(deadline):
+		t.Fatal("a post with another sender token was not refused")
+	}
+
+	if _, err := dial("not-a-bearer"); err == nil {
+		t.Fatal("a bad bearer was admitted")
+	}
+
+	// Revoked: refused at the next connect.
+	if _, err := ledger.Revoke(t.Context(), kv, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := dial(xr.Token); err == nil {
+		c.Close()
+		t.Fatal("a revoked actor was admitted")
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("lane: %v", err)
+		}
+	case <-time.After(deadline):
+		t.Fatal("lane did not stop")
+	}
+	if _, err := os.Stat(statusPath); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("status file after stop: %v", err)
+	}
+}
