@@ -4,7 +4,6 @@ package authservice
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/oidc"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 )
@@ -27,31 +27,46 @@ type Options struct {
 	Mesh        cmdutil.MeshFlags // Space and Server only
 	Port        int
 	AuthTimeout time.Duration
+	IdP         string // issuer URL of the OIDC provider whose ID tokens the exchange accepts
+	ClientID    string // audience the ID tokens must name
 }
 
 // NewCmdAuthService builds `cotal auth-service`.
 func NewCmdAuthService(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
-		Use:   "auth-service --space S [--server URL] [--port N] [--auth-timeout D]",
+		Use:   "auth-service --idp URL [--client-id ID] --space S [--server URL] [--port N] [--auth-timeout D]",
 		Short: "Run the auth service of a user-auth space in the foreground",
 		Long: `Run the auth service of one user-auth space: the NATS auth callout, which admits a
 connection made with the space's sentinel creds and a Cotal bearer as its token into the
 space's data account with the permissions of the actor's ledger row, and the loopback
 exchange on 127.0.0.1:<port>, which hands out those bearers.
 
+--idp names the OIDC provider (its issuer URL: https://, or http:// on 127.0.0.1 or
+localhost) whose ID tokens the exchange accepts from people; their aud must contain
+--client-id. Its keys come from <issuer>/.well-known/openid-configuration.
+
 It opens its ledger connection, subscribes the callout, binds the exchange, and only then
 writes auth-service.json (url, capability, issuer, pid, space; 0600) into the space's
 state folder .cotal/auth/space.<hex>/ and prints one ready line. It removes the file when
 it stops (SIGTERM or Ctrl-C) and removes a stale one at start.`,
-		Example: `  cotal auth-service --space team
-  cotal auth-service --space team --server nats://127.0.0.1:4222 --port 7420`,
+		Example: `  cotal auth-service --space team --idp https://accounts.google.com --client-id 1234.apps.googleusercontent.com
+  cotal auth-service --space team --idp http://127.0.0.1:5556/dex --server nats://127.0.0.1:4222 --port 7420`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Mesh.Space != "" {
 				if err := protocol.CheckSpace(opts.Mesh.Space); err != nil {
 					return cmdutil.FlagErrorf("--space: %v", err)
 				}
+			}
+			if opts.IdP == "" {
+				return cmdutil.FlagErrorf("--idp is required: the issuer URL of the OIDC provider")
+			}
+			if err := oidc.CheckIssuer(opts.IdP); err != nil {
+				return cmdutil.FlagErrorf("--idp: %v", err)
+			}
+			if opts.ClientID == "" {
+				return cmdutil.FlagErrorf("--client-id: want a non-empty client id")
 			}
 			if opts.Port < 0 || opts.Port > 65535 {
 				return cmdutil.FlagErrorf("--port %d: want 0 (ephemeral) to 65535", opts.Port)
@@ -70,15 +85,9 @@ it stops (SIGTERM or Ctrl-C) and removes a stale one at start.`,
 	fl.StringVar(&opts.Mesh.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
 	fl.IntVar(&opts.Port, "port", 0, "loopback port of the exchange (0: ephemeral)")
 	fl.DurationVar(&opts.AuthTimeout, "auth-timeout", 2*time.Second, "bound on one authorization")
+	fl.StringVar(&opts.IdP, "idp", "", "issuer URL of the OIDC provider (required)")
+	fl.StringVar(&opts.ClientID, "client-id", "cotal", "OIDC client id the ID tokens must name as audience")
 	return cmd
-}
-
-// noIdP refuses every ID token: no OIDC verifier is wired into the command yet, so only
-// agent exchanges (an owner's still-valid bearer) and the callout are served.
-type noIdP struct{}
-
-func (noIdP) VerifyIDToken(context.Context, string) (string, string, error) {
-	return "", "", errors.New("this auth service has no IdP configured: ID-token exchange is not available")
 }
 
 func run(ctx context.Context, opts *Options) error {
@@ -99,7 +108,7 @@ func run(ctx context.Context, opts *Options) error {
 		log = slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	dir := authsvc.StateDir(chain.Dir(), t.Space)
-	lane := &authsvc.Lane{Space: t.Space, Server: t.Server, Chain: chain, Dir: dir, IdP: noIdP{},
+	lane := &authsvc.Lane{Space: t.Space, Server: t.Server, Chain: chain, Dir: dir, IdP: &oidc.Verifier{Issuer: opts.IdP, ClientID: opts.ClientID}, IdPIssuer: opts.IdP,
 		Port: opts.Port, AuthTimeout: opts.AuthTimeout, Logger: log}
 	return lane.Run(ctx, func() {
 		st, err := authsvc.ReadStatus(dir)
