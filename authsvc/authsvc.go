@@ -123,6 +123,9 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 	if err != nil {
 		return fmt.Errorf("auth service: %w", err)
 	}
+	if err := l.pushCalloutAccount(ctx, ua); err != nil {
+		return fmt.Errorf("auth service: %w", err)
+	}
 	issuer, err := bearer.Load(dir, l.Space)
 	if err != nil {
 		return fmt.Errorf("auth service: %w", err)
@@ -271,6 +274,30 @@ func waitReady(ctx context.Context, ready <-chan struct{}, errs <-chan error, ru
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// pushCalloutAccount hands the callout account to the running broker over the system
+// account, so a broker started before the space's first auth service knows it. The
+// resolver keeps the newer of equal JWTs, so pushing a known account changes nothing.
+func (l *Lane) pushCalloutAccount(ctx context.Context, ua *trust.UserAuth) error {
+	sysCreds, err := l.Chain.SystemCreds(time.Hour)
+	if err != nil {
+		return err
+	}
+	sys, err := connect(l.Server, sysCreds, "cotal-auth-push")
+	if err != nil {
+		return fmt.Errorf("system account: %w", err)
+	}
+	defer sys.Close()
+	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	err = trust.PushAccount(pctx, sys, ua.AccountJWT())
+	if errors.Is(err, nats.ErrNoResponders) {
+		// A broker whose resolver takes no updates (accounts preloaded): it must know the
+		// account already, or the callout connection below says so.
+		return nil
+	}
+	return err
 }
 
 // connect opens a broker connection with a creds file held in memory. It reconnects
