@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/protocol"
@@ -43,46 +42,15 @@ func (fakeIdP) VerifyIDToken(_ context.Context, raw string) (string, string, err
 	return testIdP, "alice-sub", nil
 }
 
-// startBroker runs an embedded operator-mode nats-server with every account of chain
-// (SYS, the data account and AUTH_<space>) preloaded, JetStream on, on a free port.
+// startBroker runs the embedded broker in operator mode trusting chain, with every
+// account on disk served from its resolver. It returns the client URL.
 func startBroker(t *testing.T, chain *trust.Chain) string {
 	t.Helper()
-	op, err := jwt.DecodeOperatorClaims(chain.OperatorJWT())
-	if err != nil {
-		t.Fatal(err)
-	}
 	jwts, err := chain.AccountJWTs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolver := &server.MemAccResolver{}
-	for pub, token := range jwts {
-		if err := resolver.Store(pub, token); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		MaxControlLine:   trust.MaxControlLine,
-		TrustedOperators: []*jwt.OperatorClaims{op},
-		SystemAccount:    chain.SystemAccount(),
-		AccountResolver:  resolver,
-		JetStream:        true,
-		StoreDir:         t.TempDir(),
-		AuthTimeout:      2,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	if !s.ReadyForConnections(deadline) {
-		t.Fatal("broker not ready")
-	}
-	return s.ClientURL()
+	return brokertest.StartOperator(t, chain.OperatorJWT(), chain.SystemAccount(), jwts).ClientURL()
 }
 
 type testWriter struct{ t *testing.T }

@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 )
@@ -21,46 +20,15 @@ import (
 // deadline guards every wait in these tests against a hang; nothing waits for it to pass.
 const deadline = 10 * time.Second
 
-// startBroker runs an embedded nats-server in operator mode that trusts chain, with every
-// account on disk preloaded into a memory resolver, JetStream on, on a free loopback
-// port. It returns the client URL.
+// startBroker runs the embedded broker in operator mode trusting chain, with every
+// account on disk served from its resolver. It returns the client URL.
 func startBroker(t *testing.T, chain *Chain) string {
 	t.Helper()
-	op, err := jwt.DecodeOperatorClaims(chain.OperatorJWT())
-	if err != nil {
-		t.Fatal(err)
-	}
 	jwts, err := chain.AccountJWTs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolver := &server.MemAccResolver{}
-	for pub, token := range jwts {
-		if err := resolver.Store(pub, token); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		MaxControlLine:   MaxControlLine,
-		TrustedOperators: []*jwt.OperatorClaims{op},
-		SystemAccount:    chain.SystemAccount(),
-		AccountResolver:  resolver,
-		JetStream:        true,
-		StoreDir:         t.TempDir(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	if !s.ReadyForConnections(deadline) {
-		t.Fatal("broker not ready")
-	}
-	return s.ClientURL()
+	return brokertest.StartOperator(t, chain.OperatorJWT(), chain.SystemAccount(), jwts).ClientURL()
 }
 
 // space is one provisioned space on a test broker.

@@ -22,6 +22,20 @@ func Start(t testing.TB) *broker.Server {
 	return s
 }
 
+// StartOperator starts the broker in operator mode: it trusts operatorJWT, uses
+// systemAccount, and serves accounts (public key -> JWT) from its resolver. Loopback, free
+// port, store in t.TempDir(), stopped at cleanup.
+func StartOperator(t testing.TB, operatorJWT, systemAccount string, accounts map[string]string) *broker.Server {
+	t.Helper()
+	s := &broker.Server{Dir: t.TempDir(), Port: -1, Logger: Logger(t),
+		OperatorJWT: operatorJWT, SystemAccount: systemAccount, Accounts: accounts}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatalf("start operator-mode broker: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // Logger returns a logger that writes each record, at info level and above, with t.Logf.
 func Logger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{
