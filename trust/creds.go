@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
 	"github.com/cotal-ai/cotal/protocol"
@@ -65,4 +66,10 @@ func ReadCreds(b []byte) (Creds, error) {
 		}
 	}
 	return c, nil
+}
+
+// Options are the nats.go options that connect as the holder of c: its JWT and seed, and
+// the only reply inbox its permissions let it read.
+func (c Creds) Options() []nats.Option {
+	return []nats.Option{nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix)}
 }

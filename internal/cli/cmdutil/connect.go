@@ -58,7 +58,7 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 		if cfg.Role == "" {
 			cfg.Role = c.Role
 		}
-		opts = credsOptions(c)
+		opts = c.Options()
 	case t.Auth():
 		acct, chain, err := f.account(t)
 		if err != nil {
@@ -83,7 +83,7 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 		if err != nil {
 			return nil, err
 		}
-		opts = credsOptions(c)
+		opts = c.Options()
 	}
 	ep, err := client.Connect(ctx, t.Server, cfg, opts...)
 	if err != nil {
@@ -103,11 +103,6 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 func (f *Factory) ConnectOperator(ctx context.Context, t Target, profile trust.Profile) (*client.Endpoint, error) {
 	name, actor := OperatorIdentity()
 	return f.Connect(ctx, t, client.Config{Name: name, Actor: actor, Kind: protocol.CardEndpoint}, As{Profile: profile})
-}
-
-// credsOptions connects as the holder of c, with the only reply inbox it may read.
-func credsOptions(c trust.Creds) []nats.Option {
-	return []nats.Option{nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix)}
 }
 
 // account opens the project's trust chain and the account of a space this mesh serves.

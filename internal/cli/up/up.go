@@ -270,7 +270,7 @@ func connect(server string, creds []byte) (*nats.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix))
+		opts = append(opts, c.Options()...)
 	}
 	nc, err := nats.Connect(server, opts...)
 	if err != nil {
