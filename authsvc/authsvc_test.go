@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,31 +61,57 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestLane: a granted human exchanges an ID token for a bearer, connects with the
-// sentinel creds and the bearer, and posts on its channel; a bad bearer is refused; after
-// a revoke the same bearer is refused at the next connect; auth-service.json exists only
-// while the lane is ready.
-func TestLane(t *testing.T) {
-	chain, err := trust.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ua, err := chain.UserAuth(testSpace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := startBroker(t, chain)
+// laneFixture is a running lane of testSpace on a real broker in operator mode, with
+// alice granted on channel general.
+type laneFixture struct {
+	chain      *trust.Chain
+	ua         *trust.UserAuth
+	url        string
+	kv         jetstream.KeyValue
+	dir        string
+	statusPath string
+	lane       *Lane
+	cancel     context.CancelFunc
+	done       chan error
+	stopOnce   sync.Once
+	stopErr    error
+}
 
-	// Provision the space and grant alice.
-	prov, err := ua.DataAccount().Mint(trust.UserSpec{Name: "cotal up", Profile: trust.ProfileProvisioner})
+// stop ends the lane and returns what Run returned; later calls return the same.
+func (f *laneFixture) stop(t *testing.T) error {
+	f.stopOnce.Do(func() {
+		f.cancel()
+		select {
+		case f.stopErr = <-f.done:
+		case <-time.After(deadline):
+			t.Error("lane did not stop")
+		}
+	})
+	return f.stopErr
+}
+
+// startLane provisions testSpace, grants alice, writes a stale status file and runs a
+// lane until it is ready.
+func startLane(t *testing.T) *laneFixture {
+	t.Helper()
+	f := &laneFixture{done: make(chan error, 1)}
+	var err error
+	if f.chain, err = trust.Open(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	if f.ua, err = f.chain.UserAuth(testSpace); err != nil {
+		t.Fatal(err)
+	}
+	f.url = startBroker(t, f.chain)
+	prov, err := f.ua.DataAccount().Mint(trust.UserSpec{Name: "cotal up", Profile: trust.ProfileProvisioner})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := connect(url, prov, "test-provisioner")
+	pc, err := connect(f.url, prov, "test-provisioner")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pc.Close()
+	t.Cleanup(pc.Close)
 	js, err := jetstream.New(pc)
 	if err != nil {
 		t.Fatal(err)
@@ -92,42 +119,50 @@ func TestLane(t *testing.T) {
 	if _, err := provision.Space(t.Context(), js, testSpace, provision.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(t.Context(), provision.BucketAuth(testSpace))
-	if err != nil {
+	if f.kv, err = js.KeyValue(t.Context(), provision.BucketAuth(testSpace)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ledger.Grant(t.Context(), kv, ledger.Row{
+	if _, err := ledger.Grant(t.Context(), f.kv, ledger.Row{
 		Actor: "alice", Subjects: []string{"alice-sub"},
 		AllowSubscribe: []string{"general"}, AllowPublish: []string{"general"},
 	}); err != nil {
 		t.Fatal(err)
 	}
-
-	dir := StateDir(chain.Dir(), testSpace)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	f.dir = StateDir(f.chain.Dir(), testSpace)
+	if err := os.MkdirAll(f.dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	statusPath := filepath.Join(dir, StatusFile)
-	if err := os.WriteFile(statusPath, []byte("stale"), 0o600); err != nil {
+	f.statusPath = filepath.Join(f.dir, StatusFile)
+	if err := os.WriteFile(f.statusPath, []byte("stale"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-
 	lane := &Lane{
-		Space: testSpace, Server: url, Chain: chain, IdP: fakeIdP{}, IdPIssuer: testIdP,
+		Space: testSpace, Server: f.url, Chain: f.chain, IdP: fakeIdP{}, IdPIssuer: testIdP,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
+	f.lane = lane
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	t.Cleanup(func() { _ = f.stop(t) })
 	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- lane.Run(ctx, func() { close(ready) }) }()
+	go func() { f.done <- lane.Run(ctx, func() { close(ready) }) }()
 	select {
 	case <-ready:
-	case err := <-done:
+	case err := <-f.done:
 		t.Fatalf("lane: %v", err)
 	case <-time.After(deadline):
 		t.Fatal("lane not ready")
 	}
+	return f
+}
+
+// TestLane: a granted human exchanges an ID token for a bearer, connects with the
+// sentinel creds and the bearer, and posts on its channel; a bad bearer is refused; after
+// a revoke the same bearer is refused at the next connect; auth-service.json exists only
+// while the lane is ready.
+func TestLane(t *testing.T) {
+	f := startLane(t)
+	ua, url, kv, dir, statusPath := f.ua, f.url, f.kv, f.dir, f.statusPath
 
 	st, err := ReadStatus(dir)
 	if err != nil {
@@ -166,7 +201,7 @@ func TestLane(t *testing.T) {
 	asyncErrs := make(chan error, 8)
 	dial := func(token string) (*nats.Conn, error) {
 		return nats.Connect(url, nats.UserJWTAndSeed(sentinel.JWT, sentinel.Seed), nats.Token(token),
-			nats.CustomInboxPrefix(InboxPrefix(xr.Owner, xr.Actor)), nats.Timeout(deadline), nats.NoReconnect(),
+			nats.CustomInboxPrefix(trust.PrincipalInboxPrefix(xr.Owner, xr.Actor)), nats.Timeout(deadline), nats.NoReconnect(),
 			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { asyncErrs <- err }))
 	}
 
@@ -218,14 +253,8 @@ func TestLane(t *testing.T) {
 		t.Fatal("a revoked actor was admitted")
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("lane: %v", err)
-		}
-	case <-time.After(deadline):
-		t.Fatal("lane did not stop")
+	if err := f.stop(t); err != nil {
+		t.Fatalf("lane: %v", err)
 	}
 	if _, err := os.Stat(statusPath); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("status file after stop: %v", err)

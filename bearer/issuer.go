@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -111,14 +110,17 @@ type issuerFile struct {
 // Load reads the space's issuer key from dir, creating it when missing (file 0600, folder
 // 0700, create-only: an existing file is never replaced; one that cannot be used wraps
 // ErrCorrupt).
-func Load(dir, space string) (*Issuer, error) {
+func Load(dir, space string) (*Issuer, error) { return LoadFrom(FileStore{Dir: dir}, space) }
+
+// LoadFrom is Load with the issuer key kept in store under IssuerKeyFile.
+func LoadFrom(store Store, space string) (*Issuer, error) {
 	if err := protocol.CheckSpace(space); err != nil {
 		return nil, fmt.Errorf("bearer issuer: %w", err)
 	}
 	iss := IssuerName(space)
 	var f issuerFile
 	var key ed25519.PrivateKey
-	err := loadOrCreate(filepath.Join(dir, IssuerKeyFile), &f,
+	err := loadOrCreate(store, IssuerKeyFile, &f,
 		func() (any, error) {
 			_, k, err := ed25519.GenerateKey(rand.Reader)
 			if err != nil {

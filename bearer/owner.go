@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
-	"path/filepath"
 	"strings"
 )
 
@@ -37,9 +36,13 @@ type ownerSecretFile struct {
 // LoadOwnerSecret reads the owner secret from dir, creating it (32 random bytes, file 0600,
 // folder 0700) when it is missing. An existing file is never replaced: one that does not
 // decode, or holds fewer than 32 bytes, is an error wrapping ErrCorrupt.
-func LoadOwnerSecret(dir string) ([]byte, error) {
+func LoadOwnerSecret(dir string) ([]byte, error) { return LoadOwnerSecretFrom(FileStore{Dir: dir}) }
+
+// LoadOwnerSecretFrom is LoadOwnerSecret with the secret kept in store under
+// OwnerSecretFile.
+func LoadOwnerSecretFrom(store Store) ([]byte, error) {
 	var f ownerSecretFile
-	err := loadOrCreate(filepath.Join(dir, OwnerSecretFile), &f,
+	err := loadOrCreate(store, OwnerSecretFile, &f,
 		func() (any, error) {
 			s := make([]byte, OwnerSecretSize)
 			if _, err := rand.Read(s); err != nil {

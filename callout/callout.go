@@ -13,6 +13,10 @@
 // denies the connect. The X25519 shared key with a server is derived once per server xkey
 // and kept for at most MaxServerKeys servers; a key is kept only once a request sealed
 // with it passed every check, so forged Nats-Server-Xkey headers never grow the cache.
+//
+// With Config.ServiceEndpoints (the --service-endpoints flag) the responder is also the
+// NATS micro service ServiceName on the callout account, visible to `nats micro ls` and
+// $SRV.PING/INFO/STATS with its request counts; the replies on the wire do not change.
 package callout
 
 import (
@@ -87,6 +91,13 @@ type Config struct {
 	Timeout time.Duration
 	// Logger receives drop and refusal events; nil means discard.
 	Logger *slog.Logger
+	// ServiceEndpoints registers Run's responder as the NATS micro service ServiceName
+	// (the --service-endpoints flag), so $SRV.PING, $SRV.INFO and $SRV.STATS on the
+	// callout account list it with its request counts; false means a plain queue
+	// subscription and no $SRV subscriptions.
+	ServiceEndpoints bool
+	// Space names the space in the service metadata; empty leaves it out.
+	Space string
 }
 
 // Responder answers auth callout requests. Make one with New; it is safe for concurrent
@@ -139,15 +150,21 @@ func New(cfg Config) (*Responder, error) {
 func (r *Responder) CachedKeys() int { return r.keys.len() }
 
 // Run serves requests on nc, a connection of the callout account's callout user, in queue
-// group QueueGroup, one at a time. It calls ready once the subscription is on the server,
-// blocks until ctx ends and returns nil then, or returns an error wrapping
-// nats.ErrConnectionClosed once nc closes; no request is being answered after it returns.
+// group QueueGroup, one at a time. With Config.ServiceEndpoints set it serves them as the
+// NATS micro service ServiceName, whose endpoint stats carry a Stats. It calls ready once
+// the subscriptions are on the server, blocks until ctx ends and returns nil then, or
+// returns an error wrapping nats.ErrConnectionClosed once nc closes; no request is being
+// answered after it returns.
 func (r *Responder) Run(ctx context.Context, nc *nats.Conn, ready func()) error {
 	closed := nc.StatusChanged(nats.CLOSED)
 	defer nc.RemoveStatusListener(closed)
 	if nc.IsClosed() {
 		return fmt.Errorf("callout: %w", nats.ErrConnectionClosed)
 	}
+	if r.cfg.ServiceEndpoints {
+		return r.runService(ctx, nc, ready, closed)
+	}
+	var st counters
 	msgs := make(chan *nats.Msg, 256)
 	sub, err := nc.ChanQueueSubscribe(Subject, QueueGroup, msgs)
 	if err != nil {
@@ -170,19 +187,25 @@ func (r *Responder) Run(ctx context.Context, nc *nats.Conn, ready func()) error 
 		case <-closed:
 			return fmt.Errorf("callout: %w", nats.ErrConnectionClosed)
 		case m := <-msgs:
-			r.serve(ctx, m)
+			r.serve(ctx, m.Header.Get(XKeyHeader), m.Data, &st, m.Respond)
 		}
 	}
 }
 
-// serve answers one message, or drops it.
-func (r *Responder) serve(ctx context.Context, m *nats.Msg) {
-	reply, err := r.Respond(ctx, m.Header.Get(XKeyHeader), m.Data)
+// serve answers one request with send, or drops it, and counts the outcome in st.
+func (r *Responder) serve(ctx context.Context, serverXKey string, body []byte, st *counters, send func([]byte) error) {
+	reply, refused, err := r.respond(ctx, serverXKey, body)
 	if err != nil {
+		st.dropped.Add(1)
 		r.log.Warn("callout request dropped", "err", err)
 		return
 	}
-	if err := m.Respond(reply); err != nil {
+	if refused {
+		st.refused.Add(1)
+	} else {
+		st.granted.Add(1)
+	}
+	if err := send(reply); err != nil {
 		r.log.Warn("callout reply", "err", err)
 	}
 }
@@ -191,34 +214,40 @@ func (r *Responder) serve(ctx context.Context, m *nats.Msg) {
 // Nats-Server-Xkey header), into the sealed response to send back. An error wraps
 // ErrDropped and means send nothing.
 func (r *Responder) Respond(ctx context.Context, serverXKey string, body []byte) ([]byte, error) {
+	out, _, err := r.respond(ctx, serverXKey, body)
+	return out, err
+}
+
+// respond is Respond that also reports whether the sealed response is a refusal.
+func (r *Responder) respond(ctx context.Context, serverXKey string, body []byte) (out []byte, refused bool, err error) {
 	if serverXKey == "" {
-		return nil, fmt.Errorf("%w: unsealed request (no %s header)", ErrDropped, XKeyHeader)
+		return nil, false, fmt.Errorf("%w: unsealed request (no %s header)", ErrDropped, XKeyHeader)
 	}
 	key, cached, err := r.keys.shared(serverXKey)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrDropped, err)
+		return nil, false, fmt.Errorf("%w: %w", ErrDropped, err)
 	}
 	plain, err := open(key, body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrDropped, err)
+		return nil, false, fmt.Errorf("%w: %w", ErrDropped, err)
 	}
 	req, err := jwt.DecodeAuthorizationRequestClaims(string(plain))
 	if err != nil {
-		return nil, fmt.Errorf("%w: request jwt: %w", ErrDropped, err)
+		return nil, false, fmt.Errorf("%w: request jwt: %w", ErrDropped, err)
 	}
 	vr := jwt.CreateValidationResults()
 	req.Validate(vr)
 	for _, issue := range vr.Issues { // time checks included: an expired request is stale
 		if issue.Blocking || issue.TimeCheck {
-			return nil, fmt.Errorf("%w: request jwt: %s", ErrDropped, issue.Description)
+			return nil, false, fmt.Errorf("%w: request jwt: %s", ErrDropped, issue.Description)
 		}
 	}
 	srv := req.Server
 	if srv.ID == "" || req.Issuer != srv.ID || !nkeys.IsValidPublicServerKey(srv.ID) {
-		return nil, fmt.Errorf("%w: request issuer %q is not its server %q", ErrDropped, req.Issuer, srv.ID)
+		return nil, false, fmt.Errorf("%w: request issuer %q is not its server %q", ErrDropped, req.Issuer, srv.ID)
 	}
 	if srv.XKey != serverXKey {
-		return nil, fmt.Errorf("%w: signed server xkey %q is not the sealing key %q", ErrDropped, srv.XKey, serverXKey)
+		return nil, false, fmt.Errorf("%w: signed server xkey %q is not the sealing key %q", ErrDropped, srv.XKey, serverXKey)
 	}
 	if !cached {
 		r.keys.keep(serverXKey, key)
@@ -233,18 +262,19 @@ func (r *Responder) Respond(ctx context.Context, serverXKey string, body []byte)
 	if err != nil {
 		r.log.Info("callout refused", "user", req.UserNkey, "server", srv.ID, "err", err)
 		resp.Error = err.Error()
+		refused = true
 	} else {
 		resp.Jwt = user
 	}
 	token, err := resp.Encode(r.calloutSigner)
 	if err != nil {
-		return nil, fmt.Errorf("%w: response jwt: %w", ErrDropped, err)
+		return nil, false, fmt.Errorf("%w: response jwt: %w", ErrDropped, err)
 	}
-	out, err := seal(key, []byte(token))
+	out, err = seal(key, []byte(token))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrDropped, err)
+		return nil, false, fmt.Errorf("%w: %w", ErrDropped, err)
 	}
-	return out, nil
+	return out, refused, nil
 }
 
 // authorize asks the Authorizer and mints the data-account user JWT for req.UserNkey.

@@ -22,8 +22,13 @@
 // bearer of the owner as actorToken; the actor's ledger row must name an identity deriving to
 // that owner: the answer is an agent bearer of 300 s. Both carry the row's scopes.
 //
-// Refusals are throttled per peer IP: past RefusalLimit refusals in a minute a peer's further
-// refusals are answered 429 with Retry-After. Successes are never throttled.
+// Refusals are throttled per peer IP: past RefusalLimit refusals in a rolling minute a peer's
+// further refusals are answered 429 with Retry-After. Successes are never throttled.
+//
+// With Server.Public set, Run also serves the public face (see public.go): a second
+// listener on 127.0.0.1 for an HTTPS reverse proxy, serving the discovery bundle at
+// /.well-known/cotal-mesh and POST /exchange without the capability, under its own
+// per-peer throttle, in-flight cap and per-request deadline.
 package exchange
 
 import (
@@ -48,7 +53,7 @@ import (
 const (
 	MaxBody         = 64 << 10         // largest accepted request body, bytes
 	RefusalLimit    = 30               // refusals per peer per RefusalWindow before 429
-	RefusalWindow   = time.Minute      // the throttle's fixed window
+	RefusalWindow   = time.Minute      // the throttle's rolling window
 	MaxPeers        = 1024             // most peers the throttle tracks at once
 	JWKSMaxAge      = 300              // Cache-Control max-age of /jwks, seconds
 	shutdownTimeout = 5 * time.Second  // bound on the graceful close
@@ -79,9 +84,19 @@ type Server struct {
 	Cap       string           // the per-start capability; empty means Run generates 32 random bytes, hex
 	Addr      string           // listen address; empty means "127.0.0.1:0". Must be a loopback IP
 	Logger    *slog.Logger     // nil means discard
-	Now       func() time.Time // clock of the throttle; nil means time.Now
+	Now       func() time.Time // clock of the throttles; nil means time.Now
 
-	throttle *throttle
+	// Public, when set, makes Run serve the public face too; its Port 0 means an ephemeral
+	// port. Run checks it with the rules of PublicFace.Check except that Port may be 0.
+	Public *PublicFace
+	// Discovery is what the public face's discovery bundle says besides its own URLs;
+	// required with Public.
+	Discovery Discovery
+	// PublicLimits bounds the public face; zero fields mean the defaults.
+	PublicLimits PublicLimits
+
+	loopback *face
+	public   *publicState // nil without Public; set before ready
 }
 
 // check validates the configuration without I/O and fills defaults.
@@ -110,7 +125,13 @@ func (s *Server) check() error {
 	if now == nil {
 		now = time.Now
 	}
-	s.throttle = newThrottle(RefusalLimit, RefusalWindow, MaxPeers, now)
+	s.loopback = &face{name: "loopback", needCap: true, peer: socketPeer,
+		throttle: newThrottle(RefusalLimit, RefusalWindow, MaxPeers, now)}
+	if s.Public != nil {
+		if err := s.checkPublic(now); err != nil {
+			return fmt.Errorf("public face: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -134,10 +155,10 @@ func listen(ctx context.Context, addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// Run checks the configuration, binds Addr, calls ready with the bound address once the
-// exchange accepts requests, and serves until ctx ends. It returns nil after a clean close
-// (http.Server.Shutdown bounded by 5 s), an error when it cannot start or serving fails.
-// Read Cap after ready for the capability clients must present.
+// Run checks the configuration, binds Addr (and the public face's port when Public is set),
+// calls ready with the loopback address once the exchange accepts requests, and serves until
+// ctx ends. It returns nil after a clean close (http.Server.Shutdown bounded by 5 s), an
+// error when it cannot start or serving fails. Read Cap, PublicAddr and PublicURL after ready.
 func (s *Server) Run(ctx context.Context, ready func(net.Addr)) error {
 	if err := s.check(); err != nil {
 		return fmt.Errorf("exchange: config: %w", err)
@@ -146,58 +167,118 @@ func (s *Server) Run(ctx context.Context, ready func(net.Addr)) error {
 	if err != nil {
 		return fmt.Errorf("exchange: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           s.handler(),
+	served := []served{{ln, &http.Server{
+		Handler:           s.loopbackHandler(),
 		ReadHeaderTimeout: requestTimeout,
 		ReadTimeout:       requestTimeout,
 		WriteTimeout:      requestTimeout,
 		MaxHeaderBytes:    MaxBody,
 		ErrorLog:          slog.NewLogLogger(s.Logger.Handler(), slog.LevelWarn),
+	}}}
+	if s.public != nil {
+		pl, err := s.listenPublic(ctx)
+		if err != nil {
+			_ = ln.Close() // nothing served yet; the bind error is the one to report
+			return fmt.Errorf("exchange: public face: %w", err)
+		}
+		served = append(served, pl)
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	done := make(chan error, len(served))
+	for _, l := range served {
+		go func() { done <- l.srv.Serve(l.ln) }()
+	}
 	s.Logger.Info("exchange listening", "addr", ln.Addr().String())
+	if s.public != nil {
+		s.Logger.Info("exchange public face listening", "addr", s.public.addr.String(), "url", s.public.url)
+	}
 	if ready != nil {
 		ready(ln.Addr())
 	}
+	var serr error
+	running := len(served)
 	select {
 	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-		defer cancel()
-		serr := srv.Shutdown(sctx)
-		<-done // nothing outlives Run
-		if serr != nil {
-			return fmt.Errorf("exchange: shutdown: %w", serr)
-		}
-		return nil
 	case err := <-done:
-		return fmt.Errorf("exchange: serve: %w", err)
+		running--
+		serr = fmt.Errorf("exchange: serve: %w", err)
 	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	for _, l := range served {
+		if err := l.srv.Shutdown(sctx); err != nil {
+			serr = errors.Join(serr, fmt.Errorf("exchange: shutdown %s: %w", l.ln.Addr(), err))
+		}
+	}
+	for range running { // nothing outlives Run
+		<-done
+	}
+	if s.public != nil { // nor a public handler past its deadline
+		if err := s.drainPublic(shutdownTimeout); err != nil {
+			serr = errors.Join(serr, fmt.Errorf("exchange: %w", err))
+		}
+	}
+	return serr
 }
 
-// route is one entry of the closed route table.
+// served is one listener and the HTTP server on it.
+type served struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+// PublicAddr is the public face's bound address, or nil without a public face. Read it after
+// Run called ready.
+func (s *Server) PublicAddr() net.Addr {
+	if s.public == nil {
+		return nil
+	}
+	return s.public.addr
+}
+
+// PublicURL is the URL clients reach the public face at: Public.URL, or
+// http://127.0.0.1:<bound port>; empty without a public face. Read it after Run called ready.
+func (s *Server) PublicURL() string {
+	if s.public == nil {
+		return ""
+	}
+	return s.public.url
+}
+
+// route is one entry of a closed route table.
 type route struct {
 	method  string
+	path    string
 	handler http.HandlerFunc
 }
 
-// routeList is the 404 body's list of routes.
-var routeList = []string{"GET /health", "GET /jwks", "POST /exchange"}
+// String is the route as the 404 body lists it, for example "POST /exchange".
+func (r route) String() string { return r.method + " " + r.path }
 
-// handler is the exchange's HTTP handler; it needs the defaults check fills.
-func (s *Server) handler() http.Handler {
-	routes := map[string]route{
-		"/health":   {http.MethodGet, s.health},
-		"/jwks":     {http.MethodGet, s.jwks},
-		"/exchange": {http.MethodPost, s.exchange},
+// loopbackHandler is the loopback face's handler; it needs the defaults check fills.
+func (s *Server) loopbackHandler() http.Handler {
+	return serveRoutes("the exchange", []route{
+		{http.MethodGet, "/health", s.health},
+		{http.MethodGet, "/jwks", s.jwks},
+		{http.MethodPost, "/exchange", s.exchange(s.loopback)},
+	})
+}
+
+// serveRoutes serves a closed, exact-match route table: an unknown path is 404 with the list
+// of routes, a known path with the wrong method 405 with Allow.
+func serveRoutes(what string, table []route) http.Handler {
+	byPath := make(map[string]route, len(table))
+	list := make([]string, 0, len(table))
+	for _, rt := range table {
+		byPath[rt.path] = rt
+		list = append(list, rt.String())
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rt, ok := routes[r.URL.Path]
+		rt, ok := byPath[r.URL.Path]
 		if !ok {
 			writeJSON(w, http.StatusNotFound, map[string]any{
 				"error":   "not_found",
-				"message": fmt.Sprintf("no route %s; the exchange serves %s", r.URL.Path, strings.Join(routeList, ", ")),
-				"routes":  routeList,
+				"message": fmt.Sprintf("no route %s; %s serves %s", r.URL.Path, what, strings.Join(list, ", ")),
+				"routes":  list,
 			})
 			return
 		}
@@ -255,8 +336,8 @@ func (s *Server) capOK(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(s.Cap)) == 1
 }
 
-// peer is the throttle key of a request: the remote IP.
-func peer(r *http.Request) string {
+// socketPeer is the throttle key of a request: the remote IP of its connection.
+func socketPeer(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr

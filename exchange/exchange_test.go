@@ -91,7 +91,8 @@ func (c *fakeClock) advance(d time.Duration) {
 // fixture is a running exchange and what it was built from.
 type fixture struct {
 	srv    *Server
-	base   string
+	base   string // the loopback face
+	pub    string // the public face; empty without one
 	ledger *fakeLedger
 	clock  *fakeClock
 }
@@ -111,6 +112,12 @@ func (w tWriter) Write(p []byte) (int, error) {
 // start runs an exchange on 127.0.0.1:0 until the test ends; Run must return nil.
 func start(t *testing.T) *fixture {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith is start with configure applied to the server before Run.
+func startWith(t *testing.T, configure func(*Server)) *fixture {
+	t.Helper()
 	iss, err := bearer.Load(t.TempDir(), "demo")
 	if err != nil {
 		t.Fatalf("load issuer: %v", err)
@@ -126,6 +133,9 @@ func start(t *testing.T) *fixture {
 	}}
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
 	s := &Server{Issuer: iss, Ledger: led, OwnerSecret: secret, IdP: fakeIdP{}, IdPIssuer: testIdP, Logger: testLogger(t), Now: clock.Now}
+	if configure != nil {
+		configure(s)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
@@ -154,7 +164,11 @@ func start(t *testing.T) *fixture {
 	if len(s.Cap) != 64 {
 		t.Fatalf("cap %q, want 64 hex characters", s.Cap)
 	}
-	return &fixture{srv: s, base: "http://" + addr.String(), ledger: led, clock: clock}
+	f := &fixture{srv: s, base: "http://" + addr.String(), ledger: led, clock: clock}
+	if a := s.PublicAddr(); a != nil {
+		f.pub = "http://" + a.String()
+	}
+	return f
 }
 
 // reply is a decoded response.
@@ -254,7 +268,7 @@ func TestUnknownRouteListsRoutes(t *testing.T) {
 	if r.status != 404 || r.errorCode(t) != "not_found" {
 		t.Fatalf("404: %d %s", r.status, r.body)
 	}
-	for _, rt := range routeList {
+	for _, rt := range []string{"GET /health", "GET /jwks", "POST /exchange"} {
 		if !bytes.Contains(r.body, []byte(rt)) {
 			t.Errorf("404 body %s does not list %q", r.body, rt)
 		}

@@ -53,11 +53,25 @@ func refuse(status int, code, msg string, detail error) *refusal {
 // client's fault, so not throttled.
 var errUnavailable = errors.New("exchange unavailable")
 
-// exchange serves POST /exchange.
-func (s *Server) exchange(w http.ResponseWriter, r *http.Request) {
-	resp, err := s.serveExchange(r)
+// face is one listener's view of POST /exchange: whether it needs the capability, its
+// refusal throttle, and how it names a request's peer.
+type face struct {
+	name     string // "loopback" or "public", for the log
+	needCap  bool
+	throttle *throttle
+	peer     func(*http.Request) string
+}
+
+// exchange serves POST /exchange on face f.
+func (s *Server) exchange(f *face) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { s.exchangeOn(f, w, r) }
+}
+
+// exchangeOn answers one exchange on face f: the bearer, or the refusal (throttled per peer).
+func (s *Server) exchangeOn(f *face, w http.ResponseWriter, r *http.Request) {
+	resp, err := s.serveExchange(r, f.needCap)
 	if err == nil {
-		s.Logger.Info("exchanged", "owner", resp.Owner, "actor", resp.Actor)
+		s.Logger.Info("exchanged", "face", f.name, "owner", resp.Owner, "actor", resp.Actor)
 		writeJSON(w, http.StatusOK, resp)
 		return
 	}
@@ -72,28 +86,29 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal", "the exchange failed; see the auth service log")
 		return
 	}
-	p := peer(r)
-	if retry, throttled := s.throttle.refused(p); throttled {
-		s.Logger.Warn("exchange throttled", "peer", p, "code", rf.code)
+	p := f.peer(r)
+	if retry, throttled := f.throttle.refused(p); throttled {
+		s.Logger.Warn("exchange throttled", "face", f.name, "peer", p, "code", rf.code)
 		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
 		writeError(w, http.StatusTooManyRequests, "throttled",
 			fmt.Sprintf("too many refused exchanges from this peer; retry after %s", retry.Round(time.Second)))
 		return
 	}
-	s.Logger.Warn("exchange refused", "peer", p, "code", rf.code, "err", rf.detail)
+	s.Logger.Warn("exchange refused", "face", f.name, "peer", p, "code", rf.code, "err", rf.detail)
 	if rf.status == http.StatusUnauthorized && rf.code == "unauthorized" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cotal-exchange"`)
 	}
 	writeError(w, rf.status, rf.code, rf.msg)
 }
 
-// serveExchange checks the request hygiene and the capability, then runs the grant.
-func (s *Server) serveExchange(r *http.Request) (Response, error) {
+// serveExchange checks the request hygiene and, with needCap, the capability, then runs the
+// grant.
+func (s *Server) serveExchange(r *http.Request, needCap bool) (Response, error) {
 	if r.Header.Get("Origin") != "" {
 		return Response{}, refuse(http.StatusForbidden, "origin_refused",
 			"requests with an Origin header are refused: the exchange is not for browsers", nil)
 	}
-	if !s.capOK(r) {
+	if needCap && !s.capOK(r) {
 		return Response{}, refuse(http.StatusUnauthorized, "unauthorized",
 			"missing or wrong capability: send Authorization: Bearer <cap> with the cap from auth-service.json", nil)
 	}

@@ -1,13 +1,15 @@
 package exchange
 
 import (
+	"container/list"
 	"sync"
 	"time"
 )
 
-// throttle counts refusals per peer in fixed windows. It tracks at most max peers: a new
-// peer first drops peers whose window ended, then, if still full, the peer with the oldest
-// window.
+// throttle counts refusals per peer in a rolling window: a peer is throttled while it has
+// limit refusals younger than window. Throttled refusals are not recorded, so a throttled
+// peer's Retry-After is exact. It tracks at most max peers, evicting the least recently
+// refused one, so its memory is bounded by max × limit timestamps.
 type throttle struct {
 	limit  int
 	window time.Duration
@@ -15,61 +17,50 @@ type throttle struct {
 	now    func() time.Time
 
 	mu    sync.Mutex
-	peers map[string]*bucket
+	peers map[string]*list.Element // of *bucket
+	lru   *list.List               // front: most recently refused
 }
 
-// bucket is one peer's current window.
+// bucket is one peer's recent refusals, oldest first, at most limit of them.
 type bucket struct {
-	start time.Time
-	n     int
+	peer  string
+	times []time.Time
 }
 
 func newThrottle(limit int, window time.Duration, max int, now func() time.Time) *throttle {
-	return &throttle{limit: limit, window: window, max: max, now: now, peers: make(map[string]*bucket)}
+	return &throttle{limit: limit, window: window, max: max, now: now,
+		peers: make(map[string]*list.Element), lru: list.New()}
 }
 
-// refused records a refusal of peer. It reports whether the peer is past the limit in its
-// current window, and how long until that window ends.
+// refused records a refusal of peer. It reports whether the peer is past the limit in the
+// rolling window, and how long until its oldest counted refusal leaves the window.
 func (t *throttle) refused(peer string) (retryAfter time.Duration, throttled bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	b, ok := t.peers[peer]
-	if ok && now.Sub(b.start) >= t.window {
-		b.start, b.n = now, 0
+	e, ok := t.peers[peer]
+	if ok {
+		t.lru.MoveToFront(e)
+	} else {
+		for t.lru.Len() >= t.max {
+			old := t.lru.Back()
+			delete(t.peers, old.Value.(*bucket).peer)
+			t.lru.Remove(old)
+		}
+		e = t.lru.PushFront(&bucket{peer: peer})
+		t.peers[peer] = e
 	}
-	if !ok {
-		t.makeRoom(now)
-		b = &bucket{start: now}
-		t.peers[peer] = b
+	b := e.Value.(*bucket)
+	keep := 0
+	for keep < len(b.times) && now.Sub(b.times[keep]) >= t.window {
+		keep++
 	}
-	b.n++
-	if b.n <= t.limit {
+	b.times = b.times[keep:]
+	if len(b.times) < t.limit {
+		b.times = append(b.times, now)
 		return 0, false
 	}
-	return b.start.Add(t.window).Sub(now), true
-}
-
-// makeRoom drops ended windows, then the oldest one, until a new peer fits.
-func (t *throttle) makeRoom(now time.Time) {
-	if len(t.peers) < t.max {
-		return
-	}
-	for p, b := range t.peers {
-		if now.Sub(b.start) >= t.window {
-			delete(t.peers, p)
-		}
-	}
-	for len(t.peers) >= t.max {
-		var oldest string
-		var first time.Time
-		for p, b := range t.peers {
-			if oldest == "" || b.start.Before(first) {
-				oldest, first = p, b.start
-			}
-		}
-		delete(t.peers, oldest)
-	}
+	return b.times[0].Add(t.window).Sub(now), true
 }
 
 // size is the number of peers tracked.

@@ -105,6 +105,7 @@ func ParseSpaceManifest(data []byte, settings func(entry json.RawMessage) (any, 
 		return nil, fmt.Errorf("space manifest: version %d: want 1 or 2", m.Version)
 	}
 	seen := make(map[string]int, len(m.Spaces))
+	ports := map[int]int{}
 	for i, e := range m.Spaces {
 		if err := protocol.CheckSpace(e.Space); err != nil {
 			return nil, fmt.Errorf("space manifest: entry %d: %w", i, err)
@@ -113,8 +114,25 @@ func ParseSpaceManifest(data []byte, settings func(entry json.RawMessage) (any, 
 			return nil, fmt.Errorf("space manifest: entry %d: space %q is named twice (entry %d too)", i, e.Space, j)
 		}
 		seen[e.Space] = i
+		pu, ok := e.Settings.(PortUser)
+		if !ok {
+			continue
+		}
+		for _, p := range pu.Ports() {
+			if j, dup := ports[p]; dup {
+				return nil, fmt.Errorf("space manifest: entry %d (space %q): port %d is named by entry %d (space %q) too; give each space its own port",
+					i, e.Space, p, j, m.Spaces[j].Space)
+			}
+			ports[p] = i
+		}
 	}
 	return m, nil
+}
+
+// PortUser is implemented by entry settings that bind listening ports: no two entries of a
+// manifest may name the same port.
+type PortUser interface {
+	Ports() []int
 }
 
 // parseEntry parses one version 2 entry.

@@ -122,3 +122,30 @@ func FuzzParseSpaceManifest(f *testing.F) {
 		}
 	})
 }
+
+// onePort is entry settings naming one port.
+type onePort int
+
+func (p onePort) Ports() []int { return []int{int(p)} }
+
+// TestManifestPortsUnique: two version 2 entries naming one port refuse the manifest,
+// naming both entries.
+func TestManifestPortsUnique(t *testing.T) {
+	parse := func(raw json.RawMessage) (any, error) {
+		var e struct {
+			Space string `json:"space"`
+			Port  int    `json:"port"`
+		}
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, err
+		}
+		return onePort(e.Port), nil
+	}
+	_, err := ParseSpaceManifest([]byte(`{"version":2,"spaces":[{"space":"a","port":7451},{"space":"b","port":7452},{"space":"c","port":7451}]}`), parse)
+	if err == nil || !strings.Contains(err.Error(), "entry 2") || !strings.Contains(err.Error(), `entry 0 (space "a")`) || !strings.Contains(err.Error(), "7451") {
+		t.Fatalf("duplicate port: %v", err)
+	}
+	if _, err := ParseSpaceManifest([]byte(`{"version":2,"spaces":[{"space":"a","port":7451},{"space":"b","port":7452}]}`), parse); err != nil {
+		t.Fatal(err)
+	}
+}

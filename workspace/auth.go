@@ -19,3 +19,13 @@ func (p *Project) DeliveryPidFile(space string) string {
 func (p *Project) DeliveryLogFile(space string) string {
 	return filepath.Join(p.Dir(), "delivery."+SpaceKey(space)+".log")
 }
+
+// AuthServicePidFile is the pidfile of the auth service of space: .cotal/auth-service.<hex>.pid.
+func (p *Project) AuthServicePidFile(space string) string {
+	return filepath.Join(p.Dir(), "auth-service."+SpaceKey(space)+".pid")
+}
+
+// AuthServiceLogFile is the log of the auth service of space: .cotal/auth-service.<hex>.log.
+func (p *Project) AuthServiceLogFile(space string) string {
+	return filepath.Join(p.Dir(), "auth-service."+SpaceKey(space)+".log")
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/ext"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/internal/cli/join"
+	"github.com/cotal-ai/cotal/internal/cli/login"
 	"github.com/cotal-ai/cotal/internal/cli/mint"
 	"github.com/cotal-ai/cotal/internal/cli/personas"
 	"github.com/cotal-ai/cotal/internal/cli/send"
@@ -126,6 +127,7 @@ peer, anycast to whoever holds a role.`,
 		channels.NewCmdChannels(f, nil),
 		actor.NewCmdActor(f, nil),
 		authservice.NewCmdAuthService(f, nil),
+		login.NewCmdLogin(f, nil),
 	)
 	return root
 }

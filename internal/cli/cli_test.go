@@ -22,6 +22,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/cotal-ai/cotal/internal/cli"
+	"github.com/cotal-ai/cotal/oidc/oidctest"
 )
 
 func TestMain(m *testing.M) {
@@ -40,6 +41,7 @@ func TestScripts(t *testing.T) {
 			"killpid":  cmdKillPid,
 			"sha256":   cmdSHA256,
 			"waitcmp":  cmdWaitCmp,
+			"idp":      cmdIdP,
 		},
 	})
 }
@@ -369,4 +371,31 @@ func cmdWaitCmp(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(50 * time.Millisecond) // re-check interval
 	}
+}
+
+// cmdIdP starts a loopback OIDC issuer (oidctest) in this test process, sets $VAR to its
+// issuer URL, and stops it when the script ends:
+//
+//	idp start VAR [SUBJECT]   approve every device login for SUBJECT (default alice) after one poll
+//	idp deny VAR              deny every device login after one poll
+func cmdIdP(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 || len(args) > 3 || (args[0] != "start" && args[0] != "deny") || (args[0] == "deny" && len(args) != 2) {
+		ts.Fatalf("usage: idp start VAR [SUBJECT] | idp deny VAR")
+	}
+	iss := &oidctest.Issuer{AutoApprove: "alice"}
+	if len(args) == 3 {
+		iss.AutoApprove = args[2]
+	}
+	if args[0] == "deny" {
+		iss.AutoApprove, iss.AutoDeny = "", true
+	}
+	if err := iss.Start(); err != nil {
+		ts.Fatalf("start idp: %v", err)
+	}
+	ts.Defer(func() {
+		if err := iss.Close(); err != nil {
+			ts.Logf("close idp: %v", err)
+		}
+	})
+	ts.Setenv(args[1], iss.URL)
 }

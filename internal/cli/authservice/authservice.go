@@ -1,23 +1,34 @@
 // Package authservice implements `cotal auth-service`: the auth service of one user-auth
-// space in the foreground (the auth callout and the loopback bearer exchange).
+// space in the foreground (the auth callout and the loopback bearer exchange), or of many
+// spaces from one process, one lane per space of a manifest.
 package authservice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cotal-ai/cotal/authsvc"
+	"github.com/cotal-ai/cotal/callout"
+	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	"github.com/cotal-ai/cotal/oidc"
 	"github.com/cotal-ai/cotal/protocol"
-	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/spacehost"
+	"github.com/cotal-ai/cotal/workspace"
 )
+
+// anySpace stands in for --space while resolving the mesh of a host: each lane has its own.
+const anySpace = "any"
 
 // Options are the flags of `cotal auth-service`.
 type Options struct {
@@ -25,54 +36,69 @@ type Options struct {
 	Factory *cmdutil.Factory
 
 	Mesh        cmdutil.MeshFlags // Space and Server only
+	Spaces      string            // a space manifest: one lane per space
+	CalloutOnly bool
 	Port        int
 	AuthTimeout time.Duration
-	IdP         string // issuer URL of the OIDC provider whose ID tokens the exchange accepts
-	ClientID    string // audience the ID tokens must name
+	Pidfile     string // written once ready, removed on exit
+	Service     bool   // --service-endpoints
+	Public      exchange.PublicFace
 }
 
 // NewCmdAuthService builds `cotal auth-service`.
 func NewCmdAuthService(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
-		Use:   "auth-service --idp URL [--client-id ID] --space S [--server URL] [--port N] [--auth-timeout D]",
-		Short: "Run the auth service of a user-auth space in the foreground",
+		Use:   "auth-service [--space S | --spaces MANIFEST [--callout-only]] [--server URL] [--port N] [--auth-timeout D] [--service-endpoints]",
+		Short: "Run the auth service of user-auth spaces in the foreground",
 		Long: `Run the auth service of one user-auth space: the NATS auth callout, which admits a
 connection made with the space's sentinel creds and a Cotal bearer as its token into the
 space's data account with the permissions of the actor's ledger row, and the loopback
 exchange on 127.0.0.1:<port>, which hands out those bearers.
 
---idp names the OIDC provider (its issuer URL: https://, or http:// on 127.0.0.1 or
-localhost) whose ID tokens the exchange accepts from people; their aud must contain
---client-id. Its keys come from <issuer>/.well-known/openid-configuration.
+The space must be a user-auth space (cotal up --user-auth --idp URL): the exchange accepts
+the ID tokens of the IdP pinned there (keys from <issuer>/.well-known/openid-configuration).
+cotal up --user-auth runs this command in the background for each user-auth space; run it
+yourself against a broker you host elsewhere, or after cotal down auth.
 
-It opens its ledger connection, subscribes the callout, binds the exchange, and only then
+It claims the space's plane, subscribes the callout, binds the exchange, and only then
 writes auth-service.json (url, capability, issuer, pid, space; 0600) into the space's
 state folder .cotal/auth/space.<hex>/ and prints one ready line. It removes the file when
-it stops (SIGTERM or Ctrl-C) and removes a stale one at start.`,
-		Example: `  cotal auth-service --space team --idp https://accounts.google.com --client-id 1234.apps.googleusercontent.com
-  cotal auth-service --space team --idp http://127.0.0.1:5556/dex --server nats://127.0.0.1:4222 --port 7420`,
+it stops (SIGTERM or Ctrl-C) and removes a stale one at start.
+
+Exactly one auth service serves a space: it claims the space's plane (the key plane in
+cotal_auth_<space>) before it answers anything. A second one refuses (live-peer while the
+first runs; unknown when the delivery daemon cannot tell); one whose predecessor was killed
+reclaims once the delivery daemon finds the old connections gone. If one of its broker
+connections drops, it is fenced: it authorizes nothing more and exits 1; start it again.
+
+--exchange-public-port N adds the public face on 127.0.0.1:N for your HTTPS reverse proxy:
+GET /.well-known/cotal-mesh (the discovery bundle), GET /jwks, GET /health and POST
+/exchange (an ID token is the proof; no capability), with refusals limited per peer.
+
+--spaces MANIFEST serves many spaces from one process, one lane per space, each with its
+own connections, keys, plane claim and exchange on an ephemeral port (recorded in its
+auth-service.json). The manifest is JSON: {"version": 1, "spaces": ["a", "b"]}, or
+version 2 with one object per space that may name a public face:
+{"version": 2, "spaces": [{"space": "a", "exchangePublicPort": 7451,
+"exchangeTrustedProxy": true}]} (keys exchangePublicPort, exchangePublicUrl,
+exchangeTrustedProxy, advertisedServer, agentProvisioningUrl, under the flags' rules).
+It serves what it can: a space that fails is named with the reason and retried every 5 s;
+a lane that is fenced closes alone and reopens. The host follows edits of the manifest
+(and SIGHUP): a space added opens, one removed closes, a changed one reopens; once every
+space the manifest no longer names is closed it writes <manifest>.applied (the SHA-256 of
+the manifest it applied). --callout-only runs the callouts alone, all or none.`,
+		Example: `  cotal auth-service --space team
+  cotal auth-service --space team --server nats://127.0.0.1:4222 --port 7420 --service-endpoints
+  cotal auth-service --space team --exchange-public-port 7451 \
+      --exchange-public-url https://auth.example.com/team --exchange-trusted-proxy \
+      --advertised-server tls://nats.example.com:4222
+  cotal auth-service --spaces spaces.json --server nats://127.0.0.1:4222
+  cotal auth-service --spaces callouts.json --callout-only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.Mesh.Space != "" {
-				if err := protocol.CheckSpace(opts.Mesh.Space); err != nil {
-					return cmdutil.FlagErrorf("--space: %v", err)
-				}
-			}
-			if opts.IdP == "" {
-				return cmdutil.FlagErrorf("--idp is required: the issuer URL of the OIDC provider")
-			}
-			if err := oidc.CheckIssuer(opts.IdP); err != nil {
-				return cmdutil.FlagErrorf("--idp: %v", err)
-			}
-			if opts.ClientID == "" {
-				return cmdutil.FlagErrorf("--client-id: want a non-empty client id")
-			}
-			if opts.Port < 0 || opts.Port > 65535 {
-				return cmdutil.FlagErrorf("--port %d: want 0 (ephemeral) to 65535", opts.Port)
-			}
-			if opts.AuthTimeout < 0 {
-				return cmdutil.FlagErrorf("--auth-timeout %s: want a positive duration", opts.AuthTimeout)
+			if err := opts.check(cmd); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -83,15 +109,59 @@ it stops (SIGTERM or Ctrl-C) and removes a stale one at start.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Mesh.Space, "space", "", "space to serve (default: the project's space)")
 	fl.StringVar(&opts.Mesh.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	fl.StringVar(&opts.Spaces, "spaces", "", "a space manifest (JSON): one lane per space")
+	fl.BoolVar(&opts.CalloutOnly, "callout-only", false, "with --spaces: run the callouts alone, all or none")
 	fl.IntVar(&opts.Port, "port", 0, "loopback port of the exchange (0: ephemeral)")
 	fl.DurationVar(&opts.AuthTimeout, "auth-timeout", 2*time.Second, "bound on one authorization")
-	fl.StringVar(&opts.IdP, "idp", "", "issuer URL of the OIDC provider (required)")
-	fl.StringVar(&opts.ClientID, "client-id", "cotal", "OIDC client id the ID tokens must name as audience")
+	fl.IntVar(&opts.Public.Port, string(exchange.SettingPort), 0, "serve the public face on 127.0.0.1:N, behind your HTTPS reverse proxy")
+	fl.StringVar(&opts.Public.URL, string(exchange.SettingURL), "", "the https:// URL the proxy serves the public face at (default http://127.0.0.1:N)")
+	fl.BoolVar(&opts.Public.TrustedProxy, string(exchange.SettingTrustedProxy), false, "key refusal limits on the last X-Forwarded-For hop (only behind your proxy)")
+	fl.StringVar(&opts.Public.AdvertisedServer, string(exchange.SettingAdvertisedServer), "", "the broker URL the discovery bundle names (nats:, tls:, ws: or wss:; default --server)")
+	fl.StringVar(&opts.Public.AgentProvisioningURL, string(exchange.SettingProvisioningURL), "", "the https:// agent provisioning URL the discovery bundle names")
+	fl.BoolVar(&opts.Service, "service-endpoints", false, "register the callout as NATS micro service "+callout.ServiceName+" (nats micro ls)")
+	fl.StringVar(&opts.Pidfile, "pidfile", "", "write the service's pid here once it is ready; removed when it exits")
 	return cmd
 }
 
+// check refuses bad flags before anything runs.
+func (o *Options) check(cmd *cobra.Command) error {
+	if o.Mesh.Space != "" {
+		if err := protocol.CheckSpace(o.Mesh.Space); err != nil {
+			return cmdutil.FlagErrorf("--space: %v", err)
+		}
+	}
+	if o.Spaces != "" {
+		for _, name := range []string{"space", "port", "pidfile", string(exchange.SettingPort), string(exchange.SettingURL),
+			string(exchange.SettingTrustedProxy), string(exchange.SettingAdvertisedServer), string(exchange.SettingProvisioningURL)} {
+			if cmd.Flags().Changed(name) {
+				return cmdutil.FlagErrorf("--%s does not go with --spaces: each lane binds its own ephemeral exchange port, and a manifest entry names its public face", name)
+			}
+		}
+	} else if o.CalloutOnly {
+		return cmdutil.FlagErrorf("--callout-only needs --spaces <version 1 manifest>")
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		return cmdutil.FlagErrorf("--port %d: want 0 (ephemeral) to 65535", o.Port)
+	}
+	if err := o.Public.Check(); err != nil {
+		var se *exchange.SettingError
+		if errors.As(err, &se) {
+			return cmdutil.FlagErrorf("%s: %s", se.Setting.Flag(), se.Msg)
+		}
+		return cmdutil.FlagErrorf("%v", err)
+	}
+	if o.AuthTimeout < 0 {
+		return cmdutil.FlagErrorf("--auth-timeout %s: want a positive duration", o.AuthTimeout)
+	}
+	return nil
+}
+
 func run(ctx context.Context, opts *Options) error {
-	t, err := opts.Factory.Resolve(opts.Mesh)
+	flags := opts.Mesh
+	if opts.Spaces != "" {
+		flags.Space = anySpace
+	}
+	t, err := opts.Factory.Resolve(flags)
 	if err != nil {
 		return err
 	}
@@ -99,23 +169,102 @@ func run(ctx context.Context, opts *Options) error {
 		return cmdutil.Refuse("cotal auth-service outside a project",
 			"the auth service needs the project's trust chain (.cotal/auth)", "cd into the project and run cotal auth-service --space "+t.Space)
 	}
-	chain, err := trust.Open(t.Project.AuthDir())
-	if err != nil {
+	level := slog.LevelInfo
+	if opts.Factory.Getenv != nil && opts.Factory.Getenv("COTAL_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	var h slog.Handler = slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: level})
+	cfg := authsvc.Config{TrustDir: t.Project.AuthDir(), Server: t.Server, Port: opts.Port, AuthTimeout: opts.AuthTimeout,
+		ServiceEndpoints: opts.Service, Public: opts.Public}
+	if opts.Spaces != "" {
+		cfg.Spaces, cfg.CalloutOnly = opts.Spaces, opts.CalloutOnly
+		cfg.Logger = slog.New(spacehost.NewPrefixHandler(h))
+		return runHost(ctx, opts, cfg)
+	}
+	cfg.Space = t.Space
+	cfg.Logger = slog.New(h)
+	if _, err := authsvc.ReadPin(cfg.TrustDir, t.Space); errors.Is(err, authsvc.ErrNotUserAuth) {
+		return cmdutil.Refuse(fmt.Sprintf("an auth service for space %q", t.Space),
+			"it is not a user-auth space: its peers hold static creds and nothing would ask the service",
+			"cotal up --user-auth --idp <issuer URL> --space "+t.Space)
+	} else if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if opts.Factory.Getenv != nil && opts.Factory.Getenv("COTAL_DEBUG") != "" {
-		log = slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	dir := authsvc.StateDir(chain.Dir(), t.Space)
-	lane := &authsvc.Lane{Space: t.Space, Server: t.Server, Chain: chain, Dir: dir, IdP: &oidc.Verifier{Issuer: opts.IdP, ClientID: opts.ClientID}, IdPIssuer: opts.IdP,
-		Port: opts.Port, AuthTimeout: opts.AuthTimeout, Logger: log}
-	return lane.Run(ctx, func() {
-		st, err := authsvc.ReadStatus(dir)
-		if err != nil {
-			fmt.Fprintf(opts.IO.Out, "✓ auth service of space %q ready (%s)\n", t.Space, filepath.Join(dir, authsvc.StatusFile))
-			return
+	dir := authsvc.StateDir(cfg.TrustDir, t.Space)
+	pidWritten := false
+	defer func() {
+		if pidWritten {
+			if rerr := workspace.RemovePidfile(opts.Pidfile); rerr != nil {
+				fmt.Fprintf(opts.IO.ErrOut, "! remove %s: %v\n", opts.Pidfile, rerr)
+			}
 		}
-		fmt.Fprintf(opts.IO.Out, "✓ auth service of space %q ready: exchange %s (%s)\n", t.Space, st.URL, filepath.Join(dir, authsvc.StatusFile))
+	}()
+	var readyErr error
+	err = authsvc.Serve(ctx, cfg, func(spacehost.Ready) {
+		if opts.Pidfile != "" {
+			if readyErr = workspace.WritePidfile(opts.Pidfile, os.Getpid()); readyErr == nil {
+				pidWritten = true
+			}
+		}
+		where := filepath.Join(dir, authsvc.StatusFile)
+		if st, err := authsvc.ReadStatus(dir); err == nil {
+			if st.PublicURL != "" {
+				where = "public face " + st.PublicURL + ", " + where
+			}
+			where = "exchange " + st.URL + " (" + where + ")"
+		}
+		fmt.Fprintf(opts.IO.Out, "✓ auth service of space %q ready: %s\n", t.Space, where)
+		if rerr := cmdutil.SignalReady(opts.Factory.Getenv, "auth "+t.Space); rerr != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "! %v\n", rerr)
+		}
+	}, nil)
+	if err == nil && readyErr != nil {
+		return fmt.Errorf("pidfile: %w", readyErr)
+	}
+	return err
+}
+
+// runHost runs a host of lanes until ctx ends; SIGHUP reloads its manifest.
+func runHost(ctx context.Context, opts *Options, cfg authsvc.Config) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	what := "auth service host"
+	if cfg.CalloutOnly {
+		what = "callout host"
+	}
+	err := authsvc.Serve(hctx, cfg, func(r spacehost.Ready) {
+		fmt.Fprintf(opts.IO.Out, "✓ %s up (serving %s; retrying %s)\n", what, listOrNone(r.Serving), listOrNone(r.RetryingNames()))
+		for _, f := range r.Retrying {
+			fmt.Fprintf(opts.IO.ErrOut, "! cannot serve space %s yet, retrying every %s: %v\n", f.Space, spacehost.DefaultRetryDelay, f.Err)
+		}
+	}, func(h *spacehost.Host) {
+		go func() {
+			for {
+				select {
+				case <-hctx.Done():
+					return
+				case <-hup:
+					h.Reload()
+				}
+			}
+		}()
 	})
+	if err != nil {
+		if strings.Contains(err.Error(), "must be writable") {
+			return cmdutil.Refuse(what+" for "+cfg.Spaces, err.Error(), "give the host write access to "+filepath.Dir(cfg.Spaces))
+		}
+		return err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "%s stopped; plane claims released\n", what)
+	return nil
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
 }

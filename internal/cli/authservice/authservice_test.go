@@ -13,36 +13,46 @@ import (
 // TestFlags: the flags reach Options, and bad values are refused before anything runs.
 func TestFlags(t *testing.T) {
 	o, err := cmdtest.Capture(NewCmdAuthService, []string{"--space", "team", "--server", "nats://127.0.0.1:1", "--port", "7420", "--auth-timeout", "3s",
-		"--idp", "https://idp.example.com/realms/team", "--client-id", "cotal-team"})
+		"--pidfile", "a.pid"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Mesh.Space != "team" || o.Mesh.Server != "nats://127.0.0.1:1" || o.Port != 7420 || o.AuthTimeout != 3*time.Second ||
-		o.IdP != "https://idp.example.com/realms/team" || o.ClientID != "cotal-team" {
+	if o.Mesh.Space != "team" || o.Mesh.Server != "nats://127.0.0.1:1" || o.Port != 7420 || o.AuthTimeout != 3*time.Second || o.Pidfile != "a.pid" {
 		t.Fatalf("options: %+v", o)
 	}
-	o, err = cmdtest.Capture(NewCmdAuthService, []string{"--idp", "http://127.0.0.1:5556/dex"})
+	o, err = cmdtest.Capture(NewCmdAuthService, []string{"--exchange-public-port", "7451", "--exchange-public-url", "https://auth.example.com/team",
+		"--exchange-trusted-proxy", "--advertised-server", "wss://nats.example.com", "--agent-provisioning-url", "https://p.example.com", "--service-endpoints"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.IdP != "http://127.0.0.1:5556/dex" || o.ClientID != "cotal" {
+	if o.Public.Port != 7451 || o.Public.URL != "https://auth.example.com/team" || !o.Public.TrustedProxy ||
+		o.Public.AdvertisedServer != "wss://nats.example.com" || o.Public.AgentProvisioningURL != "https://p.example.com" || !o.Service {
+		t.Fatalf("public face options: %+v", o)
+	}
+	o, err = cmdtest.Capture(NewCmdAuthService, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Port != 0 || o.AuthTimeout != 2*time.Second {
 		t.Fatalf("defaults: %+v", o)
 	}
-	idp := []string{"--idp", "https://idp.example.com"}
 	for _, c := range []struct {
 		args []string
 		want string // in the error
 	}{
-		{nil, "--idp"},
-		{[]string{"--space", "team"}, "--idp"},
-		{[]string{"--idp", "http://idp.example.com"}, "--idp"},
-		{[]string{"--idp", "idp.example.com"}, "--idp"},
-		{[]string{"--idp", "ftp://idp.example.com"}, "--idp"},
-		{append([]string{"--client-id", ""}, idp...), "--client-id"},
-		{append([]string{"--space", "no spaces"}, idp...), "--space"},
-		{append([]string{"--port", "70000"}, idp...), "--port"},
-		{append([]string{"--auth-timeout", "-1s"}, idp...), "--auth-timeout"},
-		{append([]string{"extra"}, idp...), ""},
+		{[]string{"--space", "no spaces"}, "--space"},
+		{[]string{"--port", "70000"}, "--port"},
+		{[]string{"--auth-timeout", "-1s"}, "--auth-timeout"},
+		{[]string{"--idp", "https://idp.example.com"}, ""},
+		{[]string{"--exchange-public-url", "https://auth.example.com"}, "--exchange-public-url"},
+		{[]string{"--exchange-trusted-proxy"}, "--exchange-trusted-proxy"},
+		{[]string{"--advertised-server", "tls://nats.example.com:4222"}, "--advertised-server"},
+		{[]string{"--agent-provisioning-url", "https://p.example.com"}, "--agent-provisioning-url"},
+		{[]string{"--exchange-public-port", "7451", "--exchange-public-url", "http://auth.example.com"}, "--exchange-public-url"},
+		{[]string{"--exchange-public-port", "7451", "--agent-provisioning-url", "http://p.example.com"}, "--agent-provisioning-url"},
+		{[]string{"--exchange-public-port", "7451", "--advertised-server", "https://nats.example.com"}, "--advertised-server"},
+		{[]string{"--exchange-public-port", "70000"}, "--exchange-public-port"},
+		{[]string{"extra"}, ""},
 	} {
 		_, err := cmdtest.Capture(NewCmdAuthService, c.args)
 		if err == nil {

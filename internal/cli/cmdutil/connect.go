@@ -19,6 +19,9 @@ import (
 type As struct {
 	Profile trust.Profile // the profile of the credential minted for the operator at the keyboard
 	Join    bool          // the endpoint will Join: give it a stable identity and its durables
+	// Person: the command acts for the person at the keyboard, who on a user-auth space
+	// signs in (cotal login) instead of using the project's keys.
+	Person bool
 }
 
 // Connect connects to the target as cfg (its Space is taken from the target) with the
@@ -26,11 +29,21 @@ type As struct {
 // principal, lifecycle uid and role win over cfg's; otherwise, on an authenticated mesh,
 // a credential minted on the fly from the project's own signing key (the operator at the
 // keyboard) with as.Profile. With as.Join that identity gets its recorded lifecycle uid and
-// its bind-only durables are created for it.
+// its bind-only durables are created for it. On a user-auth space with as.Person, the
+// person signed in with the space's IdP connects instead (see connectUserAuth).
 func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as As) (*client.Endpoint, error) {
 	cfg.Space = t.Space
 	if cfg.Logger == nil {
 		cfg.Logger = f.Logger
+	}
+	if as.Person {
+		pin, ok, err := userAuthPin(t)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return f.connectUserAuth(ctx, t, cfg, as, pin)
+		}
 	}
 	var opts []nats.Option
 	switch {
@@ -98,11 +111,23 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 	return ep, nil
 }
 
-// ConnectOperator connects to the target as the person at the keyboard (see
-// OperatorIdentity) with profile: a one-shot command's identity, not a peer in presence.
+// ConnectOperator connects to the target as the operator at the keyboard (see
+// OperatorIdentity) with profile, from the project's keys even on a user-auth space: a
+// one-shot administrative command's identity, not a peer in presence.
 func (f *Factory) ConnectOperator(ctx context.Context, t Target, profile trust.Profile) (*client.Endpoint, error) {
 	name, actor := OperatorIdentity()
 	return f.Connect(ctx, t, client.Config{Name: name, Actor: actor, Kind: protocol.CardEndpoint}, As{Profile: profile})
+}
+
+// ConnectPerson connects to the target as the person at the keyboard: like ConnectOperator,
+// except that on a user-auth space the person signs in and acts as $COTAL_ACTOR (default
+// the login name).
+func (f *Factory) ConnectPerson(ctx context.Context, t Target, profile trust.Profile) (*client.Endpoint, error) {
+	name, actor := OperatorIdentity()
+	if f.Getenv != nil && f.Getenv(ActorEnv) != "" {
+		actor = f.Getenv(ActorEnv)
+	}
+	return f.Connect(ctx, t, client.Config{Name: name, Actor: actor, Kind: protocol.CardEndpoint}, As{Profile: profile, Person: true})
 }
 
 // account opens the project's trust chain and the account of a space this mesh serves.
@@ -130,6 +155,9 @@ func (f *Factory) account(t Target) (*trust.Account, *trust.Chain, error) {
 // signing key, after creating the bind-only durables it needs, and returns the creds.
 // spec.LifecycleUID is filled from the agent's recorded identity.
 func (f *Factory) AgentCreds(ctx context.Context, t Target, spec trust.UserSpec) ([]byte, error) {
+	if err := CheckStatic(t, "static creds for "+spec.Principal.Actor); err != nil {
+		return nil, err
+	}
 	acct, chain, err := f.account(t)
 	if err != nil {
 		return nil, err

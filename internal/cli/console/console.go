@@ -62,7 +62,7 @@ func runConsole(ctx context.Context, opts *Options) error {
 	}
 	ep, err := opts.Factory.Connect(ctx, target, client.Config{
 		Name: "console", Actor: "console_" + strconv.Itoa(os.Getpid()), Kind: "endpoint"},
-		cmdutil.As{Profile: trust.ProfileObserver})
+		cmdutil.As{Profile: trust.ProfileObserver, Person: true})
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,10 +20,6 @@ import (
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
-
-// ReadyFDEnv names an inherited pipe the daemon reports readiness on, one line
-// "ready delivery <space>", for a parent that started it in the background.
-const ReadyFDEnv = "COTAL_READY_FD"
 
 // DaemonPrincipal is the identity a delivery credential minted on the fly carries.
 var DaemonPrincipal = protocol.Principal{Owner: protocol.OwnerLocal, Actor: "cotal_delivery"}
@@ -159,7 +154,7 @@ func runDeliver(ctx context.Context, opts *Options) error {
 			}
 		}
 		fmt.Fprintf(opts.IO.Out, "✓ delivery daemon up (space %s)\n", t.Space)
-		if rerr := signalReady(opts, t.Space); rerr != nil {
+		if rerr := cmdutil.SignalReady(opts.Factory.Getenv, "delivery "+t.Space); rerr != nil {
 			fmt.Fprintf(opts.IO.ErrOut, "! %v\n", rerr)
 		}
 	})
@@ -196,28 +191,4 @@ func credential(opts *Options, t cmdutil.Target) ([]byte, error) {
 			"cotal up --space "+t.Space)
 	}
 	return opts.Factory.Mint(t, trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery, Principal: DaemonPrincipal})
-}
-
-// signalReady tells a parent waiting on ReadyFDEnv that the daemon serves.
-func signalReady(opts *Options, space string) error {
-	if opts.Factory.Getenv == nil {
-		return nil
-	}
-	fdText := opts.Factory.Getenv(ReadyFDEnv)
-	if fdText == "" {
-		return nil
-	}
-	fd, err := strconv.Atoi(fdText)
-	if err != nil {
-		return fmt.Errorf("%s=%q: %w", ReadyFDEnv, fdText, err)
-	}
-	f := os.NewFile(uintptr(fd), "ready")
-	if f == nil {
-		return fmt.Errorf("%s=%d: not an open file", ReadyFDEnv, fd)
-	}
-	defer f.Close()
-	if _, err := fmt.Fprintf(f, "ready delivery %s\n", space); err != nil {
-		return fmt.Errorf("report readiness: %w", err)
-	}
-	return nil
 }

@@ -23,29 +23,31 @@ type Options struct {
 	Getenv  func(string) string
 	Timeout time.Duration
 
-	Component string // "" (everything) or "delivery"
-	Space     string // with delivery: only this space's daemon
+	Component string // "" (everything), "delivery" or "auth"
+	Space     string // with a component: only this space's daemon
 }
 
 // NewCmdDown builds `cotal down`.
 func NewCmdDown(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv}
 	cmd := &cobra.Command{
-		Use:   "down [delivery [--space S]]",
+		Use:   "down [delivery | auth [--space S]]",
 		Short: "Stop the mesh this project started",
 		Long: `Stop the broker that ` + "`cotal up`" + ` started for this project (found by walking up from the
 current folder to .cotal/). The pidfile is checked against the process start time, so a
 reused pid is never signalled. Stored messages stay in the store for the next ` + "`cotal up`" + `.
-The delivery daemons stop first, releasing their leases. ` + "`cotal down delivery`" + ` stops only
-the daemons (of one space with --space); the broker keeps serving and does not restart a
-daemon stopped this way.`,
+The auth services and delivery daemons stop first, releasing what they hold.
+` + "`cotal down delivery`" + ` stops only the delivery daemons and ` + "`cotal down auth`" + ` only the auth
+services of user-auth spaces (of one space with --space); the broker keeps serving and does
+not restart a daemon stopped this way.`,
 		Example: `  cotal down
-  cotal down delivery --space team`,
+  cotal down delivery --space team
+  cotal down auth --space team`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
-				if args[0] != "delivery" {
-					return cmdutil.FlagErrorf("unknown component %q: cotal down stops everything, or only delivery", args[0])
+				if _, ok := componentNamed(args[0]); !ok {
+					return cmdutil.FlagErrorf("unknown component %q: cotal down stops everything, or only delivery or auth", args[0])
 				}
 				opts.Component = args[0]
 			} else if opts.Space != "" {
@@ -58,7 +60,7 @@ daemon stopped this way.`,
 		},
 	}
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 15*time.Second, "how long to wait for each process to stop")
-	cmd.Flags().StringVar(&opts.Space, "space", "", "with delivery: only this space's daemon")
+	cmd.Flags().StringVar(&opts.Space, "space", "", "with a component: only this space's daemon")
 	return cmd
 }
 
@@ -71,15 +73,21 @@ func runDown(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(opts.IO.Out, "nothing to stop: no .cotal/ found from %s upward\n", wd)
 		return nil
 	}
-	stopped, err := stopDaemons(ctx, opts, proj)
-	if err != nil {
-		return err
-	}
-	if opts.Component == "delivery" {
+	if c, ok := componentNamed(opts.Component); ok {
+		stopped, err := stopDaemons(ctx, opts, proj, c)
+		if err != nil {
+			return err
+		}
 		if stopped == 0 {
-			fmt.Fprintf(opts.IO.Out, "nothing to stop: no delivery daemon runs for %s\n", proj.Root)
+			fmt.Fprintf(opts.IO.Out, "nothing to stop: no %s runs for %s\n", c.name, proj.Root)
 		}
 		return nil
+	}
+	for _, name := range []string{"auth", "delivery"} {
+		c, _ := componentNamed(name)
+		if _, err := stopDaemons(ctx, opts, proj, c); err != nil {
+			return err
+		}
 	}
 	rec, err := workspace.ReadPidfile(proj.PidFile())
 	if errors.Is(err, workspace.ErrNoPidfile) {
@@ -146,16 +154,34 @@ func stop(ctx context.Context, rec workspace.Record, timeout time.Duration) erro
 	}
 }
 
-// stopDaemons stops the delivery daemons of the project (of opts.Space only, when set)
-// and says how many it stopped.
-func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project) (int, error) {
-	pattern := filepath.Join(proj.Dir(), "delivery.*.pid")
+// component is a kind of per-space daemon `cotal down` can stop on its own.
+type component struct {
+	name    string                                          // as messages say it
+	glob    string                                          // its pidfiles in the project folder
+	pidFile func(p *workspace.Project, space string) string // one space's pidfile
+}
+
+// componentNamed is the daemon `cotal down <name>` stops.
+func componentNamed(name string) (component, bool) {
+	switch name {
+	case "delivery":
+		return component{name: "delivery daemon", glob: "delivery.*.pid", pidFile: (*workspace.Project).DeliveryPidFile}, true
+	case "auth":
+		return component{name: "auth service", glob: "auth-service.*.pid", pidFile: (*workspace.Project).AuthServicePidFile}, true
+	}
+	return component{}, false
+}
+
+// stopDaemons stops the daemons of component c of the project (of opts.Space only, when
+// set) and says how many it stopped.
+func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project, c component) (int, error) {
+	pattern := filepath.Join(proj.Dir(), c.glob)
 	if opts.Space != "" {
-		pattern = proj.DeliveryPidFile(opts.Space)
+		pattern = c.pidFile(proj, opts.Space)
 	}
 	files, err := filepath.Glob(pattern)
 	if err != nil {
-		return 0, fmt.Errorf("find delivery daemons: %w", err)
+		return 0, fmt.Errorf("find %ss: %w", c.name, err)
 	}
 	n := 0
 	for _, f := range files {
@@ -170,10 +196,10 @@ func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project) (i
 			continue
 		}
 		if err := stop(ctx, rec, opts.Timeout); err != nil {
-			return n, fmt.Errorf("delivery daemon (pid %d, %s): %w", rec.PID, f, err)
+			return n, fmt.Errorf("%s (pid %d, %s): %w", c.name, rec.PID, f, err)
 		}
 		n++
-		fmt.Fprintf(opts.IO.Out, "✓ stopped the delivery daemon (pid %d)\n", rec.PID)
+		fmt.Fprintf(opts.IO.Out, "✓ stopped the %s (pid %d)\n", c.name, rec.PID)
 	}
 	return n, nil
 }

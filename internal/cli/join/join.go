@@ -151,7 +151,7 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 	f := opts.Factory
 	if opts.Persona == "" {
 		return f.Connect(ctx, *target, client.Config{Name: opts.Name, Role: opts.Role},
-			cmdutil.As{Profile: trust.ProfileProvisioner, Join: true})
+			cmdutil.As{Profile: trust.ProfileProvisioner, Join: true, Person: true})
 	}
 	if target.Project == nil {
 		return nil, cmdutil.Refuse("--persona outside a project", "personas live in a project's .cotal/agents/", "cotal personas list")

@@ -103,6 +103,9 @@ func runMint(ctx context.Context, opts *Options) error {
 	if t.Project == nil || (t.Mesh != nil && t.Mesh.Mode != workspace.ModeAuth) {
 		return cmdutil.Refuse("minting", "this project's mesh is not authenticated (open meshes take no credentials)", "cotal down && cotal up --detach")
 	}
+	if err := cmdutil.CheckStatic(t, "cotal mint"); err != nil {
+		return err
+	}
 	spec := opts.spec()
 	var creds []byte
 	if spec.Profile == trust.ProfileAgent {

@@ -104,7 +104,7 @@ func runSend(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	ep, err := opts.Factory.ConnectOperator(ctx, target, trust.ProfileProvisioner)
+	ep, err := opts.Factory.ConnectPerson(ctx, target, trust.ProfileProvisioner)
 	if err != nil {
 		return err
 	}

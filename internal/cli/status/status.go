@@ -75,7 +75,7 @@ func runStatus(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	ep, err := opts.Factory.ConnectOperator(ctx, target, trust.ProfileObserver)
+	ep, err := opts.Factory.ConnectPerson(ctx, target, trust.ProfileObserver)
 	if err != nil {
 		return err
 	}

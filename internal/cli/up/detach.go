@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -54,7 +55,7 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 	child.Dir = proj.Root
 	child.Stdout, child.Stderr = logf, logf
 	child.ExtraFiles = []*os.File{w} // fd 3
-	child.Env = append(os.Environ(), readyFDEnv+"=3")
+	child.Env = append(os.Environ(), cmdutil.ReadyFDEnv+"=3")
 	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := child.Start(); err != nil {
 		w.Close()

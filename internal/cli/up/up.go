@@ -19,17 +19,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/broker"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/oidc"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
-
-// readyFDEnv names the inherited pipe a detached child reports readiness on.
-const readyFDEnv = "COTAL_READY_FD"
 
 // Options are the flags of `cotal up`.
 type Options struct {
@@ -39,6 +38,9 @@ type Options struct {
 	Getenv     func(string) string
 
 	Open     bool
+	UserAuth bool   // the space admits people of IdP through the auth service
+	IdP      string // with UserAuth: the OIDC issuer URL
+	ClientID string // with UserAuth: the audience of the IdP's ID tokens
 	Space    string
 	Server   string
 	StoreDir string
@@ -53,7 +55,7 @@ type Options struct {
 func NewCmdUp(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Getwd: f.Getwd, Executable: f.Executable, Getenv: f.Getenv}
 	cmd := &cobra.Command{
-		Use:   "up --open [--space S] [--server URL] [--store-dir D] [--detach]",
+		Use:   "up [--open | --user-auth --idp URL] [--space S] [--server URL] [--store-dir D] [--detach]",
 		Short: "Start the embedded broker and serve a space",
 		Long: `Start an embedded NATS server with JetStream, provision the space's streams and buckets,
 and serve until Ctrl-C. With --detach it runs in the background (pidfile .cotal/nats.pid,
@@ -67,16 +69,41 @@ The mesh is authenticated: the broker trusts an operator whose keys live in .cot
 (created on first use, never re-keyed), each space is a NATS account, and every peer
 holds a credential signed by the space's key (see cotal mint). --open serves the
 unauthenticated dev mesh instead, for loopback experiments. The mode of a running mesh
-does not change: cotal down first.`,
+does not change: cotal down first.
+
+--user-auth --idp URL makes the space a user-auth space: people sign in with the OIDC
+provider at URL (cotal login), are granted actors with cotal actor grant, and connect
+with the space's deny-all sentinel creds plus a short-lived bearer from the space's auth
+service, which up runs in the background (log .cotal/auth-service.<hex>.log; cotal down
+auth stops it). Static creds (cotal mint) are refused on such a space. The IdP is pinned
+on first use: owners are derived from it, so a space is never re-pointed to another.`,
 		Example: `  cotal up --detach
   cotal up --space review          # add a space to the running mesh
   cotal up --open --detach         # unauthenticated dev mesh
+  cotal up --detach --user-auth --idp https://idp.example.com --client-id cotal
   cotal up                         # foreground; Ctrl-C stops it`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Space != "" {
 				if err := protocol.CheckSpace(opts.Space); err != nil {
 					return cmdutil.FlagErrorf("--space: %v", err)
+				}
+			}
+			if opts.UserAuth && opts.Open {
+				return cmdutil.FlagErrorf("--user-auth and --open exclude each other: an open mesh has no credentials to check")
+			}
+			if opts.UserAuth && opts.IdP == "" {
+				return cmdutil.FlagErrorf("--user-auth needs --idp <issuer URL>: the OIDC provider people sign in with")
+			}
+			if !opts.UserAuth && (cmd.Flags().Changed("idp") || cmd.Flags().Changed("client-id")) {
+				return cmdutil.FlagErrorf("--idp and --client-id go with --user-auth")
+			}
+			if opts.UserAuth {
+				if err := oidc.CheckIssuer(opts.IdP); err != nil {
+					return cmdutil.FlagErrorf("--idp: %v", err)
+				}
+				if opts.ClientID == "" {
+					return cmdutil.FlagErrorf("--client-id: want the OIDC client id people sign in with")
 				}
 			}
 			if opts.DryRun && opts.File == "" {
@@ -93,6 +120,9 @@ does not change: cotal down first.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&opts.Open, "open", false, "serve the unauthenticated dev mesh (loopback only)")
+	fl.BoolVar(&opts.UserAuth, "user-auth", false, "people sign in with an OIDC provider (needs --idp)")
+	fl.StringVar(&opts.IdP, "idp", "", "with --user-auth: the OIDC provider's issuer URL")
+	fl.StringVar(&opts.ClientID, "client-id", "cotal", "with --user-auth: the OIDC client id its ID tokens name")
 	fl.StringVar(&opts.Space, "space", "", "space to serve (default: the project folder's name)")
 	fl.StringVar(&opts.Server, "server", "", "listen URL, e.g. nats://127.0.0.1:4222 (default: loopback, 4222 or a free port)")
 	fl.StringVar(&opts.StoreDir, "store-dir", "", "JetStream store (default: .cotal/nats)")
@@ -149,6 +179,11 @@ func runUp(ctx context.Context, opts *Options) error {
 	if space == "" {
 		space = proj.DefaultSpace()
 	}
+	if opts.UserAuth {
+		if err := enableUserAuth(opts, proj, space); err != nil {
+			return err
+		}
+	}
 	if cmdutil.MeshRunning(proj) {
 		return addSpace(ctx, opts, proj, space)
 	}
@@ -156,6 +191,26 @@ func runUp(ctx context.Context, opts *Options) error {
 		return detach(ctx, opts, proj, space)
 	}
 	return serve(ctx, opts, proj, space)
+}
+
+// enableUserAuth pins the IdP of space and creates its auth service's keys, before any
+// broker process starts, so the broker preloads the callout account and supervises the
+// space's auth service.
+func enableUserAuth(opts *Options, proj *workspace.Project, space string) error {
+	chain, err := trust.Open(proj.AuthDir())
+	if err != nil {
+		return err
+	}
+	if _, err := chain.Space(space); err != nil {
+		return err
+	}
+	pin, err := authsvc.Enable(chain, space, opts.IdP, opts.ClientID)
+	if err != nil {
+		return cmdutil.Refuse("--user-auth --idp "+opts.IdP, err.Error(),
+			"keep the IdP the space was created with, or serve the people of the new IdP in a new space (--space)")
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "user auth: space %s admits people of %s (client %s)\n", space, pin.Issuer, pin.ClientID)
+	return nil
 }
 
 // project is the project up serves: the nearest .cotal/ above the current folder, or a
@@ -232,14 +287,16 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 			return err
 		}
 		fmt.Fprintf(opts.IO.Out, "✓ space %q added to the running mesh at %s\n", space, mesh.Server)
-		if chain != nil {
-			return waitDelivery(ctx, opts, proj, space)
-		}
+	} else {
+		fmt.Fprintf(opts.IO.Out, "✓ mesh already running at %s (space %s, %s)\n", mesh.Server, space, modeName(mesh.Mode))
+	}
+	if chain == nil {
 		return nil
 	}
-	fmt.Fprintf(opts.IO.Out, "✓ mesh already running at %s (space %s, %s)\n", mesh.Server, space, modeName(mesh.Mode))
-	if chain != nil {
-		return waitDelivery(ctx, opts, proj, space)
+	for _, k := range []daemonKind{deliveryKind(chain, proj, mesh.Server), authKind(chain, proj, mesh.Server)} {
+		if err := waitDaemon(ctx, opts, k, space); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -398,23 +455,27 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		if err != nil {
 			return fmt.Errorf("find the cotal binary: %w", err)
 		}
-		d := &daemons{exe: exe, chain: chain, proj: proj, server: srv.ClientURL(), running: map[string]bool{},
-			log: slog.New(slog.NewTextHandler(opts.IO.ErrOut, nil))}
+		log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, nil))
 		dctx, stop := context.WithCancel(ctx)
-		// Deferred after srv.Close, so it runs first: daemons release their leases while
-		// the broker still serves.
-		defer d.wait()
-		defer stop()
-		for _, s := range spaces {
-			if err := d.start(dctx, s); err != nil {
+		for _, kind := range []daemonKind{deliveryKind(chain, proj, srv.ClientURL()), authKind(chain, proj, srv.ClientURL())} {
+			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log}
+			// Deferred after srv.Close, so it runs first: daemons release what they hold
+			// while the broker still serves.
+			defer d.wait()
+			if err := d.startAll(dctx, spaces); err != nil {
+				stop()
 				return err
 			}
+			go d.watch(dctx)
 		}
-		go d.watch(dctx)
+		defer stop()
 		what += ", delivery up"
+		if n := countUserAuth(chain, spaces); n > 0 {
+			what += fmt.Sprintf(", auth service up for %d user-auth space(s)", n)
+		}
 	}
 	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s, store %s)\n", srv.ClientURL(), space, what, store)
-	if err := signalReady(opts, srv.ClientURL()); err != nil {
+	if err := cmdutil.SignalReady(opts.Getenv, srv.ClientURL()); err != nil {
 		return err
 	}
 	select {
@@ -426,23 +487,13 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 	}
 }
 
-// signalReady tells a waiting `up --detach` parent that the mesh serves.
-func signalReady(opts *Options, url string) error {
-	fdText := opts.Getenv(readyFDEnv)
-	if fdText == "" {
-		return nil
+// countUserAuth counts the user-auth spaces among spaces.
+func countUserAuth(chain *trust.Chain, spaces []string) int {
+	n := 0
+	for _, s := range spaces {
+		if _, err := authsvc.ReadPin(chain.Dir(), s); err == nil {
+			n++
+		}
 	}
-	fd, err := strconv.Atoi(fdText)
-	if err != nil {
-		return fmt.Errorf("%s=%q: %w", readyFDEnv, fdText, err)
-	}
-	f := os.NewFile(uintptr(fd), "ready")
-	if f == nil {
-		return fmt.Errorf("%s=%d: not an open file", readyFDEnv, fd)
-	}
-	defer f.Close()
-	if _, err := fmt.Fprintf(f, "ready %s\n", url); err != nil {
-		return fmt.Errorf("report readiness: %w", err)
-	}
-	return nil
+	return n
 }

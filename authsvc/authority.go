@@ -1,0 +1,186 @@
+package authsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/cotal-ai/cotal/plane"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
+	"github.com/cotal-ai/cotal/trust"
+)
+
+// ErrFenced is wrapped by the error of a lane that lost one of its broker connections
+// mid-life: from that instant it authorized nothing more, and it must be started again
+// (a host reopens it).
+var ErrFenced = errors.New("fenced")
+
+// releaseTimeout bounds the release of the plane claim at close.
+const releaseTimeout = 5 * time.Second
+
+// planePrincipal is the principal of the authority plane's connections: the one the
+// delivery daemon's liveness oracle sees on its privileged rail.
+func planePrincipal() protocol.Principal {
+	return protocol.Principal{Owner: protocol.OwnerLocal, Actor: "cotal_auth_service"}
+}
+
+// fence records the first lost connection of a lane and wakes whoever waits for it.
+type fence struct {
+	once sync.Once
+	lost chan struct{}
+	mu   sync.Mutex
+	why  string
+}
+
+func newFence() *fence { return &fence{lost: make(chan struct{})} }
+
+// trip fences the lane (the first call wins).
+func (f *fence) trip(why string) {
+	f.once.Do(func() {
+		f.mu.Lock()
+		f.why = why
+		f.mu.Unlock()
+		close(f.lost)
+	})
+}
+
+// tripped reports whether the lane is fenced.
+func (f *fence) tripped() bool {
+	select {
+	case <-f.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// err is the lane's error once fenced.
+func (f *fence) err(space string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fmt.Errorf("auth service of space %q lost its %s and %w: it authorizes nothing more and must be restarted", space, f.why, ErrFenced)
+}
+
+// watched are the connect options of a connection whose loss fences the lane: it never
+// reconnects (a reconnect would change the connection the plane claim names).
+func (f *fence) watched(what string) []nats.Option {
+	return []nats.Option{
+		nats.NoReconnect(),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				f.trip(fmt.Sprintf("%s connection (%v)", what, err))
+				return
+			}
+			f.trip(what + " connection")
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { f.trip(what + " connection") }),
+	}
+}
+
+// authority is a lane's authority plane: two privileged data-account connections, signed
+// with the data account's signing key (they never pass through the callout), one reading
+// the ledger and one holding the plane claim and asking the oracle, and the claim itself.
+type authority struct {
+	ledger  *nats.Conn
+	records *nats.Conn
+	kv      jetstream.KeyValue // the ledger bucket, through ledger
+	claim   *plane.Claim
+}
+
+// openAuthority opens the plane's connections, finds the ledger bucket and takes the
+// plane claim. On error everything it opened is closed. A connection lost later trips f.
+func (l *Lane) openAuthority(ctx context.Context, data *trust.Account, f *fence, log *slog.Logger) (*authority, error) {
+	creds, err := data.Mint(trust.UserSpec{Name: "cotal-auth-service", Profile: trust.ProfileProvisioner, Principal: planePrincipal()})
+	if err != nil {
+		return nil, err
+	}
+	c, err := trust.ReadCreds(creds)
+	if err != nil {
+		return nil, err
+	}
+	kp, err := nkeys.FromSeed([]byte(c.Seed))
+	if err != nil {
+		return nil, fmt.Errorf("plane key: %w", err)
+	}
+	userNkey, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("plane key: %w", err)
+	}
+	a := &authority{}
+	ok := false
+	defer func() {
+		if !ok {
+			a.close(log)
+		}
+	}()
+	if a.ledger, err = connect(l.Server, creds, "cotal:auth-service:"+l.Space+":ledger", f.watched("ledger")...); err != nil {
+		return nil, fmt.Errorf("data account: %w", err)
+	}
+	if a.records, err = connect(l.Server, creds, "cotal:auth-service:"+l.Space+":records", f.watched("records")...); err != nil {
+		return nil, fmt.Errorf("data account: %w", err)
+	}
+	js, err := jetstream.New(a.ledger)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	kctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	a.kv, err = js.KeyValue(kctx, provision.BucketAuth(l.Space))
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("ledger bucket %s (is the space provisioned?): %w", provision.BucketAuth(l.Space), err)
+	}
+	rjs, err := jetstream.New(a.records)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	kctx, cancel = context.WithTimeout(ctx, connectTimeout)
+	rkv, err := rjs.KeyValue(kctx, provision.BucketAuth(l.Space))
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("ledger bucket %s: %w", provision.BucketAuth(l.Space), err)
+	}
+	ledgerTuple, err := plane.ConnTuple(a.ledger, userNkey)
+	if err != nil {
+		return nil, err
+	}
+	recordsTuple, err := plane.ConnTuple(a.records, userNkey)
+	if err != nil {
+		return nil, err
+	}
+	oracle := l.Oracle
+	if oracle == nil {
+		oracle = &plane.DaemonOracle{Conn: a.records, Space: l.Space, From: planePrincipal()}
+	}
+	claimer := &plane.Claimer{Space: l.Space, KV: rkv, Oracle: oracle, Ledger: ledgerTuple, Records: recordsTuple, Logger: log}
+	if a.claim, err = claimer.Acquire(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return a, nil
+}
+
+// close releases the claim while the plane still stands (a fenced lane's records
+// connection is gone, so its claim stays held until a successor's oracle finds it gone),
+// then closes the connections.
+func (a *authority) close(log *slog.Logger) {
+	if a.claim != nil && a.records != nil && a.records.IsConnected() {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		if err := a.claim.Release(ctx); err != nil {
+			log.Warn("plane claim not released", "err", err)
+		}
+		cancel()
+	}
+	for _, nc := range []*nats.Conn{a.ledger, a.records} {
+		if nc != nil {
+			nc.Close()
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package authsvc
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/userauth"
+)
+
+// dialBearer connects to f's broker with the sentinel creds and token as (owner, actor).
+func (f *laneFixture) dialBearer(owner, actor, token string, opts ...nats.Option) (*nats.Conn, error) {
+	c, err := trust.ReadCreds(f.ua.SentinelCreds())
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect(f.url, append([]nats.Option{nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Token(token),
+		nats.CustomInboxPrefix(trust.PrincipalInboxPrefix(owner, actor)), nats.Timeout(deadline), nats.NoReconnect()}, opts...)...)
+}
+
+// TestBearers: a human's bearer exchanges for an agent bearer that connects and posts; an
+// expired bearer and a bearer of another space are refused at connect.
+func TestBearers(t *testing.T) {
+	f := startLane(t)
+	st, err := ReadStatus(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &userauth.Exchanger{URL: st.URL, Cap: st.Cap}
+	human, err := x.Exchange(t.Context(), exchange.Request{IDToken: "idtok", Actor: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := x.Exchange(t.Context(), exchange.Request{Owner: human.Owner, Actor: "alice", ActorToken: human.Token})
+	if err != nil {
+		t.Fatalf("agent exchange: %v", err)
+	}
+	if agent.ExpiresAt > time.Now().Add(bearer.MaxAgentLifetime+time.Second).UnixMilli() {
+		t.Fatalf("agent bearer lives past %s: %d", bearer.MaxAgentLifetime, agent.ExpiresAt)
+	}
+	nc, err := f.dialBearer(agent.Owner, agent.Actor, agent.Token)
+	if err != nil {
+		t.Fatalf("agent refused: %v", err)
+	}
+	me := protocol.Principal{Owner: agent.Owner, Actor: agent.Actor}
+	sub, err := nc.SubscribeSync(protocol.ChannelFilter(testSpace, "general"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Publish(protocol.ChatSubject(testSpace, me, "general"), []byte("from the agent")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := sub.NextMsg(deadline); err != nil || string(m.Data) != "from the agent" {
+		t.Fatalf("agent post not seen: %v", err)
+	}
+	nc.Close()
+
+	// Expired: issued by the space's own key with a clock ten minutes back.
+	iss, err := bearer.Load(f.dir, testSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss.Now = func() time.Time { return time.Now().Add(-10 * time.Minute) }
+	old, err := iss.Issue(bearer.Claims{Owner: human.Owner, Actor: "alice", Kind: bearer.KindHuman, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := f.dialBearer(human.Owner, "alice", old); err == nil {
+		c.Close()
+		t.Fatal("an expired bearer was admitted")
+	}
+
+	// Another space's bearer, for the same owner and actor.
+	other, err := bearer.Load(t.TempDir(), "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := other.Issue(bearer.Claims{Owner: human.Owner, Actor: "alice", Kind: bearer.KindHuman})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := f.dialBearer(human.Owner, "alice", foreign); err == nil {
+		c.Close()
+		t.Fatal("a bearer of another space was admitted")
+	}
+}
+
+// TestSessionOutlivesBearers: a connection kept by a userauth.Session whose bearers live
+// three seconds stays authorized for several lifetimes: it renews ahead of expiry, moves
+// onto each new bearer, and keeps receiving its channel throughout.
+func TestSessionOutlivesBearers(t *testing.T) {
+	f := startLane(t)
+	iss, err := bearer.Load(f.dir, testSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadStatus(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(t.Context(), exchange.Request{IDToken: "idtok", Actor: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetches atomic.Int32
+	fetch := func(context.Context) (exchange.Response, error) {
+		fetches.Add(1)
+		tok, err := iss.Issue(bearer.Claims{Owner: first.Owner, Actor: "alice", Kind: bearer.KindHuman, TTL: 3 * time.Second})
+		if err != nil {
+			return exchange.Response{}, err
+		}
+		c, err := iss.Verify(tok)
+		if err != nil {
+			return exchange.Response{}, err
+		}
+		return exchange.Response{Token: tok, ExpiresAt: c.Expiry.UnixMilli(), Owner: c.Owner, Actor: c.Actor}, nil
+	}
+	sess, err := userauth.Start(t.Context(), fetch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := sess.Options(f.ua.SentinelCreds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	authErrs := make(chan error, 16)
+	nc, err := nats.Connect(f.url, append(opts, nats.Timeout(deadline), nats.ReconnectWait(50*time.Millisecond),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthorization) {
+				authErrs <- err
+			}
+		}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go sess.Keep(ctx, nc)
+
+	me := protocol.Principal{Owner: first.Owner, Actor: "alice"}
+	sub, err := nc.SubscribeSync(protocol.ChannelFilter(testSpace, "general"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Seven seconds: past two bearer lifetimes.
+	sent := 0
+	for end := time.Now().Add(7 * time.Second); time.Now().Before(end); sent++ {
+		if err := nc.Publish(protocol.ChatSubject(testSpace, me, "general"), []byte("tick")); err != nil {
+			t.Fatalf("publish %d: %v", sent, err)
+		}
+		if _, err := sub.NextMsg(deadline); err != nil {
+			t.Fatalf("post %d not seen (status %s): %v", sent, nc.Status(), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case err := <-authErrs:
+		t.Fatalf("the broker refused the kept connection: %v", err)
+	default:
+	}
+	if n := fetches.Load(); n < 3 {
+		t.Fatalf("%d bearers fetched over seven seconds of three-second bearers, want at least 3", n)
+	}
+	if !nc.IsConnected() {
+		t.Fatalf("connection %s at the end", nc.Status())
+	}
+}

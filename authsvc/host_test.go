@@ -1,0 +1,310 @@
+package authsvc
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/broker/brokertest"
+	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/ledger"
+	"github.com/cotal-ai/cotal/oidc/oidctest"
+	"github.com/cotal-ai/cotal/plane"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
+	"github.com/cotal-ai/cotal/spacehost"
+	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/userauth"
+)
+
+// hostMesh is a broker with user-auth spaces, each provisioned, granting alice, and served
+// by a delivery daemon (the plane oracle).
+type hostMesh struct {
+	t     *testing.T
+	chain *trust.Chain
+	idp   *oidctest.Issuer
+	url   string
+	kv    map[string]jetstream.KeyValue
+}
+
+// addSpace enables, pushes, provisions and grants space, and starts its delivery daemon.
+func (m *hostMesh) addSpace(space string) {
+	t := m.t
+	if _, err := Enable(m.chain, space, m.idp.URL, "cotal"); err != nil {
+		t.Fatal(err)
+	}
+	acct, err := m.chain.Space(space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sysCreds, err := m.chain.SystemCreds(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := connect(m.url, sysCreds, "test-push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	if err := trust.PushAccount(t.Context(), sys, acct.JWT()); err != nil {
+		t.Fatal(err)
+	}
+	prov, err := acct.Mint(trust.UserSpec{Name: "test provisioner", Profile: trust.ProfileProvisioner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := connect(m.url, prov, "test-provisioner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Close)
+	js, err := jetstream.New(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provision.Space(t.Context(), js, space, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), provision.BucketAuth(space))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.kv[space] = kv
+	if _, err := ledger.Grant(t.Context(), kv, ledger.Row{Actor: "alice", Subjects: []string{"alice-sub"},
+		AllowSubscribe: []string{"general"}, AllowPublish: []string{"general"}}); err != nil {
+		t.Fatal(err)
+	}
+	dcreds, err := acct.Mint(trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery,
+		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "cotal_delivery"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &delivery.Lane{Space: space, Server: m.url, Creds: dcreds, Logger: brokertest.Logger(t),
+		ReconnectWait: 50 * time.Millisecond, OpTimeout: 3 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- d.Run(ctx, func() { close(ready) }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("delivery daemon of %s: %v", space, err)
+	case <-time.After(deadline):
+		t.Fatalf("delivery daemon of %s not serving", space)
+	}
+}
+
+// dial exchanges alice's ID token at space's exchange and connects to space with its
+// sentinel creds, or returns why not.
+func (m *hostMesh) dial(space string) (*nats.Conn, exchange.Response, error) {
+	st, err := ReadStatus(StateDir(m.chain.Dir(), space))
+	if err != nil {
+		return nil, exchange.Response{}, err
+	}
+	idt, err := m.idp.IDToken("alice-sub")
+	if err != nil {
+		return nil, exchange.Response{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	x, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(ctx, exchange.Request{IDToken: idt, Actor: "alice"})
+	if err != nil {
+		return nil, exchange.Response{}, err
+	}
+	nc, err := m.dialWith(space, x)
+	return nc, x, err
+}
+
+// dialWith connects to the broker with space's sentinel creds and bearer x.
+func (m *hostMesh) dialWith(space string, x exchange.Response) (*nats.Conn, error) {
+	ua, err := m.chain.UserAuth(space)
+	if err != nil {
+		return nil, err
+	}
+	c, err := trust.ReadCreds(ua.SentinelCreds())
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect(m.url, nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Token(x.Token),
+		nats.CustomInboxPrefix(trust.PrincipalInboxPrefix(x.Owner, x.Actor)), nats.Timeout(3*time.Second), nats.NoReconnect())
+}
+
+// waitFor polls cond every 100 ms until it holds or what times out.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(limit); !cond(); {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %s", what, limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestHost: one host process serves three user-auth spaces, each through its own callout
+// and exchange, and retries a fourth whose state is missing until it appears. A bearer of
+// one space never opens another. Kicking beta's plane connection fences beta alone: its
+// lane reopens (reclaiming the plane through the oracle) while alpha and gamma keep
+// authorizing. Removing gamma from the manifest closes it, and only then does
+// <manifest>.applied name the new manifest.
+func TestHost(t *testing.T) {
+	m := &hostMesh{t: t, idp: oidctest.Start(t, &oidctest.Issuer{}), kv: map[string]jetstream.KeyValue{}}
+	var err error
+	if m.chain, err = trust.Open(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.chain.Space("alpha"); err != nil {
+		t.Fatal(err)
+	}
+	m.url = startBroker(t, m.chain)
+	for _, s := range []string{"alpha", "beta", "gamma"} {
+		m.addSpace(s)
+	}
+
+	manifest := filepath.Join(t.TempDir(), "spaces.json")
+	write := func(doc string) {
+		if err := os.WriteFile(manifest, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"version": 2, "spaces": [{"space": "alpha"}, {"space": "beta"}, {"space": "gamma"}, {"space": "late"}]}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	readyCh := make(chan spacehost.Ready, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, Config{TrustDir: m.chain.Dir(), Server: m.url, Spaces: manifest,
+			Logger: slog.New(spacehost.NewPrefixHandler(slog.NewTextHandler(testWriter{t}, nil)))},
+			func(r spacehost.Ready) { readyCh <- r }, nil)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("host: %v", err)
+			}
+		case <-time.After(2 * deadline):
+			t.Error("host did not stop")
+		}
+	})
+	select {
+	case r := <-readyCh:
+		if !slices.Equal(r.Serving, []string{"alpha", "beta", "gamma"}) || !slices.Equal(r.RetryingNames(), []string{"late"}) {
+			t.Fatalf("ready: serving %v, retrying %v", r.Serving, r.RetryingNames())
+		}
+	case err := <-done:
+		t.Fatalf("host: %v", err)
+	case <-time.After(2 * deadline):
+		t.Fatal("host not ready")
+	}
+
+	bearers := map[string]exchange.Response{}
+	ports := map[string]bool{}
+	for _, s := range []string{"alpha", "beta", "gamma"} {
+		nc, x, err := m.dial(s)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		nc.Close()
+		bearers[s] = x
+		st, _ := ReadStatus(StateDir(m.chain.Dir(), s))
+		ports[st.URL] = true
+	}
+	if len(ports) != 3 {
+		t.Fatalf("three lanes share exchange URLs: %v", ports)
+	}
+	if nc, err := m.dialWith("beta", bearers["alpha"]); err == nil {
+		nc.Close()
+		t.Fatal("alpha's bearer opened beta")
+	}
+
+	// Kick beta's plane ledger connection; alpha and gamma keep authorizing throughout.
+	sysCreds, err := m.chain.SystemCreds(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := connect(m.url, sysCreds, "test-kicker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	planeRow := func(space string) plane.Row {
+		e, err := m.kv[space].Get(t.Context(), plane.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := plane.DecodeRow(e.Value())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	before := planeRow("beta")
+	body := []byte(`{"cid":` + itoa(before.Ledger.CID) + `}`)
+	if _, err := sys.Request("$SYS.REQ.SERVER."+before.Ledger.ServerID+".KICK", body, deadline); err != nil {
+		t.Fatal(err)
+	}
+	kicked := time.Now()
+	others := 0
+	waitFor(t, 30*time.Second, "beta reopened with a new plane generation", func() bool {
+		for _, s := range []string{"alpha", "gamma"} {
+			nc, err := m.dialWith(s, bearers[s])
+			if err != nil {
+				t.Fatalf("%s refused while beta was fenced: %v", s, err)
+			}
+			nc.Close()
+			others++
+		}
+		r := planeRow("beta")
+		return r.Generation > before.Generation && r.State == plane.StateHeld
+	})
+	t.Logf("beta reopened %s after the kick; %d connects to alpha and gamma meanwhile, all admitted", time.Since(kicked).Round(100*time.Millisecond), others)
+	waitFor(t, deadline, "beta serving again", func() bool {
+		nc, _, err := m.dial("beta")
+		if err == nil {
+			nc.Close()
+		}
+		return err == nil
+	})
+
+	// The missing space appears: the host serves it at its next retry.
+	m.addSpace("late")
+	waitFor(t, 20*time.Second, "late served", func() bool {
+		nc, _, err := m.dial("late")
+		if err == nil {
+			nc.Close()
+		}
+		return err == nil
+	})
+
+	// Remove gamma: .applied names the new manifest only once gamma's lane is closed.
+	next := `{"version": 2, "spaces": [{"space": "alpha"}, {"space": "beta"}, {"space": "late"}]}`
+	write(next)
+	want := spacehost.Hash([]byte(next))
+	waitFor(t, 20*time.Second, ".applied of the new manifest", func() bool {
+		b, err := os.ReadFile(spacehost.AppliedPath(manifest))
+		return err == nil && strings.TrimSpace(string(b)) == want
+	})
+	if _, err := ReadStatus(StateDir(m.chain.Dir(), "gamma")); err == nil {
+		t.Fatal(".applied changed while gamma's auth-service.json still exists")
+	}
+	if r := planeRow("gamma"); r.State != plane.StateReleased {
+		t.Fatalf("gamma's plane after removal: %+v", r)
+	}
+	if nc, _, err := m.dial("alpha"); err != nil {
+		t.Fatalf("alpha after gamma's removal: %v", err)
+	} else {
+		nc.Close()
+	}
+}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

@@ -1,0 +1,300 @@
+package up
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cotal-ai/cotal/authsvc"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/deliver"
+	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// Daemon supervision timings.
+const (
+	daemonReadyWait = 40 * time.Second // a stale delivery lease from a crashed run lasts up to 30 s
+	daemonStopWait  = 15 * time.Second
+	daemonRestart   = time.Second
+	meshPoll        = 2 * time.Second // how often the broker looks for spaces added by `up --space`
+)
+
+// daemonKind is one kind of per-space daemon the broker process supervises.
+type daemonKind struct {
+	name    string                               // how messages name it: "delivery daemon"
+	serves  func(space string) bool              // whether space gets one
+	args    func(space string) ([]string, error) // the cotal command line that runs it
+	pidFile func(space string) string            // written by the daemon once it serves
+	logFile func(space string) string
+}
+
+// deliveryKind is the delivery daemon of every space of an authenticated mesh, each with
+// its own delivery credential.
+func deliveryKind(chain *trust.Chain, proj *workspace.Project, server string) daemonKind {
+	return daemonKind{
+		name:   "delivery daemon",
+		serves: func(string) bool { return true },
+		args: func(space string) ([]string, error) {
+			creds, err := deliveryCreds(chain, proj, space)
+			if err != nil {
+				return nil, err
+			}
+			return []string{"deliver", "--space", space, "--server", server, "--creds", creds,
+				"--pidfile", proj.DeliveryPidFile(space), "--wait"}, nil
+		},
+		pidFile: proj.DeliveryPidFile,
+		logFile: proj.DeliveryLogFile,
+	}
+}
+
+// authKind is the auth service of every user-auth space (one with an IdP pin).
+func authKind(chain *trust.Chain, proj *workspace.Project, server string) daemonKind {
+	return daemonKind{
+		name: "auth service",
+		serves: func(space string) bool {
+			_, err := authsvc.ReadPin(chain.Dir(), space)
+			return err == nil
+		},
+		args: func(space string) ([]string, error) {
+			return []string{"auth-service", "--space", space, "--server", server,
+				"--pidfile", proj.AuthServicePidFile(space)}, nil
+		},
+		pidFile: proj.AuthServicePidFile,
+		logFile: proj.AuthServiceLogFile,
+	}
+}
+
+// daemons supervises one daemon of a kind per space of an authenticated mesh: each runs as
+// a child of the broker process, is restarted when it dies while the broker runs (but not
+// after a clean exit: `cotal down delivery` or `cotal down auth` asked it to stop), and is
+// stopped, releasing what it holds, before the broker closes.
+type daemons struct {
+	kind daemonKind
+	exe  string
+	proj *workspace.Project
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	running map[string]bool
+	wg      sync.WaitGroup
+}
+
+// start supervises space's daemon from now on and returns once it first serves (or the
+// first start failed, with its log tail).
+func (d *daemons) start(ctx context.Context, space string) error {
+	d.mu.Lock()
+	if d.running[space] {
+		d.mu.Unlock()
+		return nil
+	}
+	d.running[space] = true
+	d.mu.Unlock()
+	args, err := d.kind.args(space)
+	if err != nil {
+		return err
+	}
+	ready := make(chan error, 1)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.supervise(ctx, space, args, ready)
+	}()
+	select {
+	case err := <-ready:
+		return err
+	case <-time.After(daemonReadyWait):
+		return fmt.Errorf("%s of %s: not serving after %s; see %s", d.kind.name, space, daemonReadyWait, d.kind.logFile(space))
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// startAll starts the daemons of every space the kind serves, one after the other.
+func (d *daemons) startAll(ctx context.Context, spaces []string) error {
+	for _, s := range spaces {
+		if !d.kind.serves(s) {
+			continue
+		}
+		if err := d.start(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// watch starts daemons for spaces that `cotal up --space` adds to the running mesh.
+func (d *daemons) watch(ctx context.Context) {
+	t := time.NewTicker(meshPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		mesh, err := d.proj.ReadMesh()
+		if err != nil {
+			continue // a mesh record being rewritten; the next tick reads it whole
+		}
+		for _, s := range mesh.Spaces {
+			d.mu.Lock()
+			known := d.running[s]
+			d.mu.Unlock()
+			if !known && d.kind.serves(s) {
+				go func() {
+					if err := d.start(ctx, s); err != nil {
+						d.log.Error(d.kind.name, "space", s, "err", err)
+					}
+				}()
+			}
+		}
+	}
+}
+
+// wait blocks until every supervised daemon has stopped (after ctx ended).
+func (d *daemons) wait() { d.wg.Wait() }
+
+// deliveryCreds mints the delivery daemon's credential (profile delivery) into the space's
+// creds folder.
+func deliveryCreds(chain *trust.Chain, proj *workspace.Project, space string) (string, error) {
+	acct, err := chain.Space(space)
+	if err != nil {
+		return "", err
+	}
+	b, err := acct.Mint(trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery, Principal: deliver.DaemonPrincipal})
+	if err != nil {
+		return "", err
+	}
+	path := cmdutil.CredsPath(proj, space, "delivery")
+	if err := os.MkdirAll(proj.CredsDir(space), 0o700); err != nil {
+		return "", fmt.Errorf("creds folder: %w", err)
+	}
+	if err := workspace.WriteFileAtomic(path, b, 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// supervise runs the daemon until ctx ends or it exits cleanly, restarting it after a
+// failure once it has served. The first start's readiness (or failure) goes to ready.
+func (d *daemons) supervise(ctx context.Context, space string, args []string, ready chan<- error) {
+	var once sync.Once
+	var served atomic.Bool
+	notify := func(err error) {
+		once.Do(func() {
+			served.Store(err == nil)
+			ready <- err
+		})
+	}
+	for {
+		err := d.runOnce(ctx, space, args, notify)
+		if !served.Load() {
+			// It never served: forget it, so the mesh watch tries again later.
+			d.mu.Lock()
+			delete(d.running, space)
+			d.mu.Unlock()
+			return
+		}
+		if ctx.Err() != nil || err == nil {
+			// Stopping, or asked to stop (cotal down <component>): it stays known, so the
+			// mesh watch does not start it again.
+			return
+		}
+		d.log.Warn(d.kind.name+" died; restarting", "space", space, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(daemonRestart):
+		}
+	}
+}
+
+// runOnce starts one daemon process and waits for it; ready is called once it serves or
+// exits first. On ctx end it is sent SIGTERM, then SIGKILL after daemonStopWait.
+func (d *daemons) runOnce(ctx context.Context, space string, args []string, ready func(error)) error {
+	logf, err := os.OpenFile(d.kind.logFile(space), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		ready(fmt.Errorf("%s log: %w", d.kind.name, err))
+		return err
+	}
+	defer logf.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		ready(err)
+		return err
+	}
+	defer r.Close()
+	cmd := exec.Command(d.exe, args...)
+	cmd.Args[0] = os.Args[0]
+	cmd.Dir = d.proj.Root
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, cmdutil.ReadyFDEnv+"=") }), cmdutil.ReadyFDEnv+"=3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		ready(fmt.Errorf("start %s of %s: %w", d.kind.name, space, err))
+		return err
+	}
+	w.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	go func() {
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		if strings.HasPrefix(line, "ready ") {
+			ready(nil)
+		}
+	}()
+	select {
+	case err := <-exited:
+		if err != nil {
+			err = fmt.Errorf("%s of %s exited (%w):\n%s", d.kind.name, space, err, tail(d.kind.logFile(space)))
+		}
+		ready(err)
+		return err
+	case <-ctx.Done():
+		_ = cmd.Process.Signal(syscall.SIGTERM) // asked to stop; it releases what it holds
+		select {
+		case <-exited:
+		case <-time.After(daemonStopWait):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		return nil
+	}
+}
+
+// waitDaemon waits until the broker process has started the daemon of kind for space,
+// which it does for every space in the mesh record the kind serves.
+func waitDaemon(ctx context.Context, opts *Options, kind daemonKind, space string) error {
+	if !kind.serves(space) {
+		return nil
+	}
+	deadline := time.Now().Add(daemonReadyWait + meshPoll)
+	for {
+		if rec, err := workspace.ReadPidfile(kind.pidFile(space)); err == nil {
+			if alive, _ := rec.Alive(); alive {
+				fmt.Fprintf(opts.IO.Out, "✓ %s up (space %s, pid %d)\n", kind.name, space, rec.PID)
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s of %s: not serving after %s; see %s", kind.name, space, daemonReadyWait, kind.logFile(space))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package plane
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+const userKey = "UAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+func goodRow() string {
+	return `{"v":1,"generation":2,"claimId":"c","state":"held",` +
+		`"ledger":{"serverId":"S","cid":7,"userNkey":"` + userKey + `"},` +
+		`"records":{"serverId":"S","cid":8,"userNkey":"` + userKey + `"},"openedAt":1700000000000}`
+}
+
+var rows = []struct {
+	name string
+	in   string
+	ok   bool
+}{
+	{"held", goodRow(), true},
+	{"released", strings.Replace(goodRow(), `"held"`, `"released"`, 1), true},
+	{"empty", ``, false},
+	{"not an object", `[]`, false},
+	{"trailing data", goodRow() + `{}`, false},
+	{"unknown key", strings.Replace(goodRow(), `{"v":1`, `{"v":1,"x":0`, 1), false},
+	{"version 2", strings.Replace(goodRow(), `"v":1`, `"v":2`, 1), false},
+	{"generation 0", strings.Replace(goodRow(), `"generation":2`, `"generation":0`, 1), false},
+	{"no claim id", strings.Replace(goodRow(), `"claimId":"c"`, `"claimId":""`, 1), false},
+	{"unknown state", strings.Replace(goodRow(), `"held"`, `"HELD"`, 1), false},
+	{"no openedAt", strings.Replace(goodRow(), `,"openedAt":1700000000000`, ``, 1), false},
+	{"cid 0", strings.Replace(goodRow(), `"cid":7`, `"cid":0`, 1), false},
+	{"bad user key", strings.Replace(goodRow(), `"userNkey":"`+userKey+`"}`, `"userNkey":"U1"}`, 1), false},
+	{"no server", strings.Replace(goodRow(), `"serverId":"S","cid":8`, `"serverId":"","cid":8`, 1), false},
+	{"unknown tuple key", strings.Replace(goodRow(), `"cid":8,`, `"cid":8,"x":1,`, 1), false},
+}
+
+// TestDecodeRow: the closed v1 schema, and a decoded row encodes to what it was read from.
+func TestDecodeRow(t *testing.T) {
+	for _, c := range rows {
+		r, err := DecodeRow([]byte(c.in))
+		if (err == nil) != c.ok {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if c.ok && string(r.Encode()) != c.in {
+			t.Errorf("%s: encodes to %s", c.name, r.Encode())
+		}
+	}
+	r, _ := DecodeRow([]byte(goodRow()))
+	want := protocol.LivenessArgs{Ledger: protocol.ConnTuple{ServerID: "S", CID: 7, UserNkey: userKey},
+		Records: protocol.ConnTuple{ServerID: "S", CID: 8, UserNkey: userKey}}
+	if r.Tuples() != want {
+		t.Errorf("tuples %+v", r.Tuples())
+	}
+}
+
+// FuzzDecodeRow: decoding never panics, and what decodes encodes to a row that decodes
+// to the same value.
+func FuzzDecodeRow(f *testing.F) {
+	for _, c := range rows {
+		f.Add(c.in)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := DecodeRow([]byte(s))
+		if err != nil {
+			return
+		}
+		back, err := DecodeRow(r.Encode())
+		if err != nil || back != r {
+			t.Fatalf("%q decoded to %+v, which re-decodes to %+v, %v", s, r, back, err)
+		}
+	})
+}

@@ -1,0 +1,195 @@
+// Package userauth is the client side of a user-auth space: it obtains Cotal bearers from
+// the space's exchange and keeps a NATS connection, made with the space's deny-all
+// sentinel creds and the bearer as its token, authorized past each bearer's expiry.
+package userauth
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/trust"
+)
+
+// requestTimeout bounds one exchange request.
+const requestTimeout = 10 * time.Second
+
+// retryEvery is how soon a failed renewal is tried again.
+const retryEvery = 5 * time.Second
+
+// ErrRefused is wrapped by Exchange when the exchange answered with a refusal (the body's
+// code and message are in the error).
+var ErrRefused = errors.New("exchange refused")
+
+// Exchanger asks one space's exchange for bearers.
+type Exchanger struct {
+	URL  string       // the exchange's base URL, e.g. http://127.0.0.1:7420
+	Cap  string       // the capability the loopback exchange requires; empty on a public face
+	HTTP *http.Client // nil means a client with requestTimeout
+}
+
+// Exchange posts req to URL/exchange and returns the bearer it got.
+func (x *Exchanger) Exchange(ctx context.Context, req exchange.Request) (exchange.Response, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return exchange.Response{}, fmt.Errorf("exchange: %w", err)
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, x.URL+"/exchange", bytes.NewReader(body))
+	if err != nil {
+		return exchange.Response{}, fmt.Errorf("exchange %s: %w", x.URL, err)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	if x.Cap != "" {
+		hr.Header.Set("Authorization", "Bearer "+x.Cap)
+	}
+	hc := x.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: requestTimeout}
+	}
+	resp, err := hc.Do(hr)
+	if err != nil {
+		return exchange.Response{}, fmt.Errorf("exchange %s: %w", x.URL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return exchange.Response{}, fmt.Errorf("exchange %s: %w", x.URL, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var eb exchange.ErrorBody
+		if json.Unmarshal(b, &eb) == nil && eb.Message != "" {
+			return exchange.Response{}, fmt.Errorf("%w (%d %s): %s", ErrRefused, resp.StatusCode, eb.Error, eb.Message)
+		}
+		return exchange.Response{}, fmt.Errorf("%w (%s)", ErrRefused, resp.Status)
+	}
+	var out exchange.Response
+	if err := json.Unmarshal(b, &out); err != nil || out.Token == "" {
+		return exchange.Response{}, fmt.Errorf("exchange %s: malformed answer: %v", x.URL, err)
+	}
+	return out, nil
+}
+
+// Fetch obtains a fresh bearer: for a person, an exchange of a fresh IdP ID token; for an
+// agent, of a still-valid bearer of its owner.
+type Fetch func(ctx context.Context) (exchange.Response, error)
+
+// Session holds the current bearer of one principal and renews it before it expires.
+type Session struct {
+	fetch Fetch
+	log   *slog.Logger
+	now   func() time.Time
+
+	mu  sync.Mutex
+	cur exchange.Response
+}
+
+// Start fetches the first bearer. log may be nil.
+func Start(ctx context.Context, fetch Fetch, log *slog.Logger) (*Session, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Session{fetch: fetch, log: log, now: time.Now}
+	first, err := fetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.cur = first
+	return s, nil
+}
+
+// Current is the bearer in hand.
+func (s *Session) Current() exchange.Response {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// Token is the bearer in hand, for nats.TokenHandler: every (re)connect presents the
+// newest one.
+func (s *Session) Token() string { return s.Current().Token }
+
+// Options are the connect options of the session's principal: the sentinel creds, the
+// bearer as the CONNECT token, the inbox prefix the callout grants the principal, and
+// reconnects that keep trying after an authorization error (a renewal may race a
+// reconnect; the next attempt carries the newer bearer).
+func (s *Session) Options(sentinelCreds []byte) ([]nats.Option, error) {
+	c, err := trust.ReadCreds(sentinelCreds)
+	if err != nil {
+		return nil, fmt.Errorf("sentinel creds: %w", err)
+	}
+	cur := s.Current()
+	return append(c.Options(),
+		nats.TokenHandler(s.Token),
+		nats.CustomInboxPrefix(trust.PrincipalInboxPrefix(cur.Owner, cur.Actor)),
+		nats.IgnoreAuthErrorAbort(),
+	), nil
+}
+
+// renewAt is when a bearer expiring at exp, in hand since now, is renewed: after two
+// thirds of its remaining life, so a failed renewal has the last third to retry.
+func renewAt(now, exp time.Time) time.Time {
+	left := exp.Sub(now)
+	if left <= 0 {
+		return now
+	}
+	return now.Add(left * 2 / 3)
+}
+
+// Keep renews the bearer before it expires and moves nc onto the new one by reconnecting
+// at once, so the broker never closes the connection for an expired authorization. It
+// returns when ctx ends or nc is closed.
+func (s *Session) Keep(ctx context.Context, nc *nats.Conn) {
+	for {
+		cur := s.Current()
+		wait := time.Until(renewAt(s.now(), time.UnixMilli(cur.ExpiresAt)))
+		if !sleep(ctx, nc, wait) {
+			return
+		}
+		next, err := s.fetch(ctx)
+		if err != nil {
+			s.log.Warn("bearer renewal failed; retrying", "actor", cur.Actor, "expires", time.UnixMilli(cur.ExpiresAt), "err", err)
+			if !sleep(ctx, nc, retryEvery) {
+				return
+			}
+			continue
+		}
+		s.mu.Lock()
+		s.cur = next
+		s.mu.Unlock()
+		if err := nc.ForceReconnect(); err != nil {
+			s.log.Warn("reconnect with the renewed bearer", "err", err)
+		}
+		s.log.Debug("bearer renewed", "actor", next.Actor, "expires", time.UnixMilli(next.ExpiresAt))
+	}
+}
+
+// sleep waits d, checking every second whether nc was closed; it reports whether to go on.
+func sleep(ctx context.Context, nc *nats.Conn, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if nc.IsClosed() || ctx.Err() != nil {
+			return false
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return true
+		}
+		t := time.NewTimer(min(left, time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
