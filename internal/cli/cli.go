@@ -25,6 +25,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/internal/cli/join"
 	"github.com/cotal-ai/cotal/internal/cli/login"
+	"github.com/cotal-ai/cotal/internal/cli/meshes"
 	"github.com/cotal-ai/cotal/internal/cli/mint"
 	"github.com/cotal-ai/cotal/internal/cli/personas"
 	"github.com/cotal-ai/cotal/internal/cli/send"
@@ -128,6 +129,7 @@ peer, anycast to whoever holds a role.`,
 		actor.NewCmdActor(f, nil),
 		authservice.NewCmdAuthService(f, nil),
 		login.NewCmdLogin(f, nil),
+		meshes.NewCmdMeshes(f),
 	)
 	return root
 }

@@ -42,6 +42,7 @@ func TestScripts(t *testing.T) {
 			"sha256":   cmdSHA256,
 			"waitcmp":  cmdWaitCmp,
 			"idp":      cmdIdP,
+			"bundle":   cmdBundle,
 		},
 	})
 }

@@ -161,3 +161,12 @@ func provisionAgent(ctx context.Context, chain *trust.Chain, t Target, p protoco
 	_, err = provision.Agent(ctx, js, t.Space, p, uid, role)
 	return err
 }
+
+// MeshRegistryDir is where `cotal meshes add` registers remote meshes: <config dir>/meshes.
+func (f *Factory) MeshRegistryDir() (string, error) {
+	dir, err := f.ConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("mesh registry: %w", err)
+	}
+	return filepath.Join(dir, "meshes"), nil
+}

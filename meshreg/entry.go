@@ -1,0 +1,195 @@
+package meshreg
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+
+	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Entry is one registered remote mesh: what a client needs to sign in and connect.
+type Entry struct {
+	Space       string `json:"space"`       // the space (protocol.CheckSpace)
+	Server      string `json:"server"`      // broker URL: nats:, tls:, ws: or wss:
+	TLSRequired bool   `json:"tlsRequired"` // clients must use TLS; true for tls: and wss:
+	IdPIssuer   string `json:"idpIssuer"`   // the pinned IdP's issuer: cotal login --idp
+	IdPClientID string `json:"idpClientId"` // the audience of its ID tokens: cotal login --client-id
+	// ExchangeURL is the pinned public base URL the entry was added from (query, fragment
+	// and trailing slash dropped); POST /exchange is ExchangeURL + "/exchange".
+	ExchangeURL string `json:"exchangeUrl"`
+	JWKSURL     string `json:"jwksUrl"` // the bearer issuer's public keys
+	// AgentProvisioningURL is where a remote spawn mints managed agents; empty for none.
+	AgentProvisioningURL string `json:"agentProvisioningUrl,omitempty"`
+	// SentinelCreds is the creds file text of the space's deny-all sentinel user.
+	SentinelCreds string    `json:"sentinelCreds"`
+	AddedAt       time.Time `json:"addedAt"` // when the entry was first recorded
+}
+
+// BaseURL returns the canonical form of a public face's base URL, the form Entry pins:
+// query, fragment and trailing slash dropped. Like exchange.BundleURL it refuses a URL that
+// is not https (http only on a loopback IP).
+func BaseURL(raw string) (string, error) {
+	u, err := exchange.BundleURL(raw)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(u, exchange.BundlePath), nil
+}
+
+// FromBundle builds the entry of a bundle fetched from the public base URL base at time now.
+func FromBundle(b exchange.Bundle, base string, now time.Time) (Entry, error) {
+	pinned, err := BaseURL(base)
+	if err != nil {
+		return Entry{}, err
+	}
+	return Entry{
+		Space: b.Space, Server: b.Server, TLSRequired: b.TLSRequired,
+		IdPIssuer: b.UserAuth.IdP.Issuer, IdPClientID: b.UserAuth.IdP.Audience,
+		ExchangeURL: pinned, JWKSURL: b.UserAuth.Endpoints.JWKSURL,
+		AgentProvisioningURL: b.UserAuth.Endpoints.AgentProvisioningURL,
+		SentinelCreds:        b.SentinelCreds, AddedAt: now.UTC().Truncate(time.Second),
+	}, nil
+}
+
+// Validate checks every field: a valid space, a broker URL (tlsRequired for tls: and
+// wss:), an IdP issuer and client id, a canonical pinned base URL, https endpoint URLs
+// (http only on a loopback IP), sentinel creds holding a user JWT and seed, and AddedAt.
+func (e *Entry) Validate() error {
+	if err := protocol.CheckSpace(e.Space); err != nil {
+		return fmt.Errorf("space: %w", err)
+	}
+	if err := checkServer(e.Server, e.TLSRequired); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if e.IdPIssuer == "" || e.IdPClientID == "" {
+		return errors.New("idpIssuer and idpClientId are required")
+	}
+	if base, err := BaseURL(e.ExchangeURL); err != nil {
+		return fmt.Errorf("exchangeUrl: %w", err)
+	} else if base != e.ExchangeURL {
+		return fmt.Errorf("exchangeUrl %q: not canonical (want %q)", e.ExchangeURL, base)
+	}
+	if _, err := exchange.BundleURL(e.JWKSURL); err != nil {
+		return fmt.Errorf("jwksUrl: %w", err)
+	}
+	if p := e.AgentProvisioningURL; p != "" {
+		if u, err := url.Parse(p); err != nil || u.Scheme != "https" || u.Hostname() == "" || u.User != nil {
+			return fmt.Errorf("agentProvisioningUrl %q: want an https URL with a host", p)
+		}
+	}
+	if err := checkCreds(e.SentinelCreds); err != nil {
+		return fmt.Errorf("sentinelCreds: %w", err)
+	}
+	if e.AddedAt.IsZero() {
+		return errors.New("addedAt is required")
+	}
+	return nil
+}
+
+// checkServer checks a broker URL the way a bundle's server is checked.
+func checkServer(raw string, tlsRequired bool) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %w", raw, err)
+	}
+	switch u.Scheme {
+	case "nats", "ws":
+	case "tls", "wss":
+		if !tlsRequired {
+			return fmt.Errorf("%q needs tlsRequired true", raw)
+		}
+	default:
+		return fmt.Errorf("%q must be a nats://, tls://, ws:// or wss:// URL", raw)
+	}
+	if u.Hostname() == "" || u.User != nil {
+		return fmt.Errorf("%q needs a host and no user or password", raw)
+	}
+	if _, port, err := net.SplitHostPort(u.Host); err == nil && port == "" {
+		return fmt.Errorf("%q has an empty port", raw)
+	}
+	return nil
+}
+
+// checkCreds checks that text is a NATS creds file of a user JWT and a user seed.
+func checkCreds(text string) error {
+	if text == "" {
+		return errors.New("missing")
+	}
+	tok, err := jwt.ParseDecoratedJWT([]byte(text))
+	if err != nil {
+		return fmt.Errorf("user JWT: %w", err)
+	}
+	if _, err := jwt.DecodeUserClaims(tok); err != nil {
+		return fmt.Errorf("user JWT: %w", err)
+	}
+	if _, err := jwt.ParseDecoratedUserNKey([]byte(text)); err != nil {
+		return fmt.Errorf("user seed: %w", err)
+	}
+	return nil
+}
+
+// Encode returns the entry's file text: indented JSON and a newline.
+func (e *Entry) Encode() ([]byte, error) {
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode mesh entry: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// Decode parses one entry strictly: a single JSON object, no unknown fields, every
+// required field present, and Validate passing.
+func Decode(data []byte) (Entry, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var e Entry
+	if err := dec.Decode(&e); err != nil {
+		return Entry{}, fmt.Errorf("decode mesh entry: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Entry{}, errors.New("decode mesh entry: data after the JSON object")
+	}
+	var present struct {
+		TLSRequired *bool `json:"tlsRequired"`
+	}
+	if err := json.Unmarshal(data, &present); err != nil || present.TLSRequired == nil {
+		return Entry{}, errors.New("decode mesh entry: tlsRequired is required")
+	}
+	if err := e.Validate(); err != nil {
+		return Entry{}, fmt.Errorf("decode mesh entry: %w", err)
+	}
+	return e, nil
+}
+
+// diff names the fields, other than AddedAt, in which e and o differ.
+func (e Entry) diff(o Entry) []string {
+	var out []string
+	for _, f := range []struct {
+		name string
+		same bool
+	}{
+		{"server", e.Server == o.Server},
+		{"tlsRequired", e.TLSRequired == o.TLSRequired},
+		{"idpIssuer", e.IdPIssuer == o.IdPIssuer},
+		{"idpClientId", e.IdPClientID == o.IdPClientID},
+		{"exchangeUrl", e.ExchangeURL == o.ExchangeURL},
+		{"jwksUrl", e.JWKSURL == o.JWKSURL},
+		{"agentProvisioningUrl", e.AgentProvisioningURL == o.AgentProvisioningURL},
+		{"sentinelCreds", e.SentinelCreds == o.SentinelCreds},
+	} {
+		if !f.same {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,303 @@
+package meshreg
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/cotal-ai/cotal/exchange"
+)
+
+// testCreds is a deny-all user creds file signed by a fresh account key.
+func testCreds(t testing.TB) string {
+	t.Helper()
+	acct, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	upub, err := user.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc := jwt.NewUserClaims(upub)
+	uc.Pub.Deny.Add(">")
+	uc.Sub.Deny.Add(">")
+	tok, err := uc.Encode(acct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := user.Seed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := jwt.FormatUserConfig(tok, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(creds)
+}
+
+var added = time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
+
+// goodEntry is a valid entry; each case of TestDecode breaks one thing.
+func goodEntry(creds string) Entry {
+	return Entry{Space: "team", Server: "tls://nats.example.com:4222", TLSRequired: true,
+		IdPIssuer: "https://idp.example.com", IdPClientID: "cotal",
+		ExchangeURL: "https://mesh.example.com/cotal", JWKSURL: "https://mesh.example.com/cotal/jwks",
+		AgentProvisioningURL: "https://mesh.example.com/provision", SentinelCreds: creds, AddedAt: added}
+}
+
+func encode(t testing.TB, e Entry) string {
+	t.Helper()
+	b, err := e.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestDecode(t *testing.T) {
+	creds := testCreds(t)
+	with := func(edit func(*Entry)) string {
+		e := goodEntry(creds)
+		edit(&e)
+		return encode(t, e)
+	}
+	good := encode(t, goodEntry(creds))
+	cases := []struct {
+		name string
+		in   string
+		msg  string // empty: accepted
+	}{
+		{"good", good, ""},
+		{"loopback http", with(func(e *Entry) {
+			e.ExchangeURL, e.JWKSURL, e.Server, e.TLSRequired = "http://127.0.0.1:8080", "http://127.0.0.1:8080/jwks", "nats://127.0.0.1:4222", false
+		}), ""},
+		{"no provisioning", with(func(e *Entry) { e.AgentProvisioningURL = "" }), ""},
+		{"unknown field", strings.Replace(good, `"space"`, `"extra": 1, "space"`, 1), "unknown field"},
+		{"trailing data", good + "{}", "data after"},
+		{"not json", "nope", "decode mesh entry"},
+		{"no tlsRequired", strings.Replace(good, `"tlsRequired": true,`, "", 1), "tlsRequired is required"},
+		{"bad space", with(func(e *Entry) { e.Space = "a.b" }), "space"},
+		{"bad server", with(func(e *Entry) { e.Server = "http://x" }), "server"},
+		{"tls without tlsRequired", with(func(e *Entry) { e.TLSRequired = false }), "needs tlsRequired"},
+		{"server user", with(func(e *Entry) { e.Server = "nats://u:p@x:4222" }), "no user"},
+		{"no issuer", with(func(e *Entry) { e.IdPIssuer = "" }), "idpIssuer"},
+		{"no client id", with(func(e *Entry) { e.IdPClientID = "" }), "idpClientId"},
+		{"plain http exchange", with(func(e *Entry) { e.ExchangeURL = "http://mesh.example.com" }), "exchangeUrl"},
+		{"exchange trailing slash", with(func(e *Entry) { e.ExchangeURL += "/" }), "not canonical"},
+		{"exchange query", with(func(e *Entry) { e.ExchangeURL += "?x=1" }), "not canonical"},
+		{"plain http jwks", with(func(e *Entry) { e.JWKSURL = "http://mesh.example.com/jwks" }), "jwksUrl"},
+		{"http provisioning", with(func(e *Entry) { e.AgentProvisioningURL = "http://127.0.0.1/p" }), "agentProvisioningUrl"},
+		{"no creds", with(func(e *Entry) { e.SentinelCreds = "" }), "sentinelCreds: missing"},
+		{"bad creds", with(func(e *Entry) { e.SentinelCreds = "junk" }), "sentinelCreds"},
+		{"no addedAt", with(func(e *Entry) { e.AddedAt = time.Time{} }), "addedAt"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e, err := Decode([]byte(c.in))
+			if c.msg == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := encode(t, e); got != c.in {
+					t.Fatalf("round trip:\n%s\nwant\n%s", got, c.in)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("err %v, want %q", err, c.msg)
+			}
+		})
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	creds := testCreds(f)
+	f.Add(encode(f, goodEntry(creds)))
+	f.Add(`{"space":"x","tlsRequired":false}`)
+	f.Add(`{}`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, in string) {
+		e, err := Decode([]byte(in))
+		if err != nil {
+			return
+		}
+		out := encode(t, e)
+		e2, err := Decode([]byte(out))
+		if err != nil {
+			t.Fatalf("%q decoded to %+v, whose encoding %q is refused: %v", in, e, out, err)
+		}
+		if again := encode(t, e2); again != out {
+			t.Fatalf("encoding not stable: %q then %q", out, again)
+		}
+	})
+}
+
+func TestFromBundle(t *testing.T) {
+	creds := testCreds(t)
+	b := exchange.Bundle{Space: "team", Server: "tls://nats.example.com:4222", TLSRequired: true,
+		UserAuth: exchange.UserAuth{Provider: exchange.BundleProvider,
+			IdP: exchange.BundleIdP{URL: "https://idp.example.com", Issuer: "https://idp.example.com", Audience: "cotal"},
+			Endpoints: exchange.Endpoints{URL: "https://mesh.example.com/cotal", JWKSURL: "https://mesh.example.com/cotal/jwks",
+				AgentProvisioningURL: "https://mesh.example.com/provision"}},
+		SentinelCreds: creds}
+	e, err := FromBundle(b, "https://mesh.example.com/cotal/?q=1#f", added.Add(123*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := goodEntry(creds); !reflect.DeepEqual(e, want) {
+		t.Fatalf("entry %+v\nwant %+v", e, want)
+	}
+	if _, err := FromBundle(b, "http://mesh.example.com", added); err == nil {
+		t.Fatal("plain http base accepted")
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "meshes")
+	creds := testCreds(t)
+	e := goodEntry(creds)
+
+	if l, err := List(dir); err != nil || len(l) != 0 {
+		t.Fatalf("empty list: %v %v", l, err)
+	}
+	if _, err := Get(dir, "team"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get of nothing: %v", err)
+	}
+	if err := Remove(dir, "team"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("remove of nothing: %v", err)
+	}
+	if err := Add(dir, e, false); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{dir: 0o700, filepath.Join(dir, "team.json"): 0o600} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != want {
+			t.Fatalf("%s: %v %v, want %v", p, fi.Mode(), err, want)
+		}
+	}
+	if got, err := Get(dir, "team"); err != nil || !reflect.DeepEqual(got, e) {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+
+	// Re-adding the same settings later keeps the first AddedAt.
+	later := e
+	later.AddedAt = added.Add(time.Hour)
+	if err := Add(dir, later, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := Get(dir, "team"); !got.AddedAt.Equal(added) {
+		t.Fatalf("addedAt changed to %v", got.AddedAt)
+	}
+
+	// Other settings from the same URL need force.
+	rotated := e
+	rotated.SentinelCreds = testCreds(t)
+	var exists *ExistsError
+	if err := Add(dir, rotated, false); !errors.As(err, &exists) || !reflect.DeepEqual(exists.Changed, []string{"sentinelCreds"}) {
+		t.Fatalf("changed entry without force: %v", err)
+	}
+	if err := Add(dir, rotated, true); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := Get(dir, "team"); got.SentinelCreds != rotated.SentinelCreds {
+		t.Fatal("force did not replace the entry")
+	}
+
+	// Another URL is refused, force or not.
+	moved := e
+	moved.ExchangeURL, moved.JWKSURL = "https://other.example.com", "https://other.example.com/jwks"
+	for _, force := range []bool{false, true} {
+		var pinned *PinnedError
+		if err := Add(dir, moved, force); !errors.As(err, &pinned) || pinned.Pinned != e.ExchangeURL ||
+			!strings.Contains(err.Error(), "cotal meshes rm team") {
+			t.Fatalf("moved entry (force %v): %v", force, err)
+		}
+	}
+
+	// An invalid entry is never written.
+	bad := e
+	bad.Space = "other"
+	bad.SentinelCreds = ""
+	if err := Add(dir, bad, true); err == nil {
+		t.Fatal("invalid entry added")
+	}
+
+	second := e
+	second.Space = "alpha"
+	if err := Add(dir, second, false); err != nil {
+		t.Fatal(err)
+	}
+	// Temp files of an atomic write and other names are skipped.
+	if err := os.WriteFile(filepath.Join(dir, ".team.json.tmp-1"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "README"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := List(dir)
+	if err != nil || len(l) != 2 || l[0].Space != "alpha" || l[1].Space != "team" {
+		t.Fatalf("list: %+v %v", l, err)
+	}
+
+	if err := Remove(dir, "team"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Get(dir, "team"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get after remove: %v", err)
+	}
+	// A new URL is accepted once the entry is gone.
+	if err := Add(dir, moved, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCorruptEntries(t *testing.T) {
+	dir := t.TempDir()
+	creds := testCreds(t)
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A file whose space is not its name.
+	write("team.json", encode(t, goodEntryNamed(creds, "other")))
+	if _, err := Get(dir, "team"); err == nil || !strings.Contains(err.Error(), `records space "other"`) {
+		t.Fatalf("misnamed entry: %v", err)
+	}
+	if _, err := List(dir); err == nil || !strings.Contains(err.Error(), "team.json") {
+		t.Fatalf("list with a misnamed entry: %v", err)
+	}
+	// Remove works on a corrupt entry, so the way out the errors name works.
+	if err := Remove(dir, "team"); err != nil {
+		t.Fatal(err)
+	}
+	write("a.b.json", "{}")
+	if _, err := List(dir); err == nil || !strings.Contains(err.Error(), "not a space name") {
+		t.Fatalf("list with a bad file name: %v", err)
+	}
+	if _, err := Get(dir, "../x"); err == nil {
+		t.Fatal("path outside the registry accepted")
+	}
+	if err := Add(dir, goodEntryNamed(creds, "x/../y"), false); err == nil {
+		t.Fatal("bad space accepted")
+	}
+}
+
+func goodEntryNamed(creds, space string) Entry {
+	e := goodEntry(creds)
+	e.Space = space
+	return e
+}
