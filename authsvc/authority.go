@@ -184,3 +184,36 @@ func (a *authority) close(log *slog.Logger) {
 		}
 	}
 }
+
+// enroller makes a principal's footprint ready before its bearer is issued: its lifecycle
+// uid (Chain.Identity) and its bind-only DM (and role) durables, created through the
+// plane's ledger connection, so a client needs no key of the space to join. Principals
+// already enrolled with the same uid and role are not asked again.
+func (l *Lane) enroller(a *authority) func(ctx context.Context, p protocol.Principal, role string) (string, error) {
+	var mu sync.Mutex
+	done := map[string]bool{}
+	return func(ctx context.Context, p protocol.Principal, role string) (string, error) {
+		uid, err := l.Chain.Identity(l.Space, p.Actor)
+		if err != nil {
+			return "", err
+		}
+		key := p.String() + "\x00" + uid + "\x00" + role
+		mu.Lock()
+		ok := done[key]
+		mu.Unlock()
+		if ok {
+			return uid, nil
+		}
+		js, err := jetstream.New(a.ledger)
+		if err != nil {
+			return "", fmt.Errorf("jetstream: %w", err)
+		}
+		if _, err := provision.Agent(ctx, js, l.Space, p, uid, role); err != nil {
+			return "", err
+		}
+		mu.Lock()
+		done[key] = true
+		mu.Unlock()
+		return uid, nil
+	}
+}

@@ -203,7 +203,7 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 	if l.CalloutOnly {
 		log.Info("callout ready", "space", l.Space)
 	} else {
-		st, err := l.serveExchange(ctx, rctx, ua, issuer, kv, secret, f, errs, &running, log)
+		st, err := l.serveExchange(ctx, rctx, ua, issuer, auth, secret, f, errs, &running, log)
 		if err != nil {
 			return fmt.Errorf("auth service: %w", err)
 		}
@@ -250,11 +250,12 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 
 // serveExchange starts the exchange (and its public face) on rctx, counted in running, and
 // returns the status the lane records once it listens.
-func (l *Lane) serveExchange(ctx, rctx context.Context, ua *trust.UserAuth, issuer *bearer.Issuer, kv jetstream.KeyValue,
+func (l *Lane) serveExchange(ctx, rctx context.Context, ua *trust.UserAuth, issuer *bearer.Issuer, auth *authority,
 	secret []byte, f *fence, errs chan error, running *int, log *slog.Logger) (Status, error) {
 	ex := &exchange.Server{
-		Issuer: issuer, Ledger: kvLedger{kv, f}, OwnerSecret: secret, IdP: l.IdP, IdPIssuer: l.IdPIssuer,
-		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Port)), Logger: log,
+		Issuer: issuer, Ledger: kvLedger{auth.kv, f}, OwnerSecret: secret, IdP: l.IdP, IdPIssuer: l.IdPIssuer,
+		Enroll: l.enroller(auth),
+		Addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Port)), Logger: log,
 		Public: l.Public,
 		Discovery: exchange.Discovery{Space: l.Space, Server: l.Server, SentinelCreds: string(ua.SentinelCreds()),
 			IdP: exchange.BundleIdP{URL: l.IdPIssuer, Issuer: l.IdPIssuer, Audience: l.IdPClientID}},

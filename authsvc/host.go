@@ -1,7 +1,6 @@
 package authsvc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/cotal-ai/cotal/bearer"
 	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/oidc"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/spacehost"
@@ -156,9 +156,7 @@ func ParseEntry(raw json.RawMessage) (any, error) {
 		AdvertisedServer     string `json:"advertisedServer"`
 		AgentProvisioningURL string `json:"agentProvisioningUrl"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil {
+	if err := strictjson.Decode(raw, &e); err != nil {
 		return nil, err
 	}
 	pub := exchange.PublicFace{Port: e.ExchangePublicPort, URL: e.ExchangePublicURL, TrustedProxy: e.ExchangeTrustedProxy,

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 )
@@ -67,9 +68,7 @@ func (c *ctl) handle(m *nats.Msg) {
 
 func decodeMembershipArgs(raw json.RawMessage) (protocol.MembershipArgs, error) {
 	var a protocol.MembershipArgs
-	d := json.NewDecoder(strings.NewReader(string(raw)))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&a); err != nil {
+	if err := strictjson.Decode(raw, &a); err != nil {
 		return a, fmt.Errorf("args: %w", err)
 	}
 	if err := protocol.CheckChannelPattern(a.Channel); err != nil {

@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -67,9 +67,7 @@ func decodeLivenessArgs(raw json.RawMessage) (protocol.LivenessArgs, error) {
 		Ledger  *protocol.ConnTuple `json:"ledger"`
 		Records *protocol.ConnTuple `json:"records"`
 	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&a); err != nil {
+	if err := strictjson.Decode(raw, &a); err != nil {
 		return protocol.LivenessArgs{}, fmt.Errorf("args: %w", err)
 	}
 	if a.Ledger == nil || a.Records == nil {

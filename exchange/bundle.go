@@ -1,7 +1,6 @@
 package exchange
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -132,14 +132,9 @@ func checkCreds(text string) error {
 // DecodeBundle parses one bundle strictly: a single JSON object, no unknown fields at any
 // depth, tlsRequired present, and Validate passing.
 func DecodeBundle(data []byte) (Bundle, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var b Bundle
-	if err := dec.Decode(&b); err != nil {
+	if err := strictjson.Decode(data, &b); err != nil {
 		return Bundle{}, fmt.Errorf("decode bundle: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Bundle{}, errors.New("decode bundle: data after the JSON object")
 	}
 	var present struct {
 		TLSRequired *bool `json:"tlsRequired"`

@@ -87,7 +87,7 @@ func TestDecodeBundle(t *testing.T) {
 
 		{"unknown top-level field", strings.Replace(good, `{"space"`, `{"extra":1,"space"`, 1), "unknown field"},
 		{"unknown nested field", strings.Replace(good, `"provider"`, `"view":"admin","provider"`, 1), "unknown field"},
-		{"trailing data", good + "{}", "after the JSON object"},
+		{"trailing data", good + "{}", "trailing data"},
 		{"not an object", `[]`, "decode bundle"},
 		{"tlsRequired missing", strings.Replace(good, `"tlsRequired":true,`, "", 1), "tlsRequired is required"},
 		{"bad space", with(func(b *Bundle) { b.Space = "a.b" }), "space"},

@@ -47,6 +47,7 @@ import (
 
 	"github.com/cotal-ai/cotal/bearer"
 	"github.com/cotal-ai/cotal/ledger"
+	"github.com/cotal-ai/cotal/protocol"
 )
 
 // Limits of the exchange.
@@ -81,10 +82,15 @@ type Server struct {
 	// IdPIssuer is the issuer of bare (unqualified) ledger subjects. Empty means bare subjects
 	// match a human of any issuer the IdP verifier accepts, and cannot authorize agents.
 	IdPIssuer string
-	Cap       string           // the per-start capability; empty means Run generates 32 random bytes, hex
-	Addr      string           // listen address; empty means "127.0.0.1:0". Must be a loopback IP
-	Logger    *slog.Logger     // nil means discard
-	Now       func() time.Time // clock of the throttles; nil means time.Now
+	Cap       string // the per-start capability; empty means Run generates 32 random bytes, hex
+	Addr      string // listen address; empty means "127.0.0.1:0". Must be a loopback IP
+	// Enroll, when set, is called for every principal about to get a bearer, with its
+	// ledger role: it makes the principal's mesh footprint ready (lifecycle uid, bind-only
+	// durables) and returns the uid, which the answer carries. An error fails the exchange
+	// as unavailable (503), not as a refusal.
+	Enroll func(ctx context.Context, p protocol.Principal, role string) (uid string, err error)
+	Logger *slog.Logger     // nil means discard
+	Now    func() time.Time // clock of the throttles; nil means time.Now
 
 	// Public, when set, makes Run serve the public face too; its Port 0 means an ephemeral
 	// port. Run checks it with the rules of PublicFace.Check except that Port may be 0.

@@ -1,9 +1,7 @@
 package exchange
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/protocol"
 )
@@ -32,6 +31,9 @@ type Response struct {
 	ExpiresAt int64  `json:"expiresAt"` // its expiry, unix milliseconds
 	Owner     string `json:"owner"`
 	Actor     string `json:"actor"`
+	// LifecycleUID is the actor's incarnation, which names its DM durable; set when the
+	// server enrolls principals (Server.Enroll).
+	LifecycleUID string `json:"lifecycleUid,omitempty"`
 }
 
 // refusal is a refused exchange: the status, code and message the client sees, and the
@@ -139,14 +141,9 @@ func (s *Server) serveExchange(r *http.Request, needCap bool) (Response, error) 
 
 // decode parses one closed JSON object and checks which grant type it is.
 func decode(body []byte) (Request, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var req Request
-	if err := dec.Decode(&req); err != nil {
-		return Request{}, fmt.Errorf("the body is not a JSON object of idToken, actor, owner, actorToken: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Request{}, errors.New("the body has data after the JSON object")
+	if err := strictjson.Decode(body, &req); err != nil {
+		return Request{}, fmt.Errorf("the body is not one JSON object of idToken, actor, owner, actorToken: %w", err)
 	}
 	human := req.IDToken != ""
 	agent := req.Owner != "" || req.ActorToken != ""
@@ -197,7 +194,7 @@ func (s *Server) human(ctx context.Context, req Request) (Response, error) {
 	if !s.rowHasIdentity(row, iss, sub) {
 		return Response{}, notGranted(req.Actor, fmt.Errorf("no subject of the row matches %q", sub))
 	}
-	return s.issue(bearer.Claims{Owner: bearer.Owner(s.OwnerSecret, iss, sub), Actor: req.Actor, Kind: bearer.KindHuman, Scope: row.Scopes, TTL: bearer.MaxHumanLifetime})
+	return s.issue(ctx, row, bearer.Claims{Owner: bearer.Owner(s.OwnerSecret, iss, sub), Actor: req.Actor, Kind: bearer.KindHuman, Scope: row.Scopes, TTL: bearer.MaxHumanLifetime})
 }
 
 // agent exchanges a still-valid bearer of req.Owner for a short agent bearer.
@@ -218,11 +215,19 @@ func (s *Server) agent(ctx context.Context, req Request) (Response, error) {
 	if !row.HasOwner(s.OwnerSecret, s.IdPIssuer, req.Owner) {
 		return Response{}, notGranted(req.Actor, fmt.Errorf("no subject of the row derives to owner %q", req.Owner))
 	}
-	return s.issue(bearer.Claims{Owner: req.Owner, Actor: req.Actor, Kind: bearer.KindAgent, Scope: row.Scopes, TTL: bearer.MaxAgentLifetime})
+	return s.issue(ctx, row, bearer.Claims{Owner: req.Owner, Actor: req.Actor, Kind: bearer.KindAgent, Scope: row.Scopes, TTL: bearer.MaxAgentLifetime})
 }
 
-// issue signs the bearer and builds the response.
-func (s *Server) issue(c bearer.Claims) (Response, error) {
+// issue enrolls the principal (when the server enrolls), signs the bearer and builds the
+// response.
+func (s *Server) issue(ctx context.Context, row ledger.Row, c bearer.Claims) (Response, error) {
+	var uid string
+	if s.Enroll != nil {
+		var err error
+		if uid, err = s.Enroll(ctx, protocol.Principal{Owner: c.Owner, Actor: c.Actor}, row.Role); err != nil {
+			return Response{}, fmt.Errorf("%w: enroll %s/%s: %w", errUnavailable, c.Owner, c.Actor, err)
+		}
+	}
 	tok, err := s.Issuer.Issue(c)
 	if err != nil {
 		return Response{}, fmt.Errorf("exchange %s/%s: %w", c.Owner, c.Actor, err)
@@ -231,7 +236,7 @@ func (s *Server) issue(c bearer.Claims) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("exchange %s/%s: fresh bearer: %w", c.Owner, c.Actor, err)
 	}
-	return Response{Token: tok, ExpiresAt: v.Expiry.UnixMilli(), Owner: c.Owner, Actor: c.Actor}, nil
+	return Response{Token: tok, ExpiresAt: v.Expiry.UnixMilli(), Owner: c.Owner, Actor: c.Actor, LifecycleUID: uid}, nil
 }
 
 // rowHasIdentity reports whether the row names the IdP identity (iss, sub): a qualified

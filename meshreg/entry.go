@@ -1,11 +1,9 @@
 package meshreg
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 
 	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -150,14 +149,9 @@ func (e *Entry) Encode() ([]byte, error) {
 // Decode parses one entry strictly: a single JSON object, no unknown fields, every
 // required field present, and Validate passing.
 func Decode(data []byte) (Entry, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var e Entry
-	if err := dec.Decode(&e); err != nil {
+	if err := strictjson.Decode(data, &e); err != nil {
 		return Entry{}, fmt.Errorf("decode mesh entry: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Entry{}, errors.New("decode mesh entry: data after the JSON object")
 	}
 	var present struct {
 		TLSRequired *bool `json:"tlsRequired"`

@@ -1,11 +1,11 @@
 package plane
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 
+	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -47,13 +47,8 @@ func (r Row) Encode() []byte {
 // of at least 1, a claim id and two complete tuples. Anything else is an error.
 func DecodeRow(b []byte) (Row, error) {
 	var r Row
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&r); err != nil {
+	if err := strictjson.Decode(b, &r); err != nil {
 		return Row{}, fmt.Errorf("decode plane row: %w", err)
-	}
-	if d.More() {
-		return Row{}, errors.New("decode plane row: trailing data after the object")
 	}
 	if err := r.check(); err != nil {
 		return Row{}, fmt.Errorf("decode plane row: %w", err)

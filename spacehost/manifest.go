@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
+	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -45,19 +45,6 @@ func (m *Manifest) entry(space string) (Entry, bool) {
 	return Entry{}, false
 }
 
-// decodeStrict decodes data whole into v: unknown fields and trailing data refuse.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data after the JSON document")
-	}
-	return nil
-}
-
 // ParseSpaceManifest parses a whole space manifest. Version 1 names spaces:
 // {"version": 1, "spaces": ["alpha", "beta"]}. Version 2 has one object per space:
 // {"version": 2, "spaces": [{"space": "alpha", ...}]}; settings, when not nil, parses each
@@ -70,7 +57,7 @@ func ParseSpaceManifest(data []byte, settings func(entry json.RawMessage) (any, 
 		Version *int            `json:"version"`
 		Spaces  json.RawMessage `json:"spaces"`
 	}
-	if err := decodeStrict(data, &doc); err != nil {
+	if err := strictjson.Decode(data, &doc); err != nil {
 		return nil, fmt.Errorf("space manifest: %w", err)
 	}
 	if doc.Version == nil {
@@ -83,7 +70,7 @@ func ParseSpaceManifest(data []byte, settings func(entry json.RawMessage) (any, 
 	switch m.Version {
 	case 1:
 		var names []string
-		if err := decodeStrict(doc.Spaces, &names); err != nil {
+		if err := strictjson.Decode(doc.Spaces, &names); err != nil {
 			return nil, fmt.Errorf("space manifest version 1: spaces: want a list of space names: %w", err)
 		}
 		for _, n := range names {
@@ -91,7 +78,7 @@ func ParseSpaceManifest(data []byte, settings func(entry json.RawMessage) (any, 
 		}
 	case 2:
 		var raws []json.RawMessage
-		if err := decodeStrict(doc.Spaces, &raws); err != nil {
+		if err := strictjson.Decode(doc.Spaces, &raws); err != nil {
 			return nil, fmt.Errorf("space manifest version 2: spaces: want a list of objects: %w", err)
 		}
 		for i, raw := range raws {
@@ -138,7 +125,7 @@ type PortUser interface {
 // parseEntry parses one version 2 entry.
 func parseEntry(raw json.RawMessage, settings func(json.RawMessage) (any, error)) (Entry, error) {
 	var fields map[string]json.RawMessage
-	if err := decodeStrict(raw, &fields); err != nil || fields == nil {
+	if err := strictjson.Decode(raw, &fields); err != nil || fields == nil {
 		return Entry{}, fmt.Errorf("want an object with a space: %s", raw)
 	}
 	var e Entry
@@ -158,7 +145,7 @@ func parseEntry(raw json.RawMessage, settings func(json.RawMessage) (any, error)
 		var only struct {
 			Space string `json:"space"`
 		}
-		if err := decodeStrict(raw, &only); err != nil {
+		if err := strictjson.Decode(raw, &only); err != nil {
 			return e, fmt.Errorf("space %q: %w", e.Space, err)
 		}
 		return e, nil

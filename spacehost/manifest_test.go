@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cotal-ai/cotal/internal/strictjson"
 )
 
 // portSettings is a version 2 settings parser for the tests: space and one port.
@@ -14,7 +16,7 @@ func portSettings(raw json.RawMessage) (any, error) {
 		Space              string `json:"space"`
 		ExchangePublicPort int    `json:"exchangePublicPort"`
 	}
-	if err := decodeStrict(raw, &s); err != nil {
+	if err := strictjson.Decode(raw, &s); err != nil {
 		return nil, err
 	}
 	if s.ExchangePublicPort < 0 || s.ExchangePublicPort > 65535 {

@@ -245,17 +245,28 @@ func joinArgs(args []string) string {
 	return b.String()
 }
 
-// cmdHoldPort listens on a free loopback port until the script ends and sets $VAR to it.
+// cmdHoldPort listens on a free loopback port until the script ends and sets $VAR to it;
+// with -release it lets the port go at once, for a command that must bind it.
+//
+//	holdport [-release] VAR
 func cmdHoldPort(ts *testscript.TestScript, neg bool, args []string) {
+	release := len(args) == 2 && args[0] == "-release"
+	if release {
+		args = args[1:]
+	}
 	if neg || len(args) != 1 {
-		ts.Fatalf("usage: holdport VAR")
+		ts.Fatalf("usage: holdport [-release] VAR")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		ts.Fatalf("listen: %v", err)
 	}
-	ts.Defer(func() { _ = l.Close() })
 	ts.Setenv(args[0], strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	if release {
+		_ = l.Close()
+		return
+	}
+	ts.Defer(func() { _ = l.Close() })
 }
 
 // cmdRawNATS checks an ACL with raw nats.go, independent of cotal's client:

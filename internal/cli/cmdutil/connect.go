@@ -36,13 +36,20 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 	if cfg.Logger == nil {
 		cfg.Logger = f.Logger
 	}
+	if as.Person && t.Remote != nil {
+		return f.connectUserAuth(ctx, t, cfg, remoteSignIn(t.Remote))
+	}
 	if as.Person {
 		pin, ok, err := userAuthPin(t)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			return f.connectUserAuth(ctx, t, cfg, as, pin)
+			si, err := localSignIn(t, pin)
+			if err != nil {
+				return nil, err
+			}
+			return f.connectUserAuth(ctx, t, cfg, si)
 		}
 	}
 	var opts []nats.Option
@@ -132,6 +139,11 @@ func (f *Factory) ConnectPerson(ctx context.Context, t Target, profile trust.Pro
 
 // account opens the project's trust chain and the account of a space this mesh serves.
 func (f *Factory) account(t Target) (*trust.Account, *trust.Chain, error) {
+	if t.Remote != nil {
+		return nil, nil, Refuse(fmt.Sprintf("administering remote mesh %q", t.Space),
+			"this machine only registered it (cotal meshes add); its keys stay with its operator",
+			"ask the mesh's operator; join, send, status and console sign in (cotal login --idp "+t.Remote.IdPIssuer+")")
+	}
 	if t.Project == nil {
 		return nil, nil, Refuse("connecting to an authenticated mesh without --creds",
 			"no project's trust chain is at hand to mint an identity", "cotal <command> --creds <file>")

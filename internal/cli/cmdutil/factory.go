@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/pflag"
 
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/meshreg"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -45,12 +47,15 @@ type Target struct {
 	CredsData []byte             // a credential in hand (minted on the fly); wins over Creds
 	Project   *workspace.Project // nil outside a project
 	Mesh      *workspace.Mesh    // the project's record, nil without one
+	// Remote is the registered remote mesh of Space (cotal meshes add), when the project
+	// does not serve the space itself; clients sign in through its public face.
+	Remote *meshreg.Entry
 }
 
 // Auth reports whether the target is an authenticated mesh: a creds file was given, or
 // the project's mesh record says so.
 func (t Target) Auth() bool {
-	return t.Creds != "" || t.CredsData != nil || (t.Mesh != nil && t.Mesh.Mode == workspace.ModeAuth && t.Mesh.Server == t.Server)
+	return t.Creds != "" || t.CredsData != nil || t.Remote != nil || (t.Mesh != nil && t.Mesh.Mode == workspace.ModeAuth && t.Mesh.Server == t.Server)
 }
 
 // Resolve picks the mesh: --server and --space when given, otherwise the running mesh
@@ -58,6 +63,16 @@ func (t Target) Auth() bool {
 func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 	t := Target{Server: flags.Server, Space: flags.Space, Creds: flags.Creds}
 	wd, proj, err := FindProject(f.Getwd, f.Getenv)
+	if remote, rerr := f.remote(flags, proj); rerr != nil || remote != nil {
+		if rerr != nil {
+			return t, rerr
+		}
+		t.Project, t.Remote = proj, remote
+		if t.Server == "" {
+			t.Server = remote.Server
+		}
+		return t, nil
+	}
 	if err != nil && t.Server != "" && t.Space != "" {
 		return t, nil
 	}
@@ -92,6 +107,31 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 		}
 	}
 	return t, nil
+}
+
+// remote returns the registered remote mesh of --space when the project (if any) does not
+// serve that space itself, or nil.
+func (f *Factory) remote(flags MeshFlags, proj *workspace.Project) (*meshreg.Entry, error) {
+	if flags.Space == "" || flags.Creds != "" {
+		return nil, nil
+	}
+	if proj != nil {
+		if mesh, err := proj.ReadMesh(); err == nil && slices.Contains(mesh.Spaces, flags.Space) {
+			return nil, nil
+		}
+	}
+	dir, err := f.MeshRegistryDir()
+	if err != nil {
+		return nil, nil // no config folder: nothing registered
+	}
+	e, err := meshreg.Get(dir, flags.Space)
+	if errors.Is(err, meshreg.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &e, nil
 }
 
 // FindProject walks up from the current folder to the nearest project, passing over the

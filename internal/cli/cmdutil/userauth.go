@@ -6,17 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/login"
+	"github.com/cotal-ai/cotal/meshreg"
 	"github.com/cotal-ai/cotal/protocol"
-	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/userauth"
 )
@@ -60,10 +56,50 @@ func CheckStatic(t Target, what string) error {
 		"cotal actor grant <name> --sub <IdP subject> ...; cotal login --idp "+pin.Issuer+"; cotal join --name <name>")
 }
 
+// signIn is how a client reaches a user-auth space's auth service: its exchange, the
+// sentinel creds and the IdP whose people it admits.
+type signIn struct {
+	exchange *userauth.Exchanger
+	sentinel []byte
+	issuer   string // the IdP, for cotal login
+	clientID string
+}
+
+// localSignIn reads the sign-in of a user-auth space the project serves.
+func localSignIn(t Target, pin authsvc.Pin) (signIn, error) {
+	chain, err := trust.Open(t.Project.AuthDir())
+	if err != nil {
+		return signIn{}, err
+	}
+	dir := authsvc.StateDir(chain.Dir(), t.Space)
+	st, err := authsvc.ReadStatus(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return signIn{}, Refuse(fmt.Sprintf("connecting to user-auth space %q", t.Space), "its auth service is not ready (no "+filepath.Join(dir, authsvc.StatusFile)+")",
+			"cotal up --space "+t.Space+"  # or see "+t.Project.AuthServiceLogFile(t.Space))
+	}
+	if err != nil {
+		return signIn{}, err
+	}
+	ua, err := chain.UserAuth(t.Space)
+	if err != nil {
+		return signIn{}, err
+	}
+	return signIn{exchange: &userauth.Exchanger{URL: st.URL, Cap: st.Cap}, sentinel: ua.SentinelCreds(),
+		issuer: pin.Issuer, clientID: pin.ClientID}, nil
+}
+
+// remoteSignIn is the sign-in of a mesh registered with cotal meshes add: its public face.
+func remoteSignIn(e *meshreg.Entry) signIn {
+	return signIn{exchange: &userauth.Exchanger{URL: e.ExchangeURL}, sentinel: []byte(e.SentinelCreds),
+		issuer: e.IdPIssuer, clientID: e.IdPClientID}
+}
+
 // connectUserAuth connects to a user-auth space as the person signed in with its IdP
 // (cotal login), acting as cfg.Actor (or cfg.Name): the sentinel creds plus a bearer from
-// the space's exchange, renewed for as long as ctx lasts and the connection is open.
-func (f *Factory) connectUserAuth(ctx context.Context, t Target, cfg client.Config, as As, pin authsvc.Pin) (*client.Endpoint, error) {
+// the space's exchange, renewed for as long as ctx lasts and the connection is open. The
+// auth service enrolls the principal at the exchange (its lifecycle uid and bind-only
+// durables), so joining needs no key of the space.
+func (f *Factory) connectUserAuth(ctx context.Context, t Target, cfg client.Config, si signIn) (*client.Endpoint, error) {
 	actor := cfg.Actor
 	if actor == "" {
 		actor = cfg.Name
@@ -71,30 +107,16 @@ func (f *Factory) connectUserAuth(ctx context.Context, t Target, cfg client.Conf
 	if !protocol.ValidActor(actor) {
 		return nil, fmt.Errorf("user-auth space %q: %q is not an actor name (letters, digits and _)", t.Space, actor)
 	}
-	chain, err := trust.Open(t.Project.AuthDir())
-	if err != nil {
-		return nil, err
-	}
-	dir := authsvc.StateDir(chain.Dir(), t.Space)
-	st, err := authsvc.ReadStatus(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, Refuse(fmt.Sprintf("connecting to user-auth space %q", t.Space), "its auth service is not ready (no "+filepath.Join(dir, authsvc.StatusFile)+")",
-			"cotal up --space "+t.Space+"  # or see "+t.Project.AuthServiceLogFile(t.Space))
-	}
-	if err != nil {
-		return nil, err
-	}
 	logins, err := f.LoginDir()
 	if err != nil {
 		return nil, err
 	}
-	x := &userauth.Exchanger{URL: st.URL, Cap: st.Cap}
 	fetch := func(ctx context.Context) (exchange.Response, error) {
-		tok, err := login.IDToken(ctx, logins, pin.Issuer, pin.ClientID)
+		tok, err := login.IDToken(ctx, logins, si.issuer, si.clientID)
 		if err != nil {
 			return exchange.Response{}, err
 		}
-		resp, err := x.Exchange(ctx, exchange.Request{IDToken: tok, Actor: actor})
+		resp, err := si.exchange.Exchange(ctx, exchange.Request{IDToken: tok, Actor: actor})
 		if err != nil {
 			return exchange.Response{}, fmt.Errorf("act as %q in space %q: %w", actor, t.Space, err)
 		}
@@ -104,26 +126,15 @@ func (f *Factory) connectUserAuth(ctx context.Context, t Target, cfg client.Conf
 	if err != nil {
 		return nil, err
 	}
-	ua, err := chain.UserAuth(t.Space)
+	opts, err := sess.Options(si.sentinel)
 	if err != nil {
 		return nil, err
 	}
-	opts, err := sess.Options(ua.SentinelCreds())
-	if err != nil {
-		return nil, err
-	}
-	me := protocol.Principal{Owner: sess.Current().Owner, Actor: actor}
-	cfg.Owner, cfg.Actor = me.Owner, me.Actor
+	cur := sess.Current()
+	me := protocol.Principal{Owner: cur.Owner, Actor: actor}
+	cfg.Owner, cfg.Actor, cfg.LifecycleUID = me.Owner, me.Actor, cur.LifecycleUID
 	if cfg.Name == "" {
 		cfg.Name = actor
-	}
-	if cfg.LifecycleUID, err = chain.Identity(t.Space, actor); err != nil {
-		return nil, err
-	}
-	if as.Join {
-		if err := provisionAgent(ctx, chain, t, me, cfg.LifecycleUID, cfg.Role); err != nil {
-			return nil, err
-		}
 	}
 	ep, err := client.Connect(ctx, t.Server, cfg, opts...)
 	if err != nil {
@@ -131,35 +142,6 @@ func (f *Factory) connectUserAuth(ctx context.Context, t Target, cfg client.Conf
 	}
 	go sess.Keep(ctx, ep.Conn())
 	return ep, nil
-}
-
-// provisionAgent creates the bind-only durables of principal p with the project's own
-// provisioner identity (the endpoint's callout identity may bind them, not create them).
-func provisionAgent(ctx context.Context, chain *trust.Chain, t Target, p protocol.Principal, uid, role string) error {
-	acct, err := chain.Space(t.Space)
-	if err != nil {
-		return err
-	}
-	b, err := acct.Mint(trust.UserSpec{Name: "cotal provisioner", Profile: trust.ProfileProvisioner,
-		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "cotal_provisioner"}, ExpiresIn: time.Hour})
-	if err != nil {
-		return err
-	}
-	c, err := trust.ReadCreds(b)
-	if err != nil {
-		return err
-	}
-	nc, err := nats.Connect(t.Server, append(c.Options(), nats.Timeout(10*time.Second))...)
-	if err != nil {
-		return fmt.Errorf("provision %s: connect %s: %w", p, t.Server, err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("provision %s: %w", p, err)
-	}
-	_, err = provision.Agent(ctx, js, t.Space, p, uid, role)
-	return err
 }
 
 // MeshRegistryDir is where `cotal meshes add` registers remote meshes: <config dir>/meshes.

@@ -1,0 +1,378 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/authsvc"
+	"github.com/cotal-ai/cotal/broker"
+	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/oidc/oidctest"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
+	"github.com/cotal-ai/cotal/spacehost"
+	"github.com/cotal-ai/cotal/trust"
+)
+
+// lanesEnv narrows BenchmarkLanes to some lane counts: COTAL_BENCH_LANES=1,10. The
+// sub-benchmark names select too: -bench 'Lanes/.*/N=(1|10)$'.
+const lanesEnv = "COTAL_BENCH_LANES"
+
+// laneReadyLimit guards the wait for a host's ready callback against a hang.
+const laneReadyLimit = 5 * time.Minute
+
+// BenchmarkLanes runs one space host in this process with N spaces, auth-service lanes
+// (authsvc.Serve on a version 2 manifest) and then delivery lanes (spacehost.Host of
+// delivery.Lane, as `cotal deliver --spaces` builds them), against one operator-mode
+// embedded broker whose spaces are provisioned before the clock starts. Per N it reports:
+//
+//   - ready-ms: from starting the host to its ready callback naming every space serving;
+//   - heap-KiB/lane: Go heap in use (after a GC) once ready, minus before, over N. It
+//     includes the broker's share of each lane (its client and subscription state),
+//     since the broker runs in this process;
+//   - stack-KiB/lane: the same for goroutine stacks (lane and broker side);
+//   - rss-KiB/lane: the same difference of the process's resident set (Linux only);
+//   - conns/lane: the broker's client connections (VARZ) once ready, minus before, over N;
+//   - goroutines/lane: likewise for goroutines (lane and broker side);
+//   - setup-ms/space: accounts, broker start and provisioning, outside the timed part.
+//
+// Setup runs once per N; each round starts the host, waits for ready, samples and closes
+// it. Run: go test -run '^$' -bench Lanes -benchtime 1x -timeout 60m ./bench/
+// With -cpuprofile, samples of goroutines this process starts carry the label lanes=setup
+// or lanes=host (pprof -tagfocus lanes=host); the broker's client loops carry none.
+func BenchmarkLanes(b *testing.B) {
+	counts := laneCounts(b)
+	for _, kind := range []string{"auth", "delivery"} {
+		b.Run(kind, func(b *testing.B) {
+			for _, n := range counts {
+				b.Run("N="+strconv.Itoa(n), func(b *testing.B) { benchLanes(b, kind, n) })
+			}
+		})
+	}
+}
+
+// laneCounts returns the lane counts from lanesEnv, or 1, 10, 100 and 500.
+func laneCounts(b *testing.B) []int {
+	v := os.Getenv(lanesEnv)
+	if v == "" {
+		return []int{1, 10, 100, 500}
+	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("%s=%q: want positive counts separated by commas", lanesEnv, v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// benchLanes measures one host of n lanes of kind ("auth" or "delivery").
+func benchLanes(b *testing.B, kind string, n int) {
+	var w *laneWorld
+	pprof.Do(b.Context(), pprof.Labels("lanes", "setup"), func(context.Context) { w = newLaneWorld(b, kind, n) })
+	var ready time.Duration
+	var heap, stack, rss, conns, gor float64
+	for b.Loop() {
+		before := w.sample(b)
+		pprof.Do(b.Context(), pprof.Labels("lanes", "host"), func(context.Context) {
+			ready += w.runHost(b, func() { // called once ready, before the host closes
+				after := w.sample(b)
+				heap += float64(after.heap-before.heap) / 1024
+				stack += float64(after.stack-before.stack) / 1024
+				rss += float64(after.rss-before.rss) / 1024
+				conns += float64(after.conns - before.conns)
+				gor += float64(after.goroutines - before.goroutines)
+			})
+		})
+	}
+	rounds := float64(b.N)
+	perLane := rounds * float64(n)
+	b.ReportMetric(float64(ready.Milliseconds())/rounds, "ready-ms")
+	b.ReportMetric(heap/perLane, "heap-KiB/lane")
+	b.ReportMetric(stack/perLane, "stack-KiB/lane")
+	if w.rssKnown {
+		b.ReportMetric(rss/perLane, "rss-KiB/lane")
+	}
+	b.ReportMetric(conns/perLane, "conns/lane")
+	b.ReportMetric(gor/perLane, "goroutines/lane")
+	b.ReportMetric(float64(w.setup.Milliseconds())/float64(n), "setup-ms/space")
+}
+
+// laneWorld is an operator-mode broker with n provisioned spaces (user-auth spaces for
+// auth lanes, each pinned to a test IdP) and the manifest that names them all.
+type laneWorld struct {
+	kind     string
+	n        int
+	chain    *trust.Chain
+	url      string
+	manifest string
+	creds    map[string][]byte // delivery lanes: each space's delivery credential
+	sys      *nats.Conn        // system account: asks the broker for VARZ
+	setup    time.Duration
+	rssKnown bool
+}
+
+func newLaneWorld(b *testing.B, kind string, n int) *laneWorld {
+	b.Helper()
+	start := time.Now()
+	w := &laneWorld{kind: kind, n: n, creds: map[string][]byte{}}
+	var err error
+	if w.chain, err = trust.Open(b.TempDir()); err != nil {
+		b.Fatal(err)
+	}
+	spaces := make([]string, n)
+	for i := range spaces {
+		spaces[i] = fmt.Sprintf("s%04d", i)
+	}
+	var issuer string
+	if kind == "auth" {
+		issuer = oidctest.Start(b, nil).URL // never asked: nobody signs in
+	}
+	for _, s := range spaces {
+		if kind == "auth" {
+			_, err = authsvc.Enable(w.chain, s, issuer, "cotal")
+		} else {
+			_, err = w.chain.Space(s)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	jwts, err := w.chain.AccountJWTs()
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &broker.Server{Dir: b.TempDir(), Port: -1, OperatorJWT: w.chain.OperatorJWT(),
+		SystemAccount: w.chain.SystemAccount(), Accounts: jwts}
+	if err := srv.Start(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = srv.Close() })
+	w.url = srv.ClientURL()
+
+	// Provision a few spaces at a time: each is a handful of streams and buckets.
+	work := make(chan string)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range 2 * runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for s := range work {
+				dc, err := w.provision(b.Context(), s)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				mu.Lock()
+				w.creds[s] = dc
+				mu.Unlock()
+			}
+		})
+	}
+	for _, s := range spaces {
+		work <- s
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+
+	sysCreds, err := w.chain.SystemCreds(24 * time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w.sys = dialCreds(b, w.url, sysCreds)
+
+	w.manifest = filepath.Join(b.TempDir(), "spaces.json")
+	var doc any = map[string]any{"version": 1, "spaces": spaces}
+	if kind == "auth" {
+		entries := make([]map[string]string, n)
+		for i, s := range spaces {
+			entries[i] = map[string]string{"space": s}
+		}
+		doc = map[string]any{"version": 2, "spaces": entries}
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(w.manifest, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	_, w.rssKnown = residentBytes()
+	w.setup = time.Since(start)
+	return w
+}
+
+// provision creates space's streams and buckets as its provisioner and returns its
+// delivery daemon's credential.
+func (w *laneWorld) provision(ctx context.Context, space string) ([]byte, error) {
+	acct, err := w.chain.Space(space)
+	if err != nil {
+		return nil, err
+	}
+	prov, err := acct.Mint(trust.UserSpec{Name: "bench provisioner", Profile: trust.ProfileProvisioner})
+	if err != nil {
+		return nil, err
+	}
+	c, err := trust.ReadCreds(prov)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(w.url, nats.UserJWTAndSeed(c.JWT, c.Seed))
+	if err != nil {
+		return nil, fmt.Errorf("provisioner of %s: %w", space, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := provision.Space(ctx, js, space, provision.Options{}); err != nil {
+		return nil, err
+	}
+	return acct.Mint(trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery,
+		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "cotal_delivery"}})
+}
+
+// runHost starts the host, waits until every lane serves, calls atReady, then closes the
+// host and waits for it. It returns the time from start to ready.
+func (w *laneWorld) runHost(b *testing.B, atReady func()) time.Duration {
+	b.Helper()
+	ctx, cancel := context.WithCancel(b.Context())
+	defer cancel()
+	readyCh := make(chan spacehost.Ready, 1)
+	done := make(chan error, 1)
+	onReady := func(r spacehost.Ready) { readyCh <- r }
+	start := time.Now()
+	go func() {
+		if w.kind == "auth" {
+			done <- authsvc.Serve(ctx, authsvc.Config{TrustDir: w.chain.Dir(), Server: w.url, Spaces: w.manifest}, onReady, nil)
+			return
+		}
+		h := &spacehost.Host{
+			Manifest: w.manifest,
+			Policy:   spacehost.ServeWhatYouCan,
+			NewLane: func(e spacehost.Entry, log *slog.Logger) (spacehost.Lane, error) {
+				return &delivery.Lane{Space: e.Space, Server: w.url, Creds: w.creds[e.Space], Logger: log}, nil
+			},
+		}
+		done <- h.Run(ctx, onReady)
+	}()
+	var took time.Duration
+	select {
+	case r := <-readyCh:
+		took = time.Since(start)
+		if len(r.Retrying) > 0 {
+			f := r.Retrying[0]
+			b.Fatalf("%s host: %d of %d lanes serve; %d retry, %s first: %v",
+				w.kind, len(r.Serving), w.n, len(r.Retrying), f.Space, f.Err)
+		}
+		if len(r.Serving) != w.n {
+			b.Fatalf("%s host: %d of %d lanes serve", w.kind, len(r.Serving), w.n)
+		}
+	case err := <-done:
+		b.Fatalf("%s host ended before ready: %v", w.kind, err)
+	case <-time.After(laneReadyLimit):
+		b.Fatalf("%s host of %d lanes not ready within %s", w.kind, w.n, laneReadyLimit)
+	}
+	atReady()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			b.Fatalf("%s host: %v", w.kind, err)
+		}
+	case <-time.After(laneReadyLimit):
+		b.Fatalf("%s host of %d lanes did not close", w.kind, w.n)
+	}
+	return took
+}
+
+// laneSample is the process and broker at one instant.
+type laneSample struct {
+	heap, stack int64 // Go heap and goroutine stacks in use after a GC
+	rss         int64 // resident set after returning freed memory to the OS; 0 when unknown
+	conns       int   // the broker's client connections
+	goroutines  int
+}
+
+// sample collects garbage and returns what it freed to the OS (so the resident set does
+// not keep a previous round's pages), then reads the heap, the stacks, the resident set,
+// the goroutines and the broker's connection count.
+func (w *laneWorld) sample(b *testing.B) laneSample {
+	b.Helper()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	rss, _ := residentBytes()
+	return laneSample{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), rss: rss, conns: brokerConns(b, w.sys), goroutines: runtime.NumGoroutine()}
+}
+
+// brokerConns asks the broker, over a system-account connection, how many client
+// connections it holds (VARZ "connections"; the asking connection included).
+func brokerConns(b *testing.B, sys *nats.Conn) int {
+	b.Helper()
+	msg, err := sys.Request("$SYS.REQ.SERVER.PING.VARZ", nil, 10*time.Second)
+	if err != nil {
+		b.Fatalf("varz: %v", err)
+	}
+	var resp struct {
+		Data struct {
+			Connections int `json:"connections"`
+		} `json:"data"`
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		b.Fatalf("varz: %v", err)
+	}
+	if resp.Error != nil {
+		b.Fatalf("varz: %s", resp.Error.Description)
+	}
+	return resp.Data.Connections
+}
+
+// residentBytes is this process's resident set (VmRSS in /proc/self/status); false where
+// that file does not exist.
+func residentBytes() (int64, bool) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		v, ok := strings.CutPrefix(sc.Text(), "VmRSS:")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		return kb * 1024, true
+	}
+	return 0, false
+}
