@@ -92,6 +92,7 @@ type authority struct {
 	ledger  *nats.Conn
 	records *nats.Conn
 	kv      jetstream.KeyValue // the ledger bucket, through ledger
+	acl     jetstream.KeyValue // the delivery daemon's ACL bucket, through ledger: grants recorded
 	claim   *plane.Claim
 }
 
@@ -136,6 +137,12 @@ func (l *Lane) openAuthority(ctx context.Context, data *trust.Account, f *fence,
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("ledger bucket %s (is the space provisioned?): %w", provision.BucketAuth(l.Space), err)
+	}
+	kctx, cancel = context.WithTimeout(ctx, connectTimeout)
+	a.acl, err = js.KeyValue(kctx, protocol.BucketACL(l.Space))
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("ACL bucket %s (is the space provisioned?): %w", protocol.BucketACL(l.Space), err)
 	}
 	rjs, err := jetstream.New(a.records)
 	if err != nil {

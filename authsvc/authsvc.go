@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/cotal-ai/cotal/bearer"
 	"github.com/cotal-ai/cotal/callout"
+	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/plane"
@@ -166,7 +169,8 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 	if err != nil {
 		return fmt.Errorf("auth service: xkey: %w", err)
 	}
-	az := &authorizer{space: l.Space, chain: l.Chain, data: data, issuer: issuer, kv: kv, secret: secret, idpIssuer: l.IdPIssuer, fence: f}
+	az := &authorizer{space: l.Space, chain: l.Chain, data: data, issuer: issuer, kv: kv, acl: auth.acl, secret: secret,
+		idpIssuer: l.IdPIssuer, fence: f, recorded: map[string]string{}}
 	resp, err := callout.New(callout.Config{
 		Authorizer: az, XKey: xkey,
 		CalloutAccount: ua.PublicKey(), CalloutSigner: ua.CalloutSigner(),
@@ -372,9 +376,33 @@ type authorizer struct {
 	data      *trust.Account
 	issuer    *bearer.Issuer
 	kv        jetstream.KeyValue
+	acl       jetstream.KeyValue // where grants are recorded for the delivery daemon
 	secret    []byte
 	idpIssuer string
 	fence     *fence
+
+	mu       sync.Mutex
+	recorded map[string]string // member key -> fingerprint of the last grant recorded
+}
+
+// record stores the grant's read ACL for the delivery daemon (delivery.RecordGrant),
+// unless the same one is already recorded.
+func (a *authorizer) record(ctx context.Context, p protocol.Principal, uid, name, userKey string, sub jwt.Permission) error {
+	key := protocol.MemberKey(p, uid)
+	fp := strings.Join(sub.Allow, "\n") + "\x00" + strings.Join(sub.Deny, "\n")
+	a.mu.Lock()
+	same := a.recorded[key] == fp
+	a.mu.Unlock()
+	if same {
+		return nil
+	}
+	if err := delivery.RecordGrant(ctx, a.acl, p, uid, name, userKey, sub, time.Now()); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.recorded[key] = fp
+	a.mu.Unlock()
+	return nil
 }
 
 // Authorize implements callout.Authorizer.
@@ -423,6 +451,9 @@ func (a *authorizer) Authorize(ctx context.Context, req *jwt.AuthorizationReques
 		tags = append(tags, "role:"+row.Role)
 	}
 	tags = append(tags, "profile:"+string(trust.ProfileAgent))
+	if err := a.record(ctx, spec.Principal, uid, spec.Name, req.UserNkey, perms.Sub); err != nil {
+		return callout.Grant{}, fmt.Errorf("actor %q: %w", c.Actor, err)
+	}
 	if a.fence.tripped() { // fenced while this request was being decided
 		return callout.Grant{}, ErrFenced
 	}

@@ -151,8 +151,16 @@ func (e *Endpoint) deliveryRequest(ctx context.Context, op string, args any) (pr
 }
 
 // sign puts the connection's user JWT and its key's signature over the request in msg's
-// headers.
+// headers; a callout-admitted connection names its lifecycle uid instead.
 func (e *Endpoint) sign(msg *nats.Msg) error {
+	if e.cfg.Callout {
+		uid := e.lifecycleUID()
+		if uid == "" {
+			return ErrNoCredential
+		}
+		msg.Header.Set(protocol.HeaderUID, uid)
+		return nil
+	}
 	if e.nc.Opts.UserJWT == nil || e.nc.Opts.SignatureCB == nil {
 		return ErrNoCredential
 	}

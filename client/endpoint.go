@@ -32,6 +32,10 @@ type Config struct {
 	Description  string         // one line for the card
 	Meta         map[string]any // advisory card metadata
 	LifecycleUID string         // incarnation id; "" means reuse this principal's DM durable or mint one
+	// Callout says an auth callout admitted the connection: its user key is the server's,
+	// so requests to the delivery daemon name LifecycleUID instead of carrying a signed
+	// credential (the daemon holds them to the ACL the callout recorded).
+	Callout bool
 
 	Heartbeat time.Duration // presence heartbeat; 0 means protocol.HeartbeatInterval
 	AckWait   time.Duration // JetStream ack wait for DM and anycast copies; 0 means 60 s

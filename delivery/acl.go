@@ -1,7 +1,9 @@
 package delivery
 
 import (
+	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/cotal-ai/cotal/protocol"
@@ -132,4 +135,48 @@ func (v *verifier) verify(token, sig, subject string, body []byte, p protocol.Pr
 		SubAllow: uc.Permissions.Sub.Allow, SubDeny: uc.Permissions.Sub.Deny,
 		IssuedAt: uc.IssuedAt, Expires: uc.Expires, UpdatedAt: now.UnixMilli(),
 	}, nil
+}
+
+// RecordGrant stores in kv, the space's ACL bucket, the read ACL an auth callout granted
+// to a connection of member (p, uid) with user key userKey: sub is the subscribe
+// permission of the user JWT the callout minted. Such a member holds no credential of its
+// own to present (the server generated its key), so it names its uid on the delivery rail
+// instead of signing, and the daemon holds its durable copies to this record. The auth
+// service calls it at each grant; a record is replaced, never rolled back by an older one.
+func RecordGrant(ctx context.Context, kv jetstream.KeyValue, p protocol.Principal, uid, name, userKey string, sub jwt.Permission, issuedAt time.Time) error {
+	if !protocol.ValidLifecycleUID(uid) {
+		return fmt.Errorf("record grant of %s: lifecycle uid %q", p, uid)
+	}
+	a := ACL{Principal: p.String(), UID: uid, Name: name, UserKey: userKey, SubAllow: sub.Allow, SubDeny: sub.Deny,
+		IssuedAt: issuedAt.Unix(), UpdatedAt: time.Now().UnixMilli()}
+	b, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("record grant of %s: %w", p, err)
+	}
+	if _, err := kv.Put(ctx, protocol.MemberKey(p, uid), b); err != nil {
+		return fmt.Errorf("record grant of %s: %w", p, err)
+	}
+	return nil
+}
+
+// granted returns the member and ACL an auth callout recorded for (p, uid) (RecordGrant):
+// the proof of a member that names its uid instead of signing.
+func granted(ctx context.Context, kv jetstream.KeyValue, p protocol.Principal, uid string, now time.Time) (member, ACL, error) {
+	if !protocol.ValidLifecycleUID(uid) {
+		return member{}, ACL{}, fmt.Errorf("%w: lifecycle uid %q", errCredential, uid)
+	}
+	m := member{p: p, uid: uid}
+	e, err := kv.Get(ctx, m.key())
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return member{}, ACL{}, fmt.Errorf("%w: no grant is recorded for %s (uid %s); a request without a signed credential is only taken from a connection an auth callout admitted: reconnect", errCredential, p, uid)
+	}
+	if err != nil {
+		return member{}, ACL{}, fmt.Errorf("read grant of %s: %w", p, err)
+	}
+	a, err := decodeACL(e.Value())
+	if err != nil || a.Principal != p.String() || a.UID != uid {
+		return member{}, ACL{}, fmt.Errorf("%w: the grant recorded for %s does not name it", errCredential, p)
+	}
+	a.UpdatedAt = now.UnixMilli()
+	return m, *a, nil
 }

@@ -45,13 +45,20 @@ func (c *ctl) handle(m *nats.Msg) {
 		return
 	}
 	now := time.Now()
-	mem, acl, err := r.verify.verify(m.Header.Get(protocol.HeaderJWT), m.Header.Get(protocol.HeaderSig), m.Subject, m.Data, sub, now)
+	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout)
+	defer cancel()
+	var mem member
+	var acl ACL
+	var err error
+	if uid := m.Header.Get(protocol.HeaderUID); uid != "" && m.Header.Get(protocol.HeaderJWT) == "" {
+		mem, acl, err = granted(ctx, r.aclKV, sub, uid, now)
+	} else {
+		mem, acl, err = r.verify.verify(m.Header.Get(protocol.HeaderJWT), m.Header.Get(protocol.HeaderSig), m.Subject, m.Data, sub, now)
+	}
 	if err != nil {
 		r.reply(m, nil, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout)
-	defer cancel()
 	var data any
 	switch req.Op {
 	case protocol.OpJoin:

@@ -104,6 +104,7 @@ const (
 	HeaderReason  = "Cotal-Reason"  // HandoffDurableChannel or HandoffLiveMention
 	HeaderJWT     = "Cotal-Jwt"     // control request: the requester's user JWT
 	HeaderSig     = "Cotal-Sig"     // control request: its user key's signature, base64url
+	HeaderUID     = "Cotal-Uid"     // control request of a callout-admitted member: its lifecycle uid
 )
 
 // FrameVersion is the hand-off frame version this package writes.

@@ -132,7 +132,7 @@ func (f *Factory) connectUserAuth(ctx context.Context, t Target, cfg client.Conf
 	}
 	cur := sess.Current()
 	me := protocol.Principal{Owner: cur.Owner, Actor: actor}
-	cfg.Owner, cfg.Actor, cfg.LifecycleUID = me.Owner, me.Actor, cur.LifecycleUID
+	cfg.Owner, cfg.Actor, cfg.LifecycleUID, cfg.Callout = me.Owner, me.Actor, cur.LifecycleUID, true
 	if cfg.Name == "" {
 		cfg.Name = actor
 	}
