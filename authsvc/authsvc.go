@@ -108,11 +108,13 @@ type Lane struct {
 	Logger           *slog.Logger // nil means discard
 }
 
-// Run starts the lane: the privileged data-account connection and the ledger bucket, then
-// the callout connection and its responder, then the exchange; only then it writes
-// StatusFile (0600, atomically; a stale one is removed at start) and calls ready. It blocks
-// until ctx ends and returns nil then, or returns the error that stopped a part. Every
-// connection is closed and StatusFile removed before it returns.
+// Run starts the lane: the authority plane (two privileged data-account connections, the
+// ledger bucket and the plane claim), then the callout connection and its responder, then
+// (unless CalloutOnly) the exchange; only then it writes StatusFile (0600, atomically; a
+// stale one is removed at start) and calls ready. It blocks until ctx ends and returns nil
+// then, or returns the error that stopped a part; a lost connection fences the lane at
+// once and Run returns an error wrapping ErrFenced. StatusFile is removed, the claim
+// released (unless fenced) and every connection closed before it returns, the plane last.
 func (l *Lane) Run(ctx context.Context, ready func()) error {
 	if err := l.check(); err != nil {
 		return fmt.Errorf("auth service: %w", err)

@@ -90,6 +90,39 @@ func (f *laneFixture) stop(t *testing.T) error {
 	return f.stopErr
 }
 
+// provisionSpace provisions space on the broker at url as acct's provisioner, grants
+// alice (subject alice-sub) on channel general, and returns the ledger bucket.
+func provisionSpace(t *testing.T, url string, acct *trust.Account, space string) jetstream.KeyValue {
+	t.Helper()
+	prov, err := acct.Mint(trust.UserSpec{Name: "test provisioner", Profile: trust.ProfileProvisioner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := connect(url, prov, "test-provisioner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Close)
+	js, err := jetstream.New(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provision.Space(t.Context(), js, space, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), provision.BucketAuth(space))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.Grant(t.Context(), kv, ledger.Row{
+		Actor: "alice", Subjects: []string{"alice-sub"},
+		AllowSubscribe: []string{"general"}, AllowPublish: []string{"general"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
 // startLane provisions testSpace, grants alice, writes a stale status file and runs a
 // lane until it is ready.
 func startLane(t *testing.T) *laneFixture {
@@ -103,31 +136,7 @@ func startLane(t *testing.T) *laneFixture {
 		t.Fatal(err)
 	}
 	f.url = startBroker(t, f.chain)
-	prov, err := f.ua.DataAccount().Mint(trust.UserSpec{Name: "cotal up", Profile: trust.ProfileProvisioner})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := connect(f.url, prov, "test-provisioner")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pc.Close)
-	js, err := jetstream.New(pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := provision.Space(t.Context(), js, testSpace, provision.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if f.kv, err = js.KeyValue(t.Context(), provision.BucketAuth(testSpace)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ledger.Grant(t.Context(), f.kv, ledger.Row{
-		Actor: "alice", Subjects: []string{"alice-sub"},
-		AllowSubscribe: []string{"general"}, AllowPublish: []string{"general"},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	f.kv = provisionSpace(t, f.url, f.ua.DataAccount(), testSpace)
 	f.dir = StateDir(f.chain.Dir(), testSpace)
 	if err := os.MkdirAll(f.dir, 0o700); err != nil {
 		t.Fatal(err)

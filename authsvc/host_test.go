@@ -17,11 +17,9 @@ import (
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/exchange"
-	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/oidc/oidctest"
 	"github.com/cotal-ai/cotal/plane"
 	"github.com/cotal-ai/cotal/protocol"
-	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/spacehost"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/userauth"
@@ -59,31 +57,7 @@ func (m *hostMesh) addSpace(space string) {
 	if err := trust.PushAccount(t.Context(), sys, acct.JWT()); err != nil {
 		t.Fatal(err)
 	}
-	prov, err := acct.Mint(trust.UserSpec{Name: "test provisioner", Profile: trust.ProfileProvisioner})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := connect(m.url, prov, "test-provisioner")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pc.Close)
-	js, err := jetstream.New(pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := provision.Space(t.Context(), js, space, provision.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(t.Context(), provision.BucketAuth(space))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.kv[space] = kv
-	if _, err := ledger.Grant(t.Context(), kv, ledger.Row{Actor: "alice", Subjects: []string{"alice-sub"},
-		AllowSubscribe: []string{"general"}, AllowPublish: []string{"general"}}); err != nil {
-		t.Fatal(err)
-	}
+	m.kv[space] = provisionSpace(t, m.url, acct, space)
 	dcreds, err := acct.Mint(trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery,
 		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "cotal_delivery"}})
 	if err != nil {

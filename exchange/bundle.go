@@ -12,10 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
-
 	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
 )
 
 // Discovery-bundle constants.
@@ -96,7 +95,7 @@ func (b *Bundle) Validate() error {
 			return fmt.Errorf("userAuth.endpoints.agentProvisioningUrl: %w", err.plain())
 		}
 	}
-	if err := checkCreds(b.SentinelCreds); err != nil {
+	if _, err := trust.ReadCreds([]byte(b.SentinelCreds)); err != nil {
 		return fmt.Errorf("sentinelCreds: %w", err)
 	}
 	return nil
@@ -107,24 +106,6 @@ func (b *Bundle) Validate() error {
 func checkEndpointURL(raw string, base bool) error {
 	if err := checkWebURL(raw, base, true); err != nil {
 		return err.plain()
-	}
-	return nil
-}
-
-// checkCreds checks that text is a NATS creds file of a user JWT and a user seed.
-func checkCreds(text string) error {
-	if text == "" {
-		return errors.New("missing")
-	}
-	tok, err := jwt.ParseDecoratedJWT([]byte(text))
-	if err != nil {
-		return fmt.Errorf("user JWT: %w", err)
-	}
-	if _, err := jwt.DecodeUserClaims(tok); err != nil {
-		return fmt.Errorf("user JWT: %w", err)
-	}
-	if _, err := jwt.ParseDecoratedUserNKey([]byte(text)); err != nil {
-		return fmt.Errorf("user seed: %w", err)
 	}
 	return nil
 }

@@ -7,43 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nkeys"
+	"github.com/cotal-ai/cotal/trust/trusttest"
 )
-
-// testCreds is a deny-all user creds file signed by a fresh account key.
-func testCreds(t testing.TB) string {
-	t.Helper()
-	acct, err := nkeys.CreateAccount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	user, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	upub, err := user.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	uc := jwt.NewUserClaims(upub)
-	uc.Name = "sentinel"
-	uc.Pub.Deny.Add(">")
-	uc.Sub.Deny.Add(">")
-	tok, err := uc.Encode(acct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := user.Seed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := jwt.FormatUserConfig(tok, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(creds)
-}
 
 // goodBundle is a valid bundle; each case of TestDecodeBundle breaks one thing.
 func goodBundle(creds string) Bundle {
@@ -58,7 +23,7 @@ func goodBundle(creds string) Bundle {
 }
 
 func TestDecodeBundle(t *testing.T) {
-	creds := testCreds(t)
+	creds := trusttest.SentinelCreds(t)
 	encode := func(b Bundle) string {
 		out, err := json.Marshal(b)
 		if err != nil {
@@ -130,7 +95,7 @@ func TestDecodeBundle(t *testing.T) {
 }
 
 func FuzzDecodeBundle(f *testing.F) {
-	creds := testCreds(f)
+	creds := trusttest.SentinelCreds(f)
 	good, err := json.Marshal(goodBundle(creds))
 	if err != nil {
 		f.Fatal(err)
@@ -181,7 +146,7 @@ func TestBundleURL(t *testing.T) {
 }
 
 func TestFetchBundleRefusals(t *testing.T) {
-	creds := testCreds(t)
+	creds := trusttest.SentinelCreds(t)
 	good, err := json.Marshal(goodBundle(creds))
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/trust/trusttest"
 )
 
 // slowIdP is fakeIdP, except that the token "slow" blocks until release is closed,
@@ -45,7 +46,7 @@ func (s *slowIdP) free() { s.once.Do(func() { close(s.release) }) }
 func startPublic(t *testing.T, pf PublicFace, lim PublicLimits) (*fixture, *slowIdP) {
 	t.Helper()
 	idp := newSlowIdP()
-	creds := testCreds(t)
+	creds := trusttest.SentinelCreds(t)
 	f := startWith(t, func(s *Server) {
 		s.IdP = idp
 		s.Public = &pf
@@ -453,7 +454,7 @@ func TestPublicConfigRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	creds := testCreds(t)
+	creds := trusttest.SentinelCreds(t)
 	disc := Discovery{Space: "demo", Server: "nats://127.0.0.1:4222", SentinelCreds: creds,
 		IdP: BundleIdP{URL: testIdP, Issuer: testIdP, Audience: testIdP}}
 	taken, err := net.Listen("tcp", "127.0.0.1:0")

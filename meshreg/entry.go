@@ -9,11 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
-
 	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
 )
 
 // Entry is one registered remote mesh: what a client needs to sign in and connect.
@@ -86,7 +85,7 @@ func (e *Entry) Validate() error {
 			return fmt.Errorf("agentProvisioningUrl %q: want an https URL with a host", p)
 		}
 	}
-	if err := checkCreds(e.SentinelCreds); err != nil {
+	if _, err := trust.ReadCreds([]byte(e.SentinelCreds)); err != nil {
 		return fmt.Errorf("sentinelCreds: %w", err)
 	}
 	if e.AddedAt.IsZero() {
@@ -115,24 +114,6 @@ func checkServer(raw string, tlsRequired bool) error {
 	}
 	if _, port, err := net.SplitHostPort(u.Host); err == nil && port == "" {
 		return fmt.Errorf("%q has an empty port", raw)
-	}
-	return nil
-}
-
-// checkCreds checks that text is a NATS creds file of a user JWT and a user seed.
-func checkCreds(text string) error {
-	if text == "" {
-		return errors.New("missing")
-	}
-	tok, err := jwt.ParseDecoratedJWT([]byte(text))
-	if err != nil {
-		return fmt.Errorf("user JWT: %w", err)
-	}
-	if _, err := jwt.DecodeUserClaims(tok); err != nil {
-		return fmt.Errorf("user JWT: %w", err)
-	}
-	if _, err := jwt.ParseDecoratedUserNKey([]byte(text)); err != nil {
-		return fmt.Errorf("user seed: %w", err)
 	}
 	return nil
 }

@@ -9,44 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nkeys"
-
 	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/trust/trusttest"
 )
-
-// testCreds is a deny-all user creds file signed by a fresh account key.
-func testCreds(t testing.TB) string {
-	t.Helper()
-	acct, err := nkeys.CreateAccount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	user, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	upub, err := user.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	uc := jwt.NewUserClaims(upub)
-	uc.Pub.Deny.Add(">")
-	uc.Sub.Deny.Add(">")
-	tok, err := uc.Encode(acct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := user.Seed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := jwt.FormatUserConfig(tok, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(creds)
-}
 
 var added = time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
 
@@ -68,7 +33,7 @@ func encode(t testing.TB, e Entry) string {
 }
 
 func TestDecode(t *testing.T) {
-	creds := testCreds(t)
+	creds := trusttest.SentinelCreds(t)
 	with := func(edit func(*Entry)) string {
 		e := goodEntry(creds)
 		edit(&e)
@@ -100,7 +65,7 @@ func TestDecode(t *testing.T) {
 		{"exchange query", with(func(e *Entry) { e.ExchangeURL += "?x=1" }), "not canonical"},
 		{"plain http jwks", with(func(e *Entry) { e.JWKSURL = "http://mesh.example.com/jwks" }), "jwksUrl"},
 		{"http provisioning", with(func(e *Entry) { e.AgentProvisioningURL = "http://127.0.0.1/p" }), "agentProvisioningUrl"},
-		{"no creds", with(func(e *Entry) { e.SentinelCreds = "" }), "sentinelCreds: missing"},
+		{"no creds", with(func(e *Entry) { e.SentinelCreds = "" }), "sentinelCreds: creds"},
 		{"bad creds", with(func(e *Entry) { e.SentinelCreds = "junk" }), "sentinelCreds"},
 		{"no addedAt", with(func(e *Entry) { e.AddedAt = time.Time{} }), "addedAt"},
 	}
@@ -124,7 +89,7 @@ func TestDecode(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	creds := testCreds(f)
+	creds := trusttest.SentinelCreds(f)
 	f.Add(encode(f, goodEntry(creds)))
 	f.Add(`{"space":"x","tlsRequired":false}`)
 	f.Add(`{}`)
@@ -146,7 +111,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 func TestFromBundle(t *testing.T) {
-	creds := testCreds(t)
+	creds := trusttest.SentinelCreds(t)
 	b := exchange.Bundle{Space: "team", Server: "tls://nats.example.com:4222", TLSRequired: true,
 		UserAuth: exchange.UserAuth{Provider: exchange.BundleProvider,
 			IdP: exchange.BundleIdP{URL: "https://idp.example.com", Issuer: "https://idp.example.com", Audience: "cotal"},
@@ -167,7 +132,7 @@ func TestFromBundle(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "meshes")
-	creds := testCreds(t)
+	creds := trusttest.SentinelCreds(t)
 	e := goodEntry(creds)
 
 	if l, err := List(dir); err != nil || len(l) != 0 {
@@ -203,7 +168,7 @@ func TestRegistry(t *testing.T) {
 
 	// Other settings from the same URL need force.
 	rotated := e
-	rotated.SentinelCreds = testCreds(t)
+	rotated.SentinelCreds = trusttest.SentinelCreds(t)
 	var exists *ExistsError
 	if err := Add(dir, rotated, false); !errors.As(err, &exists) || !reflect.DeepEqual(exists.Changed, []string{"sentinelCreds"}) {
 		t.Fatalf("changed entry without force: %v", err)
@@ -265,7 +230,7 @@ func TestRegistry(t *testing.T) {
 
 func TestCorruptEntries(t *testing.T) {
 	dir := t.TempDir()
-	creds := testCreds(t)
+	creds := trusttest.SentinelCreds(t)
 	write := func(name, text string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {

@@ -11,14 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nkeys"
-
 	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/internal/cli/cmdtest"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/meshreg"
+	"github.com/cotal-ai/cotal/trust/trusttest"
 )
 
 func TestNewCmdAdd(t *testing.T) {
@@ -78,39 +76,6 @@ func TestNewCmdListRm(t *testing.T) {
 	}
 }
 
-// testCreds is a deny-all user creds file signed by a fresh account key.
-func testCreds(t *testing.T) string {
-	t.Helper()
-	acct, err := nkeys.CreateAccount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	user, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	upub, err := user.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	uc := jwt.NewUserClaims(upub)
-	uc.Pub.Deny.Add(">")
-	uc.Sub.Deny.Add(">")
-	tok, err := uc.Encode(acct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := user.Seed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := jwt.FormatUserConfig(tok, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(creds)
-}
-
 // serve starts a loopback public face answering the bundle path with body() as JSON.
 func serve(t *testing.T, body func(base string) any) string {
 	t.Helper()
@@ -138,7 +103,7 @@ func bundle(space, base, audience, creds string) exchange.Bundle {
 }
 
 func TestRunAdd(t *testing.T) {
-	creds := testCreds(t)
+	creds := trusttest.SentinelCreds(t)
 	dir := filepath.Join(t.TempDir(), "meshes")
 	audience := "cotal"
 	good := serve(t, func(base string) any { return bundle("team", base, audience, creds) })
@@ -200,7 +165,7 @@ func TestRunAdd(t *testing.T) {
 }
 
 func TestRunListRm(t *testing.T) {
-	creds := testCreds(t)
+	creds := trusttest.SentinelCreds(t)
 	dir := t.TempDir()
 	run := func(f func(*iostreams.IOStreams) error) (string, string, error) {
 		ios, _, out, errOut := iostreams.Test()
