@@ -42,6 +42,7 @@ func TestScripts(t *testing.T) {
 			"sha256":   cmdSHA256,
 			"waitcmp":  cmdWaitCmp,
 			"idp":      cmdIdP,
+			"kick":     cmdKick,
 			"bundle":   cmdBundle,
 		},
 	})
@@ -120,9 +121,10 @@ func setup(env *testscript.Env) error {
 //	proc expect NAME REGEXP   wait until its stdout matches (stderr with -stderr before NAME)
 //	proc stop NAME            close its stdin and wait for it to exit 0 (! proc stop: non-zero)
 //	proc signal NAME INT      send SIGINT (or TERM) and wait for it to exit 0
+//	proc wait NAME            wait for it to exit 0 by itself (! proc wait: non-zero)
 func cmdProc(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 2 {
-		ts.Fatalf("usage: proc start|say|expect|stop|signal NAME ...")
+		ts.Fatalf("usage: proc start|say|expect|stop|signal|wait NAME ...")
 	}
 	ps := ts.Value(procsKey{}).(*procs)
 	verb, args := args[0], args[1:]
@@ -170,8 +172,9 @@ func cmdProc(ts *testscript.TestScript, neg bool, args []string) {
 		if neg {
 			ts.Fatalf("unsupported: ! proc expect")
 		}
-	case "stop", "signal":
-		if verb == "stop" {
+	case "stop", "signal", "wait":
+		switch verb {
+		case "stop":
 			if err := p.stdin.Close(); err != nil {
 				select {
 				case <-p.done: // it exited by itself; Wait closed its stdin
@@ -179,7 +182,7 @@ func cmdProc(ts *testscript.TestScript, neg bool, args []string) {
 					ts.Fatalf("close stdin of %s: %v", args[0], err)
 				}
 			}
-		} else {
+		case "signal":
 			sig := map[string]os.Signal{"INT": os.Interrupt, "TERM": syscall.SIGTERM}[args[len(args)-1]]
 			if sig == nil {
 				ts.Fatalf("usage: proc signal NAME INT|TERM")

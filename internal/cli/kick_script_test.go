@@ -1,0 +1,78 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/cotal-ai/cotal/trust"
+)
+
+// cmdKick closes, from the broker's side, every connection whose name is NAME: it asks
+// the broker (as the project's system account) for its connections and kicks the ones
+// named so, the way an operator would with `nats server request kick`.
+//
+//	kick NAME
+func cmdKick(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: kick NAME")
+	}
+	var mesh struct {
+		Server string `json:"server"`
+	}
+	if err := json.Unmarshal([]byte(ts.ReadFile(".cotal/mesh.json")), &mesh); err != nil {
+		ts.Fatalf("mesh.json: %v", err)
+	}
+	chain, err := trust.Open(ts.MkAbs(".cotal/auth"))
+	if err != nil {
+		ts.Fatalf("trust chain: %v", err)
+	}
+	sysCreds, err := chain.SystemCreds(time.Hour)
+	if err != nil {
+		ts.Fatalf("system creds: %v", err)
+	}
+	c, err := trust.ReadCreds(sysCreds)
+	if err != nil {
+		ts.Fatalf("system creds: %v", err)
+	}
+	nc, err := nats.Connect(mesh.Server, c.Options()...)
+	if err != nil {
+		ts.Fatalf("connect: %v", err)
+	}
+	defer nc.Close()
+	msg, err := nc.Request("$SYS.REQ.SERVER.PING.CONNZ", []byte(`{"limit": 1024}`), 5*time.Second)
+	if err != nil {
+		ts.Fatalf("CONNZ: %v", err)
+	}
+	var connz struct {
+		Server struct {
+			ID string `json:"id"`
+		} `json:"server"`
+		Data struct {
+			Conns []struct {
+				CID  uint64 `json:"cid"`
+				Name string `json:"name"`
+			} `json:"connections"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(msg.Data, &connz); err != nil {
+		ts.Fatalf("CONNZ answer: %v", err)
+	}
+	kicked := 0
+	for _, conn := range connz.Data.Conns {
+		if conn.Name != args[0] {
+			continue
+		}
+		body, _ := json.Marshal(map[string]uint64{"cid": conn.CID})
+		if _, err := nc.Request("$SYS.REQ.SERVER."+connz.Server.ID+".KICK", body, 5*time.Second); err != nil {
+			ts.Fatalf("kick cid %d: %v", conn.CID, err)
+		}
+		kicked++
+	}
+	if kicked == 0 {
+		ts.Fatalf("no connection named %q", args[0])
+	}
+	ts.Logf("kicked %d connection(s) named %q", kicked, args[0])
+}
