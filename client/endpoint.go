@@ -56,7 +56,8 @@ type Endpoint struct {
 	me     protocol.Principal
 	log    *slog.Logger
 
-	denied   <-chan error // permission refusals of an owned connection, for publish to match
+	denied   <-chan error    // permission refusals of an owned connection, for publish to match
+	lost     <-chan struct{} // closed when an owned connection closes for good
 	inbox    chan *Incoming
 	seen     *dedupe
 	replayMu sync.Mutex  // one history reader at a time
@@ -96,15 +97,18 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	denied := make(chan error, 16)
-	opts = append([]nats.Option{nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		log.Warn("refused by the broker", "err", err)
-		if errors.Is(err, nats.ErrPermissionViolation) {
-			select {
-			case denied <- err:
-			default: // nobody is waiting on a publish; the log line is the report
+	lost := make(chan struct{})
+	var lostOnce sync.Once
+	opts = append([]nats.Option{nats.ClosedHandler(func(*nats.Conn) { lostOnce.Do(func() { close(lost) }) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("refused by the broker", "err", err)
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				select {
+				case denied <- err:
+				default: // nobody is waiting on a publish; the log line is the report
+				}
 			}
-		}
-	})}, opts...)
+		})}, opts...)
 	nc, err := Dial(ctx, url, opts...)
 	if err != nil {
 		return nil, err
@@ -114,9 +118,14 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 		nc.Close()
 		return nil, err
 	}
-	ep.ownsNC, ep.denied = true, denied
+	ep.ownsNC, ep.denied, ep.lost = true, denied, lost
 	return ep, nil
 }
+
+// Lost is closed once the endpoint's own connection is closed for good: by Close, or
+// because reconnecting gave up or was refused (a revoked grant). It is nil, never closing,
+// for an endpoint built with New, whose caller owns the connection.
+func (e *Endpoint) Lost() <-chan struct{} { return e.lost }
 
 // Dial connects to a NATS server, giving up when ctx ends.
 func Dial(ctx context.Context, url string, opts ...nats.Option) (*nats.Conn, error) {

@@ -27,8 +27,9 @@ const requestTimeout = 10 * time.Second
 // retryEvery is how soon a failed renewal is tried again.
 const retryEvery = 5 * time.Second
 
-// ErrRefused is wrapped by Exchange when the exchange answered with a refusal (the body's
-// code and message are in the error).
+// ErrRefused is wrapped by Exchange when the exchange refused the credential (401 or 403;
+// the body's code and message are in the error). Throttling (429) and an unavailable
+// exchange (503) are other errors: trying again later may succeed.
 var ErrRefused = errors.New("exchange refused")
 
 // Exchanger asks one space's exchange for bearers.
@@ -66,11 +67,15 @@ func (x *Exchanger) Exchange(ctx context.Context, req exchange.Request) (exchang
 		return exchange.Response{}, fmt.Errorf("exchange %s: %w", x.URL, err)
 	}
 	if resp.StatusCode != http.StatusOK {
+		why := resp.Status
 		var eb exchange.ErrorBody
 		if json.Unmarshal(b, &eb) == nil && eb.Message != "" {
-			return exchange.Response{}, fmt.Errorf("%w (%d %s): %s", ErrRefused, resp.StatusCode, eb.Error, eb.Message)
+			why = fmt.Sprintf("%d %s: %s", resp.StatusCode, eb.Error, eb.Message)
 		}
-		return exchange.Response{}, fmt.Errorf("%w (%s)", ErrRefused, resp.Status)
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			return exchange.Response{}, fmt.Errorf("%w (%s)", ErrRefused, why)
+		}
+		return exchange.Response{}, fmt.Errorf("exchange %s: %s", x.URL, why)
 	}
 	var out exchange.Response
 	if err := json.Unmarshal(b, &out); err != nil || out.Token == "" {
@@ -121,7 +126,8 @@ func (s *Session) Token() string { return s.Current().Token }
 // Options are the connect options of the session's principal: the sentinel creds, the
 // bearer as the CONNECT token, the inbox prefix the callout grants the principal, and
 // reconnects that keep trying after an authorization error (a renewal may race a
-// reconnect; the next attempt carries the newer bearer).
+// reconnect; the next attempt carries the newer bearer). Keep closes a connection whose
+// actor lost its grant, instead of letting it retry forever.
 func (s *Session) Options(sentinelCreds []byte) ([]nats.Option, error) {
 	c, err := trust.ReadCreds(sentinelCreds)
 	if err != nil {
@@ -146,26 +152,40 @@ func renewAt(now, exp time.Time) time.Time {
 }
 
 // Keep renews the bearer before it expires and moves nc onto the new one by reconnecting
-// at once, so the broker never closes the connection for an expired authorization. It
+// at once, so the broker never closes the connection for an expired authorization. When
+// the broker refuses nc's reconnects (the grant was revoked and the connection evicted),
+// it asks the exchange at once: a refusal there too closes nc, with the reason logged. It
 // returns when ctx ends or nc is closed.
 func (s *Session) Keep(ctx context.Context, nc *nats.Conn) {
 	for {
 		cur := s.Current()
-		wait := time.Until(renewAt(s.now(), time.UnixMilli(cur.ExpiresAt)))
-		if !sleep(ctx, nc, wait) {
+		switch s.sleep(ctx, nc, time.Until(renewAt(s.now(), time.UnixMilli(cur.ExpiresAt)))) {
+		case wakeStop:
 			return
-		}
-		next, err := s.fetch(ctx)
-		if err != nil {
-			s.log.Warn("bearer renewal failed; retrying", "actor", cur.Actor, "expires", time.UnixMilli(cur.ExpiresAt), "err", err)
-			if !sleep(ctx, nc, retryEvery) {
+		case wakeRefused:
+			next, err := s.fetch(ctx)
+			if errors.Is(err, ErrRefused) {
+				s.log.Error("the broker and the exchange refuse this actor now; closing the connection", "actor", cur.Actor, "err", err)
+				nc.Close()
+				return
+			}
+			if err == nil {
+				s.set(next)
+			}
+			if s.sleep(ctx, nc, retryEvery) == wakeStop {
 				return
 			}
 			continue
 		}
-		s.mu.Lock()
-		s.cur = next
-		s.mu.Unlock()
+		next, err := s.fetch(ctx)
+		if err != nil {
+			s.log.Warn("bearer renewal failed; retrying", "actor", cur.Actor, "expires", time.UnixMilli(cur.ExpiresAt), "err", err)
+			if s.sleep(ctx, nc, retryEvery) == wakeStop {
+				return
+			}
+			continue
+		}
+		s.set(next)
 		if err := nc.ForceReconnect(); err != nil {
 			s.log.Warn("reconnect with the renewed bearer", "err", err)
 		}
@@ -173,22 +193,39 @@ func (s *Session) Keep(ctx context.Context, nc *nats.Conn) {
 	}
 }
 
-// sleep waits d, checking every second whether nc was closed; it reports whether to go on.
-func sleep(ctx context.Context, nc *nats.Conn, d time.Duration) bool {
+// set makes next the bearer in hand.
+func (s *Session) set(next exchange.Response) {
+	s.mu.Lock()
+	s.cur = next
+	s.mu.Unlock()
+}
+
+// Why a sleep ended.
+const (
+	wakeTime    = iota // the time passed
+	wakeStop           // ctx ended or nc closed
+	wakeRefused        // nc is reconnecting and the broker refused its authorization
+)
+
+// sleep waits d, checking every second whether nc was closed or its reconnects are refused.
+func (s *Session) sleep(ctx context.Context, nc *nats.Conn, d time.Duration) int {
 	deadline := time.Now().Add(d)
 	for {
 		if nc.IsClosed() || ctx.Err() != nil {
-			return false
+			return wakeStop
+		}
+		if nc.IsReconnecting() && errors.Is(nc.LastError(), nats.ErrAuthorization) {
+			return wakeRefused
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return true
+			return wakeTime
 		}
 		t := time.NewTimer(min(left, time.Second))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return false
+			return wakeStop
 		case <-t.C:
 		}
 	}

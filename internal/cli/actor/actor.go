@@ -10,10 +10,14 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/cotal-ai/cotal/authsvc"
+	"github.com/cotal-ai/cotal/bearer"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
@@ -124,8 +128,10 @@ func newCmdRevoke(f *cmdutil.Factory, runF func(context.Context, *Options) error
 		Use:   "revoke <actor> [--sub S]",
 		Short: "Take an actor's grant away, or one subject's right to act as it",
 		Long: `Revoke deletes the actor's row; with --sub it only removes that subject, and deletes the
-row when no subject is left. It bites at the next exchange and the next connect; a bearer
-already issued lives until it expires (minutes at most).`,
+row when no subject is left. It bites at the next exchange and the next connect. On a
+user-auth space of the project's own mesh it also evicts the live connections the callout
+admitted for what was revoked (the actor, or with --sub that subject's owner), through the
+system account; where it cannot, a bearer already issued lives until it expires (minutes).`,
 		Example: `  cotal actor revoke alice
   cotal actor revoke ops --sub ops@example.com`,
 		Args: cobra.ExactArgs(1),
@@ -258,8 +264,64 @@ func runRevoke(ctx context.Context, opts *Options) error {
 	} else {
 		fmt.Fprintf(opts.IO.Out, "✓ revoked %s in space %s\n", actor, space)
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "it bites at the next exchange and connect; bearers already issued expire within minutes\n")
+	n, err := evict(ctx, opts, space, actor, sub)
+	if err != nil {
+		fmt.Fprintf(opts.IO.ErrOut, "! live connections not evicted (%v): the revoke bites at their next connect, and when their bearers expire (minutes)\n", err)
+		return nil
+	}
+	fmt.Fprintf(opts.IO.Out, "✓ evicted %d live connection(s); the revoke bites at every next exchange and connect\n", n)
 	return nil
+}
+
+// evict closes the live connections the revoke took the grant from: every connection an
+// auth callout admitted as actor (the owner of sub alone, with --sub). It needs the
+// project's system account, so it works on the project's own mesh.
+func evict(ctx context.Context, opts *Options, space, actor, sub string) (int, error) {
+	t, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil || t.Project == nil {
+		return 0, errors.New("the project's keys are not at hand")
+	}
+	chain, err := trust.Open(t.Project.AuthDir())
+	if err != nil {
+		return 0, err
+	}
+	pin, err := authsvc.ReadPin(chain.Dir(), space)
+	if errors.Is(err, authsvc.ErrNotUserAuth) {
+		return 0, nil // no callout admits anyone there
+	}
+	if err != nil {
+		return 0, err
+	}
+	acct, err := chain.Space(space)
+	if err != nil {
+		return 0, err
+	}
+	owner := ""
+	if sub != "" {
+		secret, err := bearer.LoadOwnerSecret(authsvc.StateDir(chain.Dir(), space))
+		if err != nil {
+			return 0, err
+		}
+		iss, s, qualified := ledger.SplitSubject(sub)
+		if !qualified {
+			iss = pin.Issuer
+		}
+		owner = bearer.Owner(secret, iss, s)
+	}
+	sysCreds, err := chain.SystemCreds(time.Hour)
+	if err != nil {
+		return 0, err
+	}
+	c, err := trust.ReadCreds(sysCreds)
+	if err != nil {
+		return 0, err
+	}
+	nc, err := nats.Connect(t.Server, append(c.Options(), nats.Timeout(5*time.Second))...)
+	if err != nil {
+		return 0, fmt.Errorf("system account: %w", err)
+	}
+	defer nc.Close()
+	return authsvc.Evict(ctx, nc, acct.PublicKey(), authsvc.CalloutPrincipal(owner, actor))
 }
 
 // ListReport is what `cotal actor list --json` prints.

@@ -125,6 +125,8 @@ func runJoin(ctx context.Context, opts *Options) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-ep.Lost():
+			return fmt.Errorf("the connection to space %s closed: %v", target.Space, ep.Conn().LastError())
 		case in := <-ep.Messages():
 			fmt.Fprintln(s.out, cmdutil.MessageLine(in))
 			if err := in.Ack(); err != nil {
