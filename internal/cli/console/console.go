@@ -81,6 +81,8 @@ func runConsole(ctx context.Context, opts *Options) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-ep.Lost():
+			return fmt.Errorf("the connection to space %s closed: %v", target.Space, ep.Conn().LastError())
 		case c, ok := <-changes:
 			if !ok {
 				return nil
