@@ -345,7 +345,7 @@ func (st *state) supervise(ctx context.Context, s *slot) {
 func (st *state) attempt(ctx context.Context, s *slot, log *slog.Logger, first bool) error {
 	lane, err := st.h.NewLane(s.entry, log)
 	if err != nil {
-		return fmt.Errorf("space %s: %w", s.entry.Space, err)
+		return err // callers name the space
 	}
 	var once sync.Once
 	return lane.Run(ctx, func() {

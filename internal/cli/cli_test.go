@@ -43,6 +43,7 @@ func TestScripts(t *testing.T) {
 			"waitcmp":  cmdWaitCmp,
 			"idp":      cmdIdP,
 			"kick":     cmdKick,
+			"srvstats": cmdSrvStats,
 			"bundle":   cmdBundle,
 		},
 	})

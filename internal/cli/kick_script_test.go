@@ -76,3 +76,41 @@ func cmdKick(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ts.Logf("kicked %d connection(s) named %q", kicked, args[0])
 }
+
+// cmdSrvStats asks the NATS micro service NAME of SPACE's callout account for its stats,
+// as `nats micro stats NAME` would from inside that account, and prints the answer.
+//
+//	srvstats SPACE NAME
+func cmdSrvStats(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: srvstats SPACE NAME")
+	}
+	var mesh struct {
+		Server string `json:"server"`
+	}
+	if err := json.Unmarshal([]byte(ts.ReadFile(".cotal/mesh.json")), &mesh); err != nil {
+		ts.Fatalf("mesh.json: %v", err)
+	}
+	chain, err := trust.Open(ts.MkAbs(".cotal/auth"))
+	if err != nil {
+		ts.Fatalf("trust chain: %v", err)
+	}
+	ua, err := chain.UserAuth(args[0])
+	if err != nil {
+		ts.Fatalf("callout account: %v", err)
+	}
+	c, err := trust.ReadCreds(ua.CalloutCreds())
+	if err != nil {
+		ts.Fatalf("callout creds: %v", err)
+	}
+	nc, err := nats.Connect(mesh.Server, nats.UserJWTAndSeed(c.JWT, c.Seed))
+	if err != nil {
+		ts.Fatalf("connect: %v", err)
+	}
+	defer nc.Close()
+	msg, err := nc.Request("$SRV.STATS."+args[1], nil, 5*time.Second)
+	if err != nil {
+		ts.Fatalf("$SRV.STATS.%s: %v", args[1], err)
+	}
+	ts.Stdout().Write(append(msg.Data, '\n'))
+}
