@@ -77,6 +77,18 @@ type laneFixture struct {
 	stopErr    error
 }
 
+// ended waits up to within for the lane to end by itself; when it did, it also returns
+// what Run returned (stop returns the same afterwards).
+func (f *laneFixture) ended(within time.Duration) (bool, error) {
+	select {
+	case err := <-f.done:
+		f.stopOnce.Do(func() { f.stopErr = err })
+		return true, err
+	case <-time.After(within):
+		return false, nil
+	}
+}
+
 // stop ends the lane and returns what Run returned; later calls return the same.
 func (f *laneFixture) stop(t *testing.T) error {
 	f.stopOnce.Do(func() {

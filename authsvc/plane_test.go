@@ -124,14 +124,12 @@ func TestFence(t *testing.T) {
 		t.Fatalf("kick cid %d: %v", cid, err)
 	}
 
-	select {
-	case err := <-f.done:
-		if !errors.Is(err, ErrFenced) {
-			t.Fatalf("lane after the kick: %v, want ErrFenced", err)
-		}
-		f.stopOnce.Do(func() {}) // already stopped
-	case <-time.After(deadline):
+	ended, err := f.ended(deadline)
+	if !ended {
 		t.Fatal("the lane kept running after losing its plane connection")
+	}
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("lane after the kick: %v, want ErrFenced", err)
 	}
 	if nc, err := f.dialBearer(x.Owner, x.Actor, x.Token, nats.Timeout(2*time.Second)); err == nil {
 		nc.Close()

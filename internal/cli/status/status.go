@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
@@ -31,8 +32,37 @@ type Report struct {
 	PID      int                  `json:"pid,omitempty"`
 	Space    string               `json:"space"`
 	Spaces   []string             `json:"spaces,omitempty"`
+	UserAuth *UserAuthReport      `json:"userAuth,omitempty"` // set on a user-auth space
 	Roster   []RosterEntry        `json:"roster"`
 	Channels []client.ChannelStat `json:"channels"`
+}
+
+// UserAuthReport is how people sign in to a user-auth space.
+type UserAuthReport struct {
+	IdP      string `json:"idp"`                // the pinned OIDC issuer
+	ClientID string `json:"clientId"`           // the audience of its ID tokens
+	Exchange string `json:"exchange,omitempty"` // the exchange clients use; empty: auth service not ready
+	Public   string `json:"publicUrl,omitempty"`
+	Remote   bool   `json:"remote,omitempty"` // a mesh registered with cotal meshes add
+}
+
+// userAuthReport describes the target's sign-in, or nil when it is not a user-auth space.
+func userAuthReport(t cmdutil.Target) *UserAuthReport {
+	if e := t.Remote; e != nil {
+		return &UserAuthReport{IdP: e.IdPIssuer, ClientID: e.IdPClientID, Exchange: e.ExchangeURL, Public: e.ExchangeURL, Remote: true}
+	}
+	if t.Project == nil {
+		return nil
+	}
+	pin, err := authsvc.ReadPin(t.Project.AuthDir(), t.Space)
+	if err != nil {
+		return nil
+	}
+	r := &UserAuthReport{IdP: pin.Issuer, ClientID: pin.ClientID}
+	if st, err := authsvc.ReadStatus(authsvc.StateDir(t.Project.AuthDir(), t.Space)); err == nil {
+		r.Exchange, r.Public = st.URL, st.PublicURL
+	}
+	return r
 }
 
 // RosterEntry is one peer in the report.
@@ -88,7 +118,7 @@ func runStatus(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	rep := Report{Server: target.Server, Space: target.Space, Roster: []RosterEntry{}, Channels: channels}
+	rep := Report{Server: target.Server, Space: target.Space, UserAuth: userAuthReport(target), Roster: []RosterEntry{}, Channels: channels}
 	if m := target.Mesh; m != nil && m.Server == target.Server {
 		rep.Mode, rep.Root, rep.PID, rep.Spaces = m.Mode, m.Root, m.PID, m.Spaces
 	}
@@ -109,6 +139,16 @@ func runStatus(ctx context.Context, opts *Options) error {
 	fmt.Fprintf(out, "\nspace    %s\n", rep.Space)
 	if len(rep.Spaces) > 1 {
 		fmt.Fprintf(out, "spaces   %v\n", rep.Spaces)
+	}
+	if ua := rep.UserAuth; ua != nil {
+		where := "auth service not ready"
+		if ua.Exchange != "" {
+			where = "exchange " + ua.Exchange
+		}
+		if ua.Public != "" && ua.Public != ua.Exchange {
+			where += ", public face " + ua.Public
+		}
+		fmt.Fprintf(out, "sign-in  %s (client %s); %s\n", ua.IdP, ua.ClientID, where)
 	}
 	fmt.Fprintf(out, "\nroster (%d)\n", len(peers))
 	now := time.Now()

@@ -81,6 +81,9 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		if !opts.Open {
 			what += ", delivery up" // the child reports ready only once its daemons serve
 		}
+		if opts.UserAuth {
+			what += ", auth service up"
+		}
 		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", url, space, what, child.Process.Pid)
 		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down`\n", proj.LogFile())
 		return nil
