@@ -449,3 +449,21 @@ func TestRunRefusesNonLoopback(t *testing.T) {
 		t.Errorf("no owner secret: %v", err)
 	}
 }
+
+// FuzzDecodeRequest: an exchange body either refuses or is exactly one grant type.
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add([]byte(`{"idToken":"t","actor":"alice"}`))
+	f.Add([]byte(`{"owner":"u_aaaaaaaaaaaaaaaaaaaaaaaaaa","actor":"alice","actorToken":"t"}`))
+	f.Add([]byte(`{"idToken":"t","actor":"alice","owner":"x"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := decode(body)
+		if err != nil {
+			return
+		}
+		human := req.IDToken != ""
+		agent := req.Owner != "" || req.ActorToken != ""
+		if human == agent {
+			t.Fatalf("accepted %q as neither or both grant types: %+v", body, req)
+		}
+	})
+}
