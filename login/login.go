@@ -32,7 +32,7 @@ var (
 
 const (
 	// DefaultClientID is the client id used when Config.ClientID is empty; it matches the
-	// default of `cotal auth-service --client-id`.
+	// default of `cotal up --user-auth --client-id`.
 	DefaultClientID = "cotal"
 	// DefaultScope is requested when Config.Scope is empty.
 	DefaultScope = "openid offline_access"

@@ -42,7 +42,7 @@ confirm the code. cotal then keeps the session (an ID token and a refresh token)
 refreshing them as they expire. Run cotal login again when they say so.
 
 --idp is the provider's issuer URL (https://, or http:// on 127.0.0.1 or localhost), the
-same as the space's cotal auth-service --idp; its endpoints come from
+same as the space's cotal up --user-auth --idp (cotal status shows it); its endpoints come from
 <issuer>/.well-known/openid-configuration. --client-id must be a client the provider
 allows the device flow for, and the audience the auth service expects.
 
