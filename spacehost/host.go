@@ -47,6 +47,10 @@ const (
 	AllOrNone
 )
 
+// ErrManifestFolder is wrapped by Run's error when it cannot write <manifest>.applied: the
+// manifest's folder must be writable.
+var ErrManifestFolder = errors.New("cannot acknowledge the manifest")
+
 // Defaults of the Host's durations.
 const (
 	DefaultRetryDelay   = 5 * time.Second
@@ -202,8 +206,8 @@ func (h *Host) Run(ctx context.Context, ready func(Ready)) error {
 	dir := filepath.Dir(cfg.Manifest)
 	hash := Hash(data)
 	if err := workspace.WriteFileAtomic(AppliedPath(cfg.Manifest), []byte(hash+"\n"), 0o644); err != nil {
-		return fmt.Errorf("space host: the manifest's folder %s must be writable for %s: %w",
-			dir, filepath.Base(AppliedPath(cfg.Manifest)), err)
+		return fmt.Errorf("space host: %w: the manifest's folder %s must be writable for %s: %w",
+			ErrManifestFolder, dir, filepath.Base(AppliedPath(cfg.Manifest)), err)
 	}
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {

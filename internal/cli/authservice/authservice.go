@@ -8,11 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,7 +20,6 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/spacehost"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // anySpace stands in for --space while resolving the mesh of a host: each lane has its own.
@@ -169,11 +164,7 @@ func run(ctx context.Context, opts *Options) error {
 		return cmdutil.Refuse("cotal auth-service outside a project",
 			"the auth service needs the project's trust chain (.cotal/auth)", "cd into the project and run cotal auth-service --space "+t.Space)
 	}
-	level := slog.LevelInfo
-	if opts.Factory.Getenv != nil && opts.Factory.Getenv("COTAL_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	var h slog.Handler = slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: level})
+	h := opts.Factory.DaemonLog()
 	cfg := authsvc.Config{TrustDir: t.Project.AuthDir(), Server: t.Server, Port: opts.Port, AuthTimeout: opts.AuthTimeout,
 		ServiceEndpoints: opts.Service, Public: opts.Public}
 	if opts.Spaces != "" {
@@ -191,21 +182,11 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	dir := authsvc.StateDir(cfg.TrustDir, t.Space)
-	pidWritten := false
-	defer func() {
-		if pidWritten {
-			if rerr := workspace.RemovePidfile(opts.Pidfile); rerr != nil {
-				fmt.Fprintf(opts.IO.ErrOut, "! remove %s: %v\n", opts.Pidfile, rerr)
-			}
-		}
-	}()
+	pid := &cmdutil.Pidfile{Path: opts.Pidfile}
+	defer pid.Remove(opts.IO.ErrOut)
 	var readyErr error
 	err = authsvc.Serve(ctx, cfg, func(spacehost.Ready) {
-		if opts.Pidfile != "" {
-			if readyErr = workspace.WritePidfile(opts.Pidfile, os.Getpid()); readyErr == nil {
-				pidWritten = true
-			}
-		}
+		readyErr = pid.Write()
 		where := filepath.Join(dir, authsvc.StatusFile)
 		if st, err := authsvc.ReadStatus(dir); err == nil {
 			if st.PublicURL != "" {
@@ -218,53 +199,24 @@ func run(ctx context.Context, opts *Options) error {
 			fmt.Fprintf(opts.IO.ErrOut, "! %v\n", rerr)
 		}
 	}, nil)
-	if err == nil && readyErr != nil {
-		return fmt.Errorf("pidfile: %w", readyErr)
+	if err == nil {
+		err = readyErr
 	}
 	return err
 }
 
 // runHost runs a host of lanes until ctx ends; SIGHUP reloads its manifest.
 func runHost(ctx context.Context, opts *Options, cfg authsvc.Config) error {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	what := "auth service host"
 	if cfg.CalloutOnly {
 		what = "callout host"
 	}
-	err := authsvc.Serve(hctx, cfg, func(r spacehost.Ready) {
-		fmt.Fprintf(opts.IO.Out, "✓ %s up (serving %s; retrying %s)\n", what, listOrNone(r.Serving), listOrNone(r.RetryingNames()))
-		for _, f := range r.Retrying {
-			fmt.Fprintf(opts.IO.ErrOut, "! cannot serve space %s yet, retrying every %s: %v\n", f.Space, spacehost.DefaultRetryDelay, f.Err)
-		}
-	}, func(h *spacehost.Host) {
-		go func() {
-			for {
-				select {
-				case <-hctx.Done():
-					return
-				case <-hup:
-					h.Reload()
-				}
-			}
-		}()
-	})
+	err := authsvc.Serve(hctx, cfg, cmdutil.HostReady(opts.IO, what), func(h *spacehost.Host) { cmdutil.ReloadOnHUP(hctx, h) })
 	if err != nil {
-		if strings.Contains(err.Error(), "must be writable") {
-			return cmdutil.Refuse(what+" for "+cfg.Spaces, err.Error(), "give the host write access to "+filepath.Dir(cfg.Spaces))
-		}
-		return err
+		return cmdutil.HostError(what, cfg.Spaces, err)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "%s stopped; plane claims released\n", what)
 	return nil
-}
-
-func listOrNone(s []string) string {
-	if len(s) == 0 {
-		return "none"
-	}
-	return strings.Join(s, ", ")
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // DaemonPrincipal is the identity a delivery credential minted on the fly carries.
@@ -132,27 +131,13 @@ func runDeliver(ctx context.Context, opts *Options) error {
 			return fmt.Errorf("--system-creds: %w", err)
 		}
 	}
-	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if opts.Factory.Getenv != nil && opts.Factory.Getenv("COTAL_DEBUG") != "" {
-		log = slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	lane := &delivery.Lane{Space: t.Space, Server: t.Server, Creds: creds, SystemCreds: sys, Logger: log,
+	lane := &delivery.Lane{Space: t.Space, Server: t.Server, Creds: creds, SystemCreds: sys, Logger: slog.New(opts.Factory.DaemonLog()),
 		WaitForLease: opts.Wait, BrokerGone: opts.BrokerGone}
-	pidWritten := false
-	defer func() {
-		if pidWritten {
-			if rerr := workspace.RemovePidfile(opts.Pidfile); rerr != nil {
-				fmt.Fprintf(opts.IO.ErrOut, "! remove %s: %v\n", opts.Pidfile, rerr)
-			}
-		}
-	}()
+	pid := &cmdutil.Pidfile{Path: opts.Pidfile}
+	defer pid.Remove(opts.IO.ErrOut)
 	var readyErr error
 	err = lane.Run(ctx, func() {
-		if opts.Pidfile != "" {
-			if readyErr = workspace.WritePidfile(opts.Pidfile, os.Getpid()); readyErr == nil {
-				pidWritten = true
-			}
-		}
+		readyErr = pid.Write()
 		fmt.Fprintf(opts.IO.Out, "✓ delivery daemon up (space %s)\n", t.Space)
 		if rerr := cmdutil.SignalReady(opts.Factory.Getenv, "delivery "+t.Space); rerr != nil {
 			fmt.Fprintf(opts.IO.ErrOut, "! %v\n", rerr)
@@ -165,7 +150,7 @@ func runDeliver(ctx context.Context, opts *Options) error {
 	case err != nil:
 		return err
 	case readyErr != nil:
-		return fmt.Errorf("pidfile: %w", readyErr)
+		return readyErr
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "delivery daemon of space %s stopped; lease released\n", t.Space)
 	return nil

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"strings"
-	"syscall"
 
 	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
@@ -43,11 +40,7 @@ func runDeliverSpaces(ctx context.Context, opts *Options) error {
 			return fmt.Errorf("--system-creds: %w", err)
 		}
 	}
-	level := slog.LevelInfo
-	if opts.Factory.Getenv != nil && opts.Factory.Getenv("COTAL_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(spacehost.NewPrefixHandler(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: level})))
+	log := slog.New(spacehost.NewPrefixHandler(opts.Factory.DaemonLog()))
 	host := &spacehost.Host{
 		Manifest: opts.Spaces,
 		Policy:   spacehost.ServeWhatYouCan,
@@ -62,34 +55,11 @@ func runDeliverSpaces(ctx context.Context, opts *Options) error {
 				BrokerGone: opts.BrokerGone}, nil
 		},
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		for {
-			select {
-			case <-hctx.Done():
-				return
-			case <-hup:
-				host.Reload()
-			}
-		}
-	}()
-	err = host.Run(hctx, func(r spacehost.Ready) {
-		line := "✓ delivery host up (serving " + listOrNone(r.Serving) + "; retrying " + listOrNone(r.RetryingNames()) + ")"
-		fmt.Fprintln(opts.IO.Out, line)
-		for _, f := range r.Retrying {
-			fmt.Fprintf(opts.IO.ErrOut, "! cannot serve space %s yet, retrying every %s: %v\n", f.Space, spacehost.DefaultRetryDelay, f.Err)
-		}
-	})
-	if err != nil {
-		if m := opts.Spaces; strings.Contains(err.Error(), "must be writable") {
-			return cmdutil.Refuse("a delivery host for "+m, err.Error(),
-				"give the host write access to "+filepath.Dir(m))
-		}
-		return err
+	cmdutil.ReloadOnHUP(hctx, host)
+	if err := host.Run(hctx, cmdutil.HostReady(opts.IO, "delivery host")); err != nil {
+		return cmdutil.HostError("a delivery host", opts.Spaces, err)
 	}
 	fmt.Fprintln(opts.IO.ErrOut, "delivery host stopped; leases released")
 	return nil
@@ -118,11 +88,4 @@ func spaceCredential(opts *Options, t cmdutil.Target, space string) ([]byte, err
 		}
 	}
 	return opts.Factory.Mint(t, trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery, Principal: DaemonPrincipal})
-}
-
-func listOrNone(s []string) string {
-	if len(s) == 0 {
-		return "none"
-	}
-	return strings.Join(s, ", ")
 }
