@@ -423,9 +423,11 @@ func (a *authorizer) Authorize(ctx context.Context, req *jwt.AuthorizationReques
 	if !row.HasOwner(a.secret, a.idpIssuer, c.Owner) {
 		return callout.Grant{}, fmt.Errorf("actor %q is no longer granted to this owner", c.Actor)
 	}
-	uid, err := a.chain.Identity(a.space, c.Actor)
-	if err != nil {
-		return callout.Grant{}, fmt.Errorf("actor %q: %w", c.Actor, err)
+	uid := c.LifecycleUID // enrolled at the exchange; a bearer without one is looked up
+	if uid == "" {
+		if uid, err = a.chain.Identity(a.space, c.Actor); err != nil {
+			return callout.Grant{}, fmt.Errorf("actor %q: %w", c.Actor, err)
+		}
 	}
 	spec := trust.UserSpec{
 		Name:           c.Owner + "." + c.Actor,

@@ -215,6 +215,7 @@ func TestIssueRefuses(t *testing.T) {
 		{"local owner", bearer.Claims{Owner: "local", Actor: "a", Kind: bearer.KindHuman}, bearer.ErrClaims},
 		{"bad actor", bearer.Claims{Owner: owner, Actor: "a.b", Kind: bearer.KindHuman}, bearer.ErrClaims},
 		{"bad scope", bearer.Claims{Owner: owner, Actor: "a", Kind: bearer.KindHuman, Scope: []string{"a b"}}, bearer.ErrClaims},
+		{"bad lifecycle uid", bearer.Claims{Owner: owner, Actor: "a", Kind: bearer.KindHuman, LifecycleUID: "Not-A-Uid"}, bearer.ErrClaims},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := iss.Issue(tc.c); !errors.Is(err, tc.want) {
@@ -224,6 +225,14 @@ func TestIssueRefuses(t *testing.T) {
 	}
 	if _, err := iss.Issue(bearer.Claims{Owner: owner, Actor: "a", Kind: bearer.KindHuman, TTL: 900 * time.Second}); err != nil {
 		t.Fatalf("issue at the human maximum: %v", err)
+	}
+	uid := protocol.NewLifecycleUID()
+	tok, err := iss.Issue(bearer.Claims{Owner: owner, Actor: "a", Kind: bearer.KindAgent, LifecycleUID: uid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := iss.Verify(tok); err != nil || c.LifecycleUID != uid {
+		t.Fatalf("lifecycle uid round trip: %q, %v; want %q", c.LifecycleUID, err, uid)
 	}
 }
 

@@ -57,16 +57,19 @@ var (
 	ErrInvalid  = errors.New("invalid bearer")
 )
 
-// Claims is what a bearer says. Issue reads Owner, Actor, Kind, Scope and TTL; Verify fills
-// every field.
+// Claims is what a bearer says. Issue reads Owner, Actor, Kind, Scope, LifecycleUID and
+// TTL; Verify fills every field.
 type Claims struct {
-	Owner    string        // the "sub" claim and act.owner: "u_" + 26 base32 (see Owner)
-	Actor    string        // act.actor: the actor the owner acts as
-	Kind     Kind          // act.kind: human or agent
-	Scope    []string      // act.scope: the ledger scopes the bearer carries
-	TTL      time.Duration // Issue: lifetime; 0 means the kind's maximum. Verify: exp - iat
-	IssuedAt time.Time     // set by Issue's clock; filled by Verify
-	Expiry   time.Time     // filled by Verify
+	Owner string   // the "sub" claim and act.owner: "u_" + 26 base32 (see Owner)
+	Actor string   // act.actor: the actor the owner acts as
+	Kind  Kind     // act.kind: human or agent
+	Scope []string // act.scope: the ledger scopes the bearer carries
+	// LifecycleUID is act.lifecycleUid: the actor's incarnation the exchange enrolled, so
+	// the callout need not look it up; empty when the exchange enrolls nobody.
+	LifecycleUID string
+	TTL          time.Duration // Issue: lifetime; 0 means the kind's maximum. Verify: exp - iat
+	IssuedAt     time.Time     // set by Issue's clock; filled by Verify
+	Expiry       time.Time     // filled by Verify
 }
 
 // act is the private "act" claim.
@@ -75,6 +78,7 @@ type act struct {
 	Actor string   `json:"actor"`
 	Kind  Kind     `json:"kind"`
 	Scope []string `json:"scope,omitempty"`
+	UID   string   `json:"lifecycleUid,omitempty"`
 }
 
 // private holds the non-registered claims.
@@ -213,7 +217,7 @@ func (i *Issuer) Issue(c Claims) (string, error) {
 		NotBefore: jwt.NewNumericDate(now),
 		Expiry:    jwt.NewNumericDate(now.Add(ttl)),
 	}
-	priv := private{Ver: claimsVersion, Act: &act{Owner: c.Owner, Actor: c.Actor, Kind: c.Kind, Scope: c.Scope}}
+	priv := private{Ver: claimsVersion, Act: &act{Owner: c.Owner, Actor: c.Actor, Kind: c.Kind, Scope: c.Scope, UID: c.LifecycleUID}}
 	tok, err := jwt.Signed(i.signer).Claims(std).Claims(priv).Serialize()
 	if err != nil {
 		return "", fmt.Errorf("issue bearer: sign: %w", err)
@@ -230,6 +234,8 @@ func checkClaims(c Claims) error {
 		return fmt.Errorf("%w: actor %q", ErrClaims, c.Actor)
 	case c.Kind.MaxLifetime() == 0:
 		return fmt.Errorf("%w: kind %q, want %s or %s", ErrClaims, c.Kind, KindHuman, KindAgent)
+	case c.LifecycleUID != "" && !protocol.ValidLifecycleUID(c.LifecycleUID):
+		return fmt.Errorf("%w: lifecycle uid %q", ErrClaims, c.LifecycleUID)
 	}
 	for _, s := range c.Scope {
 		if !validScope(s) {
@@ -303,12 +309,13 @@ func (i *Issuer) verify(token string) (Claims, error) {
 		return Claims{}, fmt.Errorf("ver %d or act missing", priv.Ver)
 	}
 	c := Claims{
-		Owner:    std.Subject,
-		Actor:    priv.Act.Actor,
-		Kind:     priv.Act.Kind,
-		Scope:    priv.Act.Scope,
-		IssuedAt: std.IssuedAt.Time(),
-		Expiry:   std.Expiry.Time(),
+		Owner:        std.Subject,
+		Actor:        priv.Act.Actor,
+		Kind:         priv.Act.Kind,
+		Scope:        priv.Act.Scope,
+		LifecycleUID: priv.Act.UID,
+		IssuedAt:     std.IssuedAt.Time(),
+		Expiry:       std.Expiry.Time(),
 	}
 	c.TTL = c.Expiry.Sub(c.IssuedAt)
 	if priv.Act.Owner != std.Subject {

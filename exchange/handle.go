@@ -218,15 +218,15 @@ func (s *Server) agent(ctx context.Context, req Request) (Response, error) {
 	return s.issue(ctx, row, bearer.Claims{Owner: req.Owner, Actor: req.Actor, Kind: bearer.KindAgent, Scope: row.Scopes, TTL: bearer.MaxAgentLifetime})
 }
 
-// issue enrolls the principal (when the server enrolls), signs the bearer and builds the
-// response.
+// issue enrolls the principal (when the server enrolls), signs the bearer, which carries
+// the enrolled lifecycle uid, and builds the response.
 func (s *Server) issue(ctx context.Context, row ledger.Row, c bearer.Claims) (Response, error) {
-	var uid string
 	if s.Enroll != nil {
-		var err error
-		if uid, err = s.Enroll(ctx, protocol.Principal{Owner: c.Owner, Actor: c.Actor}, row.Role); err != nil {
+		uid, err := s.Enroll(ctx, protocol.Principal{Owner: c.Owner, Actor: c.Actor}, row.Role)
+		if err != nil {
 			return Response{}, fmt.Errorf("%w: enroll %s/%s: %w", errUnavailable, c.Owner, c.Actor, err)
 		}
+		c.LifecycleUID = uid
 	}
 	tok, err := s.Issuer.Issue(c)
 	if err != nil {
@@ -236,7 +236,7 @@ func (s *Server) issue(ctx context.Context, row ledger.Row, c bearer.Claims) (Re
 	if err != nil {
 		return Response{}, fmt.Errorf("exchange %s/%s: fresh bearer: %w", c.Owner, c.Actor, err)
 	}
-	return Response{Token: tok, ExpiresAt: v.Expiry.UnixMilli(), Owner: c.Owner, Actor: c.Actor, LifecycleUID: uid}, nil
+	return Response{Token: tok, ExpiresAt: v.Expiry.UnixMilli(), Owner: c.Owner, Actor: c.Actor, LifecycleUID: v.LifecycleUID}, nil
 }
 
 // rowHasIdentity reports whether the row names the IdP identity (iss, sub): a qualified
