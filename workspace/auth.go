@@ -1,6 +1,13 @@
 package workspace
 
-import "path/filepath"
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
 
 // AuthDir is where the trust chain of the project's broker lives: <root>/.cotal/auth.
 func (p *Project) AuthDir() string { return filepath.Join(p.Dir(), "auth") }
@@ -28,4 +35,30 @@ func (p *Project) AuthServicePidFile(space string) string {
 // AuthServiceLogFile is the log of the auth service of space: .cotal/auth-service.<hex>.log.
 func (p *Project) AuthServiceLogFile(space string) string {
 	return filepath.Join(p.Dir(), "auth-service."+SpaceKey(space)+".log")
+}
+
+// HeldFile is the marker `cotal down <component>` leaves beside the daemon pidfile
+// pidFile: while it exists the broker process does not restart that daemon, and `cotal up`
+// removes it.
+func HeldFile(pidFile string) string { return strings.TrimSuffix(pidFile, ".pid") + ".held" }
+
+// ReleaseHeld removes the held markers of the project's daemons (of spaces only, when
+// given), so the broker process starts them again.
+func (p *Project) ReleaseHeld(spaces ...string) error {
+	var files []string
+	if len(spaces) == 0 {
+		var err error
+		if files, err = filepath.Glob(filepath.Join(p.Dir(), "*.held")); err != nil {
+			return fmt.Errorf("find held daemons: %w", err)
+		}
+	}
+	for _, s := range spaces {
+		files = append(files, HeldFile(p.DeliveryPidFile(s)), HeldFile(p.AuthServicePidFile(s)))
+	}
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("release a held daemon: %w", err)
+		}
+	}
+	return nil
 }

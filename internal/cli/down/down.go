@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -38,8 +39,8 @@ current folder to .cotal/). The pidfile is checked against the process start tim
 reused pid is never signalled. Stored messages stay in the store for the next ` + "`cotal up`" + `.
 The auth services and delivery daemons stop first, releasing what they hold.
 ` + "`cotal down delivery`" + ` stops only the delivery daemons and ` + "`cotal down auth`" + ` only the auth
-services of user-auth spaces (of one space with --space); the broker keeps serving and does
-not restart a daemon stopped this way.`,
+services of user-auth spaces (of one space with --space); the broker keeps serving and holds
+a daemon stopped this way down until ` + "`cotal up`" + ` on the running mesh starts it again.`,
 		Example: `  cotal down
   cotal down delivery --space team
   cotal down auth --space team`,
@@ -119,9 +120,13 @@ func runDown(ctx context.Context, opts *Options) error {
 	return nil
 }
 
-// clearRecords removes the records of a mesh that no longer runs.
+// clearRecords removes the records of a mesh that no longer runs, and the marks that held
+// its daemons down.
 func clearRecords(proj *workspace.Project) error {
 	if err := workspace.RemovePidfile(proj.PidFile()); err != nil {
+		return err
+	}
+	if err := proj.ReleaseHeld(); err != nil {
 		return err
 	}
 	return proj.RemoveMesh()
@@ -194,6 +199,10 @@ func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project, c 
 				return n, err
 			}
 			continue
+		}
+		// Held first, so the broker process does not restart what exits here.
+		if err := os.WriteFile(workspace.HeldFile(f), []byte("held by cotal down; cotal up releases it\n"), 0o600); err != nil {
+			return n, fmt.Errorf("hold the %s: %w", c.name, err)
 		}
 		if err := stop(ctx, rec, opts.Timeout); err != nil {
 			return n, fmt.Errorf("%s (pid %d, %s): %w", c.name, rec.PID, f, err)

@@ -75,9 +75,9 @@ func authKind(chain *trust.Chain, proj *workspace.Project, server string) daemon
 }
 
 // daemons supervises one daemon of a kind per space of an authenticated mesh: each runs as
-// a child of the broker process, is restarted when it dies while the broker runs (but not
-// after a clean exit: `cotal down delivery` or `cotal down auth` asked it to stop), and is
-// stopped, releasing what it holds, before the broker closes.
+// a child of the broker process, is restarted when it exits while the broker runs (but
+// not while `cotal down delivery` or `cotal down auth` holds it down: then once `cotal up`
+// releases it), and is stopped, releasing what it holds, before the broker closes.
 type daemons struct {
 	kind daemonKind
 	exe  string
@@ -205,18 +205,43 @@ func (d *daemons) supervise(ctx context.Context, space string, args []string, re
 			d.mu.Unlock()
 			return
 		}
-		if ctx.Err() != nil || err == nil {
-			// Stopping, or asked to stop (cotal down <component>): it stays known, so the
-			// mesh watch does not start it again.
+		if ctx.Err() != nil {
 			return
 		}
-		d.log.Warn(d.kind.name+" died; restarting", "space", space, "err", err)
+		if held := workspace.HeldFile(d.kind.pidFile(space)); exists(held) {
+			d.log.Info(d.kind.name+" held down; cotal up starts it again", "space", space)
+			if !waitGone(ctx, held) {
+				return
+			}
+			d.log.Info(d.kind.name+" released; starting", "space", space)
+			continue
+		}
+		d.log.Warn(d.kind.name+" exited; restarting", "space", space, "err", err)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(daemonRestart):
 		}
 	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// waitGone polls until path no longer exists (true) or ctx ends (false).
+func waitGone(ctx context.Context, path string) bool {
+	t := time.NewTicker(meshPoll)
+	defer t.Stop()
+	for exists(path) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
 }
 
 // runOnce starts one daemon process and waits for it; ready is called once it serves or

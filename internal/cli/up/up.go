@@ -63,7 +63,9 @@ log .cotal/nats.log) and returns once it is ready; stop it with ` + "`cotal down
 
 The broker listens on loopback, port 4222, or a free port when 4222 is taken. An explicit
 --server port that is taken is an error; port 0 means any free port. Running up again on a
-running mesh provisions the named space on it and changes nothing else.
+running mesh provisions the named space on it and starts again the daemons that
+cotal down delivery or cotal down auth held down (the named space's, or every space's
+without --space); nothing else changes.
 
 The mesh is authenticated: the broker trusts an operator whose keys live in .cotal/auth/
 (created on first use, never re-keyed), each space is a NATS account, and every peer
@@ -293,9 +295,20 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 	if chain == nil {
 		return nil
 	}
-	for _, k := range []daemonKind{deliveryKind(chain, proj, mesh.Server), authKind(chain, proj, mesh.Server)} {
-		if err := waitDaemon(ctx, opts, k, space); err != nil {
-			return err
+	// Daemons `cotal down <component>` held down start again: the named space's, or every
+	// space's when none is named.
+	spaces := []string{space}
+	if opts.Space == "" {
+		spaces = mesh.Spaces
+	}
+	if err := proj.ReleaseHeld(spaces...); err != nil {
+		return err
+	}
+	for _, s := range spaces {
+		for _, k := range []daemonKind{deliveryKind(chain, proj, mesh.Server), authKind(chain, proj, mesh.Server)} {
+			if err := waitDaemon(ctx, opts, k, s); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -448,6 +461,9 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		return err
 	}
 	defer proj.RemoveMesh()
+	if err := proj.ReleaseHeld(); err != nil { // left by a mesh that did not stop cleanly
+		return err
+	}
 
 	what := modeName(opts.mode())
 	if chain != nil {
