@@ -3,71 +3,172 @@ package authsvc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
 
-// connzPage is how many connections one CONNZ request lists.
-const connzPage = 1024
+const (
+	// connzPage is how many connections one CONNZ request lists.
+	connzPage = 1024
+	// firstReply is how long Evict waits for the first server to answer its CONNZ ping.
+	firstReply = 5 * time.Second
+	// quiet is how long without a further answer after which Evict takes every server to
+	// have answered.
+	quiet = 250 * time.Millisecond
+)
+
+// connz is one server's answer to a CONNZ request.
+type connz struct {
+	Server struct {
+		ID string `json:"id"`
+	} `json:"server"`
+	Data *struct {
+		Conns []struct {
+			CID  uint64 `json:"cid"`
+			User string `json:"authorized_user"`
+		} `json:"connections"`
+	} `json:"data"`
+	Error *struct {
+		Description string `json:"description"`
+	} `json:"error"`
+}
 
 // Evict closes, from the broker's side, every open connection of the data account account
 // for which match(user) holds, user being the connection's authorized user as the broker
 // reports it: for a connection an auth callout admitted, the name of the user JWT the
-// callout minted, "<owner>.<actor>". sys is a system-account connection; under a single
-// server. It returns how many it closed. A revoke uses it so a revoked actor's live
+// callout minted, "<owner>.<actor>"; for one that presented a user JWT, the user's public
+// key. sys is a system-account connection to any server of the broker: Evict asks every
+// server of its cluster for its connections, and kicks each victim on the server that
+// reported it. It returns how many it closed. A revoke uses it so a revoked actor's live
 // connections do not outlive the grant.
 func Evict(ctx context.Context, sys *nats.Conn, account string, match func(user string) bool) (int, error) {
-	type conn struct {
-		CID  uint64 `json:"cid"`
-		User string `json:"authorized_user"`
+	return evict(ctx, sys, account, match, connzPage)
+}
+
+// evict is Evict listing pageSize connections per CONNZ request.
+func evict(ctx context.Context, sys *nats.Conn, account string, match func(user string) bool, pageSize int) (int, error) {
+	req := map[string]any{"acc": account, "auth": true, "limit": pageSize}
+	pages, err := pingConnz(ctx, sys, req)
+	if err != nil {
+		return 0, err
 	}
-	var victims []conn
-	server := ""
-	for offset := 0; ; offset += connzPage {
-		req, _ := json.Marshal(map[string]any{"auth": true, "limit": connzPage, "offset": offset})
-		msg, err := sys.RequestWithContext(ctx, "$SYS.REQ.ACCOUNT."+account+".CONNZ", req)
-		if err != nil {
-			return 0, fmt.Errorf("evict: list connections: %w", err)
-		}
-		var resp struct {
-			Server struct {
-				ID string `json:"id"`
-			} `json:"server"`
-			Data *struct {
-				Conns []conn `json:"connections"`
-				Total int    `json:"total"`
-			} `json:"data"`
-			Error *struct {
-				Description string `json:"description"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(msg.Data, &resp); err != nil {
-			return 0, fmt.Errorf("evict: connections: %w", err)
-		}
-		if resp.Error != nil || resp.Data == nil {
-			return 0, fmt.Errorf("evict: the broker refused to list connections: %+v", resp.Error)
-		}
-		server = resp.Server.ID
-		for _, c := range resp.Data.Conns {
-			if match(c.User) {
-				victims = append(victims, c)
+	// List every victim before kicking any: a kick would shift the later pages.
+	victims := map[string][]uint64{} // server ID -> CIDs
+	for _, page := range pages {
+		server := page.Server.ID
+		for offset := pageSize; ; offset += pageSize {
+			for _, c := range page.Data.Conns {
+				if match(c.User) {
+					victims[server] = append(victims[server], c.CID)
+				}
 			}
-		}
-		if len(resp.Data.Conns) < connzPage {
-			break
+			if len(page.Data.Conns) < pageSize {
+				break
+			}
+			req["offset"] = offset
+			if page, err = requestConnz(ctx, sys, server, req); err != nil {
+				return 0, err
+			}
 		}
 	}
 	n := 0
-	for _, v := range victims {
-		body, _ := json.Marshal(map[string]uint64{"cid": v.CID})
-		if _, err := sys.RequestWithContext(ctx, "$SYS.REQ.SERVER."+server+".KICK", body); err != nil {
-			return n, fmt.Errorf("evict connection %d: %w", v.CID, err)
+	for server, cids := range victims {
+		for _, cid := range cids {
+			closed, err := kick(ctx, sys, server, cid)
+			if err != nil {
+				return n, err
+			}
+			if closed {
+				n++
+			}
 		}
-		n++
 	}
 	return n, nil
+}
+
+// pingConnz sends req to every server ($SYS.REQ.SERVER.PING.CONNZ) and returns their
+// answers, once none has come for quiet (firstReply for the first one).
+func pingConnz(ctx context.Context, sys *nats.Conn, req map[string]any) ([]*connz, error) {
+	inbox := sys.NewInbox()
+	sub, err := sys.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("evict: list connections: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	body, _ := json.Marshal(req)
+	if err := sys.PublishRequest("$SYS.REQ.SERVER.PING.CONNZ", inbox, body); err != nil {
+		return nil, fmt.Errorf("evict: list connections: %w", err)
+	}
+	var pages []*connz
+	for wait := firstReply; ; wait = quiet {
+		waitCtx, cancel := context.WithTimeout(ctx, wait)
+		msg, err := sub.NextMsgWithContext(waitCtx)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			if len(pages) == 0 {
+				return nil, fmt.Errorf("evict: list connections: no server answered in %s", wait)
+			}
+			return pages, nil
+		case err != nil:
+			return nil, fmt.Errorf("evict: list connections: %w", err)
+		}
+		page, err := decodeConnz(msg)
+		if err != nil {
+			return nil, err
+		}
+		pages = append(pages, page)
+	}
+}
+
+// requestConnz asks server alone for its connections (a further page of them).
+func requestConnz(ctx context.Context, sys *nats.Conn, server string, req map[string]any) (*connz, error) {
+	body, _ := json.Marshal(req)
+	msg, err := sys.RequestWithContext(ctx, "$SYS.REQ.SERVER."+server+".CONNZ", body)
+	if err != nil {
+		return nil, fmt.Errorf("evict: list connections of server %s: %w", server, err)
+	}
+	return decodeConnz(msg)
+}
+
+// decodeConnz reads a CONNZ answer; a server that answers with an error is an error.
+func decodeConnz(msg *nats.Msg) (*connz, error) {
+	var page connz
+	if err := json.Unmarshal(msg.Data, &page); err != nil {
+		return nil, fmt.Errorf("evict: list connections: %w", err)
+	}
+	if page.Error != nil {
+		return nil, fmt.Errorf("evict: server %s refused to list connections: %s", page.Server.ID, page.Error.Description)
+	}
+	if page.Data == nil {
+		return nil, fmt.Errorf("evict: server %s listed no connections", page.Server.ID)
+	}
+	return &page, nil
+}
+
+// kick closes connection cid of server. A connection that closed since it was listed
+// (the server knows no such client any more) is not an error: closed is false.
+func kick(ctx context.Context, sys *nats.Conn, server string, cid uint64) (closed bool, err error) {
+	body, _ := json.Marshal(map[string]uint64{"cid": cid})
+	msg, err := sys.RequestWithContext(ctx, "$SYS.REQ.SERVER."+server+".KICK", body)
+	if err != nil {
+		return false, fmt.Errorf("evict connection %d of server %s: %w", cid, server, err)
+	}
+	var resp connz
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return false, fmt.Errorf("evict connection %d of server %s: %w", cid, server, err)
+	}
+	if resp.Error != nil {
+		if strings.HasPrefix(resp.Error.Description, "no such client") {
+			return false, nil
+		}
+		return false, fmt.Errorf("evict connection %d of server %s: %s", cid, server, resp.Error.Description)
+	}
+	return true, nil
 }
 
 // CalloutPrincipal returns a match for Evict: connections an auth callout admitted as

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
 )
 
 // Options are the flags of `cotal status`.
@@ -33,6 +35,7 @@ type Report struct {
 	Space    string               `json:"space"`
 	Spaces   []string             `json:"spaces,omitempty"`
 	UserAuth *UserAuthReport      `json:"userAuth,omitempty"` // set on a user-auth space
+	Daemons  []DaemonReport       `json:"daemons,omitempty"`  // the space's daemons on this project's mesh
 	Roster   []RosterEntry        `json:"roster"`
 	Channels []client.ChannelStat `json:"channels"`
 }
@@ -63,6 +66,41 @@ func userAuthReport(t cmdutil.Target) *UserAuthReport {
 		r.Exchange, r.Public = st.URL, st.PublicURL
 	}
 	return r
+}
+
+// DaemonReport is the state of one daemon the project's broker runs for the space.
+type DaemonReport struct {
+	Name  string `json:"name"`  // "delivery" or "auth"
+	State string `json:"state"` // "up", "held" (by cotal down, until cotal up) or "down"
+	PID   int    `json:"pid,omitempty"`
+	Log   string `json:"log"`
+}
+
+// daemonReports reads the pidfiles of the space's daemons on the project's authenticated
+// mesh: its delivery daemon, and its auth service on a user-auth space.
+func daemonReports(t cmdutil.Target, userAuth bool) []DaemonReport {
+	if t.Project == nil || t.Mesh == nil || t.Mesh.Mode != workspace.ModeAuth || t.Mesh.Server != t.Server {
+		return nil
+	}
+	type daemon struct{ name, pid, log string }
+	daemons := []daemon{{"delivery", t.Project.DeliveryPidFile(t.Space), t.Project.DeliveryLogFile(t.Space)}}
+	if userAuth {
+		daemons = append(daemons, daemon{"auth", t.Project.AuthServicePidFile(t.Space), t.Project.AuthServiceLogFile(t.Space)})
+	}
+	var out []DaemonReport
+	for _, f := range daemons {
+		d := DaemonReport{Name: f.name, State: "down", Log: f.log}
+		if rec, err := workspace.ReadPidfile(f.pid); err == nil {
+			if alive, _ := rec.Alive(); alive {
+				d.State, d.PID = "up", rec.PID
+			}
+		}
+		if _, err := os.Stat(workspace.HeldFile(f.pid)); d.State == "down" && err == nil {
+			d.State = "held"
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // RosterEntry is one peer in the report.
@@ -119,6 +157,7 @@ func runStatus(ctx context.Context, opts *Options) error {
 		return err
 	}
 	rep := Report{Server: target.Server, Space: target.Space, UserAuth: userAuthReport(target), Roster: []RosterEntry{}, Channels: channels}
+	rep.Daemons = daemonReports(target, rep.UserAuth != nil && !rep.UserAuth.Remote)
 	if m := target.Mesh; m != nil && m.Server == target.Server {
 		rep.Mode, rep.Root, rep.PID, rep.Spaces = m.Mode, m.Root, m.PID, m.Spaces
 	}
@@ -149,6 +188,24 @@ func runStatus(ctx context.Context, opts *Options) error {
 			where += ", public face " + ua.Public
 		}
 		fmt.Fprintf(out, "sign-in  %s (client %s); %s\n", ua.IdP, ua.ClientID, where)
+	}
+	if len(rep.Daemons) > 0 {
+		fmt.Fprint(out, "daemons ")
+		for i, d := range rep.Daemons {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			switch d.State {
+			case "up":
+				fmt.Fprintf(out, "%s %s up (pid %d)", sep, d.Name, d.PID)
+			case "held":
+				fmt.Fprintf(out, "%s %s held down (cotal up --space %s starts it)", sep, d.Name, rep.Space)
+			default:
+				fmt.Fprintf(out, "%s %s not running (see %s)", sep, d.Name, d.Log)
+			}
+		}
+		fmt.Fprintln(out)
 	}
 	fmt.Fprintf(out, "\nroster (%d)\n", len(peers))
 	now := time.Now()
