@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/cotal-ai/cotal/internal/connz"
 )
 
 const (
@@ -20,22 +22,6 @@ const (
 	// have answered.
 	quiet = 250 * time.Millisecond
 )
-
-// connz is one server's answer to a CONNZ request.
-type connz struct {
-	Server struct {
-		ID string `json:"id"`
-	} `json:"server"`
-	Data *struct {
-		Conns []struct {
-			CID  uint64 `json:"cid"`
-			User string `json:"authorized_user"`
-		} `json:"connections"`
-	} `json:"data"`
-	Error *struct {
-		Description string `json:"description"`
-	} `json:"error"`
-}
 
 // Evict closes, from the broker's side, every open connection of the data account account
 // for which match(user) holds, user being the connection's authorized user as the broker
@@ -59,14 +45,14 @@ func evict(ctx context.Context, sys *nats.Conn, account string, match func(user 
 	// List every victim before kicking any: a kick would shift the later pages.
 	victims := map[string][]uint64{} // server ID -> CIDs
 	for _, page := range pages {
-		server := page.Server.ID
+		server := page.Server
 		for offset := pageSize; ; offset += pageSize {
-			for _, c := range page.Data.Conns {
+			for _, c := range page.Conns {
 				if match(c.User) {
 					victims[server] = append(victims[server], c.CID)
 				}
 			}
-			if len(page.Data.Conns) < pageSize {
+			if len(page.Conns) < pageSize {
 				break
 			}
 			req["offset"] = offset
@@ -92,7 +78,7 @@ func evict(ctx context.Context, sys *nats.Conn, account string, match func(user 
 
 // pingConnz sends req to every server ($SYS.REQ.SERVER.PING.CONNZ) and returns their
 // answers, once none has come for quiet (firstReply for the first one).
-func pingConnz(ctx context.Context, sys *nats.Conn, req map[string]any) ([]*connz, error) {
+func pingConnz(ctx context.Context, sys *nats.Conn, req map[string]any) ([]*connz.Page, error) {
 	inbox := sys.NewInbox()
 	sub, err := sys.SubscribeSync(inbox)
 	if err != nil {
@@ -103,7 +89,7 @@ func pingConnz(ctx context.Context, sys *nats.Conn, req map[string]any) ([]*conn
 	if err := sys.PublishRequest("$SYS.REQ.SERVER.PING.CONNZ", inbox, body); err != nil {
 		return nil, fmt.Errorf("evict: list connections: %w", err)
 	}
-	var pages []*connz
+	var pages []*connz.Page
 	for wait := firstReply; ; wait = quiet {
 		waitCtx, cancel := context.WithTimeout(ctx, wait)
 		msg, err := sub.NextMsgWithContext(waitCtx)
@@ -126,7 +112,7 @@ func pingConnz(ctx context.Context, sys *nats.Conn, req map[string]any) ([]*conn
 }
 
 // requestConnz asks server alone for its connections (a further page of them).
-func requestConnz(ctx context.Context, sys *nats.Conn, server string, req map[string]any) (*connz, error) {
+func requestConnz(ctx context.Context, sys *nats.Conn, server string, req map[string]any) (*connz.Page, error) {
 	body, _ := json.Marshal(req)
 	msg, err := sys.RequestWithContext(ctx, "$SYS.REQ.SERVER."+server+".CONNZ", body)
 	if err != nil {
@@ -136,18 +122,12 @@ func requestConnz(ctx context.Context, sys *nats.Conn, server string, req map[st
 }
 
 // decodeConnz reads a CONNZ answer; a server that answers with an error is an error.
-func decodeConnz(msg *nats.Msg) (*connz, error) {
-	var page connz
-	if err := json.Unmarshal(msg.Data, &page); err != nil {
-		return nil, fmt.Errorf("evict: list connections: %w", err)
+func decodeConnz(msg *nats.Msg) (*connz.Page, error) {
+	page, err := connz.Decode(msg.Data)
+	if err != nil {
+		return nil, fmt.Errorf("evict: %w", err)
 	}
-	if page.Error != nil {
-		return nil, fmt.Errorf("evict: server %s refused to list connections: %s", page.Server.ID, page.Error.Description)
-	}
-	if page.Data == nil {
-		return nil, fmt.Errorf("evict: server %s listed no connections", page.Server.ID)
-	}
-	return &page, nil
+	return page, nil
 }
 
 // kick closes connection cid of server. A connection that closed since it was listed
@@ -158,7 +138,11 @@ func kick(ctx context.Context, sys *nats.Conn, server string, cid uint64) (close
 	if err != nil {
 		return false, fmt.Errorf("evict connection %d of server %s: %w", cid, server, err)
 	}
-	var resp connz
+	var resp struct {
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
 		return false, fmt.Errorf("evict connection %d of server %s: %w", cid, server, err)
 	}

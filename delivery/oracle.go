@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cotal-ai/cotal/internal/connz"
 	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
 )
@@ -119,37 +120,12 @@ func (o *oracle) lookup(ctx context.Context, cid uint64) lookup {
 	if err != nil {
 		return lookup{err: fmt.Sprintf("CONNZ %s: %v", o.subject, err)}
 	}
-	var resp struct {
-		Server struct {
-			ID string `json:"id"`
-		} `json:"server"`
-		Data *struct {
-			ID    string `json:"server_id"`
-			Conns []struct {
-				CID  uint64 `json:"cid"`
-				User string `json:"authorized_user"`
-			} `json:"connections"`
-		} `json:"data"`
-		Error *struct {
-			Code        int    `json:"code"`
-			Description string `json:"description"`
-		} `json:"error"`
+	page, err := connz.Decode(msg.Data)
+	if err != nil {
+		return lookup{err: "CONNZ: " + err.Error()}
 	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return lookup{err: fmt.Sprintf("CONNZ answer: %v", err)}
-	}
-	if resp.Error != nil || resp.Data == nil {
-		why := "no data"
-		if resp.Error != nil {
-			why = fmt.Sprintf("%d %s", resp.Error.Code, resp.Error.Description)
-		}
-		return lookup{err: "CONNZ refused: " + why}
-	}
-	l := lookup{answered: true, server: resp.Data.ID}
-	if l.server == "" {
-		l.server = resp.Server.ID
-	}
-	for _, c := range resp.Data.Conns {
+	l := lookup{answered: true, server: page.Server}
+	for _, c := range page.Conns {
 		if c.CID == cid {
 			l.found, l.user = true, c.User
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/cotal-ai/cotal/internal/connz"
 	"github.com/cotal-ai/cotal/trust"
 )
 
@@ -46,27 +47,17 @@ func cmdKick(ts *testscript.TestScript, neg bool, args []string) {
 	if err != nil {
 		ts.Fatalf("CONNZ: %v", err)
 	}
-	var connz struct {
-		Server struct {
-			ID string `json:"id"`
-		} `json:"server"`
-		Data struct {
-			Conns []struct {
-				CID  uint64 `json:"cid"`
-				Name string `json:"name"`
-			} `json:"connections"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(msg.Data, &connz); err != nil {
-		ts.Fatalf("CONNZ answer: %v", err)
+	page, err := connz.Decode(msg.Data)
+	if err != nil {
+		ts.Fatalf("CONNZ: %v", err)
 	}
 	kicked := 0
-	for _, conn := range connz.Data.Conns {
+	for _, conn := range page.Conns {
 		if conn.Name != args[0] {
 			continue
 		}
 		body, _ := json.Marshal(map[string]uint64{"cid": conn.CID})
-		if _, err := nc.Request("$SYS.REQ.SERVER."+connz.Server.ID+".KICK", body, 5*time.Second); err != nil {
+		if _, err := nc.Request("$SYS.REQ.SERVER."+page.Server+".KICK", body, 5*time.Second); err != nil {
 			ts.Fatalf("kick cid %d: %v", conn.CID, err)
 		}
 		kicked++
