@@ -68,11 +68,8 @@ func (b *Bundle) Validate() error {
 	if err := protocol.CheckSpace(b.Space); err != nil {
 		return fmt.Errorf("space: %w", err)
 	}
-	if err := checkBrokerURL(b.Server); err != nil {
-		return fmt.Errorf("server: %w", err.plain())
-	}
-	if u, _ := url.Parse(b.Server); tlsScheme(u.Scheme) && !b.TLSRequired {
-		return fmt.Errorf("tlsRequired: false contradicts server %q", b.Server)
+	if err := CheckServer(b.Server, b.TLSRequired); err != nil {
+		return err
 	}
 	ua := b.UserAuth
 	if ua.Provider != BundleProvider {

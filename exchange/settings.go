@@ -177,8 +177,21 @@ func brokerScheme(s string) bool {
 // tlsScheme reports whether a broker scheme always means TLS.
 func tlsScheme(s string) bool { return s == "tls" || s == "wss" }
 
-// checkBrokerURL checks a nats:, tls:, ws: or wss: URL with a host and no userinfo. The
-// caller fills Setting.
+// CheckServer checks the broker URL a discovery bundle (or a mesh registered from one)
+// gives clients: a nats:, tls:, ws: or wss: URL with a host, no userinfo and no empty
+// port, and tlsRequired true for tls: and wss:.
+func CheckServer(raw string, tlsRequired bool) error {
+	if err := checkBrokerURL(raw); err != nil {
+		return fmt.Errorf("server: %w", err.plain())
+	}
+	if u, _ := url.Parse(raw); tlsScheme(u.Scheme) && !tlsRequired {
+		return fmt.Errorf("tlsRequired: false contradicts server %q", raw)
+	}
+	return nil
+}
+
+// checkBrokerURL checks a nats:, tls:, ws: or wss: URL with a host, no userinfo and no
+// empty port. The caller fills Setting.
 func checkBrokerURL(raw string) *SettingError {
 	u, err := url.Parse(raw)
 	switch {
@@ -190,6 +203,8 @@ func checkBrokerURL(raw string) *SettingError {
 		return &SettingError{Msg: fmt.Sprintf("%q has no host", raw)}
 	case u.User != nil:
 		return &SettingError{Msg: fmt.Sprintf("%q must not carry a user or password: the discovery bundle is public", raw)}
+	case strings.HasSuffix(u.Host, ":"):
+		return &SettingError{Msg: fmt.Sprintf("%q has an empty port", raw)}
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -66,8 +65,8 @@ func (e *Entry) Validate() error {
 	if err := protocol.CheckSpace(e.Space); err != nil {
 		return fmt.Errorf("space: %w", err)
 	}
-	if err := checkServer(e.Server, e.TLSRequired); err != nil {
-		return fmt.Errorf("server: %w", err)
+	if err := exchange.CheckServer(e.Server, e.TLSRequired); err != nil {
+		return err
 	}
 	if e.IdPIssuer == "" || e.IdPClientID == "" {
 		return errors.New("idpIssuer and idpClientId are required")
@@ -90,30 +89,6 @@ func (e *Entry) Validate() error {
 	}
 	if e.AddedAt.IsZero() {
 		return errors.New("addedAt is required")
-	}
-	return nil
-}
-
-// checkServer checks a broker URL the way a bundle's server is checked.
-func checkServer(raw string, tlsRequired bool) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("%q is not a URL: %w", raw, err)
-	}
-	switch u.Scheme {
-	case "nats", "ws":
-	case "tls", "wss":
-		if !tlsRequired {
-			return fmt.Errorf("%q needs tlsRequired true", raw)
-		}
-	default:
-		return fmt.Errorf("%q must be a nats://, tls://, ws:// or wss:// URL", raw)
-	}
-	if u.Hostname() == "" || u.User != nil {
-		return fmt.Errorf("%q needs a host and no user or password", raw)
-	}
-	if _, port, err := net.SplitHostPort(u.Host); err == nil && port == "" {
-		return fmt.Errorf("%q has an empty port", raw)
 	}
 	return nil
 }
