@@ -197,6 +197,50 @@ func TestLoginTokenRefresh(t *testing.T) {
 	}
 }
 
+// TestLoginTokenConcurrentRefresh: callers that find the token near expiry at once refresh
+// it once between them (the provider rotates refresh tokens, so a second refresh with the
+// spent one would be refused) and all get the refreshed token.
+func TestLoginTokenConcurrentRefresh(t *testing.T) {
+	f := &flow{clk: newClock()}
+	iss := oidctest.Start(t, &oidctest.Issuer{AutoApprove: "dave", TokenTTL: 5 * time.Minute, Now: f.clk.Now})
+	cfg := f.config(iss, nil)
+	s, err := Login(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := Store{Dir: filepath.Join(t.TempDir(), "logins")}
+	if err := st.Save(s); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.add(4*time.Minute + 30*time.Second)
+	const callers = 8
+	tokens := make(chan string, callers)
+	errs := make(chan error, callers)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			tok, err := Token(t.Context(), cfg, st)
+			tokens <- tok
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(tokens)
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	seen := map[string]bool{}
+	for tok := range tokens {
+		seen[tok] = true
+	}
+	if len(seen) != 1 || seen[s.IDToken] || iss.Refreshes() != 1 {
+		t.Fatalf("%d distinct tokens (the stale one among them: %v), %d refreshes; want one refreshed token from one refresh", len(seen), seen[s.IDToken], iss.Refreshes())
+	}
+}
+
 func TestLoginStore(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cfg", "logins")
 	st := Store{Dir: dir}

@@ -1,6 +1,7 @@
 package login
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/cotal-ai/cotal/oidc"
 )
@@ -110,6 +113,41 @@ func (s Store) Save(sess *Session) error {
 		return fmt.Errorf("save session of %s: %w", sess.Issuer, err)
 	}
 	return nil
+}
+
+// lock takes the exclusive lock of issuer's session, an flock on <session>.lock, waiting
+// for it until ctx ends. Processes that refresh one session take turns, so a refresh token
+// the provider rotates is spent once.
+func (s Store) lock(ctx context.Context, issuer string) (unlock func(), err error) {
+	p, err := s.Path(issuer)
+	if err != nil {
+		return nil, fmt.Errorf("lock session: %w", err)
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("lock session: %w", err)
+	}
+	f, err := os.OpenFile(p+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock session of %s: %w", issuer, err)
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = f.Close() }, nil // closing the file releases the lock
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, fmt.Errorf("lock session of %s: %w", issuer, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("wait for the session lock of %s (another cotal process refreshes it): %w", issuer, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // Remove deletes the session of issuer; no session is not an error.

@@ -43,6 +43,7 @@ func refresh(ctx context.Context, cfg Config, s *Session) (*Session, error) {
 
 // Token returns a fresh ID token for cfg.Issuer from the session in st: the stored one
 // while it is valid for more than RefreshMargin, else a refreshed one (saved back to st).
+// Processes refresh one at a time, each first reading what the one before saved.
 // With no session, a session for another client id, or a refresh token the provider
 // refuses (invalid_grant), the error wraps ErrLoginRequired and says which cotal login
 // command to run.
@@ -60,16 +61,27 @@ func Token(ctx context.Context, cfg Config, st Store) (string, error) {
 	if fresh(cfg, s) {
 		return s.IDToken, nil
 	}
+	unlock, err := st.lock(ctx, cfg.Issuer)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	s, err = st.Load(cfg.Issuer) // another process may have refreshed it meanwhile
+	if errors.Is(err, ErrNoSession) {
+		return "", loginRequired(cfg, "no login session")
+	}
+	if err != nil {
+		return "", err
+	}
+	if fresh(cfg, s) {
+		return s.IDToken, nil
+	}
 	if s.RefreshToken == "" {
 		return "", loginRequired(cfg, "the ID token expired and the session has no refresh token")
 	}
 	ns, err := Refresh(ctx, cfg, s)
 	var oe *OAuthError
 	if errors.As(err, &oe) && oe.Code == "invalid_grant" {
-		// Another process may have refreshed (and rotated the token) first: use its result.
-		if again, lerr := st.Load(cfg.Issuer); lerr == nil && again.RefreshToken != s.RefreshToken && fresh(cfg, again) {
-			return again.IDToken, nil
-		}
 		return "", loginRequired(cfg, "the provider refused the refresh token ("+oe.Error()+")")
 	}
 	if err != nil {
