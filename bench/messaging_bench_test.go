@@ -106,7 +106,13 @@ func BenchmarkMulticast(b *testing.B) {
 		b.Fatal(err)
 	}
 	var raw, rawAcked, cotal float64
+	it := 0
 	for b.Loop() {
+		it++
+		if st, err := rawJS.Stream(b.Context(), protocol.StreamChat(space)); err == nil {
+			i := st.CachedInfo().State
+			b.Logf("DEBUG it=%d chat msgs=%d bytes=%d raw=%.0f rawjs=%.0f cotal=%.0f t=%s", it, i.Msgs, i.Bytes, raw, rawAcked, cotal, time.Now().Format("15:04:05.000"))
+		}
 		raw = rate(b, messages, func() {
 			rawMulticast(b, rawSub, func(int) error { return rawPub.Publish(subject, body) })
 		})
@@ -202,7 +208,13 @@ func BenchmarkDM(b *testing.B) {
 	rawSubject := strings.Replace(subject, ".bob.", ".carol.", 1)
 
 	var raw, cotal float64
+	it := 0
 	for b.Loop() {
+		it++
+		if st, err := js.Stream(b.Context(), protocol.StreamDM(space)); err == nil {
+			i := st.CachedInfo().State
+			b.Logf("DEBUG it=%d dm msgs=%d bytes=%d raw=%.0f cotal=%.0f t=%s", it, i.Msgs, i.Bytes, raw, cotal, time.Now().Format("15:04:05.000"))
+		}
 		raw = rate(b, messages, func() {
 			done := make(chan struct{})
 			n := 0
