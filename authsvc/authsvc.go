@@ -410,7 +410,7 @@ func (a *authorizer) record(ctx context.Context, p protocol.Principal, uid, name
 // Authorize implements callout.Authorizer.
 func (a *authorizer) Authorize(ctx context.Context, req *jwt.AuthorizationRequest) (callout.Grant, error) {
 	if a.fence.tripped() {
-		return callout.Grant{}, ErrFenced
+		return callout.Grant{}, fmt.Errorf("%w: %w", callout.ErrDropped, ErrFenced)
 	}
 	c, err := a.issuer.Verify(req.ConnectOptions.Token)
 	if err != nil {
@@ -459,7 +459,7 @@ func (a *authorizer) Authorize(ctx context.Context, req *jwt.AuthorizationReques
 		return callout.Grant{}, fmt.Errorf("actor %q: %w", c.Actor, err)
 	}
 	if a.fence.tripped() { // fenced while this request was being decided
-		return callout.Grant{}, ErrFenced
+		return callout.Grant{}, fmt.Errorf("%w: %w", callout.ErrDropped, ErrFenced)
 	}
 	return callout.Grant{Name: spec.Name, Permissions: perms, Tags: tags, Expires: c.Expiry}, nil
 }

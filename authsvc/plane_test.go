@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 
+	"github.com/cotal-ai/cotal/callout"
 	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/plane"
 	"github.com/cotal-ai/cotal/protocol"
@@ -134,5 +136,17 @@ func TestFence(t *testing.T) {
 	if nc, err := f.dialBearer(x.Owner, x.Actor, x.Token, nats.Timeout(2*time.Second)); err == nil {
 		nc.Close()
 		t.Fatal("a fenced lane's space still admitted a bearer")
+	}
+}
+
+// TestFencedAuthorizerIsSilent: a fenced lane's authorizer has the callout drop the request
+// (no reply, not even a signed refusal), and says why.
+func TestFencedAuthorizerIsSilent(t *testing.T) {
+	f := newFence()
+	a := &authorizer{fence: f}
+	f.trip("ledger connection")
+	_, err := a.Authorize(t.Context(), &jwt.AuthorizationRequest{})
+	if !errors.Is(err, callout.ErrDropped) || !errors.Is(err, ErrFenced) {
+		t.Fatalf("fenced authorizer: %v, want a drop wrapping ErrFenced", err)
 	}
 }

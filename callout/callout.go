@@ -58,7 +58,8 @@ type Grant struct {
 // Authorizer decides whether a connection may enter the data account. req has passed
 // every sealing and signature check; it carries the client's CONNECT options (auth_token,
 // user_nkey) and client info. A returned error refuses the connection and its text goes
-// back to the server in the signed error response.
+// back to the server in the signed error response; an error wrapping ErrDropped gets no
+// reply at all (an authorizer that may no longer speak for the account, say).
 type Authorizer interface {
 	Authorize(ctx context.Context, req *jwt.AuthorizationRequest) (Grant, error)
 }
@@ -259,6 +260,9 @@ func (r *Responder) respond(ctx context.Context, serverXKey string, body []byte)
 		resp.IssuerAccount = r.cfg.CalloutAccount
 	}
 	user, err := r.authorize(ctx, &req.AuthorizationRequest)
+	if errors.Is(err, ErrDropped) {
+		return nil, false, err
+	}
 	if err != nil {
 		r.log.Info("callout refused", "user", req.UserNkey, "server", srv.ID, "err", err)
 		resp.Error = err.Error()

@@ -3,6 +3,7 @@ package callout
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,9 @@ func pub(t testing.TB, kp nkeys.KeyPair) string {
 // testAuthorizer lets the token "good" publish and subscribe under data.> for a minute.
 func testAuthorizer() Authorizer {
 	return AuthorizerFunc(func(_ context.Context, req *jwt.AuthorizationRequest) (Grant, error) {
+		if req.ConnectOptions.Token == "silent" {
+			return Grant{}, fmt.Errorf("%w: the authorizer is fenced", ErrDropped)
+		}
 		if req.ConnectOptions.Token != "good" {
 			return Grant{}, errors.New("bad bearer")
 		}
@@ -196,6 +200,18 @@ func TestRespondRefusesWithSignedError(t *testing.T) {
 	rc := srv.openResponse(t, out, k.xpub)
 	if rc.Subject != user || rc.Jwt != "" || !strings.Contains(rc.Error, "bad bearer") || rc.Issuer != pub(t, k.calloutSK) {
 		t.Fatalf("response %+v", rc)
+	}
+}
+
+// TestRespondDropsWhatTheAuthorizerDrops: an Authorizer error wrapping ErrDropped gets no
+// reply, not a signed refusal.
+func TestRespondDropsWhatTheAuthorizerDrops(t *testing.T) {
+	k := newKeys(t)
+	r := newResponder(t, k)
+	srv := newFakeServer(t, pub(t, k.calloutAcc))
+	body, _ := srv.request(t, "silent", k.xpub)
+	if out, err := r.Respond(t.Context(), srv.xpub, body); !errors.Is(err, ErrDropped) || out != nil {
+		t.Fatalf("got reply %d bytes, err %v; want dropped", len(out), err)
 	}
 }
 
