@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,20 +70,129 @@ func payload(b *testing.B, ep *client.Endpoint) []byte {
 	return body
 }
 
-// rate times f, which moves n messages, and returns messages per second.
-func rate(b *testing.B, n int, f func()) float64 {
-	b.Helper()
-	start := time.Now()
-	f()
-	return float64(n) / time.Since(start).Seconds()
+// meter sums one kind of round over the iterations, so that its rate is the mean over
+// all of them rather than the last one's.
+type meter struct {
+	n int
+	d time.Duration
 }
 
-func await(b *testing.B, done <-chan struct{}, what string) {
+// measure times f, which moves n messages.
+func (m *meter) measure(n int, f func()) {
+	start := time.Now()
+	f()
+	m.d += time.Since(start)
+	m.n += n
+}
+
+// rate is messages per second over the timed rounds.
+func (m *meter) rate() float64 { return float64(m.n) / m.d.Seconds() }
+
+// roundTimeout bounds one measured round.
+const roundTimeout = time.Minute
+
+// ackWindow bounds the async publishes awaiting their ack. The JetStream client holds at
+// most 4000 and fails a publish that stalls 200ms at that cap, so a sender that outruns
+// the broker through one hiccup would fail; waiting for the oldest ack paces it instead.
+const ackWindow = 1000
+
+// publishAll sends n messages with publish, at most ackWindow unacked at a time, and
+// returns once the broker has acked (stored) every one, or at the first error.
+func publishAll(ctx context.Context, n int, publish func(i int) (jetstream.PubAckFuture, error)) error {
+	ring := make([]jetstream.PubAckFuture, ackWindow)
+	for i := range n {
+		slot := &ring[i%ackWindow]
+		if *slot != nil {
+			if err := acked(ctx, *slot); err != nil {
+				return err
+			}
+		}
+		f, err := publish(i)
+		if err != nil {
+			return err
+		}
+		*slot = f
+	}
+	for _, f := range ring {
+		if f != nil {
+			if err := acked(ctx, f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func acked(ctx context.Context, f jetstream.PubAckFuture) error {
+	select {
+	case <-f.Ok():
+		return nil
+	case err := <-f.Err():
+		return fmt.Errorf("publish ack: %w", err)
+	case <-ctx.Done():
+		return fmt.Errorf("publish ack: %w", ctx.Err())
+	}
+}
+
+func await(ctx context.Context, b *testing.B, done <-chan struct{}, what string) {
 	b.Helper()
 	select {
 	case <-done:
-	case <-time.After(2 * time.Minute):
+	case <-ctx.Done():
 		b.Fatalf("timed out: %s", what)
+	}
+}
+
+// purge empties the named streams, with the timer stopped, so that every round starts
+// from the same state: the DM stream keeps every message and would grow by each round.
+// The broker's duplicate window keeps recent message ids across a purge; over 20 rounds
+// that showed no drift in the rates.
+func purge(b *testing.B, js jetstream.JetStream, streams ...string) {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	for _, name := range streams {
+		s, err := js.Stream(b.Context(), name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Purge(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// cotalRound publishes messages from alice with send, from a goroutine, while bob receives
+// them (acking each if ack); it returns once bob has every message and the broker has
+// acked every publish. A send error ends the benchmark at once.
+func cotalRound(b *testing.B, bob *client.Endpoint, ack bool, send func() (jetstream.PubAckFuture, error)) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(b.Context(), roundTimeout)
+	defer cancel() // stops the sender if the round fails
+	sent := make(chan error, 1)
+	go func() { sent <- publishAll(ctx, messages, func(int) (jetstream.PubAckFuture, error) { return send() }) }()
+	for got := 0; got < messages; {
+		select {
+		case in := <-bob.Messages():
+			got++
+			if ack {
+				if err := in.Ack(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		case err := <-sent:
+			if err != nil {
+				b.Fatalf("cotal send: %v", err)
+			}
+			sent = nil // all stored; bob still has some to receive
+		case <-ctx.Done():
+			b.Fatalf("cotal: bob got %d of %d", got, messages)
+		}
+	}
+	if sent != nil {
+		if err := <-sent; err != nil {
+			b.Fatalf("cotal send: %v", err)
+		}
 	}
 }
 
@@ -105,56 +216,51 @@ func BenchmarkMulticast(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var raw, rawAcked, cotal float64
-	it := 0
+	chat := protocol.StreamChat(space)
+	var raw, rawAcked, cotal meter
 	for b.Loop() {
-		it++
-		if st, err := rawJS.Stream(b.Context(), protocol.StreamChat(space)); err == nil {
-			i := st.CachedInfo().State
-			b.Logf("DEBUG it=%d chat msgs=%d bytes=%d raw=%.0f rawjs=%.0f cotal=%.0f t=%s", it, i.Msgs, i.Bytes, raw, rawAcked, cotal, time.Now().Format("15:04:05.000"))
-		}
-		raw = rate(b, messages, func() {
-			rawMulticast(b, rawSub, func(int) error { return rawPub.Publish(subject, body) })
-		})
-		rawAcked = rate(b, messages, func() {
-			rawMulticast(b, rawSub, func(i int) error {
-				msg := nats.NewMsg(subject)
-				msg.Data = body
-				msg.Header.Set(jetstream.MsgIDHeader, "raw-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.Itoa(i))
-				_, err := rawJS.PublishMsgAsync(msg)
-				return err
-			})
-			await(b, rawJS.PublishAsyncComplete(), "raw publish acks")
-		})
-		cotal = rate(b, messages, func() {
-			go func() {
+		purge(b, rawJS, chat)
+		raw.measure(messages, func() {
+			rawMulticast(b, rawSub, func(context.Context) error {
 				for range messages {
-					m := alice.Envelope(client.Text(text))
-					m.Channel = "general"
-					if _, err := alice.PublishAsync(subject, m); err != nil {
-						b.Error(err)
-						return
+					if err := rawPub.Publish(subject, body); err != nil {
+						return err
 					}
 				}
-			}()
-			for range messages {
-				select {
-				case <-bob.Messages():
-				case <-time.After(time.Minute):
-					b.Fatal("cotal multicast: bob got too few")
-				}
-			}
-			await(b, alice.JetStream().PublishAsyncComplete(), "cotal publish acks")
+				return nil
+			})
+		})
+		purge(b, rawJS, chat)
+		rawAcked.measure(messages, func() {
+			rawMulticast(b, rawSub, func(ctx context.Context) error {
+				return publishAll(ctx, messages, func(i int) (jetstream.PubAckFuture, error) {
+					msg := nats.NewMsg(subject)
+					msg.Data = body
+					msg.Header.Set(jetstream.MsgIDHeader, "raw-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.Itoa(i))
+					return rawJS.PublishMsgAsync(msg)
+				})
+			})
+		})
+		purge(b, rawJS, chat)
+		cotal.measure(messages, func() {
+			cotalRound(b, bob, false, func() (jetstream.PubAckFuture, error) {
+				m := alice.Envelope(client.Text(text))
+				m.Channel = "general"
+				return alice.PublishAsync(subject, m)
+			})
 		})
 	}
-	report(b, raw, cotal)
-	b.ReportMetric(rawAcked, "raw-js-msgs/s")
-	b.ReportMetric(cotal/rawAcked, "cotal/raw-js")
+	report(b, raw.rate(), cotal.rate())
+	b.ReportMetric(rawAcked.rate(), "raw-js-msgs/s")
+	b.ReportMetric(cotal.rate()/rawAcked.rate(), "cotal/raw-js")
 }
 
-// rawMulticast subscribes raw to the channel, publishes messages with publish and waits
+// rawMulticast subscribes raw to the channel, sends the messages with send and waits
 // until all have arrived.
-func rawMulticast(b *testing.B, sub *nats.Conn, publish func(i int) error) {
+func rawMulticast(b *testing.B, sub *nats.Conn, send func(ctx context.Context) error) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(b.Context(), roundTimeout)
+	defer cancel()
 	done := make(chan struct{})
 	n := 0
 	s, err := sub.Subscribe(protocol.ChannelFilter(space, "general"), func(*nats.Msg) {
@@ -172,12 +278,10 @@ func rawMulticast(b *testing.B, sub *nats.Conn, publish func(i int) error) {
 	if err := sub.Flush(); err != nil {
 		b.Fatal(err)
 	}
-	for i := range messages {
-		if err := publish(i); err != nil {
-			b.Fatal(err)
-		}
+	if err := send(ctx); err != nil {
+		b.Fatal(err)
 	}
-	await(b, done, "raw multicast")
+	await(ctx, b, done, "raw multicast")
 }
 
 // BenchmarkDM compares a cotal DM round (publish, receive through the DM durable, ack)
@@ -197,8 +301,8 @@ func BenchmarkDM(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := b.Context()
-	cons, err := js.CreateConsumer(ctx, protocol.StreamDM(space), jetstream.ConsumerConfig{
+	dm := protocol.StreamDM(space)
+	cons, err := js.CreateConsumer(b.Context(), dm, jetstream.ConsumerConfig{
 		Durable: "raw_bench", FilterSubject: protocol.InstSubject(space, protocol.Principal{Owner: "local", Actor: "carol"}, alice.Principal()),
 		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverNewPolicy,
 	})
@@ -207,15 +311,12 @@ func BenchmarkDM(b *testing.B) {
 	}
 	rawSubject := strings.Replace(subject, ".bob.", ".carol.", 1)
 
-	var raw, cotal float64
-	it := 0
+	var raw, cotal meter
 	for b.Loop() {
-		it++
-		if st, err := js.Stream(b.Context(), protocol.StreamDM(space)); err == nil {
-			i := st.CachedInfo().State
-			b.Logf("DEBUG it=%d dm msgs=%d bytes=%d raw=%.0f cotal=%.0f t=%s", it, i.Msgs, i.Bytes, raw, cotal, time.Now().Format("15:04:05.000"))
-		}
-		raw = rate(b, messages, func() {
+		purge(b, js, dm)
+		raw.measure(messages, func() {
+			ctx, cancel := context.WithTimeout(b.Context(), roundTimeout)
+			defer cancel()
 			done := make(chan struct{})
 			n := 0
 			cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -229,43 +330,28 @@ func BenchmarkDM(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			for i := range messages {
+			defer cc.Stop()
+			err = publishAll(ctx, messages, func(i int) (jetstream.PubAckFuture, error) {
 				msg := nats.NewMsg(rawSubject)
 				msg.Data = body
 				msg.Header.Set(jetstream.MsgIDHeader, "raw-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.Itoa(i))
-				if _, err := js.PublishMsgAsync(msg); err != nil {
-					b.Fatal(err)
-				}
+				return js.PublishMsgAsync(msg)
+			})
+			if err != nil {
+				b.Fatal(err)
 			}
-			await(b, done, "raw dm")
-			await(b, js.PublishAsyncComplete(), "raw publish acks")
-			cc.Stop()
+			await(ctx, b, done, "raw dm")
 		})
-		cotal = rate(b, messages, func() {
-			go func() {
-				for range messages {
-					m := alice.Envelope(client.Text(text))
-					m.To = bob.Principal().String()
-					if _, err := alice.PublishAsync(subject, m); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}()
-			for range messages {
-				select {
-				case in := <-bob.Messages():
-					if err := in.Ack(); err != nil {
-						b.Error(err)
-					}
-				case <-time.After(time.Minute):
-					b.Fatal("cotal dm: bob got too few")
-				}
-			}
-			await(b, alice.JetStream().PublishAsyncComplete(), "cotal publish acks")
+		purge(b, js, dm)
+		cotal.measure(messages, func() {
+			cotalRound(b, bob, true, func() (jetstream.PubAckFuture, error) {
+				m := alice.Envelope(client.Text(text))
+				m.To = bob.Principal().String()
+				return alice.PublishAsync(subject, m)
+			})
 		})
 	}
-	report(b, raw, cotal)
+	report(b, raw.rate(), cotal.rate())
 }
 
 func report(b *testing.B, raw, cotal float64) {
