@@ -282,10 +282,13 @@ func (r *Responder) respond(ctx context.Context, serverXKey string, body []byte)
 }
 
 // authorize asks the Authorizer and mints the data-account user JWT for req.UserNkey.
-func (r *Responder) authorize(ctx context.Context, req *jwt.AuthorizationRequest) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+func (r *Responder) authorize(parent context.Context, req *jwt.AuthorizationRequest) (string, error) {
+	ctx, cancel := context.WithTimeout(parent, r.cfg.Timeout)
 	defer cancel()
 	g, err := r.cfg.Authorizer.Authorize(ctx, req)
+	if err != nil && ctx.Err() != nil && parent.Err() == nil {
+		return "", fmt.Errorf("not authorized: no decision within the authorization timeout of %s: %w", r.cfg.Timeout, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("not authorized: %w", err)
 	}

@@ -203,6 +203,37 @@ func TestRespondRefusesWithSignedError(t *testing.T) {
 	}
 }
 
+// TestRespondBoundsAuthorize: Config.Timeout (auth-service --auth-timeout) ends an
+// Authorize call that takes longer, and the connection is refused with a signed error
+// saying so.
+func TestRespondBoundsAuthorize(t *testing.T) {
+	k := newKeys(t)
+	r, err := New(Config{
+		Authorizer: AuthorizerFunc(func(ctx context.Context, _ *jwt.AuthorizationRequest) (Grant, error) {
+			<-ctx.Done() // a ledger read that never answers
+			return Grant{}, ctx.Err()
+		}),
+		XKey:           k.xkey,
+		CalloutAccount: pub(t, k.calloutAcc), CalloutSigner: k.calloutSK,
+		DataAccount: pub(t, k.dataAcc), DataSigner: k.dataSK,
+		Timeout: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newFakeServer(t, pub(t, k.calloutAcc))
+	body, _ := srv.request(t, "good", k.xpub)
+	ctx, cancel := context.WithTimeout(t.Context(), deadline) // without the bound, Respond would wait this out
+	defer cancel()
+	out, err := r.Respond(ctx, srv.xpub, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := srv.openResponse(t, out, k.xpub); rc.Jwt != "" || !strings.Contains(rc.Error, "no decision within the authorization timeout of 50ms") {
+		t.Fatalf("response %+v, want a refusal at the deadline", rc)
+	}
+}
+
 // TestRespondDropsWhatTheAuthorizerDrops: an Authorizer error wrapping ErrDropped gets no
 // reply, not a signed refusal.
 func TestRespondDropsWhatTheAuthorizerDrops(t *testing.T) {
