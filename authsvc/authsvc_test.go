@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
@@ -43,17 +43,6 @@ func (fakeIdP) VerifyIDToken(_ context.Context, raw string) (string, string, err
 	return testIdP, "alice-sub", nil
 }
 
-// startBroker runs the embedded broker in operator mode trusting chain, with every
-// account on disk served from its resolver. It returns the client URL.
-func startBroker(t *testing.T, chain *trust.Chain) string {
-	t.Helper()
-	jwts, err := chain.AccountJWTs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return brokertest.StartOperator(t, chain.OperatorJWT(), chain.SystemAccount(), jwts).ClientURL()
-}
-
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) {
@@ -64,9 +53,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 // laneFixture is a running lane of testSpace on a real broker in operator mode, with
 // alice granted on channel general.
 type laneFixture struct {
-	chain      *trust.Chain
+	*meshtest.Mesh
 	ua         *trust.UserAuth
-	url        string
 	kv         jetstream.KeyValue
 	dir        string
 	statusPath string
@@ -102,30 +90,11 @@ func (f *laneFixture) stop(t *testing.T) error {
 	return f.stopErr
 }
 
-// provisionSpace provisions space on the broker at url as acct's provisioner, grants
-// alice (subject alice-sub) on channel general, and returns the ledger bucket.
-func provisionSpace(t *testing.T, url string, acct *trust.Account, space string) jetstream.KeyValue {
+// provisionSpace provisions space on mesh m as its provisioner, grants alice (subject
+// alice-sub) on channel general, and returns the ledger bucket.
+func provisionSpace(t *testing.T, m *meshtest.Mesh, space string) jetstream.KeyValue {
 	t.Helper()
-	prov, err := acct.Mint(trust.UserSpec{Name: "test provisioner", Profile: trust.ProfileProvisioner})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := connect(url, prov, "test-provisioner")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pc.Close)
-	js, err := jetstream.New(pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := provision.Space(t.Context(), js, space, provision.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(t.Context(), provision.BucketAuth(space))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := meshtest.AuthBucket(t, m.Provision(space, provision.Options{}), space)
 	if _, err := ledger.Grant(t.Context(), kv, ledger.Row{
 		Actor: "alice", Subjects: []string{"alice-sub"},
 		AllowSubscribe: []string{"general"}, AllowPublish: []string{"general"},
@@ -140,16 +109,16 @@ func provisionSpace(t *testing.T, url string, acct *trust.Account, space string)
 func startLane(t *testing.T) *laneFixture {
 	t.Helper()
 	f := &laneFixture{done: make(chan error, 1)}
-	var err error
-	if f.chain, err = trust.Open(t.TempDir()); err != nil {
+	chain, err := trust.Open(t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if f.ua, err = f.chain.UserAuth(testSpace); err != nil {
+	if f.ua, err = chain.UserAuth(testSpace); err != nil {
 		t.Fatal(err)
 	}
-	f.url = startBroker(t, f.chain)
-	f.kv = provisionSpace(t, f.url, f.ua.DataAccount(), testSpace)
-	f.dir = StateDir(f.chain.Dir(), testSpace)
+	f.Mesh = meshtest.Serve(t, chain)
+	f.kv = provisionSpace(t, f.Mesh, testSpace)
+	f.dir = StateDir(f.Chain.Dir(), testSpace)
 	if err := os.MkdirAll(f.dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +127,7 @@ func startLane(t *testing.T) *laneFixture {
 		t.Fatal(err)
 	}
 	lane := &Lane{
-		Space: testSpace, Server: f.url, Chain: f.chain, IdP: fakeIdP{}, IdPIssuer: testIdP,
+		Space: testSpace, Server: f.URL, Chain: f.Chain, IdP: fakeIdP{}, IdPIssuer: testIdP,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 	}
 	f.lane = lane
@@ -183,7 +152,7 @@ func startLane(t *testing.T) *laneFixture {
 // while the lane is ready.
 func TestLane(t *testing.T) {
 	f := startLane(t)
-	ua, url, kv, dir, statusPath := f.ua, f.url, f.kv, f.dir, f.statusPath
+	ua, url, kv, dir, statusPath := f.ua, f.URL, f.kv, f.dir, f.statusPath
 
 	st, err := ReadStatus(dir)
 	if err != nil {

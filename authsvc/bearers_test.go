@@ -22,7 +22,7 @@ func (f *laneFixture) dialBearer(owner, actor, token string, opts ...nats.Option
 	if err != nil {
 		return nil, err
 	}
-	return nats.Connect(f.url, append([]nats.Option{nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Token(token),
+	return nats.Connect(f.URL, append([]nats.Option{nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Token(token),
 		nats.CustomInboxPrefix(trust.PrincipalInboxPrefix(owner, actor)), nats.Timeout(deadline), nats.NoReconnect()}, opts...)...)
 }
 
@@ -132,7 +132,7 @@ func TestSessionOutlivesBearers(t *testing.T) {
 		t.Fatal(err)
 	}
 	authErrs := make(chan error, 16)
-	nc, err := nats.Connect(f.url, append(opts, nats.Timeout(deadline), nats.ReconnectWait(50*time.Millisecond),
+	nc, err := nats.Connect(f.URL, append(opts, nats.Timeout(deadline), nats.ReconnectWait(50*time.Millisecond),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthorization) {
 				authErrs <- err

@@ -17,9 +17,9 @@ import (
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/oidc/oidctest"
 	"github.com/cotal-ai/cotal/plane"
-	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/spacehost"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/userauth"
@@ -28,43 +28,33 @@ import (
 // hostMesh is a broker with user-auth spaces, each provisioned, granting alice, and served
 // by a delivery daemon (the plane oracle).
 type hostMesh struct {
-	t     *testing.T
-	chain *trust.Chain
-	idp   *oidctest.Issuer
-	url   string
-	kv    map[string]jetstream.KeyValue
+	*meshtest.Mesh
+	t   *testing.T
+	idp *oidctest.Issuer
+	kv  map[string]jetstream.KeyValue
 }
 
 // addSpace enables, pushes, provisions and grants space, and starts its delivery daemon.
 func (m *hostMesh) addSpace(space string) {
 	t := m.t
-	if _, err := Enable(m.chain, space, m.idp.URL, "cotal"); err != nil {
+	if _, err := Enable(m.Chain, space, m.idp.URL, "cotal"); err != nil {
 		t.Fatal(err)
 	}
-	acct, err := m.chain.Space(space)
+	sysCreds, err := m.Chain.SystemCreds(time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sysCreds, err := m.chain.SystemCreds(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys, err := connect(m.url, sysCreds, "test-push")
+	sys, err := connect(m.URL, sysCreds, "test-push")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	if err := trust.PushAccount(t.Context(), sys, acct.JWT()); err != nil {
+	if err := trust.PushAccount(t.Context(), sys, m.Account(space).JWT()); err != nil {
 		t.Fatal(err)
 	}
-	m.kv[space] = provisionSpace(t, m.url, acct, space)
-	dcreds, err := acct.Mint(trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery,
-		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "cotal_delivery"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &delivery.Lane{Space: space, Server: m.url, Creds: dcreds, Logger: brokertest.Logger(t),
-		ReconnectWait: 50 * time.Millisecond, OpTimeout: 3 * time.Second}
+	m.kv[space] = provisionSpace(t, m.Mesh, space)
+	d := &delivery.Lane{Space: space, Server: m.URL, Creds: m.Mint(space, meshtest.DeliverySpec()),
+		Logger: brokertest.Logger(t), ReconnectWait: 50 * time.Millisecond, OpTimeout: 3 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan error, 1)
 	go func() { done <- d.Run(ctx, func() { close(ready) }) }()
@@ -81,7 +71,7 @@ func (m *hostMesh) addSpace(space string) {
 // dial exchanges alice's ID token at space's exchange and connects to space with its
 // sentinel creds, or returns why not.
 func (m *hostMesh) dial(space string) (*nats.Conn, exchange.Response, error) {
-	st, err := ReadStatus(StateDir(m.chain.Dir(), space))
+	st, err := ReadStatus(StateDir(m.Chain.Dir(), space))
 	if err != nil {
 		return nil, exchange.Response{}, err
 	}
@@ -101,7 +91,7 @@ func (m *hostMesh) dial(space string) (*nats.Conn, exchange.Response, error) {
 
 // dialWith connects to the broker with space's sentinel creds and bearer x.
 func (m *hostMesh) dialWith(space string, x exchange.Response) (*nats.Conn, error) {
-	ua, err := m.chain.UserAuth(space)
+	ua, err := m.Chain.UserAuth(space)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +99,7 @@ func (m *hostMesh) dialWith(space string, x exchange.Response) (*nats.Conn, erro
 	if err != nil {
 		return nil, err
 	}
-	return nats.Connect(m.url, nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Token(x.Token),
+	return nats.Connect(m.URL, nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Token(x.Token),
 		nats.CustomInboxPrefix(trust.PrincipalInboxPrefix(x.Owner, x.Actor)), nats.Timeout(3*time.Second), nats.NoReconnect())
 }
 
@@ -132,14 +122,7 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 // <manifest>.applied name the new manifest.
 func TestHost(t *testing.T) {
 	m := &hostMesh{t: t, idp: oidctest.Start(t, &oidctest.Issuer{}), kv: map[string]jetstream.KeyValue{}}
-	var err error
-	if m.chain, err = trust.Open(t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.chain.Space("alpha"); err != nil {
-		t.Fatal(err)
-	}
-	m.url = startBroker(t, m.chain)
+	m.Mesh = meshtest.Start(t, "alpha")
 	for _, s := range []string{"alpha", "beta", "gamma"} {
 		m.addSpace(s)
 	}
@@ -155,7 +138,7 @@ func TestHost(t *testing.T) {
 	readyCh := make(chan spacehost.Ready, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, Config{TrustDir: m.chain.Dir(), Server: m.url, Spaces: manifest,
+		done <- Serve(ctx, Config{TrustDir: m.Chain.Dir(), Server: m.URL, Spaces: manifest,
 			Logger: slog.New(spacehost.NewPrefixHandler(slog.NewTextHandler(testWriter{t}, nil)))},
 			func(r spacehost.Ready) { readyCh <- r }, nil)
 	}()
@@ -190,7 +173,7 @@ func TestHost(t *testing.T) {
 		}
 		nc.Close()
 		bearers[s] = x
-		st, _ := ReadStatus(StateDir(m.chain.Dir(), s))
+		st, _ := ReadStatus(StateDir(m.Chain.Dir(), s))
 		ports[st.URL] = true
 	}
 	if len(ports) != 3 {
@@ -202,11 +185,11 @@ func TestHost(t *testing.T) {
 	}
 
 	// Kick beta's plane ledger connection; alpha and gamma keep authorizing throughout.
-	sysCreds, err := m.chain.SystemCreds(time.Hour)
+	sysCreds, err := m.Chain.SystemCreds(time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := connect(m.url, sysCreds, "test-kicker")
+	sys, err := connect(m.URL, sysCreds, "test-kicker")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +251,7 @@ func TestHost(t *testing.T) {
 		b, err := os.ReadFile(spacehost.AppliedPath(manifest))
 		return err == nil && strings.TrimSpace(string(b)) == want
 	})
-	if _, err := ReadStatus(StateDir(m.chain.Dir(), "gamma")); err == nil {
+	if _, err := ReadStatus(StateDir(m.Chain.Dir(), "gamma")); err == nil {
 		t.Fatal(".applied changed while gamma's auth-service.json still exists")
 	}
 	if r := planeRow("gamma"); r.State != plane.StateReleased {

@@ -110,11 +110,11 @@ func TestFence(t *testing.T) {
 		nc.Close()
 	}
 
-	sysCreds, err := f.chain.SystemCreds(time.Hour)
+	sysCreds, err := f.Chain.SystemCreds(time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := connect(f.url, sysCreds, "test-kicker")
+	sys, err := connect(f.URL, sysCreds, "test-kicker")
 	if err != nil {
 		t.Fatal(err)
 	}

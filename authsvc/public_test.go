@@ -43,9 +43,9 @@ func TestPublicFace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Space != testSpace || b.Server != f.url || b.UserAuth.IdP.Issuer != testIdP || b.UserAuth.IdP.Audience != "cotal" ||
+	if b.Space != testSpace || b.Server != f.URL || b.UserAuth.IdP.Issuer != testIdP || b.UserAuth.IdP.Audience != "cotal" ||
 		b.UserAuth.Endpoints.URL != st.PublicURL {
-		t.Fatalf("bundle: %+v, want space %s, server %s, endpoints %s", b, testSpace, f.url, st.PublicURL)
+		t.Fatalf("bundle: %+v, want space %s, server %s, endpoints %s", b, testSpace, f.URL, st.PublicURL)
 	}
 	got, err := trust.ReadCreds([]byte(b.SentinelCreds))
 	if err != nil {

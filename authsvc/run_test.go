@@ -70,14 +70,14 @@ func TestRun(t *testing.T) {
 	if err := f.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Enable(f.chain, testSpace, "https://idp.test", "cotal"); err != nil {
+	if _, err := Enable(f.Chain, testSpace, "https://idp.test", "cotal"); err != nil {
 		t.Fatal(err)
 	}
 	store := &memStore{m: map[string][]byte{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, []string{"--trust", f.chain.Dir(), "--server", f.url, "--space", testSpace}, store)
+		done <- Run(ctx, []string{"--trust", f.Chain.Dir(), "--server", f.URL, "--space", testSpace}, store)
 	}()
 	waitFor(t, deadline, "auth-service.json", func() bool {
 		_, err := ReadStatus(f.dir)

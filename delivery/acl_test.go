@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -89,7 +90,7 @@ func TestNarrowedCredentialStopsCopies(t *testing.T) {
 	if _, err := alice.Post(t.Context(), "general", client.Text("before")); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "bob's copy", func() bool { return m.stored("bob") == 1 })
+	meshtest.Until(t, "bob's copy", deadline, func() bool { return m.stored("bob") == 1 })
 
 	narrow := m.endpoint(m.agent("bob", "random")) // same principal and uid, read ACL without general
 	if err := narrow.JoinChannel(t.Context(), "random"); err != nil {
@@ -98,7 +99,7 @@ func TestNarrowedCredentialStopsCopies(t *testing.T) {
 	if _, err := alice.Post(t.Context(), "general", client.Text("after")); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "dave's copies", func() bool { return m.stored("dave") == 2 })
+	meshtest.Until(t, "dave's copies", deadline, func() bool { return m.stored("dave") == 2 })
 	if n := m.stored("bob"); n != 1 {
 		t.Fatalf("bob has %d copies after his read ACL lost general, want 1", n)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -69,7 +70,7 @@ func TestOfflineMemberGetsEveryPostOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	until(t, "bob's hand-off drained", func() bool {
+	meshtest.Until(t, "bob's hand-off drained", deadline, func() bool {
 		info, err := cons.Info(t.Context())
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	})
@@ -104,12 +105,12 @@ func TestLiveAndDurableDedupe(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	until(t, "copies stored", func() bool { return m.stored("bob") == 20 })
+	meshtest.Until(t, "copies stored", deadline, func() bool { return m.stored("bob") == 20 })
 	cons, err := m.js.Consumer(t.Context(), protocol.StreamDLV(space), protocol.ConsumerDLV(bob.Principal(), m.uid("bob")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	until(t, "durable copies acked", func() bool {
+	meshtest.Until(t, "durable copies acked", deadline, func() bool {
 		info, err := cons.Info(t.Context())
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream > 0
 	})
@@ -136,7 +137,7 @@ func TestOutsideReadACLGetsNothing(t *testing.T) {
 	}
 	carolP := protocol.Principal{Owner: protocol.OwnerLocal, Actor: "carol"}
 	ctl := protocol.CtlSubject(space, protocol.ServiceDelivery, carolP)
-	nc := m.connect(carolCreds)
+	nc := m.Connect(carolCreds)
 	join := protocol.ControlRequest{Op: protocol.OpJoin, Args: args(t, protocol.MembershipArgs{Channel: "general"}), From: protocol.EndpointRef{ID: carolP.String()}}
 	if rep := m.rawRequest(nc, carolCreds, "", ctl, join); rep.OK || !strings.Contains(rep.Error, "outside the read ACL") {
 		t.Fatalf("durable join outside the ACL: %+v", rep)
@@ -173,7 +174,7 @@ func TestOutsideReadACLGetsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	until(t, "bob's 10 copies", func() bool { return m.stored("bob") == 10 })
+	meshtest.Until(t, "bob's 10 copies", deadline, func() bool { return m.stored("bob") == 10 })
 	if n := m.stored("carol"); n != 0 {
 		t.Fatalf("carol, outside the read ACL of general, has %d copies", n)
 	}
@@ -196,7 +197,7 @@ func TestLeaveStopsCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	until(t, "bob's first copies", func() bool { return m.stored("bob") == 5 })
+	meshtest.Until(t, "bob's first copies", deadline, func() bool { return m.stored("bob") == 5 })
 	if err := bob.LeaveChannel("general"); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestLeaveStopsCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	until(t, "dave's 10 copies", func() bool { return m.stored("dave") == 10 })
+	meshtest.Until(t, "dave's 10 copies", deadline, func() bool { return m.stored("dave") == 10 })
 	if n := m.stored("bob"); n != 5 {
 		t.Fatalf("bob has %d copies after leaving, want the 5 from before", n)
 	}
@@ -244,7 +245,7 @@ func TestMentionOnLiveChannel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	until(t, "bob's mention copies", func() bool { return m.stored("bob") == 2 })
+	meshtest.Until(t, "bob's mention copies", deadline, func() bool { return m.stored("bob") == 2 })
 	if n := m.stored("eve"); n != 0 {
 		t.Fatalf("eve, who cannot read random, has %d copies", n)
 	}
@@ -276,10 +277,10 @@ func TestCatchUpCopiesWhatTheFanoutPassed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	until(t, "fan-out past the posts", func() bool { return m.stored("dave") == 8 })
+	meshtest.Until(t, "fan-out past the posts", deadline, func() bool { return m.stored("dave") == 8 })
 	// bob asks to join from sequence 3, as a client that captured it earlier would.
 	bobCreds := m.agent("bob", "general")
-	nc := m.connect(bobCreds)
+	nc := m.Connect(bobCreds)
 	bobP := protocol.Principal{Owner: protocol.OwnerLocal, Actor: "bob"}
 	st, err := m.js.Stream(t.Context(), protocol.StreamChat(space))
 	if err != nil {
@@ -291,7 +292,7 @@ func TestCatchUpCopiesWhatTheFanoutPassed(t *testing.T) {
 	if !rep.OK {
 		t.Fatalf("join: %s", rep.Error)
 	}
-	until(t, "bob's catch-up", func() bool { return m.stored("bob") == 5 })
+	meshtest.Until(t, "bob's catch-up", deadline, func() bool { return m.stored("bob") == 5 })
 	cons, err := m.js.Consumer(t.Context(), protocol.StreamDLV(space), protocol.ConsumerDLV(bobP, m.uid("bob")))
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cotal-ai/cotal/broker"
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
@@ -28,107 +26,33 @@ const deadline = 20 * time.Second
 
 const space = "team"
 
-// mesh is an operator-mode broker serving one provisioned space, with the trust chain
-// that mints its credentials.
+// mesh is an operator-mode broker serving one provisioned space, with the provisioner's
+// JetStream context.
 type mesh struct {
-	t     testing.TB
-	chain *trust.Chain
-	acct  *trust.Account
-	dir   string
-	srv   *broker.Server
-	url   string
-	prov  *nats.Conn
-	js    jetstream.JetStream
-	mu    sync.Mutex
-	uids  map[string]string
+	*meshtest.Mesh
+	t    testing.TB
+	prov *nats.Conn
+	js   jetstream.JetStream
+	mu   sync.Mutex
+	uids map[string]string
 }
 
 // newMesh starts the broker and provisions the space with a short lease TTL.
 func newMesh(t testing.TB, leaseTTL time.Duration) *mesh {
 	t.Helper()
-	chain, err := trust.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	acct, err := chain.Space(space)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &mesh{t: t, chain: chain, acct: acct, dir: t.TempDir(), uids: map[string]string{}}
-	m.start(-1)
-	m.prov = m.connect(m.mint(provisioner()))
-	if m.js, err = jetstream.New(m.prov); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := provision.Space(t.Context(), m.js, space, provision.Options{LeaseTTL: leaseTTL}); err != nil {
-		t.Fatal(err)
-	}
+	m := &mesh{Mesh: meshtest.Start(t, space), t: t, uids: map[string]string{}}
+	m.js = m.Provision(space, provision.Options{LeaseTTL: leaseTTL})
+	m.prov = m.js.Conn()
 	return m
-}
-
-// start boots the broker on port (-1: any free port) over the mesh's store.
-func (m *mesh) start(port int) {
-	m.t.Helper()
-	accounts, err := m.chain.AccountJWTs()
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	srv := &broker.Server{Dir: m.dir, Port: port, Logger: brokertest.Logger(m.t),
-		OperatorJWT: m.chain.OperatorJWT(), SystemAccount: m.chain.SystemAccount(), Accounts: accounts}
-	if err := srv.Start(m.t.Context()); err != nil {
-		m.t.Fatal(err)
-	}
-	m.t.Cleanup(func() { _ = srv.Close() })
-	m.srv, m.url = srv, srv.ClientURL()
 }
 
 // restart stops the broker and starts it again on the same port and store, and
 // reconnects the provisioner.
 func (m *mesh) restart() {
 	m.t.Helper()
-	u, err := url.Parse(m.url)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	port, err := strconv.Atoi(u.Port())
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	if err := m.srv.Close(); err != nil {
-		m.t.Fatal(err)
-	}
-	m.start(port)
-	m.prov = m.connect(m.mint(provisioner()))
-	if m.js, err = jetstream.New(m.prov); err != nil {
-		m.t.Fatal(err)
-	}
-}
-
-func provisioner() trust.UserSpec {
-	return trust.UserSpec{Name: "op", Profile: trust.ProfileProvisioner, Principal: protocol.Principal{Owner: "local", Actor: "op"}}
-}
-
-func (m *mesh) mint(spec trust.UserSpec) []byte {
-	m.t.Helper()
-	b, err := m.acct.Mint(spec)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	return b
-}
-
-func (m *mesh) connect(creds []byte, opts ...nats.Option) *nats.Conn {
-	m.t.Helper()
-	c, err := trust.ReadCreds(creds)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	nc, err := nats.Connect(m.url, append([]nats.Option{nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix)}, opts...)...)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	m.t.Cleanup(nc.Close)
-	return nc
+	m.Restart()
+	m.js = m.Provisioner(space)
+	m.prov = m.js.Conn()
 }
 
 // uid is the actor's lifecycle uid, the same every time.
@@ -149,7 +73,7 @@ func (m *mesh) agent(actor string, channels ...string) []byte {
 	if _, err := provision.Agent(m.t.Context(), m.js, space, p, m.uid(actor), ""); err != nil {
 		m.t.Fatal(err)
 	}
-	return m.mint(trust.UserSpec{Name: actor, Profile: trust.ProfileAgent, Principal: p, LifecycleUID: m.uid(actor),
+	return m.Mint(space, trust.UserSpec{Name: actor, Profile: trust.ProfileAgent, Principal: p, LifecycleUID: m.uid(actor),
 		AllowSubscribe: channels, AllowPublish: channels})
 }
 
@@ -160,7 +84,7 @@ func (m *mesh) endpoint(creds []byte) *client.Endpoint {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	ep, err := client.Connect(m.t.Context(), m.url, client.Config{Space: space, Name: c.Principal.Actor, LifecycleUID: c.LifecycleUID,
+	ep, err := client.Connect(m.t.Context(), m.URL, client.Config{Space: space, Name: c.Principal.Actor, LifecycleUID: c.LifecycleUID,
 		Heartbeat: time.Hour, InboxSize: 1024, Logger: brokertest.Logger(m.t)},
 		nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix))
 	if err != nil {
@@ -175,10 +99,8 @@ func (m *mesh) endpoint(creds []byte) *client.Endpoint {
 
 // lane is a delivery lane for the mesh with small timings.
 func (m *mesh) lane() *Lane {
-	return &Lane{Space: space, Server: m.url, Logger: brokertest.Logger(m.t),
-		Creds: m.mint(trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery,
-			Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "cotal_delivery"}}),
-		ReconnectWait: 50 * time.Millisecond, AckWait: 2 * time.Second, OpTimeout: 3 * time.Second}
+	return &Lane{Space: space, Server: m.URL, Logger: brokertest.Logger(m.t),
+		Creds: m.Mint(space, meshtest.DeliverySpec()), ReconnectWait: 50 * time.Millisecond, AckWait: 2 * time.Second, OpTimeout: 3 * time.Second}
 }
 
 // running is a lane running in the background.
@@ -255,20 +177,6 @@ func (m *mesh) stored(actor string) uint64 {
 		m.t.Fatal(err)
 	}
 	return info.State.Subjects[subj]
-}
-
-// until re-checks cond until it holds, failing the test at the deadline.
-func until(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %s", what, deadline)
-		}
-		<-tick.C
-	}
 }
 
 // setChannel writes a channel registry entry.

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -74,7 +75,7 @@ func TestSecondDaemonRefusesThenTakesOver(t *testing.T) {
 	if err != nil || !held || info.Instance != "next-daemon" || !info.Ready {
 		t.Fatalf("lease after takeover: %+v held %v, %v", info, held, err)
 	}
-	until(t, "the posts made while no daemon served", func() bool { return m.stored("bob") == 5 })
+	meshtest.Until(t, "the posts made while no daemon served", deadline, func() bool { return m.stored("bob") == 5 })
 
 	// A clean stop releases at once.
 	if err := d2.stop(t); err != nil {
@@ -125,14 +126,14 @@ func TestFailedRenewalRechecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	until(t, "a renewal after the recheck", func() bool {
+	meshtest.Until(t, "a renewal after the recheck", deadline, func() bool {
 		e, err := kv.Get(t.Context(), protocol.LeaseKey)
 		return err == nil && e.Revision() > rev+1 && strings.Contains(string(e.Value()), `"renewer"`)
 	})
 	if err := kv.Delete(t.Context(), protocol.LeaseKey); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "the deleted lease re-created", func() bool {
+	meshtest.Until(t, "the deleted lease re-created", deadline, func() bool {
 		info, held, err := ReadLease(t.Context(), m.js, space)
 		return err == nil && held && info.Instance == "renewer"
 	})
@@ -155,7 +156,7 @@ func TestBrokerGone(t *testing.T) {
 		l := m.lane()
 		l.BrokerGone = 300 * time.Millisecond
 		d := serve(t, l)
-		if err := m.srv.Close(); err != nil {
+		if err := m.Server.Close(); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.ended(t); !errors.Is(err, ErrBrokerGone) {
@@ -177,7 +178,7 @@ func TestBrokerGone(t *testing.T) {
 		}
 		m.restart()
 		alice := m.endpoint(m.agent("alice", "general"))
-		until(t, "the daemon serving again", func() bool {
+		meshtest.Until(t, "the daemon serving again", deadline, func() bool {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 			defer cancel()
 			p, err := alice.ProbeDelivery(ctx)
@@ -186,7 +187,7 @@ func TestBrokerGone(t *testing.T) {
 		if _, err := alice.Post(t.Context(), "general", client.Text("after the blip")); err != nil {
 			t.Fatal(err)
 		}
-		until(t, "a copy after the blip", func() bool { return m.stored("bob") == 1 })
+		meshtest.Until(t, "a copy after the blip", deadline, func() bool { return m.stored("bob") == 1 })
 		select {
 		case err := <-d.done:
 			t.Fatalf("the daemon exited on a blip: %v", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 )
@@ -48,7 +49,7 @@ func tuple(t *testing.T, nc *nats.Conn, creds []byte) protocol.ConnTuple {
 // the account's own CONNZ import.
 func TestOracle(t *testing.T) {
 	m := newMesh(t, 0)
-	sys, err := m.chain.SystemCreds(time.Hour)
+	sys, err := m.Chain.SystemCreds(time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,10 +67,10 @@ func TestOracle(t *testing.T) {
 				}
 			}()
 			bobCreds := m.agent("bob", "general")
-			bob := m.connect(bobCreds)
+			bob := m.Connect(bobCreds)
 			live := tuple(t, bob, bobCreds)
 			carolCreds := m.agent("carol", "general")
-			carol := m.connect(carolCreds)
+			carol := m.Connect(carolCreds)
 			closed := tuple(t, carol, carolCreds)
 			carol.Close()
 
@@ -77,7 +78,7 @@ func TestOracle(t *testing.T) {
 			if !rep.OK || res.Ledger.State != protocol.ConnLive || res.Records.State != protocol.ConnLive || !res.SweepComplete || res.Ledger.Tuple != live {
 				t.Fatalf("a live connection: %+v %+v", res, rep)
 			}
-			until(t, "the closed connection reported gone", func() bool {
+			meshtest.Until(t, "the closed connection reported gone", deadline, func() bool {
 				res, rep := m.liveness(t, closed, live)
 				return rep.OK && res.Ledger.State == protocol.ConnGone && res.Records.State == protocol.ConnLive && res.SweepComplete
 			})
@@ -107,7 +108,7 @@ func TestOracle(t *testing.T) {
 		l.SystemCreds = bad
 		serve(t, l)
 		carolCreds := m.agent("carol", "general")
-		carol := m.connect(carolCreds)
+		carol := m.Connect(carolCreds)
 		closed := tuple(t, carol, carolCreds)
 		carol.Close()
 		res, rep := m.liveness(t, closed, closed)

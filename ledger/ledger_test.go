@@ -5,10 +5,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cotal-ai/cotal/broker/brokertest"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/provision"
 )
@@ -16,24 +15,11 @@ import (
 // bucket starts a broker, provisions space "prod" and opens its auth bucket.
 func bucket(t *testing.T) jetstream.KeyValue {
 	t.Helper()
-	srv := brokertest.Start(t)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
+	js := meshtest.JetStream(t)
 	if _, err := provision.Space(t.Context(), js, "prod", provision.Options{}); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
-	kv, err := js.KeyValue(t.Context(), provision.BucketAuth("prod"))
-	if err != nil {
-		t.Fatalf("auth bucket: %v", err)
-	}
-	return kv
+	return meshtest.AuthBucket(t, js, "prod")
 }
 
 func TestGrantLookupListRevoke(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
@@ -25,11 +26,10 @@ const space = "team"
 func op() protocol.Principal { return protocol.Principal{Owner: protocol.OwnerLocal, Actor: "op"} }
 
 // mesh is an operator-mode broker serving one provisioned space, its auth bucket and the
-// account that mints its credentials.
+// provisioner's connection.
 type mesh struct {
+	*meshtest.Mesh
 	t    testing.TB
-	acct *trust.Account
-	url  string
 	prov *nats.Conn
 	kv   jetstream.KeyValue
 }
@@ -37,46 +37,10 @@ type mesh struct {
 // newMesh starts the broker and provisions the space.
 func newMesh(t testing.TB) *mesh {
 	t.Helper()
-	chain, err := trust.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	acct, err := chain.Space(space)
-	if err != nil {
-		t.Fatal(err)
-	}
-	accounts, err := chain.AccountJWTs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := brokertest.StartOperator(t, chain.OperatorJWT(), chain.SystemAccount(), accounts)
-	m := &mesh{t: t, acct: acct, url: srv.ClientURL()}
-	m.prov, _ = m.connect(m.mint(provisionerSpec("op")))
-	js, err := jetstream.New(m.prov)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := provision.Space(t.Context(), js, space, provision.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if m.kv, err = js.KeyValue(t.Context(), provision.BucketAuth(space)); err != nil {
-		t.Fatal(err)
-	}
+	m := &mesh{Mesh: meshtest.Start(t, space), t: t}
+	js := m.Provision(space, provision.Options{})
+	m.prov, m.kv = js.Conn(), meshtest.AuthBucket(t, js, space)
 	return m
-}
-
-// provisionerSpec is a provisioner credential named name, as op.
-func provisionerSpec(name string) trust.UserSpec {
-	return trust.UserSpec{Name: name, Profile: trust.ProfileProvisioner, Principal: op()}
-}
-
-func (m *mesh) mint(spec trust.UserSpec) []byte {
-	m.t.Helper()
-	b, err := m.acct.Mint(spec)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	return b
 }
 
 // connect connects as the holder of creds and returns the connection and its user nkey.
@@ -94,19 +58,14 @@ func (m *mesh) connect(creds []byte) (*nats.Conn, string) {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	nc, err := nats.Connect(m.url, c.Options()...)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	m.t.Cleanup(nc.Close)
-	return nc, pub
+	return m.Connect(creds), pub
 }
 
 // scanner opens a connection standing for one of a plane's sealed scanners and returns it
 // with its tuple.
 func (m *mesh) scanner(name string) (*nats.Conn, protocol.ConnTuple) {
 	m.t.Helper()
-	nc, pub := m.connect(m.mint(provisionerSpec(name)))
+	nc, pub := m.connect(m.Mint(space, meshtest.ProvisionerSpec(name)))
 	tu, err := ConnTuple(nc, pub)
 	if err != nil {
 		m.t.Fatal(err)
@@ -117,10 +76,8 @@ func (m *mesh) scanner(name string) (*nats.Conn, protocol.ConnTuple) {
 // daemon runs the space's delivery daemon until the test ends and waits until it serves.
 func (m *mesh) daemon() {
 	m.t.Helper()
-	l := &delivery.Lane{Space: space, Server: m.url, Logger: brokertest.Logger(m.t),
-		Creds: m.mint(trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery,
-			Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "cotal_delivery"}}),
-		ReconnectWait: 50 * time.Millisecond, OpTimeout: 3 * time.Second}
+	l := &delivery.Lane{Space: space, Server: m.URL, Logger: brokertest.Logger(m.t),
+		Creds: m.Mint(space, meshtest.DeliverySpec()), ReconnectWait: 50 * time.Millisecond, OpTimeout: 3 * time.Second}
 	ctx, cancel := context.WithCancel(m.t.Context())
 	ready, done := make(chan struct{}), make(chan error, 1)
 	go func() { done <- l.Run(ctx, func() { close(ready) }) }()
@@ -191,19 +148,5 @@ func never(t testing.TB) oracleFunc {
 	return func(context.Context, protocol.LivenessArgs) (protocol.LivenessResult, error) {
 		t.Error("the oracle was asked")
 		return protocol.LivenessResult{}, nil
-	}
-}
-
-// until re-checks cond until it holds, failing the test at the deadline.
-func until(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %s", what, deadline)
-		}
-		<-tick.C
 	}
 }

@@ -3,6 +3,8 @@ package plane
 import (
 	"strings"
 	"testing"
+
+	"github.com/cotal-ai/cotal/internal/meshtest"
 )
 
 // TestRealOracle: with the space's delivery daemon, a claim held by two open connections
@@ -29,7 +31,7 @@ func TestRealOracle(t *testing.T) {
 	ledgerNC.Close()
 	// The broker notices the close asynchronously: until it does, the ledger connection
 	// still reads live.
-	until(t, "the refusal names the records connection", func() bool {
+	meshtest.Until(t, "the refusal names the records connection", deadline, func() bool {
 		_, err = successor.Acquire(ctx)
 		if !Refused(err, ReasonLivePeer) {
 			t.Fatalf("a holder with its records connection open: %v", err)
@@ -38,7 +40,7 @@ func TestRealOracle(t *testing.T) {
 	})
 	recordsNC.Close()
 	var cl *Claim
-	until(t, "the closed holder reclaimed", func() bool {
+	meshtest.Until(t, "the closed holder reclaimed", deadline, func() bool {
 		cl, err = successor.Acquire(ctx)
 		if err != nil && !Refused(err, ReasonLivePeer) {
 			t.Fatalf("a closed holder: %v", err)
@@ -73,7 +75,7 @@ func TestNoDaemon(t *testing.T) {
 // user key or a closed connection is an error.
 func TestConnTuple(t *testing.T) {
 	m := newMesh(t)
-	nc, pub := m.connect(m.mint(provisionerSpec("x")))
+	nc, pub := m.connect(m.Mint(space, meshtest.ProvisionerSpec("x")))
 	tu, err := ConnTuple(nc, pub)
 	cid, _ := nc.GetClientID()
 	if err != nil || tu.CID != cid || tu.ServerID != nc.ConnectedServerId() || tu.UserNkey != pub {

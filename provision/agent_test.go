@@ -3,22 +3,15 @@ package provision_test
 import (
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cotal-ai/cotal/broker/brokertest"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 )
 
 func TestAgentPrecreatesDurablesOnce(t *testing.T) {
-	srv := brokertest.Start(t)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := meshtest.JetStream(t)
 	ctx := t.Context()
 	if _, err := provision.Space(ctx, js, "main", provision.Options{}); err != nil {
 		t.Fatal(err)

@@ -8,28 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cotal-ai/cotal/broker/brokertest"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 )
-
-func connect(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	srv := brokertest.Start(t)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
-	return js
-}
 
 func names(space string) []string {
 	return []string{
@@ -64,7 +48,7 @@ func streamNames(t *testing.T, js jetstream.JetStream) []string {
 }
 
 func TestSpaceCreatesFootprint(t *testing.T) {
-	js := connect(t)
+	js := meshtest.JetStream(t)
 	ctx := t.Context()
 	rep, err := provision.Space(ctx, js, "prod", provision.Options{})
 	if err != nil {
@@ -141,7 +125,7 @@ func TestSpaceCreatesFootprint(t *testing.T) {
 }
 
 func TestSpaceLiveDefaults(t *testing.T) {
-	js := connect(t)
+	js := meshtest.JetStream(t)
 	if _, err := provision.Space(t.Context(), js, "open", provision.Options{DefaultDeliveryClass: provision.ClassLive}); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
@@ -152,7 +136,7 @@ func TestSpaceLiveDefaults(t *testing.T) {
 }
 
 func TestSpaceTwiceKeepsEverything(t *testing.T) {
-	js := connect(t)
+	js := meshtest.JetStream(t)
 	ctx := t.Context()
 	if _, err := provision.Space(ctx, js, "prod", provision.Options{}); err != nil {
 		t.Fatalf("first provision: %v", err)
@@ -201,7 +185,7 @@ func TestSpaceTwiceKeepsEverything(t *testing.T) {
 }
 
 func TestSpaceKeepsExistingDefaults(t *testing.T) {
-	js := connect(t)
+	js := meshtest.JetStream(t)
 	ctx := t.Context()
 	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "cotal_channels_team", History: 1, Storage: jetstream.FileStorage})
 	if err != nil {
@@ -229,7 +213,7 @@ func TestSpaceKeepsExistingDefaults(t *testing.T) {
 }
 
 func TestSpaceRefusesBadInput(t *testing.T) {
-	js := connect(t)
+	js := meshtest.JetStream(t)
 	for _, space := range []string{"", "a.b", "has space", "x>", "*"} {
 		_, err := provision.Space(t.Context(), js, space, provision.Options{})
 		if !errors.Is(err, protocol.ErrInvalidSpace) {
@@ -246,7 +230,7 @@ func TestSpaceRefusesBadInput(t *testing.T) {
 }
 
 func TestSpaceRefusesConflictingStream(t *testing.T) {
-	js := connect(t)
+	js := meshtest.JetStream(t)
 	ctx := t.Context()
 	mine := jetstream.StreamConfig{Name: "CHAT_x", Subjects: []string{"elsewhere.>"}, Storage: jetstream.FileStorage}
 	if _, err := js.CreateStream(ctx, mine); err != nil {
@@ -281,7 +265,7 @@ func TestSpaceRefusesConflictingStream(t *testing.T) {
 }
 
 func TestSpaceRefusesSubjectsHeldElsewhere(t *testing.T) {
-	js := connect(t)
+	js := meshtest.JetStream(t)
 	ctx := t.Context()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"cotal.y.inst.>"}}); err != nil {
 		t.Fatalf("create OTHER: %v", err)
@@ -296,7 +280,7 @@ func TestSpaceRefusesSubjectsHeldElsewhere(t *testing.T) {
 }
 
 func TestSpaceRefusesLossyDrift(t *testing.T) {
-	js := connect(t)
+	js := meshtest.JetStream(t)
 	ctx := t.Context()
 	cfg := jetstream.StreamConfig{Name: "TASK_z", Subjects: []string{"cotal.z.svc.>"}, Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage}
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
@@ -309,7 +293,7 @@ func TestSpaceRefusesLossyDrift(t *testing.T) {
 }
 
 func TestSpaceRepairsDrift(t *testing.T) {
-	js := connect(t)
+	js := meshtest.JetStream(t)
 	ctx := t.Context()
 	if _, err := provision.Space(ctx, js, "drift", provision.Options{}); err != nil {
 		t.Fatalf("provision: %v", err)
@@ -362,7 +346,7 @@ func TestSpaceRepairsDrift(t *testing.T) {
 }
 
 func TestChannelDefaultsErrors(t *testing.T) {
-	js := connect(t)
+	js := meshtest.JetStream(t)
 	ctx := t.Context()
 	if _, err := provision.ChannelDefaults(ctx, js, "nowhere"); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Errorf("defaults of an unprovisioned space: %v, want ErrBucketNotFound", err)
@@ -384,7 +368,7 @@ func TestChannelDefaultsErrors(t *testing.T) {
 }
 
 func TestSpaceHonoursContext(t *testing.T) {
-	js := connect(t)
+	js := meshtest.JetStream(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := provision.Space(ctx, js, "late", provision.Options{})
@@ -394,7 +378,7 @@ func TestSpaceHonoursContext(t *testing.T) {
 }
 
 func TestSpaceConcurrent(t *testing.T) {
-	js := connect(t)
+	js := meshtest.JetStream(t)
 	errs := make(chan error, 4)
 	for range 4 {
 		go func() {
@@ -416,7 +400,7 @@ func TestSpaceConcurrent(t *testing.T) {
 }
 
 func TestSpaceLeaseTTL(t *testing.T) {
-	js := connect(t)
+	js := meshtest.JetStream(t)
 	if _, err := provision.Space(t.Context(), js, "short", provision.Options{LeaseTTL: 2 * time.Second}); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
