@@ -1,0 +1,114 @@
+package authsvc
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/userauth"
+)
+
+// TestGrantNamesThePrincipal: what the lane's authorizer grants a bearer is named
+// "<owner>.<actor>", tagged owner:, actor:, principal: (and uid:, profile:), and expires
+// with the bearer.
+func TestGrantNamesThePrincipal(t *testing.T) {
+	f := startLane(t)
+	st, err := ReadStatus(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(t.Context(), exchange.Request{IDToken: "idtok", Actor: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := bearer.FileStore{Dir: f.dir}
+	issuer, err := bearer.LoadFrom(store, testSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := bearer.LoadOwnerSecretFrom(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acl, err := f.Provisioner(testSpace).KeyValue(t.Context(), protocol.BucketACL(testSpace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	az := &authorizer{space: testSpace, chain: f.Chain, data: f.ua.DataAccount(), issuer: issuer, kv: f.kv, acl: acl,
+		secret: secret, idpIssuer: testIdP, fence: newFence(), recorded: map[string]string{}}
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	upub, err := user.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := az.Authorize(t.Context(), &jwt.AuthorizationRequest{UserNkey: upub, ConnectOptions: jwt.ConnectOptions{Token: x.Token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	principal := x.Owner + ".alice"
+	if g.Name != principal {
+		t.Errorf("name %q, want %q", g.Name, principal)
+	}
+	for _, tag := range []string{"owner:" + x.Owner, "actor:alice", "principal:" + principal, "profile:agent"} {
+		if !slices.Contains(g.Tags, tag) {
+			t.Errorf("tags %v lack %q", g.Tags, tag)
+		}
+	}
+	if !slices.ContainsFunc(g.Tags, func(s string) bool { return strings.HasPrefix(s, "uid:") && len(s) > len("uid:") }) {
+		t.Errorf("tags %v lack uid:", g.Tags)
+	}
+	if want := time.UnixMilli(x.ExpiresAt); g.Expires.Unix() != want.Unix() {
+		t.Errorf("expires %s, want the bearer's %s", g.Expires, want)
+	}
+}
+
+// TestConnectionEndsWithItsBearer: a connection that does not renew its bearer is closed
+// by the broker when the bearer expires, since the user JWT the callout minted expires
+// with it.
+func TestConnectionEndsWithItsBearer(t *testing.T) {
+	f := startLane(t)
+	st, err := ReadStatus(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(t.Context(), exchange.Request{IDToken: "idtok", Actor: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss, err := bearer.Load(f.dir, testSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := iss.Issue(bearer.Claims{Owner: first.Owner, Actor: "alice", Kind: bearer.KindHuman, TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := make(chan error, 4)
+	nc, err := f.dialBearer(first.Owner, "alice", tok, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		expired <- err
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	select {
+	case err := <-expired:
+		if !errors.Is(err, nats.ErrAuthExpired) {
+			t.Fatalf("connection error %v, want the authorization expired", err)
+		}
+	case <-time.After(deadline):
+		t.Fatal("the connection outlived its bearer")
+	}
+}
