@@ -56,7 +56,7 @@ func ReadPin(chainDir, space string) (Pin, error) {
 	path := filepath.Join(StateDir(chainDir, space), PinFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return Pin{}, fmt.Errorf("space %q: %w", space, ErrNotUserAuth)
+		return Pin{}, fmt.Errorf("space %q: %w (no %s; `cotal up --user-auth --idp <issuer URL> --space %s` makes it one)", space, ErrNotUserAuth, path, space)
 	}
 	if err != nil {
 		return Pin{}, fmt.Errorf("read %s: %w", path, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
@@ -58,6 +59,9 @@ func ParseSpaceManifest(data []byte, settings func(entry json.RawMessage) (any, 
 		Spaces  json.RawMessage `json:"spaces"`
 	}
 	if err := strictjson.Decode(data, &doc); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("space manifest: the JSON ends early (an empty, truncated or half-written file?): %w", err)
+		}
 		return nil, fmt.Errorf("space manifest: %w", err)
 	}
 	if doc.Version == nil {

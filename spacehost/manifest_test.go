@@ -54,9 +54,9 @@ var manifests = []struct {
 	{"null spaces", `{"version": 1, "spaces": null}`, false, nil, "no spaces list"},
 	{"v1 objects", `{"version": 1, "spaces": [{"space": "a"}]}`, false, nil, "want a list of space names"},
 	{"trailing", `{"version": 1, "spaces": ["a"]} {}`, false, nil, "trailing data"},
-	{"truncated", `{"version": 1, "spaces": ["a"`, false, nil, "space manifest"},
+	{"truncated", `{"version": 1, "spaces": ["a"`, false, nil, "space manifest: the JSON ends early"},
 	{"not json", `version: 1`, false, nil, "space manifest"},
-	{"empty", ``, false, nil, "space manifest"},
+	{"empty", ``, false, nil, "space manifest: the JSON ends early"},
 }
 
 func TestParseSpaceManifest(t *testing.T) {

@@ -126,7 +126,10 @@ func (o *Options) check(cmd *cobra.Command) error {
 		}
 	}
 	if o.Spaces != "" {
-		for _, name := range []string{"space", "port", "pidfile", string(exchange.SettingPort), string(exchange.SettingURL),
+		if cmd.Flags().Changed("space") {
+			return cmdutil.FlagErrorf("--space does not go with --spaces: the manifest names the spaces")
+		}
+		for _, name := range []string{"port", "pidfile", string(exchange.SettingPort), string(exchange.SettingURL),
 			string(exchange.SettingTrustedProxy), string(exchange.SettingAdvertisedServer), string(exchange.SettingProvisioningURL)} {
 			if cmd.Flags().Changed(name) {
 				return cmdutil.FlagErrorf("--%s does not go with --spaces: each lane binds its own ephemeral exchange port, and a manifest entry names its public face", name)

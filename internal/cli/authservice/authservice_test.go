@@ -42,6 +42,8 @@ func TestFlags(t *testing.T) {
 	}{
 		{[]string{"--space", "no spaces"}, "--space"},
 		{[]string{"--port", "70000"}, "--port"},
+		{[]string{"--spaces", "m.json", "--space", "team"}, "--space does not go with --spaces: the manifest names the spaces"},
+		{[]string{"--spaces", "m.json", "--pidfile", "p"}, "--pidfile does not go with --spaces"},
 		{[]string{"--auth-timeout", "-1s"}, "--auth-timeout"},
 		{[]string{"--idp", "https://idp.example.com"}, ""},
 		{[]string{"--exchange-public-url", "https://auth.example.com"}, "--exchange-public-url"},
