@@ -23,8 +23,11 @@ import (
 // (a host reopens it).
 var ErrFenced = errors.New("fenced")
 
-// releaseTimeout bounds the release of the plane claim at close.
-const releaseTimeout = 5 * time.Second
+// Bounds of the plane claim's release at close: each attempt, and all of them.
+const (
+	releaseAttempt = 3 * time.Second
+	releaseTimeout = 10 * time.Second
+)
 
 // planePrincipal is the principal of the authority plane's connections: the one the
 // delivery daemon's liveness oracle sees on its privileged rail.
@@ -178,17 +181,35 @@ func (l *Lane) openAuthority(ctx context.Context, data *trust.Account, f *fence,
 // connection is gone, so its claim stays held until a successor's oracle finds it gone),
 // then closes the connections.
 func (a *authority) close(log *slog.Logger) {
-	if a.claim != nil && a.records != nil && a.records.IsConnected() {
-		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-		if err := a.claim.Release(ctx); err != nil {
-			log.Warn("plane claim not released", "err", err)
-		}
-		cancel()
+	if a.claim != nil {
+		a.releaseClaim(log)
 	}
 	for _, nc := range []*nats.Conn{a.ledger, a.records} {
 		if nc != nil {
 			nc.Close()
 		}
+	}
+}
+
+// releaseClaim releases the plane claim. A release the broker refuses is retried every
+// second for up to releaseTimeout, the lane's close not confirmed meanwhile; a claim
+// another holder took, or a records connection lost, ends the attempts (a successor then
+// reclaims through the oracle).
+func (a *authority) releaseClaim(log *slog.Logger) {
+	end := time.Now().Add(releaseTimeout)
+	for a.records != nil && a.records.IsConnected() {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseAttempt)
+		err := a.claim.Release(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if plane.Refused(err, plane.ReasonLost) || !time.Now().Add(time.Second).Before(end) {
+			log.Warn("plane claim not released", "err", err)
+			return
+		}
+		log.Warn("plane claim not released; retrying before the close is confirmed", "err", err)
+		time.Sleep(time.Second)
 	}
 }
 

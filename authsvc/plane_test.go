@@ -14,6 +14,7 @@ import (
 	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/plane"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/userauth"
 )
 
@@ -148,5 +149,41 @@ func TestFencedAuthorizerIsSilent(t *testing.T) {
 	_, err := a.Authorize(t.Context(), &jwt.AuthorizationRequest{})
 	if !errors.Is(err, callout.ErrDropped) || !errors.Is(err, ErrFenced) {
 		t.Fatalf("fenced authorizer: %v, want a drop wrapping ErrFenced", err)
+	}
+}
+
+// TestCloseConfirmsClaimRelease: a plane claim release the broker refuses at close is
+// retried, and the lane's close is confirmed (Run returns) only once the claim reads
+// released.
+func TestCloseConfirmsClaimRelease(t *testing.T) {
+	f := startLane(t)
+	ctx := t.Context()
+	js := f.Provisioner(testSpace)
+	s, err := js.Stream(ctx, "KV_"+provision.BucketAuth(testSpace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	orig := cfg.MaxMsgSize
+	cfg.MaxMsgSize = 1 // the released row no longer fits
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	f.cancel()
+	if ended, err := f.ended(2500 * time.Millisecond); ended {
+		t.Fatalf("the lane closed with its claim unreleased: %v", err)
+	}
+	if row := f.planeRow(t); row.State != plane.StateHeld {
+		t.Fatalf("claim while the release is refused: %s", row.State)
+	}
+	cfg.MaxMsgSize = orig
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if ended, err := f.ended(deadline); !ended || err != nil {
+		t.Fatalf("close: ended %v, %v", ended, err)
+	}
+	if row := f.planeRow(t); row.State != plane.StateReleased {
+		t.Fatalf("claim after the close: %s", row.State)
 	}
 }

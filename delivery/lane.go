@@ -221,13 +221,9 @@ func (r *run) serve(ctx context.Context, ready func()) (err error) {
 	fenced := false
 	defer func() {
 		if r.cfg.abandon || fenced || !r.nc.IsConnected() {
-			return
+			return // a broker that is gone cannot be asked; the lease expires by itself
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opTimeout)
-		defer cancel()
-		if rerr := r.lease.release(rctx); rerr != nil {
-			r.log.Warn("lease not released; it expires by itself", "err", rerr)
-		}
+		r.releaseLease(context.WithoutCancel(ctx))
 	}()
 
 	wctx, stopWorkers := context.WithCancel(ctx)
@@ -259,6 +255,35 @@ func (r *run) serve(ctx context.Context, ready func()) (err error) {
 	err = r.loop(ctx, renew, leaseEvents)
 	fenced = errors.Is(err, ErrFenced)
 	return err
+}
+
+// releaseRetry is how often a close retries a lease release the broker refused.
+const releaseRetry = time.Second
+
+// releaseLease releases the lease as the lane closes. A release the broker refuses is
+// retried every releaseRetry until it succeeds, the connection is lost, or the row has
+// expired by itself (a TTL after this run last wrote it): until then the lane has not
+// confirmed its close, and a host holds its manifest acknowledgment back.
+func (r *run) releaseLease(ctx context.Context) {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, r.opTimeout)
+		err := r.lease.release(rctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		expires := r.lease.wrote.Add(r.lease.ttl)
+		if !r.nc.IsConnected() || !time.Now().Before(expires) {
+			r.log.Warn("lease not released; it expires by itself", "err", err, "expires", expires)
+			return
+		}
+		r.log.Warn("lease not released; retrying before the close is confirmed", "err", err, "expires", expires)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(releaseRetry, time.Until(expires))):
+		}
+	}
 }
 
 // acquire takes the lease; while it waits for a held one, a broker gone for BrokerGone

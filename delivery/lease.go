@@ -54,8 +54,14 @@ type lease struct {
 	kv   jetstream.KeyValue
 	ttl  time.Duration
 	me   LeaseInfo
-	rev  uint64 // the revision this run last wrote; 0 when it holds nothing
-	held bool
+	rev   uint64 // the revision this run last wrote; 0 when it holds nothing
+	held  bool
+	wrote time.Time // when this run last wrote the row: it expires a TTL later at the latest
+}
+
+// wroteAt records a successful write of the row at revision rev.
+func (l *lease) wroteAt(rev uint64) {
+	l.rev, l.held, l.wrote = rev, true, time.Now()
 }
 
 func (l *lease) value() []byte {
@@ -70,7 +76,7 @@ func (l *lease) acquire(ctx context.Context, wait bool, log func(LeaseInfo)) err
 	for {
 		rev, err := l.kv.Create(ctx, protocol.LeaseKey, l.value())
 		if err == nil {
-			l.rev, l.held = rev, true
+			l.wroteAt(rev)
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -128,7 +134,7 @@ func (l *lease) renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.rev = rev
+	l.wroteAt(rev)
 	return nil
 }
 
@@ -150,7 +156,7 @@ func (l *lease) recheck(ctx context.Context) (leaseReading, LeaseInfo, error) {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		rev, cerr := l.kv.Create(ctx, protocol.LeaseKey, l.value())
 		if cerr == nil {
-			l.rev, l.held = rev, true
+			l.wroteAt(rev)
 			return leaseOurs, l.me, nil
 		}
 		if !errors.Is(cerr, jetstream.ErrKeyExists) {
@@ -168,7 +174,7 @@ func (l *lease) recheck(ctx context.Context) (leaseReading, LeaseInfo, error) {
 		l.held = false // never touch a successor's row
 		return leaseTaken, info, nil
 	}
-	l.rev, l.held = e.Revision(), true
+	l.rev, l.held, l.wrote = e.Revision(), true, e.Created()
 	return leaseOurs, info, nil
 }
 

@@ -195,3 +195,40 @@ func TestBrokerGone(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseConfirmsRelease: a lease release the broker refuses at close is retried, and
+// the lane's close is confirmed (Run returns) only once the release goes through.
+func TestCloseConfirmsRelease(t *testing.T) {
+	m := newMesh(t, 30*time.Second)
+	d := serve(t, m.lane())
+	ctx := t.Context()
+	s, err := m.js.Stream(ctx, "KV_"+protocol.BucketDelivery(space))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	orig := cfg.MaxMsgSize
+	cfg.MaxMsgSize = 1 // the release's delete marker no longer fits
+	if _, err := m.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	d.cancel()
+	select {
+	case err := <-d.done:
+		t.Fatalf("the lane closed with its lease unreleased: %v", err)
+	case <-time.After(2*releaseRetry + releaseRetry/2):
+	}
+	if _, held, err := ReadLease(ctx, m.js, space); err != nil || !held {
+		t.Fatalf("lease while the release is refused: held %v, %v", held, err)
+	}
+	cfg.MaxMsgSize = orig
+	if _, err := m.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ended(t); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if _, held, err := ReadLease(ctx, m.js, space); err != nil || held {
+		t.Fatalf("lease after the close: held %v, %v", held, err)
+	}
+}
