@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -64,7 +66,8 @@ func TestParseArgs(t *testing.T) {
 	}
 }
 
-// TestRun: an embedder runs one space's auth service with its secrets in its own store.
+// TestRun: an embedder runs the auth service with its secrets in its own store, for one
+// space (--space) and as a host (--spaces) alike.
 func TestRun(t *testing.T) {
 	f := startLane(t)
 	if err := f.stop(t); err != nil {
@@ -73,33 +76,44 @@ func TestRun(t *testing.T) {
 	if _, err := Enable(f.Chain, testSpace, "https://idp.test", "cotal"); err != nil {
 		t.Fatal(err)
 	}
-	store := &memStore{m: map[string][]byte{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, []string{"--trust", f.Chain.Dir(), "--server", f.URL, "--space", testSpace}, store)
-	}()
-	waitFor(t, deadline, "auth-service.json", func() bool {
-		_, err := ReadStatus(f.dir)
-		return err == nil
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
+	manifest := filepath.Join(t.TempDir(), "spaces.json")
+	if err := os.WriteFile(manifest, []byte(`{"version": 2, "spaces": [{"space": "`+testSpace+`"}]}`), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	store.mu.Lock()
-	defer store.mu.Unlock()
-	for _, k := range []string{"issuer.json", "owner-secret.json"} {
-		found := false
-		for key := range store.m {
-			found = found || strings.HasSuffix(key, "/"+k)
-		}
-		if !found {
-			t.Errorf("the store holds no %s: %v", k, keys(store.m))
-		}
-	}
-	if _, err := ReadStatus(f.dir); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("status after Run: %v", err)
+	for _, c := range []struct{ name, flag, value string }{
+		{"one space", "--space", testSpace},
+		{"host", "--spaces", manifest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := &memStore{m: map[string][]byte{}}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(ctx, []string{"--trust", f.Chain.Dir(), "--server", f.URL, c.flag, c.value}, store)
+			}()
+			waitFor(t, deadline, "auth-service.json", func() bool {
+				_, err := ReadStatus(f.dir)
+				return err == nil
+			})
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			for _, k := range []string{"issuer.json", "owner-secret.json"} {
+				found := false
+				for key := range store.m {
+					found = found || strings.HasSuffix(key, "/"+k)
+				}
+				if !found {
+					t.Errorf("the store holds no %s: %v", k, keys(store.m))
+				}
+			}
+			if _, err := ReadStatus(f.dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("status after Run: %v", err)
+			}
+		})
 	}
 }
 
