@@ -175,6 +175,16 @@ func TestHost(t *testing.T) {
 		bearers[s] = x
 		st, _ := ReadStatus(StateDir(m.Chain.Dir(), s))
 		ports[st.URL] = true
+		// An agent of the space too: it exchanges the person's bearer at the same exchange.
+		agent, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(t.Context(),
+			exchange.Request{Owner: x.Owner, Actor: "alice", ActorToken: x.Token})
+		if err != nil {
+			t.Fatalf("%s agent exchange: %v", s, err)
+		}
+		if nc, err = m.dialWith(s, agent); err != nil {
+			t.Fatalf("%s agent: %v", s, err)
+		}
+		nc.Close()
 	}
 	if len(ports) != 3 {
 		t.Fatalf("three lanes share exchange URLs: %v", ports)
