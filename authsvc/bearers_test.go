@@ -26,6 +26,21 @@ func (f *laneFixture) dialBearer(owner, actor, token string, opts ...nats.Option
 		nats.CustomInboxPrefix(trust.PrincipalInboxPrefix(owner, actor)), nats.Timeout(deadline), nats.NoReconnect()}, opts...)...)
 }
 
+// exchange trades the fake IdP's token for a bearer of actor at the lane's loopback
+// exchange.
+func (f *laneFixture) exchange(t *testing.T, actor string) exchange.Response {
+	t.Helper()
+	st, err := ReadStatus(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(t.Context(), exchange.Request{IDToken: "idtok", Actor: actor})
+	if err != nil {
+		t.Fatalf("exchange for %s: %v", actor, err)
+	}
+	return x
+}
+
 // TestBearers: a human's bearer exchanges for an agent bearer that connects and posts; an
 // expired bearer and a bearer of another space are refused at connect.
 func TestBearers(t *testing.T) {
@@ -102,14 +117,7 @@ func TestSessionOutlivesBearers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := ReadStatus(f.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(t.Context(), exchange.Request{IDToken: "idtok", Actor: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := f.exchange(t, "alice")
 	var fetches atomic.Int32
 	fetch := func(context.Context) (exchange.Response, error) {
 		fetches.Add(1)

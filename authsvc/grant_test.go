@@ -12,9 +12,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/cotal-ai/cotal/bearer"
-	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/protocol"
-	"github.com/cotal-ai/cotal/userauth"
 )
 
 // TestGrantNamesThePrincipal: what the lane's authorizer grants a bearer is named
@@ -22,14 +20,7 @@ import (
 // with the bearer.
 func TestGrantNamesThePrincipal(t *testing.T) {
 	f := startLane(t)
-	st, err := ReadStatus(f.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(t.Context(), exchange.Request{IDToken: "idtok", Actor: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := f.exchange(t, "alice")
 	store := bearer.FileStore{Dir: f.dir}
 	issuer, err := bearer.LoadFrom(store, testSpace)
 	if err != nil {
@@ -79,14 +70,7 @@ func TestGrantNamesThePrincipal(t *testing.T) {
 // with it.
 func TestConnectionEndsWithItsBearer(t *testing.T) {
 	f := startLane(t)
-	st, err := ReadStatus(f.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(t.Context(), exchange.Request{IDToken: "idtok", Actor: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := f.exchange(t, "alice")
 	iss, err := bearer.Load(f.dir, testSpace)
 	if err != nil {
 		t.Fatal(err)

@@ -11,11 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cotal-ai/cotal/callout"
-	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/plane"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
-	"github.com/cotal-ai/cotal/userauth"
 )
 
 // oracleSays answers every liveness question with state for both tuples.
@@ -97,14 +95,7 @@ func TestPlaneClaim(t *testing.T) {
 // refused.
 func TestFence(t *testing.T) {
 	f := startLane(t)
-	st, err := ReadStatus(f.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(t.Context(), exchange.Request{IDToken: "idtok", Actor: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := f.exchange(t, "alice")
 	if nc, err := f.dialBearer(x.Owner, x.Actor, x.Token); err != nil {
 		t.Fatalf("before the kick: %v", err)
 	} else {

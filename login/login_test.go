@@ -156,7 +156,10 @@ func TestLoginRequiredToken(t *testing.T) {
 // TestLoginTokenRefresh: Token serves the cached ID token while it is fresh, refreshes it
 // within RefreshMargin of expiry (saving the rotated refresh token), and sends the person
 // to cotal login once the provider refuses the refresh token.
-func TestLoginTokenRefresh(t *testing.T) {
+// loggedIn logs dave in at a fresh issuer whose ID tokens live 5 minutes and saves the
+// session in a fresh store.
+func loggedIn(t *testing.T) (*flow, *oidctest.Issuer, Config, *Session, Store) {
+	t.Helper()
 	f := &flow{clk: newClock()}
 	iss := oidctest.Start(t, &oidctest.Issuer{AutoApprove: "dave", TokenTTL: 5 * time.Minute, Now: f.clk.Now})
 	cfg := f.config(iss, nil)
@@ -168,6 +171,11 @@ func TestLoginTokenRefresh(t *testing.T) {
 	if err := st.Save(s); err != nil {
 		t.Fatal(err)
 	}
+	return f, iss, cfg, s, st
+}
+
+func TestLoginTokenRefresh(t *testing.T) {
+	f, iss, cfg, s, st := loggedIn(t)
 	tok, err := Token(t.Context(), cfg, st)
 	if err != nil || tok != s.IDToken || iss.Refreshes() != 0 {
 		t.Fatalf("fresh token: refreshed %d times, err %v", iss.Refreshes(), err)
@@ -201,17 +209,7 @@ func TestLoginTokenRefresh(t *testing.T) {
 // it once between them (the provider rotates refresh tokens, so a second refresh with the
 // spent one would be refused) and all get the refreshed token.
 func TestLoginTokenConcurrentRefresh(t *testing.T) {
-	f := &flow{clk: newClock()}
-	iss := oidctest.Start(t, &oidctest.Issuer{AutoApprove: "dave", TokenTTL: 5 * time.Minute, Now: f.clk.Now})
-	cfg := f.config(iss, nil)
-	s, err := Login(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := Store{Dir: filepath.Join(t.TempDir(), "logins")}
-	if err := st.Save(s); err != nil {
-		t.Fatal(err)
-	}
+	f, iss, cfg, s, st := loggedIn(t)
 	f.clk.add(4*time.Minute + 30*time.Second)
 	const callers = 8
 	tokens := make(chan string, callers)
