@@ -3,25 +3,16 @@ package authsvc
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/cotal-ai/cotal/internal/connz"
 )
 
-const (
-	// connzPage is how many connections one CONNZ request lists.
-	connzPage = 1024
-	// firstReply is how long Evict waits for the first server to answer its CONNZ ping.
-	firstReply = 5 * time.Second
-	// quiet is how long without a further answer after which Evict takes every server to
-	// have answered.
-	quiet = 250 * time.Millisecond
-)
+// connzPage is how many connections one CONNZ request lists.
+const connzPage = 1024
 
 // Evict closes, from the broker's side, every open connection of the data account account
 // for which match(user) holds, user being the connection's authorized user as the broker
@@ -38,9 +29,9 @@ func Evict(ctx context.Context, sys *nats.Conn, account string, match func(user 
 // evict is Evict listing pageSize connections per CONNZ request.
 func evict(ctx context.Context, sys *nats.Conn, account string, match func(user string) bool, pageSize int) (int, error) {
 	req := map[string]any{"acc": account, "auth": true, "limit": pageSize}
-	pages, err := pingConnz(ctx, sys, req)
+	pages, err := connz.Ask(ctx, sys, "$SYS.REQ.SERVER.PING.CONNZ", req, nil)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("evict: list connections: %w", err)
 	}
 	// List every victim before kicking any: a kick would shift the later pages.
 	victims := map[string][]uint64{} // server ID -> CIDs
@@ -56,9 +47,11 @@ func evict(ctx context.Context, sys *nats.Conn, account string, match func(user 
 				break
 			}
 			req["offset"] = offset
-			if page, err = requestConnz(ctx, sys, server, req); err != nil {
-				return 0, err
+			next, err := connz.Ask(ctx, sys, "$SYS.REQ.SERVER."+server+".CONNZ", req, func([]*connz.Page) bool { return true })
+			if err != nil {
+				return 0, fmt.Errorf("evict: list connections of server %s: %w", server, err)
 			}
+			page = next[0]
 		}
 	}
 	n := 0
@@ -74,60 +67,6 @@ func evict(ctx context.Context, sys *nats.Conn, account string, match func(user 
 		}
 	}
 	return n, nil
-}
-
-// pingConnz sends req to every server ($SYS.REQ.SERVER.PING.CONNZ) and returns their
-// answers, once none has come for quiet (firstReply for the first one).
-func pingConnz(ctx context.Context, sys *nats.Conn, req map[string]any) ([]*connz.Page, error) {
-	inbox := sys.NewInbox()
-	sub, err := sys.SubscribeSync(inbox)
-	if err != nil {
-		return nil, fmt.Errorf("evict: list connections: %w", err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	body, _ := json.Marshal(req)
-	if err := sys.PublishRequest("$SYS.REQ.SERVER.PING.CONNZ", inbox, body); err != nil {
-		return nil, fmt.Errorf("evict: list connections: %w", err)
-	}
-	var pages []*connz.Page
-	for wait := firstReply; ; wait = quiet {
-		waitCtx, cancel := context.WithTimeout(ctx, wait)
-		msg, err := sub.NextMsgWithContext(waitCtx)
-		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
-			if len(pages) == 0 {
-				return nil, fmt.Errorf("evict: list connections: no server answered in %s", wait)
-			}
-			return pages, nil
-		case err != nil:
-			return nil, fmt.Errorf("evict: list connections: %w", err)
-		}
-		page, err := decodeConnz(msg)
-		if err != nil {
-			return nil, err
-		}
-		pages = append(pages, page)
-	}
-}
-
-// requestConnz asks server alone for its connections (a further page of them).
-func requestConnz(ctx context.Context, sys *nats.Conn, server string, req map[string]any) (*connz.Page, error) {
-	body, _ := json.Marshal(req)
-	msg, err := sys.RequestWithContext(ctx, "$SYS.REQ.SERVER."+server+".CONNZ", body)
-	if err != nil {
-		return nil, fmt.Errorf("evict: list connections of server %s: %w", server, err)
-	}
-	return decodeConnz(msg)
-}
-
-// decodeConnz reads a CONNZ answer; a server that answers with an error is an error.
-func decodeConnz(msg *nats.Msg) (*connz.Page, error) {
-	page, err := connz.Decode(msg.Data)
-	if err != nil {
-		return nil, fmt.Errorf("evict: %w", err)
-	}
-	return page, nil
 }
 
 // kick closes connection cid of server. A connection that closed since it was listed

@@ -1,14 +1,15 @@
 package authsvc
 
 import (
-	"net"
 	"testing"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/cotal-ai/cotal/internal/meshtest"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
 )
 
 // TestEvictCluster evicts a user connected to both servers of a two-server cluster through
@@ -21,38 +22,40 @@ func TestEvictCluster(t *testing.T) {
 }
 
 func testEvictCluster(t *testing.T, pageSize int) {
-	op, _ := nkeys.CreateOperator()
-	opPub, _ := op.PublicKey()
-	opJWT := evictSign(t, jwt.NewOperatorClaims(opPub), op)
-	sysAcct, _ := nkeys.CreateAccount()
-	sysPub, _ := sysAcct.PublicKey()
-	dataAcct, _ := nkeys.CreateAccount()
-	dataPub, _ := dataAcct.PublicKey()
-	accounts := map[string]string{
-		sysPub:  evictSign(t, jwt.NewAccountClaims(sysPub), op),
-		dataPub: evictSign(t, jwt.NewAccountClaims(dataPub), op),
+	chain, err := trust.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	a := evictServer(t, opJWT, sysPub, accounts, nil)
-	b := evictServer(t, opJWT, sysPub, accounts, a.ClusterAddr())
+	acct, err := chain.Space(testSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := meshtest.Cluster(t, chain, 2)
+	a, b := servers[0], servers[1]
+	sysCreds, err := chain.SystemCreds(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := meshtest.ConnectTo(t, a.ClientURL(), sysCreds)
 
-	sys := evictConnect(t, a, sysAcct, nil)
-	evictWait(t, "server b answering through server a", func() bool { // b's system subscriptions reached a
-		_, err := sys.Request("$SYS.REQ.SERVER."+b.ID()+".IDZ", nil, time.Second)
-		return err == nil
-	})
-
-	victim, _ := nkeys.CreateUser()
-	victimPub, _ := victim.PublicKey()
-	bystander, _ := nkeys.CreateUser()
+	mint := func(name string) []byte {
+		creds, err := acct.Mint(trust.UserSpec{Name: name, Profile: trust.ProfileObserver,
+			Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return creds
+	}
+	victim, bystander := mint("victim"), mint("bystander")
 	gone := make(chan *nats.Conn, 3)
 	onGone := nats.DisconnectErrHandler(func(nc *nats.Conn, _ error) { gone <- nc })
 	// The bystander first: b lists the victim on a later page when pages hold one.
-	stays := evictConnect(t, b, dataAcct, bystander, onGone)
-	onA := evictConnect(t, a, dataAcct, victim, onGone)
-	onB := evictConnect(t, b, dataAcct, victim, onGone)
+	stays := meshtest.ConnectTo(t, b.ClientURL(), bystander, onGone, nats.NoReconnect())
+	onA := meshtest.ConnectTo(t, a.ClientURL(), victim, onGone, nats.NoReconnect())
+	onB := meshtest.ConnectTo(t, b.ClientURL(), victim, onGone, nats.NoReconnect())
 
 	// A connection with a plain user JWT is reported with the user's public key.
-	n, err := evict(t.Context(), sys, dataPub, func(user string) bool { return user == victimPub }, pageSize)
+	n, err := evict(t.Context(), sys, acct.PublicKey(), func(user string) bool { return user == userKey(t, victim) }, pageSize)
 	if err != nil {
 		t.Fatalf("evict: %v", err)
 	}
@@ -76,79 +79,20 @@ func testEvictCluster(t *testing.T, pageSize int) {
 	}
 }
 
-// evictServer starts an operator-mode nats-server on loopback, random ports, in a cluster
-// with the server at route if route is not nil, and shuts it down when the test ends.
-func evictServer(t *testing.T, opJWT, sysPub string, accounts map[string]string, route net.Addr) *server.Server {
+// userKey is the public key of the user holding creds.
+func userKey(t *testing.T, creds []byte) string {
 	t.Helper()
-	op, err := jwt.DecodeOperatorClaims(opJWT)
+	c, err := trust.ReadCreds(creds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := &server.MemAccResolver{}
-	for pub, token := range accounts {
-		if err := res.Store(pub, token); err != nil {
-			t.Fatal(err)
-		}
-	}
-	opts := &server.Options{
-		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		Cluster:          server.ClusterOpts{Name: "evict", Host: "127.0.0.1", Port: -1},
-		TrustedOperators: []*jwt.OperatorClaims{op},
-		SystemAccount:    sysPub,
-		AccountResolver:  res,
-	}
-	if route != nil {
-		opts.Routes = server.RoutesFromStr("nats://" + route.String())
-	}
-	s, err := server.NewServer(opts)
+	kp, err := nkeys.FromSeed([]byte(c.Seed))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(deadline) {
-		t.Fatal("server not ready")
-	}
-	if route != nil {
-		evictWait(t, "the route", func() bool { return s.NumRoutes() > 0 })
-	}
-	return s
-}
-
-// evictWait polls cond until it holds, failing the test after deadline.
-func evictWait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for until := time.Now().Add(deadline); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(until) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-// evictConnect connects to s as user (a fresh one if nil) of acct, without reconnecting,
-// closed when the test ends.
-func evictConnect(t *testing.T, s *server.Server, acct, user nkeys.KeyPair, opts ...nats.Option) *nats.Conn {
-	t.Helper()
-	if user == nil {
-		user, _ = nkeys.CreateUser()
-	}
-	pub, _ := user.PublicKey()
-	token := evictSign(t, jwt.NewUserClaims(pub), acct)
-	seed, _ := user.Seed()
-	nc, err := nats.Connect(s.ClientURL(), append(opts, nats.UserJWTAndSeed(token, string(seed)), nats.NoReconnect())...)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
-}
-
-// evictSign encodes claims signed by kp.
-func evictSign(t *testing.T, claims jwt.Claims, kp nkeys.KeyPair) string {
-	t.Helper()
-	token, err := claims.Encode(kp)
+	pub, err := kp.PublicKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return token
+	return pub
 }

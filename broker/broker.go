@@ -25,8 +25,9 @@ const ServerName = "cotal"
 // DefaultPort is the client port tried when Server.Port is 0.
 const DefaultPort = 4222
 
-// maxControlLine bounds a protocol line; subjects carry long channel names.
-const maxControlLine = 65536
+// MaxControlLine bounds a protocol line; subjects carry long channel names, and CONNECT
+// carries a user JWT with many permissions.
+const MaxControlLine = 65536
 
 // readyTimeout bounds the readiness wait when the Start context has no deadline.
 const readyTimeout = 10 * time.Second
@@ -242,7 +243,7 @@ func (s *Server) options(host string, port int, debug bool) (*server.Options, er
 		NoSigs:                 true,
 		NoLog:                  s.Logger == nil,
 		Debug:                  debug,
-		MaxControlLine:         maxControlLine,
+		MaxControlLine:         MaxControlLine,
 		DisableJetStreamBanner: true,
 	}
 	if s.OperatorJWT == "" {

@@ -64,8 +64,9 @@ type Lane struct {
 	// Creds is the daemon's credential (profile delivery) of the space's account, in creds
 	// file format; required. It never mints: members' ACLs come from their own credentials.
 	Creds []byte
-	// SystemCreds is an optional system-account credential. With it the oracle asks
-	// $SYS.REQ.ACCOUNT.<account>.CONNZ over a system connection; without it, the broker's
+	// SystemCreds is an optional system-account credential. With it the oracle asks the
+	// server a connection tuple names ($SYS.REQ.SERVER.<id>.CONNZ, filtered to the space's
+	// account) over a system connection; without it, every server through the broker's
 	// per-account CONNZ import from the daemon's own connection, which the broker scopes to
 	// the same account.
 	SystemCreds []byte
@@ -480,7 +481,7 @@ func (r *run) start(ctx context.Context, wg *sync.WaitGroup) error {
 
 // newOracle builds the liveness oracle's broker access.
 func (r *run) newOracle() (*oracle, error) {
-	o := &oracle{r: r, nc: r.nc, subject: "$SYS.REQ.ACCOUNT.PING.CONNZ"}
+	o := &oracle{r: r, nc: r.nc}
 	if len(r.cfg.SystemCreds) == 0 {
 		return o, nil
 	}
@@ -495,7 +496,7 @@ func (r *run) newOracle() (*oracle, error) {
 		o.nc, o.note = nil, "no system connection: "+err.Error()
 		return o, nil
 	}
-	o.nc, o.subject = nc, "$SYS.REQ.ACCOUNT."+r.verify.account+".CONNZ"
+	o.nc, o.account = nc, r.verify.account
 	return o, nil
 }
 

@@ -51,9 +51,9 @@ func ReadLease(ctx context.Context, js jetstream.JetStream, space string) (Lease
 
 // lease is this run's hold on lease.0. Only the run's main loop touches it.
 type lease struct {
-	kv   jetstream.KeyValue
-	ttl  time.Duration
-	me   LeaseInfo
+	kv    jetstream.KeyValue
+	ttl   time.Duration
+	me    LeaseInfo
 	rev   uint64 // the revision this run last wrote; 0 when it holds nothing
 	held  bool
 	wrote time.Time // when this run last wrote the row: it expires a TTL later at the latest

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 
@@ -17,10 +18,12 @@ import (
 // The liveness oracle (cotal.<space>.ctl.delivery-admin.<owner>.<actor>, op
 // planeConnLiveness): is a connection the auth service recorded for a plane claim still
 // open? The daemon asks the broker itself, CONNZ scoped to the space's account, one lookup
-// per tuple by connection id. "gone" is said only when every lookup was answered by the
-// server the tuple names; a sweep that is not complete answers "unknown", which callers
-// treat as "may be live". Valid under a single nats-server (the connection ids are that
-// server's).
+// per tuple by connection id, answered by the server the tuple names (a connection id is
+// that server's): over a system connection the daemon asks that server alone
+// ($SYS.REQ.SERVER.<id>.CONNZ), over the account's own import every server answers
+// ($SYS.REQ.ACCOUNT.PING.CONNZ) and the named server's answer counts. "gone" is said only
+// when every lookup was answered by the server its tuple names; a sweep that is not
+// complete answers "unknown", which callers treat as "may be live".
 
 // maxSafeInt is the largest integer a JSON number carries exactly (2^53 - 1).
 const maxSafeInt = 1<<53 - 1
@@ -31,7 +34,7 @@ var userNkeyRE = regexp.MustCompile(`^U[A-Z2-7]{55}$`)
 type oracle struct {
 	r       *run
 	nc      *nats.Conn // asks CONNZ; nil when the oracle cannot sweep
-	subject string     // $SYS.REQ.ACCOUNT.<account>.CONNZ (system creds) or the account's own import
+	account string     // with a system connection, the space's account; "" over the import
 	note    string     // why nc is nil
 }
 
@@ -101,32 +104,39 @@ func (o *oracle) liveness(ctx context.Context, a protocol.LivenessArgs) protocol
 	if o.nc == nil {
 		return decide(a, lookup{err: o.note}, lookup{err: o.note})
 	}
-	ledger := o.lookup(ctx, a.Ledger.CID)
+	ledger := o.lookup(ctx, a.Ledger)
 	records := ledger
-	if a.Records.CID != a.Ledger.CID {
-		records = o.lookup(ctx, a.Records.CID)
+	if a.Records.CID != a.Ledger.CID || a.Records.ServerID != a.Ledger.ServerID {
+		records = o.lookup(ctx, a.Records)
 	}
 	return decide(a, ledger, records)
 }
 
-// lookup asks the broker for the open connection cid of the space's account.
-func (o *oracle) lookup(ctx context.Context, cid uint64) lookup {
-	body, _ := json.Marshal(struct {
-		CID   uint64 `json:"cid"`
-		Auth  bool   `json:"auth"`
-		State int    `json:"state"` // open connections
-	}{CID: cid, Auth: true})
-	msg, err := o.nc.RequestWithContext(ctx, o.subject, body)
-	if err != nil {
-		return lookup{err: fmt.Sprintf("CONNZ %s: %v", o.subject, err)}
+// lookup asks the server t names for its open connection t.CID of the space's account.
+func (o *oracle) lookup(ctx context.Context, t protocol.ConnTuple) lookup {
+	req := struct {
+		Account string `json:"acc,omitempty"`
+		CID     uint64 `json:"cid"`
+		Auth    bool   `json:"auth"`
+		State   int    `json:"state"` // open connections
+	}{Account: o.account, CID: t.CID, Auth: true}
+	subject := "$SYS.REQ.ACCOUNT.PING.CONNZ"
+	if o.account != "" {
+		subject = "$SYS.REQ.SERVER." + t.ServerID + ".CONNZ"
 	}
-	page, err := connz.Decode(msg.Data)
+	pages, err := connz.Ask(ctx, o.nc, subject, req, func(pages []*connz.Page) bool {
+		return pages[len(pages)-1].Server == t.ServerID
+	})
 	if err != nil {
 		return lookup{err: "CONNZ: " + err.Error()}
 	}
+	page := pages[0] // another server's, when the named one did not answer
+	if i := slices.IndexFunc(pages, func(p *connz.Page) bool { return p.Server == t.ServerID }); i >= 0 {
+		page = pages[i]
+	}
 	l := lookup{answered: true, server: page.Server}
 	for _, c := range page.Conns {
-		if c.CID == cid {
+		if c.CID == t.CID {
 			l.found, l.user = true, c.User
 		}
 	}

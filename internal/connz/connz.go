@@ -4,8 +4,13 @@
 package connz
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Conn is one listed connection.
@@ -53,4 +58,57 @@ func Decode(data []byte) (*Page, error) {
 		p.Server = resp.Server.ID
 	}
 	return p, nil
+}
+
+// Collection bounds of Ask.
+const (
+	// FirstAnswer is how long Ask waits for the first server to answer.
+	FirstAnswer = 5 * time.Second
+	// Quiet is how long without a further answer after which Ask takes every server to
+	// have answered.
+	Quiet = 250 * time.Millisecond
+)
+
+// Ask publishes a CONNZ request on subject and collects the servers' answers: a PING
+// subject ($SYS.REQ.SERVER.PING.CONNZ, $SYS.REQ.ACCOUNT.PING.CONNZ) is answered by every
+// server of a cluster, a server's own subject by that server. It returns once enough
+// reports true for the answers so far (nil: never), once Quiet passed without a further
+// answer, or with an error when no server answered within FirstAnswer, an answer does not
+// decode, or ctx ends first.
+func Ask(ctx context.Context, nc *nats.Conn, subject string, req any, enough func([]*Page) bool) ([]*Page, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("connection listing request: %w", err)
+	}
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("ask %s: %w", subject, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(subject, inbox, body); err != nil {
+		return nil, fmt.Errorf("ask %s: %w", subject, err)
+	}
+	var pages []*Page
+	for wait := FirstAnswer; ; wait = Quiet {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		msg, err := sub.NextMsgWithContext(wctx)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			if len(pages) == 0 {
+				return nil, fmt.Errorf("ask %s: no server answered in %s", subject, wait)
+			}
+			return pages, nil
+		case err != nil:
+			return nil, fmt.Errorf("ask %s: %w", subject, err)
+		}
+		page, err := Decode(msg.Data)
+		if err != nil {
+			return nil, err
+		}
+		if pages = append(pages, page); enough != nil && enough(pages) {
+			return pages, nil
+		}
+	}
 }

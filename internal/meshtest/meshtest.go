@@ -113,16 +113,7 @@ func (m *Mesh) Mint(space string, spec trust.UserSpec) []byte {
 // options; the connection is closed when the test ends.
 func (m *Mesh) Connect(creds []byte, opts ...nats.Option) *nats.Conn {
 	m.t.Helper()
-	c, err := trust.ReadCreds(creds)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	nc, err := nats.Connect(m.URL, append(c.Options(), opts...)...)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	m.t.Cleanup(nc.Close)
-	return nc
+	return ConnectTo(m.t, m.URL, creds, opts...)
 }
 
 // ProvisionerSpec is a provisioner credential named name, standing for the local actor op.
