@@ -64,11 +64,10 @@ type Lane struct {
 	// Creds is the daemon's credential (profile delivery) of the space's account, in creds
 	// file format; required. It never mints: members' ACLs come from their own credentials.
 	Creds []byte
-	// SystemCreds is an optional system-account credential. With it the oracle asks the
-	// server a connection tuple names ($SYS.REQ.SERVER.<id>.CONNZ, filtered to the space's
-	// account) over a system connection; without it, every server through the broker's
-	// per-account CONNZ import from the daemon's own connection, which the broker scopes to
-	// the same account.
+	// SystemCreds is an optional system-account credential. With it the oracle asks every
+	// server ($SYS.REQ.SERVER.PING.CONNZ, filtered to the space's account) over a system
+	// connection; without it, through the broker's per-account CONNZ import from the
+	// daemon's own connection, which the broker scopes to the same account.
 	SystemCreds []byte
 	Logger      *slog.Logger // nil means discard
 	Instance    string       // this run's lease identity; "" means a random one per Run

@@ -18,12 +18,12 @@ import (
 // The liveness oracle (cotal.<space>.ctl.delivery-admin.<owner>.<actor>, op
 // planeConnLiveness): is a connection the auth service recorded for a plane claim still
 // open? The daemon asks the broker itself, CONNZ scoped to the space's account, one lookup
-// per tuple by connection id, answered by the server the tuple names (a connection id is
-// that server's): over a system connection the daemon asks that server alone
-// ($SYS.REQ.SERVER.<id>.CONNZ), over the account's own import every server answers
-// ($SYS.REQ.ACCOUNT.PING.CONNZ) and the named server's answer counts. "gone" is said only
-// when every lookup was answered by the server its tuple names; a sweep that is not
-// complete answers "unknown", which callers treat as "may be live".
+// per tuple by connection id, which every server answers ($SYS.REQ.SERVER.PING.CONNZ over
+// a system connection, $SYS.REQ.ACCOUNT.PING.CONNZ over the account's own import) and the
+// server the tuple names decides (a connection id is that server's). A standalone broker
+// that is not the named server speaks for it too: the named one is the broker's past run.
+// "gone" is said only when every lookup was so answered; a sweep that is not complete
+// answers "unknown", which callers treat as "may be live".
 
 // maxSafeInt is the largest integer a JSON number carries exactly (2^53 - 1).
 const maxSafeInt = 1<<53 - 1
@@ -97,6 +97,7 @@ type lookup struct {
 	found    bool   // an open connection with the id exists in the space's account
 	user     string // its authenticated user nkey
 	err      string // why it was not answered
+	note     string // how an answer was reached, said in the result
 }
 
 // liveness looks both tuples up and decides.
@@ -122,7 +123,7 @@ func (o *oracle) lookup(ctx context.Context, t protocol.ConnTuple) lookup {
 	}{Account: o.account, CID: t.CID, Auth: true}
 	subject := "$SYS.REQ.ACCOUNT.PING.CONNZ"
 	if o.account != "" {
-		subject = "$SYS.REQ.SERVER." + t.ServerID + ".CONNZ"
+		subject = "$SYS.REQ.SERVER.PING.CONNZ"
 	}
 	pages, err := connz.Ask(ctx, o.nc, subject, req, func(pages []*connz.Page) bool {
 		return pages[len(pages)-1].Server == t.ServerID
@@ -130,10 +131,18 @@ func (o *oracle) lookup(ctx context.Context, t protocol.ConnTuple) lookup {
 	if err != nil {
 		return lookup{err: "CONNZ: " + err.Error()}
 	}
-	page := pages[0] // another server's, when the named one did not answer
-	if i := slices.IndexFunc(pages, func(p *connz.Page) bool { return p.Server == t.ServerID }); i >= 0 {
-		page = pages[i]
+	i := slices.IndexFunc(pages, func(p *connz.Page) bool { return p.Server == t.ServerID })
+	if i < 0 {
+		if len(pages) == 1 && pages[0].Cluster == "" {
+			// One standalone server answers for the space, and it is not the named one:
+			// that server process no longer runs (a restart takes a new server id), so
+			// neither does any of its connections.
+			return lookup{answered: true, server: t.ServerID,
+				note: fmt.Sprintf("server %s no longer runs: the broker is the standalone server %s", t.ServerID, pages[0].Server)}
+		}
+		return lookup{answered: true, server: pages[0].Server} // another server's answer: unknown
 	}
+	page := pages[i]
 	l := lookup{answered: true, server: page.Server}
 	for _, c := range page.Conns {
 		if c.CID == t.CID {
@@ -152,6 +161,9 @@ func decide(a protocol.LivenessArgs, ledger, records lookup) protocol.LivenessRe
 	var notes []string
 	one := func(t protocol.ConnTuple, l lookup) protocol.TupleState {
 		st := protocol.TupleState{Tuple: t, State: protocol.ConnUnknown}
+		if l.note != "" {
+			notes = append(notes, l.note)
+		}
 		switch {
 		case !l.answered:
 			notes = append(notes, l.err)

@@ -1,9 +1,11 @@
 package delivery
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
 	"github.com/cotal-ai/cotal/internal/meshtest"
@@ -47,24 +49,21 @@ func TestOracleCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := trust.ReadCreds(holderCreds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := nkeys.FromSeed([]byte(c.Seed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := kp.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := userKey(t, holderCreds)
 	tuple := protocol.ConnTuple{ServerID: b.ID(), CID: cid, UserNkey: pub}
 	args := protocol.LivenessArgs{Ledger: tuple, Records: tuple}
 
 	for name, o := range oracles {
 		if res := o.liveness(t.Context(), args); !res.SweepComplete || res.Ledger.State != protocol.ConnLive {
 			t.Errorf("%s, holder open: %+v", name, res)
+		}
+	}
+	// A server the cluster does not know may be a member cut off from it: unknown.
+	stranger := protocol.ConnTuple{ServerID: "NSTRANGER", CID: cid, UserNkey: pub}
+	for name, o := range oracles {
+		res := o.liveness(t.Context(), protocol.LivenessArgs{Ledger: stranger, Records: stranger})
+		if res.Ledger.State != protocol.ConnUnknown || res.Records.State != protocol.ConnUnknown {
+			t.Errorf("%s, a server not in the cluster: %+v", name, res)
 		}
 	}
 	holder.Close()
@@ -78,4 +77,54 @@ func TestOracleCluster(t *testing.T) {
 			t.Errorf("%s, holder closed: %+v", name, res)
 		}
 	}
+}
+
+// TestOracleAfterBrokerRestart: on a standalone broker that restarted (a new server id), a
+// plane connection of the previous run reads gone, saying why, so a crashed auth service's
+// successor can reclaim its plane.
+func TestOracleAfterBrokerRestart(t *testing.T) {
+	m := newMesh(t, 30*time.Second)
+	holderCreds := m.Mint(space, meshtest.ProvisionerSpec("plane"))
+	holder := m.Connect(holderCreds, nats.NoReconnect()) // a plane connection never reconnects
+	cid, err := holder.GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tuple := protocol.ConnTuple{ServerID: holder.ConnectedServerId(), CID: cid, UserNkey: userKey(t, holderCreds)}
+	m.restart()
+	if m.prov.ConnectedServerId() == tuple.ServerID {
+		t.Fatal("the restarted broker kept its server id")
+	}
+	sysCreds, err := m.Chain.SystemCreds(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracles := map[string]*oracle{
+		"system connection": {nc: m.Connect(sysCreds), account: m.Account(space).PublicKey()},
+		"account import":    {nc: m.Connect(m.Mint(space, meshtest.DeliverySpec()))},
+	}
+	for name, o := range oracles {
+		res := o.liveness(t.Context(), protocol.LivenessArgs{Ledger: tuple, Records: tuple})
+		if !res.SweepComplete || res.Ledger.State != protocol.ConnGone || !strings.Contains(res.Note, "no longer runs") {
+			t.Errorf("%s: %+v", name, res)
+		}
+	}
+}
+
+// userKey is the public key of the user holding creds.
+func userKey(t *testing.T, creds []byte) string {
+	t.Helper()
+	c, err := trust.ReadCreds(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := nkeys.FromSeed([]byte(c.Seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
 }

@@ -89,3 +89,32 @@ func TestConnTuple(t *testing.T) {
 		t.Fatal("a closed connection has a tuple")
 	}
 }
+
+// TestReclaimAfterBrokerRestart: a claim held when the (standalone) broker went down, as in
+// a machine crash, is reclaimed after the restart: the holder's connections named the
+// broker's previous run, which the oracle reads gone.
+func TestReclaimAfterBrokerRestart(t *testing.T) {
+	m := newMesh(t)
+	m.daemon()
+	ctx := t.Context()
+	_, ledger := m.scanner("cotal:auth-scan:team")
+	_, records := m.scanner("cotal:auth-records:team")
+	if _, err := m.claimer(m.oracle(), ledger, records).Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.Restart()
+	_, mineL := m.scanner("successor ledger")
+	_, mineR := m.scanner("successor records")
+	successor := m.claimer(m.oracle(), mineL, mineR)
+	var err error
+	meshtest.Until(t, "the plane reclaimed after the restart", deadline, func() bool {
+		_, err = successor.Acquire(ctx)
+		if err != nil && !Refused(err, ReasonUnknown) {
+			t.Fatalf("after the restart: %v", err)
+		}
+		return err == nil
+	})
+	if row, _ := m.stored(); row.Generation != 2 || row.Ledger != mineL {
+		t.Fatalf("after the reclaim: %+v", row)
+	}
+}

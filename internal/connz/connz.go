@@ -22,10 +22,12 @@ type Conn struct {
 	User string `json:"authorized_user"`
 }
 
-// Page is one server's answer: its id and the connections it listed.
+// Page is one server's answer: its id, its cluster's name ("" for a standalone server)
+// and the connections it listed.
 type Page struct {
-	Server string
-	Conns  []Conn
+	Server  string
+	Cluster string
+	Conns   []Conn
 }
 
 // Decode reads one server's answer. An error answer, or one without data, is an error
@@ -33,7 +35,8 @@ type Page struct {
 func Decode(data []byte) (*Page, error) {
 	var resp struct {
 		Server struct {
-			ID string `json:"id"`
+			ID      string `json:"id"`
+			Cluster string `json:"cluster"`
 		} `json:"server"`
 		Data *struct {
 			ID    string `json:"server_id"`
@@ -53,7 +56,7 @@ func Decode(data []byte) (*Page, error) {
 	if resp.Data == nil {
 		return nil, fmt.Errorf("server %s listed no connections", resp.Server.ID)
 	}
-	p := &Page{Server: resp.Data.ID, Conns: resp.Data.Conns}
+	p := &Page{Server: resp.Data.ID, Cluster: resp.Server.Cluster, Conns: resp.Data.Conns}
 	if p.Server == "" {
 		p.Server = resp.Server.ID
 	}
