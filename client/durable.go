@@ -284,7 +284,7 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 		}
 		return
 	}
-	e.surface(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, ack: m.Ack, nak: m.Nak})
+	e.surface(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, msg: m})
 }
 
 // leftBefore reports whether this endpoint left a channel matching ch, in this session,

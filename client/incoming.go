@@ -3,6 +3,8 @@ package client
 import (
 	"sync"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -15,25 +17,24 @@ type Incoming struct {
 	Durable    bool   // Ack commits a JetStream copy
 	Seq        uint64 // stream sequence of a JetStream copy, 0 for a live copy
 
-	ack func() error
-	nak func() error
+	msg jetstream.Msg // the JetStream copy that Ack and Nak settle; nil for a live copy
 }
 
 // Ack confirms a durable copy was handled, so it is not redelivered. It is a no-op for
 // live and historical copies.
 func (in *Incoming) Ack() error {
-	if in.ack == nil {
+	if in.msg == nil {
 		return nil
 	}
-	return in.ack()
+	return in.msg.Ack()
 }
 
 // Nak asks for a durable copy to be redelivered soon. It is a no-op for live copies.
 func (in *Incoming) Nak() error {
-	if in.nak == nil {
+	if in.msg == nil {
 		return nil
 	}
-	return in.nak()
+	return in.msg.Nak()
 }
 
 // dedupe remembers the last n non-empty message ids.

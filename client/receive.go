@@ -65,7 +65,7 @@ func (e *Endpoint) onDurable(m jetstream.Msg) {
 		}
 		return
 	}
-	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, ack: m.Ack, nak: m.Nak}
+	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, msg: m}
 	if md, err := m.Metadata(); err == nil {
 		in.Seq = md.Sequence.Stream
 	}

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -83,14 +82,12 @@ func (e *Endpoint) encode(subject string, m *protocol.Message) (*nats.Msg, error
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(m)
+	b, err := protocol.EncodeMessage(m) // byte for byte json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode message: %w", err)
 	}
-	msg := nats.NewMsg(subject)
-	msg.Data = b
-	msg.Header.Set(jetstream.MsgIDHeader, m.ID)
-	return msg, nil
+	// MsgIDHeader is in canonical form already: Header.Set would only canonicalize it again.
+	return &nats.Msg{Subject: subject, Data: b, Header: nats.Header{jetstream.MsgIDHeader: {m.ID}}}, nil
 }
 
 func (e *Endpoint) publish(ctx context.Context, subject string, m *protocol.Message) (Sent, error) {

@@ -239,6 +239,14 @@ func DecodeMessage(data []byte) (Message, error) {
 	if !utf8.Valid(data) {
 		return Message{}, errors.New("message is not valid UTF-8")
 	}
+	if m, ok := decodeCanonical(data); ok {
+		return m, nil
+	}
+	return decodeReflect(data)
+}
+
+// decodeReflect is DecodeMessage by encoding/json, for valid UTF-8 data.
+func decodeReflect(data []byte) (Message, error) {
 	// The fast path reads parts as plain structs in the same pass; only a message with an
 	// extension part, or one whose parts do not fit that shape, is read again part by part.
 	var w struct {

@@ -73,8 +73,14 @@ func Receive(subject string, data []byte) (Received, error) {
 	if err != nil {
 		return Received{}, &RejectError{ReasonMalformedJSON, err}
 	}
-	if m.From.ID != s.Sender.String() {
+	if !s.Sender.is(m.From.ID) {
 		return Received{}, &RejectError{ReasonSenderMismatch, fmt.Errorf("from.id %q is not the subject sender %q", m.From.ID, s.Sender)}
 	}
 	return Received{Subject: s, Kind: kind, Message: m}, nil
+}
+
+// is reports whether id is p's dot-form, p.String(), without building it.
+func (p Principal) is(id string) bool {
+	n := len(p.Owner)
+	return len(id) == n+1+len(p.Actor) && id[:n] == p.Owner && id[n] == '.' && id[n+1:] == p.Actor
 }

@@ -1,0 +1,559 @@
+package protocol
+
+import (
+	"encoding/json"
+	"strconv"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// The hot path of every send and receive: a hand-written encoder that writes exactly the
+// bytes json.Marshal writes for a Message, and a decoder for the canonical shape of an
+// envelope (the shape any encoder of the spec writes) that yields exactly what
+// json.Unmarshal would. Anything outside that shape goes to encoding/json unchanged.
+
+// EncodeMessage returns the JSON of m, byte for byte what json.Marshal(m) returns, and
+// fails where it fails.
+func EncodeMessage(m *Message) ([]byte, error) {
+	return AppendMessage(make([]byte, 0, 160+messageSize(m)), m)
+}
+
+// messageSize estimates the encoded size of m's variable parts.
+func messageSize(m *Message) int {
+	n := len(m.ID) + len(m.Space) + len(m.From.ID) + len(m.From.Name) + len(m.From.Role) +
+		len(m.Channel) + len(m.To) + len(m.ToService) + len(m.ReplyTo) + len(m.ContextID)
+	for _, s := range m.Mentions {
+		n += len(s) + 3
+	}
+	for i := range m.Parts {
+		p := &m.Parts[i]
+		n += len(p.Text) + len(p.Data) + len(p.Raw) + len(p.Name) + len(p.MediaType) + len(p.Digest) + 32
+	}
+	return n + n/8
+}
+
+// AppendMessage appends the JSON of m to dst, as EncodeMessage.
+func AppendMessage(dst []byte, m *Message) ([]byte, error) {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, m.ID)
+	dst = append(dst, `,"ts":`...)
+	dst = strconv.AppendInt(dst, m.TS, 10)
+	dst = append(dst, `,"space":`...)
+	dst = appendString(dst, m.Space)
+	dst = append(dst, `,"from":{"id":`...)
+	dst = appendString(dst, m.From.ID)
+	dst = append(dst, `,"name":`...)
+	dst = appendString(dst, m.From.Name)
+	if m.From.Role != "" {
+		dst = append(dst, `,"role":`...)
+		dst = appendString(dst, m.From.Role)
+	}
+	dst = append(dst, '}')
+	dst = appendOptional(dst, `,"channel":`, m.Channel)
+	dst = appendOptional(dst, `,"to":`, m.To)
+	dst = appendOptional(dst, `,"toService":`, m.ToService)
+	if len(m.Mentions) > 0 {
+		dst = append(dst, `,"mentions":[`...)
+		for i, s := range m.Mentions {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, s)
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"parts":`...)
+	if m.Parts == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i := range m.Parts {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			p := &m.Parts[i]
+			if p.Kind == PartText {
+				dst = append(dst, `{"kind":"text","text":`...)
+				dst = appendString(dst, p.Text)
+				dst = append(dst, '}')
+				continue
+			}
+			// Other kinds are rare: encoding/json writes them as it would inside m.
+			b, err := json.Marshal(*p)
+			if err != nil {
+				_, err = json.Marshal(m) // the error exactly as json.Marshal(m) words it
+				if err == nil {
+					_, err = p.MarshalJSON()
+				}
+				return nil, err
+			}
+			dst = append(dst, b...)
+		}
+		dst = append(dst, ']')
+	}
+	dst = appendOptional(dst, `,"replyTo":`, m.ReplyTo)
+	dst = appendOptional(dst, `,"contextId":`, m.ContextID)
+	return append(dst, '}'), nil
+}
+
+func appendOptional(dst []byte, key, s string) []byte {
+	if s == "" {
+		return dst
+	}
+	return appendString(append(dst, key...), s)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString writes s as encoding/json does with HTML escaping (json.Marshal's
+// default): control characters, ", \, <, > and & escaped, invalid UTF-8 as \ufffd, and
+// U+2028 and U+2029 escaped.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// Field bits of decodeCanonical, to refuse a repeated key.
+const (
+	fID = 1 << iota
+	fTS
+	fSpace
+	fFrom
+	fChannel
+	fTo
+	fToService
+	fMentions
+	fParts
+	fReplyTo
+	fContextID
+)
+
+// canon reads the canonical shape of an envelope. Its strings are slices of one copy of
+// the whole body.
+type canon struct {
+	s string
+	i int
+}
+
+// decodeCanonical decodes data, which must be valid UTF-8, when it has the canonical
+// shape: a JSON object whose keys are the envelope's own (spelled exactly, each at most
+// once) with string, integer, string-array and text-part values, and no nulls. It then
+// returns what decodeReflect returns for it, with ok; for any other data (which may still
+// be a valid envelope) ok is false and decodeReflect decides.
+func decodeCanonical(data []byte) (m Message, ok bool) {
+	c := canon{s: string(data)}
+	c.ws()
+	if !c.eat('{') {
+		return Message{}, false
+	}
+	seen := 0
+	c.ws()
+	if c.peek() == '}' {
+		return Message{}, false // no id
+	}
+	for {
+		c.ws()
+		key, ok := c.str()
+		if !ok {
+			return Message{}, false
+		}
+		c.ws()
+		if !c.eat(':') {
+			return Message{}, false
+		}
+		c.ws()
+		bit := 0
+		switch key {
+		case "id":
+			bit = fID
+			m.ID, ok = c.str()
+		case "ts":
+			bit = fTS
+			m.TS, ok = c.int()
+		case "space":
+			bit = fSpace
+			m.Space, ok = c.str()
+		case "from":
+			bit = fFrom
+			m.From, ok = c.from()
+		case "channel":
+			bit = fChannel
+			m.Channel, ok = c.str()
+		case "to":
+			bit = fTo
+			m.To, ok = c.str()
+		case "toService":
+			bit = fToService
+			m.ToService, ok = c.str()
+		case "mentions":
+			bit = fMentions
+			m.Mentions, ok = c.strs()
+		case "parts":
+			bit = fParts
+			m.Parts, ok = c.parts()
+		case "replyTo":
+			bit = fReplyTo
+			m.ReplyTo, ok = c.str()
+		case "contextId":
+			bit = fContextID
+			m.ContextID, ok = c.str()
+		default:
+			return Message{}, false
+		}
+		if !ok || seen&bit != 0 {
+			return Message{}, false
+		}
+		seen |= bit
+		c.ws()
+		if c.eat(',') {
+			continue
+		}
+		if !c.eat('}') {
+			return Message{}, false
+		}
+		break
+	}
+	c.ws()
+	if c.i != len(c.s) || seen&fID == 0 || seen&fFrom == 0 {
+		return Message{}, false
+	}
+	if m.Parts == nil {
+		m.Parts = []Part{} // as decodeReflect: a message without parts has an empty list
+	}
+	return m, true
+}
+
+func (c *canon) ws() {
+	for c.i < len(c.s) {
+		switch c.s[c.i] {
+		case ' ', '\t', '\n', '\r':
+			c.i++
+		default:
+			return
+		}
+	}
+}
+
+func (c *canon) peek() byte {
+	if c.i < len(c.s) {
+		return c.s[c.i]
+	}
+	return 0
+}
+
+func (c *canon) eat(b byte) bool {
+	if c.i < len(c.s) && c.s[c.i] == b {
+		c.i++
+		return true
+	}
+	return false
+}
+
+// str reads a JSON string.
+func (c *canon) str() (string, bool) {
+	if !c.eat('"') {
+		return "", false
+	}
+	start := c.i
+	for c.i < len(c.s) {
+		b := c.s[c.i]
+		switch {
+		case b == '"':
+			c.i++
+			return c.s[start : c.i-1], true
+		case b == '\\':
+			return c.escaped(start)
+		case b < 0x20:
+			return "", false
+		}
+		c.i++
+	}
+	return "", false
+}
+
+// escaped finishes a string begun at start whose escape is at c.i.
+func (c *canon) escaped(start int) (string, bool) {
+	buf := make([]byte, 0, c.i-start+16)
+	buf = append(buf, c.s[start:c.i]...)
+	for c.i < len(c.s) {
+		b := c.s[c.i]
+		switch {
+		case b == '"':
+			c.i++
+			return string(buf), true
+		case b < 0x20:
+			return "", false
+		case b == '\\':
+			if c.i+1 >= len(c.s) {
+				return "", false
+			}
+			switch e := c.s[c.i+1]; e {
+			case '"', '\\', '/':
+				buf = append(buf, e)
+			case 'b':
+				buf = append(buf, '\b')
+			case 'f':
+				buf = append(buf, '\f')
+			case 'n':
+				buf = append(buf, '\n')
+			case 'r':
+				buf = append(buf, '\r')
+			case 't':
+				buf = append(buf, '\t')
+			case 'u': // as encoding/json: a bad surrogate pair reads as U+FFFD
+				rr := getu4(c.s[c.i:])
+				if rr < 0 {
+					return "", false
+				}
+				c.i += 6
+				if utf16.IsSurrogate(rr) {
+					if dec := utf16.DecodeRune(rr, getu4(c.s[c.i:])); dec != unicode.ReplacementChar {
+						c.i += 6
+						buf = utf8.AppendRune(buf, dec)
+						continue
+					}
+					rr = unicode.ReplacementChar
+				}
+				buf = utf8.AppendRune(buf, rr)
+				continue
+			default:
+				return "", false
+			}
+			c.i += 2
+			continue
+		default:
+			buf = append(buf, b)
+		}
+		c.i++
+	}
+	return "", false
+}
+
+// getu4 reads the \uXXXX escape at the start of s, or returns -1.
+func getu4(s string) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range []byte(s[2:6]) {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
+
+// int reads a JSON integer that fits an int64.
+func (c *canon) int() (int64, bool) {
+	start := c.i
+	c.eat('-')
+	switch d := c.peek(); {
+	case d == '0':
+		c.i++
+	case d >= '1' && d <= '9':
+		for c.i < len(c.s) && c.s[c.i] >= '0' && c.s[c.i] <= '9' {
+			c.i++
+		}
+	default:
+		return 0, false
+	}
+	if d := c.peek(); d == '.' || d == 'e' || d == 'E' || (d >= '0' && d <= '9') {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(c.s[start:c.i], 10, 64)
+	return n, err == nil
+}
+
+// from reads a sender object of id, name and role.
+func (c *canon) from() (EndpointRef, bool) {
+	var r EndpointRef
+	if !c.eat('{') {
+		return r, false
+	}
+	c.ws()
+	if c.eat('}') {
+		return r, true
+	}
+	seen := 0
+	for {
+		c.ws()
+		key, ok := c.str()
+		if !ok {
+			return r, false
+		}
+		c.ws()
+		if !c.eat(':') {
+			return r, false
+		}
+		c.ws()
+		bit := 0
+		switch key {
+		case "id":
+			bit = 1
+			r.ID, ok = c.str()
+		case "name":
+			bit = 2
+			r.Name, ok = c.str()
+		case "role":
+			bit = 4
+			r.Role, ok = c.str()
+		default:
+			return r, false
+		}
+		if !ok || seen&bit != 0 {
+			return r, false
+		}
+		seen |= bit
+		c.ws()
+		if c.eat(',') {
+			continue
+		}
+		return r, c.eat('}')
+	}
+}
+
+// strs reads an array of strings.
+func (c *canon) strs() ([]string, bool) {
+	if !c.eat('[') {
+		return nil, false
+	}
+	out := []string{}
+	c.ws()
+	if c.eat(']') {
+		return out, true
+	}
+	for {
+		c.ws()
+		s, ok := c.str()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+		c.ws()
+		if c.eat(',') {
+			continue
+		}
+		return out, c.eat(']')
+	}
+}
+
+// parts reads an array of text parts, each of kind and text only.
+func (c *canon) parts() ([]Part, bool) {
+	if !c.eat('[') {
+		return nil, false
+	}
+	out := make([]Part, 0, 1)
+	c.ws()
+	if c.eat(']') {
+		return out, true
+	}
+	for {
+		c.ws()
+		p, ok := c.textPart()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, p)
+		c.ws()
+		if c.eat(',') {
+			continue
+		}
+		return out, c.eat(']')
+	}
+}
+
+func (c *canon) textPart() (Part, bool) {
+	var p Part
+	if !c.eat('{') {
+		return p, false
+	}
+	seen := 0
+	for {
+		c.ws()
+		key, ok := c.str()
+		if !ok {
+			return p, false
+		}
+		c.ws()
+		if !c.eat(':') {
+			return p, false
+		}
+		c.ws()
+		bit := 0
+		switch key {
+		case "kind":
+			bit = 1
+			p.Kind, ok = c.str()
+			ok = ok && p.Kind == PartText
+		case "text":
+			bit = 2
+			p.Text, ok = c.str()
+		default:
+			return p, false
+		}
+		if !ok || seen&bit != 0 {
+			return p, false
+		}
+		seen |= bit
+		c.ws()
+		if c.eat(',') {
+			continue
+		}
+		return p, c.eat('}') && seen&1 != 0
+	}
+}
