@@ -122,7 +122,9 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error
 		Short: "Show the mesh, the space, who is here and the channels",
 		Long: `Show the mesh this project runs (or the one --server names), the space, every peer in
 presence with its state (idle, waiting, working, offline), and the channels with the
-number of messages their history holds. Read-only.`,
+number of messages their history holds. On the project's own mesh it also shows the
+space's daemons: up, held down by cotal down (cotal up starts them again), or not
+running (with their log). Read-only.`,
 		Example: `  cotal status
   cotal status --space review --json`,
 		Args: cobra.NoArgs,
