@@ -286,6 +286,7 @@ func rawMulticast(b *testing.B, sub *nats.Conn, send func(ctx context.Context) e
 
 // BenchmarkDM compares a cotal DM round (publish, receive through the DM durable, ack)
 // against a raw JetStream publish to the same subject consumed by a raw durable with acks.
+// As alice and bob, the raw sender and receiver have a connection each.
 func BenchmarkDM(b *testing.B) {
 	url := setup(b)
 	alice := endpoint(b, url, "alice")
@@ -296,13 +297,16 @@ func BenchmarkDM(b *testing.B) {
 	subject := protocol.InstSubject(space, bob.Principal(), alice.Principal())
 	body := payload(b, alice)
 
-	rawNC := dial(b, url)
-	js, err := jetstream.New(rawNC)
+	js, err := jetstream.New(dial(b, url)) // the raw sender
+	if err != nil {
+		b.Fatal(err)
+	}
+	rawReceiver, err := jetstream.New(dial(b, url))
 	if err != nil {
 		b.Fatal(err)
 	}
 	dm := protocol.StreamDM(space)
-	cons, err := js.CreateConsumer(b.Context(), dm, jetstream.ConsumerConfig{
+	cons, err := rawReceiver.CreateConsumer(b.Context(), dm, jetstream.ConsumerConfig{
 		Durable: "raw_bench", FilterSubject: protocol.InstSubject(space, protocol.Principal{Owner: "local", Actor: "carol"}, alice.Principal()),
 		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverNewPolicy,
 	})
