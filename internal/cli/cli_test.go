@@ -39,6 +39,7 @@ func TestScripts(t *testing.T) {
 			"holdport": cmdHoldPort,
 			"rawnats":  cmdRawNATS,
 			"killpid":  cmdKillPid,
+			"crash":    cmdCrash,
 			"sha256":   cmdSHA256,
 			"waitcmp":  cmdWaitCmp,
 			"idp":      cmdIdP,
@@ -358,6 +359,47 @@ func cmdKillPid(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	ts.Fatalf("%s still names %d (or nothing) after %s", args[0], old, args[1]+"s")
+}
+
+// cmdCrash SIGKILLs at once every process named by the first line of each FILE, as a
+// machine crash would end them, and waits until all are gone:
+//
+//	crash FILE...
+func cmdCrash(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: crash FILE...")
+	}
+	var pids []int
+	for _, f := range args {
+		b, err := os.ReadFile(ts.MkAbs(f))
+		if err != nil {
+			ts.Fatalf("crash: %v", err)
+		}
+		pid, err := strconv.Atoi(string(bytes.TrimSpace(bytes.SplitN(b, []byte("\n"), 2)[0])))
+		if err != nil || pid <= 0 {
+			ts.Fatalf("crash: no pid in %s", f)
+		}
+		pids = append(pids, pid)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			ts.Fatalf("kill %d: %v", pid, err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		alive := 0
+		for _, pid := range pids {
+			if syscall.Kill(pid, 0) == nil {
+				alive++
+			}
+		}
+		if alive == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("crash: %d process(es) still alive", alive)
+		}
+	}
 }
 
 // cmdSHA256 prints the lowercase hex SHA-256 of a file and a newline (what a space host

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -81,8 +82,8 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		if !opts.Open {
 			what += ", delivery up" // the child reports ready only once its daemons serve
 		}
-		if opts.UserAuth {
-			what += ", auth service up"
+		if _, err := authsvc.ReadPin(proj.AuthDir(), space); err == nil && !opts.Open {
+			what += ", auth service up" // a user-auth space's, which the child also waited for
 		}
 		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", url, space, what, child.Process.Pid)
 		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down`\n", proj.LogFile())
