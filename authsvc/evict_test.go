@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
@@ -55,7 +54,7 @@ func testEvictCluster(t *testing.T, pageSize int) {
 	onB := meshtest.ConnectTo(t, b.ClientURL(), victim, onGone, nats.NoReconnect())
 
 	// A connection with a plain user JWT is reported with the user's public key.
-	n, err := evict(t.Context(), sys, acct.PublicKey(), func(user string) bool { return user == userKey(t, victim) }, pageSize)
+	n, err := evict(t.Context(), sys, acct.PublicKey(), func(user string) bool { return user == meshtest.UserKey(t, victim) }, pageSize)
 	if err != nil {
 		t.Fatalf("evict: %v", err)
 	}
@@ -77,22 +76,4 @@ func testEvictCluster(t *testing.T, pageSize int) {
 	if err := stays.Flush(); err != nil || !stays.IsConnected() {
 		t.Errorf("the bystander is not connected: %v", err)
 	}
-}
-
-// userKey is the public key of the user holding creds.
-func userKey(t *testing.T, creds []byte) string {
-	t.Helper()
-	c, err := trust.ReadCreds(creds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := nkeys.FromSeed([]byte(c.Seed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := kp.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pub
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
@@ -49,7 +48,7 @@ func TestOracleCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := userKey(t, holderCreds)
+	pub := meshtest.UserKey(t, holderCreds)
 	tuple := protocol.ConnTuple{ServerID: b.ID(), CID: cid, UserNkey: pub}
 	args := protocol.LivenessArgs{Ledger: tuple, Records: tuple}
 
@@ -90,7 +89,7 @@ func TestOracleAfterBrokerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tuple := protocol.ConnTuple{ServerID: holder.ConnectedServerId(), CID: cid, UserNkey: userKey(t, holderCreds)}
+	tuple := protocol.ConnTuple{ServerID: holder.ConnectedServerId(), CID: cid, UserNkey: meshtest.UserKey(t, holderCreds)}
 	m.restart()
 	if m.prov.ConnectedServerId() == tuple.ServerID {
 		t.Fatal("the restarted broker kept its server id")
@@ -109,22 +108,4 @@ func TestOracleAfterBrokerRestart(t *testing.T) {
 			t.Errorf("%s: %+v", name, res)
 		}
 	}
-}
-
-// userKey is the public key of the user holding creds.
-func userKey(t *testing.T, creds []byte) string {
-	t.Helper()
-	c, err := trust.ReadCreds(creds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := nkeys.FromSeed([]byte(c.Seed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := kp.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pub
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/cotal-ai/cotal/broker"
 	"github.com/cotal-ai/cotal/trust"
@@ -90,4 +91,23 @@ func ConnectTo(t testing.TB, url string, creds []byte, opts ...nats.Option) *nat
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// UserKey is the public key of the user holding creds: what the broker reports as the
+// authorized user of a connection made with a plain user JWT.
+func UserKey(t testing.TB, creds []byte) string {
+	t.Helper()
+	c, err := trust.ReadCreds(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := nkeys.FromSeed([]byte(c.Seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
 }
