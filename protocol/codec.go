@@ -189,85 +189,89 @@ type canon struct {
 // be a valid envelope) ok is false and decodeReflect decides.
 func decodeCanonical(data []byte) (m Message, ok bool) {
 	c := canon{s: string(data)}
-	c.ws()
-	if !c.eat('{') {
-		return Message{}, false
-	}
-	seen := 0
-	c.ws()
-	if c.peek() == '}' {
-		return Message{}, false // no id
-	}
-	for {
-		c.ws()
-		key, ok := c.str()
-		if !ok {
-			return Message{}, false
-		}
-		c.ws()
-		if !c.eat(':') {
-			return Message{}, false
-		}
-		c.ws()
-		bit := 0
+	seen, ok := c.object(func(key string) (int, bool) {
+		var ok bool
 		switch key {
 		case "id":
-			bit = fID
 			m.ID, ok = c.str()
+			return fID, ok
 		case "ts":
-			bit = fTS
 			m.TS, ok = c.int()
+			return fTS, ok
 		case "space":
-			bit = fSpace
 			m.Space, ok = c.str()
+			return fSpace, ok
 		case "from":
-			bit = fFrom
 			m.From, ok = c.from()
+			return fFrom, ok
 		case "channel":
-			bit = fChannel
 			m.Channel, ok = c.str()
+			return fChannel, ok
 		case "to":
-			bit = fTo
 			m.To, ok = c.str()
+			return fTo, ok
 		case "toService":
-			bit = fToService
 			m.ToService, ok = c.str()
+			return fToService, ok
 		case "mentions":
-			bit = fMentions
 			m.Mentions, ok = c.strs()
+			return fMentions, ok
 		case "parts":
-			bit = fParts
 			m.Parts, ok = c.parts()
+			return fParts, ok
 		case "replyTo":
-			bit = fReplyTo
 			m.ReplyTo, ok = c.str()
+			return fReplyTo, ok
 		case "contextId":
-			bit = fContextID
 			m.ContextID, ok = c.str()
-		default:
-			return Message{}, false
+			return fContextID, ok
 		}
-		if !ok || seen&bit != 0 {
-			return Message{}, false
-		}
-		seen |= bit
-		c.ws()
-		if c.eat(',') {
-			continue
-		}
-		if !c.eat('}') {
-			return Message{}, false
-		}
-		break
-	}
+		return 0, false
+	})
 	c.ws()
-	if c.i != len(c.s) || seen&fID == 0 || seen&fFrom == 0 {
+	if !ok || c.i != len(c.s) || seen&fID == 0 || seen&fFrom == 0 {
 		return Message{}, false
 	}
 	if m.Parts == nil {
 		m.Parts = []Part{} // as decodeReflect: a message without parts has an empty list
 	}
 	return m, true
+}
+
+// object reads a JSON object, handing each member's key to field, which reads the value
+// and returns the key's bit (0 for a key it does not know) and whether the value read. An
+// unknown key, a key given twice or a value that does not read fails the object; seen has
+// the bits of the keys read.
+func (c *canon) object(field func(key string) (bit int, ok bool)) (seen int, ok bool) {
+	c.ws()
+	if !c.eat('{') {
+		return 0, false
+	}
+	c.ws()
+	if c.eat('}') {
+		return 0, true
+	}
+	for {
+		c.ws()
+		key, ok := c.str()
+		if !ok {
+			return 0, false
+		}
+		c.ws()
+		if !c.eat(':') {
+			return 0, false
+		}
+		c.ws()
+		bit, ok := field(key)
+		if !ok || bit == 0 || seen&bit != 0 {
+			return 0, false
+		}
+		seen |= bit
+		c.ws()
+		if !c.eat(',') {
+			return seen, c.eat('}')
+		}
+	}
 }
 
 func (c *canon) ws() {
@@ -420,51 +424,23 @@ func (c *canon) int() (int64, bool) {
 }
 
 // from reads a sender object of id, name and role.
-func (c *canon) from() (EndpointRef, bool) {
-	var r EndpointRef
-	if !c.eat('{') {
-		return r, false
-	}
-	c.ws()
-	if c.eat('}') {
-		return r, true
-	}
-	seen := 0
-	for {
-		c.ws()
-		key, ok := c.str()
-		if !ok {
-			return r, false
-		}
-		c.ws()
-		if !c.eat(':') {
-			return r, false
-		}
-		c.ws()
-		bit := 0
+func (c *canon) from() (r EndpointRef, ok bool) {
+	_, ok = c.object(func(key string) (int, bool) {
+		var ok bool
 		switch key {
 		case "id":
-			bit = 1
 			r.ID, ok = c.str()
+			return 1, ok
 		case "name":
-			bit = 2
 			r.Name, ok = c.str()
+			return 2, ok
 		case "role":
-			bit = 4
 			r.Role, ok = c.str()
-		default:
-			return r, false
+			return 4, ok
 		}
-		if !ok || seen&bit != 0 {
-			return r, false
-		}
-		seen |= bit
-		c.ws()
-		if c.eat(',') {
-			continue
-		}
-		return r, c.eat('}')
-	}
+		return 0, false
+	})
+	return r, ok
 }
 
 // strs reads an array of strings.
@@ -517,43 +493,18 @@ func (c *canon) parts() ([]Part, bool) {
 	}
 }
 
-func (c *canon) textPart() (Part, bool) {
-	var p Part
-	if !c.eat('{') {
-		return p, false
-	}
-	seen := 0
-	for {
-		c.ws()
-		key, ok := c.str()
-		if !ok {
-			return p, false
-		}
-		c.ws()
-		if !c.eat(':') {
-			return p, false
-		}
-		c.ws()
-		bit := 0
+func (c *canon) textPart() (p Part, ok bool) {
+	seen, ok := c.object(func(key string) (int, bool) {
+		var ok bool
 		switch key {
 		case "kind":
-			bit = 1
 			p.Kind, ok = c.str()
-			ok = ok && p.Kind == PartText
+			return 1, ok && p.Kind == PartText
 		case "text":
-			bit = 2
 			p.Text, ok = c.str()
-		default:
-			return p, false
+			return 2, ok
 		}
-		if !ok || seen&bit != 0 {
-			return p, false
-		}
-		seen |= bit
-		c.ws()
-		if c.eat(',') {
-			continue
-		}
-		return p, c.eat('}') && seen&1 != 0
-	}
+		return 0, false
+	})
+	return p, ok && seen&1 != 0
 }
