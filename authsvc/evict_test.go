@@ -21,21 +21,14 @@ func TestEvictCluster(t *testing.T) {
 }
 
 func testEvictCluster(t *testing.T, pageSize int) {
-	chain, err := trust.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	chain := meshtest.Chain(t, testSpace)
 	acct, err := chain.Space(testSpace)
 	if err != nil {
 		t.Fatal(err)
 	}
 	servers := meshtest.Cluster(t, chain, 2)
 	a, b := servers[0], servers[1]
-	sysCreds, err := chain.SystemCreds(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys := meshtest.ConnectTo(t, a.ClientURL(), sysCreds)
+	sys := meshtest.SystemConn(t, chain, a.ClientURL())
 
 	mint := func(name string) []byte {
 		creds, err := acct.Mint(trust.UserSpec{Name: name, Profile: trust.ProfileObserver,

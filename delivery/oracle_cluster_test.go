@@ -16,10 +16,7 @@ import (
 // answers for a plane connection on the other: live while it is open, gone once it closed,
 // over a system connection and over the account's own CONNZ import alike.
 func TestOracleCluster(t *testing.T) {
-	chain, err := trust.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	chain := meshtest.Chain(t, space)
 	acct, err := chain.Space(space)
 	if err != nil {
 		t.Fatal(err)
@@ -33,12 +30,8 @@ func TestOracleCluster(t *testing.T) {
 		}
 		return creds
 	}
-	sysCreds, err := chain.SystemCreds(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
 	oracles := map[string]*oracle{
-		"system connection": {nc: meshtest.ConnectTo(t, a.ClientURL(), sysCreds), account: acct.PublicKey()},
+		"system connection": {nc: meshtest.SystemConn(t, chain, a.ClientURL()), account: acct.PublicKey()},
 		"account import":    {nc: meshtest.ConnectTo(t, a.ClientURL(), mint(meshtest.DeliverySpec()))},
 	}
 
@@ -94,12 +87,8 @@ func TestOracleAfterBrokerRestart(t *testing.T) {
 	if m.prov.ConnectedServerId() == tuple.ServerID {
 		t.Fatal("the restarted broker kept its server id")
 	}
-	sysCreds, err := m.Chain.SystemCreds(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
 	oracles := map[string]*oracle{
-		"system connection": {nc: m.Connect(sysCreds), account: m.Account(space).PublicKey()},
+		"system connection": {nc: meshtest.SystemConn(t, m.Chain, m.URL), account: m.Account(space).PublicKey()},
 		"account import":    {nc: m.Connect(m.Mint(space, meshtest.DeliverySpec()))},
 	}
 	for name, o := range oracles {

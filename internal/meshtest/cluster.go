@@ -59,11 +59,7 @@ func Cluster(t testing.TB, chain *trust.Chain, n int) []*server.Server {
 		}
 		servers = append(servers, s)
 	}
-	sysCreds, err := chain.SystemCreds(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys := ConnectTo(t, servers[0].ClientURL(), sysCreds)
+	sys := SystemConn(t, chain, servers[0].ClientURL())
 	defer sys.Close()
 	for _, s := range servers {
 		Until(t, "server "+s.ID()+" routed and answering system requests", clusterWait, func() bool {
@@ -75,6 +71,17 @@ func Cluster(t testing.TB, chain *trust.Chain, n int) []*server.Server {
 		})
 	}
 	return servers
+}
+
+// SystemConn connects to url as a user of chain's system account; the connection is closed
+// when the test ends.
+func SystemConn(t testing.TB, chain *trust.Chain, url string) *nats.Conn {
+	t.Helper()
+	creds, err := chain.SystemCreds(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ConnectTo(t, url, creds)
 }
 
 // ConnectTo connects to url as the holder of creds, with opts after the creds' options;

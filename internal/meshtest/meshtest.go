@@ -37,6 +37,12 @@ type Mesh struct {
 // starts a broker trusting the chain (see Serve).
 func Start(t testing.TB, spaces ...string) *Mesh {
 	t.Helper()
+	return Serve(t, Chain(t, spaces...))
+}
+
+// Chain opens a trust chain in t.TempDir() with the account of each of spaces.
+func Chain(t testing.TB, spaces ...string) *trust.Chain {
+	t.Helper()
 	chain, err := trust.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +52,7 @@ func Start(t testing.TB, spaces ...string) *Mesh {
 			t.Fatal(err)
 		}
 	}
-	return Serve(t, chain)
+	return chain
 }
 
 // Serve starts an operator-mode broker (brokertest.StartOperator) trusting chain, with
