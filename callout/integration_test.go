@@ -168,16 +168,7 @@ func TestCalloutOnRealServer(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, calloutConn, func() { close(ready) }) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("responder: %v", err)
-	case <-time.After(deadline):
-		t.Fatal("responder not ready")
-	}
+	done := runReady(t, ctx, r, calloutConn)
 
 	observer, err := b.connect(t, b.observerJWT, b.observerSeed)
 	if err != nil {
@@ -262,25 +253,7 @@ func TestCalloutOnRealServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready2 := make(chan struct{})
-	done2 := make(chan error, 1)
-	go func() { done2 <- r.Run(t.Context(), nc2, func() { close(ready2) }) }()
-	select {
-	case <-ready2:
-	case err := <-done2:
-		t.Fatalf("second responder: %v", err)
-	case <-time.After(deadline):
-		t.Fatal("second responder not ready")
-	}
-	nc2.Close()
-	select {
-	case err := <-done2:
-		if !errors.Is(err, nats.ErrConnectionClosed) {
-			t.Fatalf("run after close: %v", err)
-		}
-	case <-time.After(deadline):
-		t.Fatal("run did not stop when its connection closed")
-	}
+	stopsWhenClosed(t, nc2, runReady(t, t.Context(), r, nc2))
 }
 
 // testWriter sends log lines to t.Log.
@@ -289,4 +262,36 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// runReady runs r on nc until ctx ends, waits until it serves, and returns the channel
+// Run's result arrives on.
+func runReady(t *testing.T, ctx context.Context, r *Responder, nc *nats.Conn) <-chan error {
+	t.Helper()
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, nc, func() { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("responder: %v", err)
+	case <-time.After(deadline):
+		t.Fatal("responder not ready")
+	}
+	return done
+}
+
+// stopsWhenClosed closes nc and checks that the responder running on it, whose result
+// arrives on done, returns nats.ErrConnectionClosed.
+func stopsWhenClosed(t *testing.T, nc *nats.Conn, done <-chan error) {
+	t.Helper()
+	nc.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, nats.ErrConnectionClosed) {
+			t.Fatalf("run after close: %v", err)
+		}
+	case <-time.After(deadline):
+		t.Fatal("run did not stop when its connection closed")
+	}
 }

@@ -24,16 +24,7 @@ func startResponder(t *testing.T, b *calloutBroker, r *Responder) (*nats.Conn, f
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, nc, func() { close(ready) }) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("responder: %v", err)
-	case <-time.After(deadline):
-		t.Fatal("responder not ready")
-	}
+	done := runReady(t, ctx, r, nc)
 	return nc, func() error {
 		cancel()
 		select {
@@ -185,25 +176,7 @@ func TestServiceRunStopsWhenConnectionCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- newBrokerResponder(t, b, true).Run(t.Context(), nc, func() { close(ready) }) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("responder: %v", err)
-	case <-time.After(deadline):
-		t.Fatal("responder not ready")
-	}
-	nc.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, nats.ErrConnectionClosed) {
-			t.Fatalf("run after close: %v", err)
-		}
-	case <-time.After(deadline):
-		t.Fatal("run did not stop when its connection closed")
-	}
+	stopsWhenClosed(t, nc, runReady(t, t.Context(), newBrokerResponder(t, b, true), nc))
 }
 
 // TestServiceCountsDrops: a forged request gets no reply from the service, yet is counted.
@@ -239,16 +212,7 @@ func TestServiceCountsDrops(t *testing.T) {
 	defer nc.Close()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, nc, func() { close(ready) }) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("responder: %v", err)
-	case <-time.After(deadline):
-		t.Fatal("responder not ready")
-	}
+	done := runReady(t, ctx, r, nc)
 
 	fake := newFakeServer(t, pub(t, k.calloutAcc))
 	body, user := fake.request(t, "good", k.xpub)
