@@ -331,14 +331,7 @@ func cmdKillPid(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: killpid FILE SECONDS")
 	}
-	pidOf := func() int {
-		b, err := os.ReadFile(ts.MkAbs(args[0]))
-		if err != nil {
-			return 0
-		}
-		pid, _ := strconv.Atoi(string(bytes.TrimSpace(bytes.SplitN(b, []byte("\n"), 2)[0])))
-		return pid
-	}
+	pidOf := func() int { return pidIn(ts, args[0]) }
 	old := pidOf()
 	if old <= 0 {
 		ts.Fatalf("no pid in %s", args[0])
@@ -361,6 +354,16 @@ func cmdKillPid(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Fatalf("%s still names %d (or nothing) after %s", args[0], old, args[1]+"s")
 }
 
+// pidIn is the pid on the first line of the pidfile f, 0 when there is none.
+func pidIn(ts *testscript.TestScript, f string) int {
+	b, err := os.ReadFile(ts.MkAbs(f))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(string(bytes.TrimSpace(bytes.SplitN(b, []byte("\n"), 2)[0])))
+	return pid
+}
+
 // cmdCrash SIGKILLs at once every process named by the first line of each FILE, as a
 // machine crash would end them, and waits until all are gone:
 //
@@ -371,12 +374,8 @@ func cmdCrash(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	var pids []int
 	for _, f := range args {
-		b, err := os.ReadFile(ts.MkAbs(f))
-		if err != nil {
-			ts.Fatalf("crash: %v", err)
-		}
-		pid, err := strconv.Atoi(string(bytes.TrimSpace(bytes.SplitN(b, []byte("\n"), 2)[0])))
-		if err != nil || pid <= 0 {
+		pid := pidIn(ts, f)
+		if pid <= 0 {
 			ts.Fatalf("crash: no pid in %s", f)
 		}
 		pids = append(pids, pid)

@@ -11,15 +11,8 @@ import (
 	"github.com/cotal-ai/cotal/trust"
 )
 
-// cmdKick closes, from the broker's side, every connection whose name is NAME: it asks
-// the broker (as the project's system account) for its connections and kicks the ones
-// named so, the way an operator would with `nats server request kick`.
-//
-//	kick NAME
-func cmdKick(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 1 {
-		ts.Fatalf("usage: kick NAME")
-	}
+// scriptMesh is the URL of the mesh the script's project runs and its trust chain.
+func scriptMesh(ts *testscript.TestScript) (string, *trust.Chain) {
 	var mesh struct {
 		Server string `json:"server"`
 	}
@@ -30,6 +23,19 @@ func cmdKick(ts *testscript.TestScript, neg bool, args []string) {
 	if err != nil {
 		ts.Fatalf("trust chain: %v", err)
 	}
+	return mesh.Server, chain
+}
+
+// cmdKick closes, from the broker's side, every connection whose name is NAME: it asks
+// the broker (as the project's system account) for its connections and kicks the ones
+// named so, the way an operator would with `nats server request kick`.
+//
+//	kick NAME
+func cmdKick(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: kick NAME")
+	}
+	server, chain := scriptMesh(ts)
 	sysCreds, err := chain.SystemCreds(time.Hour)
 	if err != nil {
 		ts.Fatalf("system creds: %v", err)
@@ -38,7 +44,7 @@ func cmdKick(ts *testscript.TestScript, neg bool, args []string) {
 	if err != nil {
 		ts.Fatalf("system creds: %v", err)
 	}
-	nc, err := nats.Connect(mesh.Server, c.Options()...)
+	nc, err := nats.Connect(server, c.Options()...)
 	if err != nil {
 		ts.Fatalf("connect: %v", err)
 	}
@@ -76,16 +82,7 @@ func cmdSrvStats(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: srvstats SPACE NAME")
 	}
-	var mesh struct {
-		Server string `json:"server"`
-	}
-	if err := json.Unmarshal([]byte(ts.ReadFile(".cotal/mesh.json")), &mesh); err != nil {
-		ts.Fatalf("mesh.json: %v", err)
-	}
-	chain, err := trust.Open(ts.MkAbs(".cotal/auth"))
-	if err != nil {
-		ts.Fatalf("trust chain: %v", err)
-	}
+	server, chain := scriptMesh(ts)
 	ua, err := chain.UserAuth(args[0])
 	if err != nil {
 		ts.Fatalf("callout account: %v", err)
@@ -94,7 +91,7 @@ func cmdSrvStats(ts *testscript.TestScript, neg bool, args []string) {
 	if err != nil {
 		ts.Fatalf("callout creds: %v", err)
 	}
-	nc, err := nats.Connect(mesh.Server, nats.UserJWTAndSeed(c.JWT, c.Seed))
+	nc, err := nats.Connect(server, nats.UserJWTAndSeed(c.JWT, c.Seed))
 	if err != nil {
 		ts.Fatalf("connect: %v", err)
 	}
