@@ -279,16 +279,36 @@ func TestUnknownRouteListsRoutes(t *testing.T) {
 	}
 }
 
+// refusalCase is a POST /exchange a face must refuse, and the refusal it must give.
+type refusalCase struct {
+	name   string
+	body   []byte
+	hdr    map[string]string
+	status int
+	code   string
+}
+
+// expectRefusals posts each case with do and checks its status and error code, and that no
+// CORS header is set.
+func expectRefusals(t *testing.T, do func(t *testing.T, method, path string, body []byte, hdr map[string]string) reply, cases []refusalCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := do(t, http.MethodPost, "/exchange", c.body, c.hdr)
+			if r.status != c.status || r.errorCode(t) != c.code {
+				t.Fatalf("got %d %s, want %d %s", r.status, r.body, c.status, c.code)
+			}
+			if r.header.Get("Access-Control-Allow-Origin") != "" {
+				t.Error("CORS header set")
+			}
+		})
+	}
+}
+
 func TestRefusals(t *testing.T) {
 	f := start(t)
 	human, _ := json.Marshal(Request{IDToken: goodIDToken, Actor: "alice"})
-	cases := []struct {
-		name   string
-		body   []byte
-		hdr    map[string]string
-		status int
-		code   string
-	}{
+	cases := []refusalCase{
 		{"no cap", human, map[string]string{"Content-Type": "application/json"}, 401, "unauthorized"},
 		{"wrong cap", human, map[string]string{"Authorization": "Bearer " + strings.Repeat("0", 64), "Content-Type": "application/json"}, 401, "unauthorized"},
 		{"cap not bearer", human, map[string]string{"Authorization": f.srv.Cap, "Content-Type": "application/json"}, 401, "unauthorized"},
@@ -301,17 +321,7 @@ func TestRefusals(t *testing.T) {
 		{"both grants", []byte(`{"idToken":"x","actor":"alice","owner":"u_x","actorToken":"y"}`), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 400, "bad_request"},
 		{"trailing data", append(append([]byte{}, human...), `{}`...), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 400, "bad_request"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			r := f.do(t, http.MethodPost, "/exchange", c.body, c.hdr)
-			if r.status != c.status || r.errorCode(t) != c.code {
-				t.Fatalf("got %d %s, want %d %s", r.status, r.body, c.status, c.code)
-			}
-			if r.header.Get("Access-Control-Allow-Origin") != "" {
-				t.Error("CORS header set")
-			}
-		})
-	}
+	expectRefusals(t, f.do, cases)
 }
 
 func TestHumanExchange(t *testing.T) {

@@ -162,13 +162,7 @@ func TestPublicRefusals(t *testing.T) {
 	f, _ := startPublic(t, PublicFace{}, PublicLimits{})
 	human, _ := json.Marshal(Request{IDToken: goodIDToken, Actor: "alice"})
 	js := map[string]string{"Content-Type": "application/json"}
-	cases := []struct {
-		name   string
-		body   []byte
-		hdr    map[string]string
-		status int
-		code   string
-	}{
+	cases := []refusalCase{
 		{"origin", human, map[string]string{"Content-Type": "application/json", "Origin": "https://evil.test"}, 403, "origin_refused"},
 		{"text", human, map[string]string{"Content-Type": "text/plain"}, 415, "unsupported_media_type"},
 		{"no content type", human, nil, 415, "unsupported_media_type"},
@@ -177,17 +171,7 @@ func TestPublicRefusals(t *testing.T) {
 		{"unknown field", []byte(`{"idToken":"x","actor":"alice","view":"admin"}`), js, 400, "bad_request"},
 		{"forged token", []byte(`{"idToken":"forged","actor":"alice"}`), js, 401, "refused"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			r := f.pubDo(t, http.MethodPost, "/exchange", c.body, c.hdr)
-			if r.status != c.status || r.errorCode(t) != c.code {
-				t.Fatalf("got %d %s, want %d %s", r.status, r.body, c.status, c.code)
-			}
-			if r.header.Get("Access-Control-Allow-Origin") != "" {
-				t.Error("CORS header set")
-			}
-		})
-	}
+	expectRefusals(t, f.pubDo, cases)
 }
 
 func TestPublicBundle(t *testing.T) {
