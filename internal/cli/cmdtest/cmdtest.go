@@ -3,6 +3,8 @@ package cmdtest
 
 import (
 	"context"
+	"strings"
+	"testing"
 
 	"github.com/spf13/cobra"
 
@@ -22,4 +24,24 @@ func Capture[O any](newCmd func(*cmdutil.Factory, func(context.Context, *O) erro
 	cmd.SetErr(ios.ErrOut)
 	err := cmd.Execute()
 	return got, err
+}
+
+// Parsed checks one case of a Capture table: with wantErr, that the error contains it and
+// run was not reached; without, that there is no error. It reports whether the options
+// run received are left to compare.
+func Parsed(t testing.TB, err error, reached bool, wantErr string) bool {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("err %v, want %q", err, wantErr)
+		}
+		if reached {
+			t.Fatal("run was reached despite the error")
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
 }

@@ -38,17 +38,8 @@ func TestNewCmdAdd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			got, err := cmdtest.Capture(NewCmdAdd, tt.args)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want %q", err, tt.wantErr)
-				}
-				if got != nil {
-					t.Fatal("run was reached despite the error")
-				}
+			if !cmdtest.Parsed(t, err, got != nil, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got.Space != tt.want.Space || got.From != tt.want.From || got.Force != tt.want.Force {
 				t.Fatalf("opts %+v, want %+v", got, tt.want)

@@ -25,17 +25,8 @@ func TestNewCmdUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			got, err := cmdtest.Capture(NewCmdUp, tt.args)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want %q", err, tt.wantErr)
-				}
-				if got != nil {
-					t.Fatal("run was reached despite the error")
-				}
+			if !cmdtest.Parsed(t, err, got != nil, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got.Open != tt.want.Open || got.Space != tt.want.Space || got.Server != tt.want.Server ||
 				got.Detach != tt.want.Detach || got.StoreDir != tt.want.StoreDir {
