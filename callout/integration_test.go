@@ -117,25 +117,12 @@ func startCalloutBroker(t *testing.T) *calloutBroker {
 	})
 	b.observerJWT, b.observerSeed, _ = userCreds(t, k.dataSK, b.dataPub, func(uc *jwt.UserClaims) { uc.Name = "observer" })
 
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+	b.url = startServer(t, &server.Options{
 		TrustedOperators: []*jwt.OperatorClaims{operatorClaims},
 		SystemAccount:    pub(t, b.sysAcc),
 		AccountResolver:  b.resolver,
 		AuthTimeout:      1, // seconds; bounds the wait for a callout that never answers
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	if !s.ReadyForConnections(deadline) {
-		t.Fatal("broker not ready")
-	}
-	b.url = s.ClientURL()
+	}).ClientURL()
 	return b
 }
 
@@ -294,4 +281,24 @@ func stopsWhenClosed(t *testing.T, nc *nats.Conn, done <-chan error) {
 	case <-time.After(deadline):
 		t.Fatal("run did not stop when its connection closed")
 	}
+}
+
+// startServer starts an in-process nats-server with opts on a random loopback port, quiet,
+// and stops it when the test ends.
+func startServer(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	if !s.ReadyForConnections(deadline) {
+		t.Fatal("server not ready")
+	}
+	return s
 }

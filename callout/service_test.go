@@ -183,18 +183,7 @@ func TestServiceRunStopsWhenConnectionCloses(t *testing.T) {
 // nats-server denies clients a publish on Subject, so the service runs on a plain server
 // where a test client plays nats-server.
 func TestServiceCountsDrops(t *testing.T) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	if !s.ReadyForConnections(deadline) {
-		t.Fatal("server not ready")
-	}
+	s := startServer(t, &server.Options{})
 	k := newKeys(t)
 	r, err := New(Config{
 		Authorizer: testAuthorizer(), XKey: k.xkey,

@@ -262,14 +262,23 @@ func (i *Issuer) serveJWKS(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, set)
 }
 
-// serveDevice is the RFC 8628 section 3.1 device authorization endpoint.
-func (i *Issuer) serveDevice(w http.ResponseWriter, r *http.Request) {
+// clientForm parses a form POST and checks its client_id; on a refusal it has answered w
+// and returns false.
+func (i *Issuer) clientForm(w http.ResponseWriter, r *http.Request) bool {
 	if err := r.ParseForm(); err != nil {
 		oauthError(w, http.StatusBadRequest, "invalid_request", "form body: "+err.Error())
-		return
+		return false
 	}
 	if r.PostForm.Get("client_id") != i.clientID() {
 		oauthError(w, http.StatusUnauthorized, "invalid_client", "unknown client_id")
+		return false
+	}
+	return true
+}
+
+// serveDevice is the RFC 8628 section 3.1 device authorization endpoint.
+func (i *Issuer) serveDevice(w http.ResponseWriter, r *http.Request) {
+	if !i.clientForm(w, r) {
 		return
 	}
 	ttl := i.DeviceCodeTTL
@@ -298,12 +307,7 @@ func (i *Issuer) serveDevice(w http.ResponseWriter, r *http.Request) {
 
 // serveToken is the token endpoint for the device code and refresh token grants.
 func (i *Issuer) serveToken(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil {
-		oauthError(w, http.StatusBadRequest, "invalid_request", "form body: "+err.Error())
-		return
-	}
-	if r.PostForm.Get("client_id") != i.clientID() {
-		oauthError(w, http.StatusUnauthorized, "invalid_client", "unknown client_id")
+	if !i.clientForm(w, r) {
 		return
 	}
 	switch gt := r.PostForm.Get("grant_type"); gt {
