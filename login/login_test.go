@@ -13,24 +13,13 @@ import (
 	"github.com/cotal-ai/cotal/oidc/oidctest"
 )
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+func newClock() *oidctest.Clock {
+	return oidctest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 }
 
 // flow is a Config whose Wait advances clk instead of sleeping and records each wait.
 type flow struct {
-	clk   *clock
+	clk   *oidctest.Clock
 	waits []time.Duration
 	short time.Duration // subtracted from the next wait, to poll too early once
 }
@@ -39,7 +28,7 @@ func (f *flow) config(iss *oidctest.Issuer, prompt func(Prompt)) Config {
 	return Config{Issuer: iss.URL, Now: f.clk.Now, Prompt: prompt,
 		Wait: func(ctx context.Context, d time.Duration) error {
 			f.waits = append(f.waits, d)
-			f.clk.add(d - f.short)
+			f.clk.Add(d - f.short)
 			f.short = 0
 			return ctx.Err()
 		}}
@@ -113,14 +102,14 @@ func TestLoginExpired(t *testing.T) {
 	// The client notices the deadline itself ...
 	f := &flow{clk: newClock()}
 	iss := oidctest.Start(t, &oidctest.Issuer{DeviceCodeTTL: 10 * time.Second, Now: f.clk.Now})
-	_, err := Login(t.Context(), f.config(iss, func(Prompt) { f.clk.add(10 * time.Second) }))
+	_, err := Login(t.Context(), f.config(iss, func(Prompt) { f.clk.Add(10 * time.Second) }))
 	if !errors.Is(err, ErrExpired) {
 		t.Fatalf("client-side expiry: %v", err)
 	}
 	// ... and believes the provider when its clock runs ahead.
 	idpClk := newClock()
 	iss = oidctest.Start(t, &oidctest.Issuer{DeviceCodeTTL: 10 * time.Second, Now: idpClk.Now})
-	_, err = Login(t.Context(), f.config(iss, func(Prompt) { idpClk.add(time.Minute) }))
+	_, err = Login(t.Context(), f.config(iss, func(Prompt) { idpClk.Add(time.Minute) }))
 	if !errors.Is(err, ErrExpired) || !strings.Contains(err.Error(), "expired_token") {
 		t.Fatalf("provider-side expiry: %v", err)
 	}
@@ -180,7 +169,7 @@ func TestLoginTokenRefresh(t *testing.T) {
 	if err != nil || tok != s.IDToken || iss.Refreshes() != 0 {
 		t.Fatalf("fresh token: refreshed %d times, err %v", iss.Refreshes(), err)
 	}
-	f.clk.add(4*time.Minute + 30*time.Second)
+	f.clk.Add(4*time.Minute + 30*time.Second)
 	tok, err = Token(t.Context(), cfg, st)
 	if err != nil || tok == s.IDToken || iss.Refreshes() != 1 {
 		t.Fatalf("near expiry: refreshed %d times, err %v", iss.Refreshes(), err)
@@ -192,7 +181,7 @@ func TestLoginTokenRefresh(t *testing.T) {
 	if tok2, err := Token(t.Context(), cfg, st); err != nil || tok2 != tok || iss.Refreshes() != 1 {
 		t.Fatalf("second call refreshed again: %d, %v", iss.Refreshes(), err)
 	}
-	f.clk.add(5 * time.Minute)
+	f.clk.Add(5 * time.Minute)
 	iss.Revoke("dave")
 	_, err = Token(t.Context(), cfg, st)
 	if !errors.Is(err, ErrLoginRequired) || !strings.Contains(err.Error(), "invalid_grant") ||
@@ -210,7 +199,7 @@ func TestLoginTokenRefresh(t *testing.T) {
 // spent one would be refused) and all get the refreshed token.
 func TestLoginTokenConcurrentRefresh(t *testing.T) {
 	f, iss, cfg, s, st := loggedIn(t)
-	f.clk.add(4*time.Minute + 30*time.Second)
+	f.clk.Add(4*time.Minute + 30*time.Second)
 	const callers = 8
 	tokens := make(chan string, callers)
 	errs := make(chan error, callers)

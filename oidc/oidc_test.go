@@ -15,6 +15,8 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/cotal-ai/cotal/oidc/oidctest"
 )
 
 // testIdP is a real OIDC issuer on a loopback listener: it serves discovery and a JWKS
@@ -108,20 +110,7 @@ func claims(iss string) jwt.Claims {
 		IssuedAt: jwt.NewNumericDate(base), NotBefore: jwt.NewNumericDate(base), Expiry: jwt.NewNumericDate(base.Add(time.Hour))}
 }
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func newVerifier(p *testIdP, c *clock) *Verifier {
+func newVerifier(p *testIdP, c *oidctest.Clock) *Verifier {
 	return &Verifier{Issuer: p.URL, ClientID: "cotal", Now: c.Now}
 }
 
@@ -163,7 +152,7 @@ func TestVerify(t *testing.T) {
 		{"garbage", "not.a.token", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v := newVerifier(p, &clock{t: base})
+			v := newVerifier(p, oidctest.NewClock(base))
 			iss, sub, err := v.VerifyIDToken(t.Context(), c.tok)
 			if !c.ok {
 				if err == nil {
@@ -200,7 +189,7 @@ func TestEmbeddedKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := newVerifier(p, &clock{t: base}).VerifyIDToken(t.Context(), tok); !errors.Is(err, ErrInvalid) {
+	if _, _, err := newVerifier(p, oidctest.NewClock(base)).VerifyIDToken(t.Context(), tok); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("embedded jwk: %v", err)
 	}
 }
@@ -210,7 +199,7 @@ func TestDiscoveryIssuerMismatch(t *testing.T) {
 	p.mu.Lock()
 	p.discIss = p.URL + "/"
 	p.mu.Unlock()
-	_, _, err := newVerifier(p, &clock{t: base}).VerifyIDToken(t.Context(), p.sign(t, "k1", claims(p.URL)))
+	_, _, err := newVerifier(p, oidctest.NewClock(base)).VerifyIDToken(t.Context(), p.sign(t, "k1", claims(p.URL)))
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "discovery: issuer") {
 		t.Fatalf("got %v", err)
 	}
@@ -223,7 +212,7 @@ func TestDiscoveryIssuerMismatch(t *testing.T) {
 // once per RefetchInterval.
 func TestRotation(t *testing.T) {
 	p := startIdP(t)
-	clk := &clock{t: base}
+	clk := oidctest.NewClock(base)
 	v := newVerifier(p, clk)
 	if _, _, err := v.VerifyIDToken(t.Context(), p.sign(t, "k1", claims(p.URL))); err != nil {
 		t.Fatal(err)
@@ -239,7 +228,7 @@ func TestRotation(t *testing.T) {
 	if p.hits() != 1 {
 		t.Fatalf("jwks refetched within the interval: %d hits", p.hits())
 	}
-	clk.add(RefetchInterval)
+	clk.Add(RefetchInterval)
 	if iss, sub, err := v.VerifyIDToken(t.Context(), tok2); err != nil || iss != p.URL || sub != "248289761001" {
 		t.Fatalf("after rotation: (%q, %q, %v)", iss, sub, err)
 	}

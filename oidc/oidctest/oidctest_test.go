@@ -4,26 +4,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cotal-ai/cotal/oidc"
 	"github.com/cotal-ai/cotal/oidc/oidctest"
 )
-
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // post sends a form to the issuer and decodes the JSON answer.
 func post(t *testing.T, u string, form url.Values) (int, map[string]any) {
@@ -55,7 +41,7 @@ func TestIDTokenVerifies(t *testing.T) {
 // TestDeviceFlow walks the device grant by hand: pending, slow_down, approved, refreshed,
 // and the refresh token rotated.
 func TestDeviceFlow(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := oidctest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	iss := oidctest.Start(t, &oidctest.Issuer{ClientID: "c1", Interval: 2 * time.Second, Now: clk.Now})
 	if st, m := post(t, iss.URL+oidctest.PathDevice, url.Values{"client_id": {"other"}}); st != http.StatusUnauthorized || m["error"] != "invalid_client" {
 		t.Fatalf("wrong client: %d %v", st, m)
@@ -72,12 +58,12 @@ func TestDeviceFlow(t *testing.T) {
 		}
 	}
 	wantErr("slow_down") // no time passed since issuance
-	clk.add(7 * time.Second)
+	clk.Add(7 * time.Second)
 	wantErr("authorization_pending")
 	if err := iss.Approve(dev["user_code"].(string), "alice"); err != nil {
 		t.Fatal(err)
 	}
-	clk.add(7 * time.Second)
+	clk.Add(7 * time.Second)
 	st, tok := post(t, iss.URL+oidctest.PathToken, poll)
 	if st != http.StatusOK || tok["id_token"] == nil || tok["refresh_token"] == nil {
 		t.Fatalf("approved: %d %v", st, tok)
@@ -97,14 +83,14 @@ func TestDeviceFlow(t *testing.T) {
 }
 
 func TestDeviceFlowDeniedExpiredAuto(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := oidctest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	iss := oidctest.Start(t, &oidctest.Issuer{AutoApprove: "bob", DeviceCodeTTL: time.Minute, Now: clk.Now})
 	start := func() url.Values {
 		_, dev := post(t, iss.URL+oidctest.PathDevice, url.Values{"client_id": {"cotal"}})
 		return url.Values{"client_id": {"cotal"}, "grant_type": {oidctest.GrantTypeDeviceCode}, "device_code": {dev["device_code"].(string)}}
 	}
 	poll := func(v url.Values) string {
-		clk.add(time.Second)
+		clk.Add(time.Second)
 		_, m := post(t, iss.URL+oidctest.PathToken, v)
 		if e, ok := m["error"].(string); ok {
 			return e
@@ -127,7 +113,7 @@ func TestDeviceFlowDeniedExpiredAuto(t *testing.T) {
 		t.Fatalf("denied: %s", got)
 	}
 	expired := start()
-	clk.add(time.Minute)
+	clk.Add(time.Minute)
 	if got := poll(expired); got != "expired_token" {
 		t.Fatalf("expired: %s", got)
 	}
