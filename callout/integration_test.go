@@ -3,7 +3,6 @@ package callout
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -137,16 +136,7 @@ func (b *calloutBroker) connect(t *testing.T, jwtTok string, seed []byte, opts .
 // connect fails.
 func TestCalloutOnRealServer(t *testing.T) {
 	b := startCalloutBroker(t)
-	k := b.keys
-	r, err := New(Config{
-		Authorizer: testAuthorizer(), XKey: k.xkey,
-		CalloutAccount: b.authPub, CalloutSigner: k.calloutSK,
-		DataAccount: b.dataPub, DataSigner: k.dataSK,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newBrokerResponder(t, b, false)
 	calloutConn, err := b.connect(t, b.calloutJWT, b.calloutSeed, nats.Name("cotal:auth-service:test"))
 	if err != nil {
 		t.Fatalf("callout connect: %v", err)
