@@ -53,7 +53,9 @@ func (p *Project) ReleaseHeld(spaces ...string) error {
 		}
 	}
 	for _, s := range spaces {
-		files = append(files, HeldFile(p.DeliveryPidFile(s)), HeldFile(p.AuthServicePidFile(s)))
+		for _, d := range Daemons() {
+			files = append(files, HeldFile(d.PidFile(p, s)))
+		}
 	}
 	for _, f := range files {
 		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -61,4 +63,35 @@ func (p *Project) ReleaseHeld(spaces ...string) error {
 		}
 	}
 	return nil
+}
+
+// Daemon is a kind of per-space daemon the broker process runs, and its files in the
+// project folder.
+type Daemon struct {
+	Component string                                // how cotal down and cotal status name it: "delivery", "auth"
+	Title     string                                // how messages name it: "delivery daemon"
+	Glob      string                                // its pidfiles in the project folder
+	PidFile   func(p *Project, space string) string // one space's pidfile
+	LogFile   func(p *Project, space string) string // one space's log
+}
+
+// Daemons are the per-space daemons: the delivery daemon, and the auth service of a
+// user-auth space.
+func Daemons() []Daemon {
+	return []Daemon{
+		{Component: "delivery", Title: "delivery daemon", Glob: "delivery.*.pid",
+			PidFile: (*Project).DeliveryPidFile, LogFile: (*Project).DeliveryLogFile},
+		{Component: "auth", Title: "auth service", Glob: "auth-service.*.pid",
+			PidFile: (*Project).AuthServicePidFile, LogFile: (*Project).AuthServiceLogFile},
+	}
+}
+
+// DaemonNamed is the daemon of component name ("delivery" or "auth").
+func DaemonNamed(name string) (Daemon, bool) {
+	for _, d := range Daemons() {
+		if d.Component == name {
+			return d, true
+		}
+	}
+	return Daemon{}, false
 }

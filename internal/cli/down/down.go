@@ -47,7 +47,7 @@ a daemon stopped this way down until ` + "`cotal up`" + ` on the running mesh st
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
-				if _, ok := componentNamed(args[0]); !ok {
+				if _, ok := workspace.DaemonNamed(args[0]); !ok {
 					return cmdutil.FlagErrorf("unknown component %q: cotal down stops everything, or only delivery or auth", args[0])
 				}
 				opts.Component = args[0]
@@ -74,18 +74,18 @@ func runDown(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(opts.IO.Out, "nothing to stop: no .cotal/ found from %s upward\n", wd)
 		return nil
 	}
-	if c, ok := componentNamed(opts.Component); ok {
+	if c, ok := workspace.DaemonNamed(opts.Component); ok {
 		stopped, err := stopDaemons(ctx, opts, proj, c)
 		if err != nil {
 			return err
 		}
 		if stopped == 0 {
-			fmt.Fprintf(opts.IO.Out, "nothing to stop: no %s runs for %s\n", c.name, proj.Root)
+			fmt.Fprintf(opts.IO.Out, "nothing to stop: no %s runs for %s\n", c.Title, proj.Root)
 		}
 		return nil
 	}
-	for _, name := range []string{"auth", "delivery"} {
-		c, _ := componentNamed(name)
+	for _, name := range []string{"auth", "delivery"} { // auth first: it asks the delivery daemon
+		c, _ := workspace.DaemonNamed(name)
 		if _, err := stopDaemons(ctx, opts, proj, c); err != nil {
 			return err
 		}
@@ -159,34 +159,16 @@ func stop(ctx context.Context, rec workspace.Record, timeout time.Duration) erro
 	}
 }
 
-// component is a kind of per-space daemon `cotal down` can stop on its own.
-type component struct {
-	name    string                                          // as messages say it
-	glob    string                                          // its pidfiles in the project folder
-	pidFile func(p *workspace.Project, space string) string // one space's pidfile
-}
-
-// componentNamed is the daemon `cotal down <name>` stops.
-func componentNamed(name string) (component, bool) {
-	switch name {
-	case "delivery":
-		return component{name: "delivery daemon", glob: "delivery.*.pid", pidFile: (*workspace.Project).DeliveryPidFile}, true
-	case "auth":
-		return component{name: "auth service", glob: "auth-service.*.pid", pidFile: (*workspace.Project).AuthServicePidFile}, true
-	}
-	return component{}, false
-}
-
 // stopDaemons stops the daemons of component c of the project (of opts.Space only, when
 // set) and says how many it stopped.
-func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project, c component) (int, error) {
-	pattern := filepath.Join(proj.Dir(), c.glob)
+func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project, c workspace.Daemon) (int, error) {
+	pattern := filepath.Join(proj.Dir(), c.Glob)
 	if opts.Space != "" {
-		pattern = c.pidFile(proj, opts.Space)
+		pattern = c.PidFile(proj, opts.Space)
 	}
 	files, err := filepath.Glob(pattern)
 	if err != nil {
-		return 0, fmt.Errorf("find %ss: %w", c.name, err)
+		return 0, fmt.Errorf("find %ss: %w", c.Title, err)
 	}
 	n := 0
 	for _, f := range files {
@@ -202,13 +184,13 @@ func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project, c 
 		}
 		// Held first, so the broker process does not restart what exits here.
 		if err := os.WriteFile(workspace.HeldFile(f), []byte("held by cotal down; cotal up releases it\n"), 0o600); err != nil {
-			return n, fmt.Errorf("hold the %s: %w", c.name, err)
+			return n, fmt.Errorf("hold the %s: %w", c.Title, err)
 		}
 		if err := stop(ctx, rec, opts.Timeout); err != nil {
-			return n, fmt.Errorf("%s (pid %d, %s): %w", c.name, rec.PID, f, err)
+			return n, fmt.Errorf("%s (pid %d, %s): %w", c.Title, rec.PID, f, err)
 		}
 		n++
-		fmt.Fprintf(opts.IO.Out, "✓ stopped the %s (pid %d)\n", c.name, rec.PID)
+		fmt.Fprintf(opts.IO.Out, "✓ stopped the %s (pid %d)\n", c.Title, rec.PID)
 	}
 	return n, nil
 }

@@ -82,20 +82,19 @@ func daemonReports(t cmdutil.Target, userAuth bool) []DaemonReport {
 	if t.Project == nil || t.Mesh == nil || t.Mesh.Mode != workspace.ModeAuth || t.Mesh.Server != t.Server {
 		return nil
 	}
-	type daemon struct{ name, pid, log string }
-	daemons := []daemon{{"delivery", t.Project.DeliveryPidFile(t.Space), t.Project.DeliveryLogFile(t.Space)}}
-	if userAuth {
-		daemons = append(daemons, daemon{"auth", t.Project.AuthServicePidFile(t.Space), t.Project.AuthServiceLogFile(t.Space)})
-	}
 	var out []DaemonReport
-	for _, f := range daemons {
-		d := DaemonReport{Name: f.name, State: "down", Log: f.log}
-		if rec, err := workspace.ReadPidfile(f.pid); err == nil {
+	for _, k := range workspace.Daemons() {
+		if k.Component == "auth" && !userAuth {
+			continue
+		}
+		pidFile := k.PidFile(t.Project, t.Space)
+		d := DaemonReport{Name: k.Component, State: "down", Log: k.LogFile(t.Project, t.Space)}
+		if rec, err := workspace.ReadPidfile(pidFile); err == nil {
 			if alive, _ := rec.Alive(); alive {
 				d.State, d.PID = "up", rec.PID
 			}
 		}
-		if _, err := os.Stat(workspace.HeldFile(f.pid)); d.State == "down" && err == nil {
+		if _, err := os.Stat(workspace.HeldFile(pidFile)); d.State == "down" && err == nil {
 			d.State = "held"
 		}
 		out = append(out, d)

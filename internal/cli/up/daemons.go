@@ -31,18 +31,22 @@ const (
 
 // daemonKind is one kind of per-space daemon the broker process supervises.
 type daemonKind struct {
-	name    string                               // how messages name it: "delivery daemon"
-	serves  func(space string) bool              // whether space gets one
-	args    func(space string) ([]string, error) // the cotal command line that runs it
-	pidFile func(space string) string            // written by the daemon once it serves
-	logFile func(space string) string
+	workspace.Daemon
+	proj   *workspace.Project
+	serves func(space string) bool              // whether space gets one
+	args   func(space string) ([]string, error) // the cotal command line that runs it
 }
+
+// pidFile is written by the daemon once it serves.
+func (k daemonKind) pidFile(space string) string { return k.PidFile(k.proj, space) }
+
+func (k daemonKind) logFile(space string) string { return k.LogFile(k.proj, space) }
 
 // deliveryKind is the delivery daemon of every space of an authenticated mesh, each with
 // its own delivery credential.
 func deliveryKind(chain *trust.Chain, proj *workspace.Project, server string) daemonKind {
-	return daemonKind{
-		name:   "delivery daemon",
+	d, _ := workspace.DaemonNamed("delivery")
+	return daemonKind{Daemon: d, proj: proj,
 		serves: func(string) bool { return true },
 		args: func(space string) ([]string, error) {
 			creds, err := deliveryCreds(chain, proj, space)
@@ -50,27 +54,23 @@ func deliveryKind(chain *trust.Chain, proj *workspace.Project, server string) da
 				return nil, err
 			}
 			return []string{"deliver", "--space", space, "--server", server, "--creds", creds,
-				"--pidfile", proj.DeliveryPidFile(space), "--wait"}, nil
+				"--pidfile", d.PidFile(proj, space), "--wait"}, nil
 		},
-		pidFile: proj.DeliveryPidFile,
-		logFile: proj.DeliveryLogFile,
 	}
 }
 
 // authKind is the auth service of every user-auth space (one with an IdP pin).
 func authKind(chain *trust.Chain, proj *workspace.Project, server string) daemonKind {
-	return daemonKind{
-		name: "auth service",
+	d, _ := workspace.DaemonNamed("auth")
+	return daemonKind{Daemon: d, proj: proj,
 		serves: func(space string) bool {
 			_, err := authsvc.ReadPin(chain.Dir(), space)
 			return err == nil
 		},
 		args: func(space string) ([]string, error) {
 			return []string{"auth-service", "--space", space, "--server", server,
-				"--pidfile", proj.AuthServicePidFile(space)}, nil
+				"--pidfile", d.PidFile(proj, space)}, nil
 		},
-		pidFile: proj.AuthServicePidFile,
-		logFile: proj.AuthServiceLogFile,
 	}
 }
 
@@ -113,7 +113,7 @@ func (d *daemons) start(ctx context.Context, space string) error {
 	case err := <-ready:
 		return err
 	case <-time.After(daemonReadyWait):
-		return fmt.Errorf("%s of %s: not serving after %s; see %s", d.kind.name, space, daemonReadyWait, d.kind.logFile(space))
+		return fmt.Errorf("%s of %s: not serving after %s; see %s", d.kind.Title, space, daemonReadyWait, d.kind.logFile(space))
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -153,7 +153,7 @@ func (d *daemons) watch(ctx context.Context) {
 			if !known && d.kind.serves(s) {
 				go func() {
 					if err := d.start(ctx, s); err != nil {
-						d.log.Error(d.kind.name, "space", s, "err", err)
+						d.log.Error(d.kind.Title, "space", s, "err", err)
 					}
 				}()
 			}
@@ -209,14 +209,14 @@ func (d *daemons) supervise(ctx context.Context, space string, args []string, re
 			return
 		}
 		if held := workspace.HeldFile(d.kind.pidFile(space)); exists(held) {
-			d.log.Info(d.kind.name+" held down; cotal up starts it again", "space", space)
+			d.log.Info(d.kind.Title+" held down; cotal up starts it again", "space", space)
 			if !waitGone(ctx, held) {
 				return
 			}
-			d.log.Info(d.kind.name+" released; starting", "space", space)
+			d.log.Info(d.kind.Title+" released; starting", "space", space)
 			continue
 		}
-		d.log.Warn(d.kind.name+" exited; restarting", "space", space, "err", err)
+		d.log.Warn(d.kind.Title+" exited; restarting", "space", space, "err", err)
 		select {
 		case <-ctx.Done():
 			return
@@ -249,7 +249,7 @@ func waitGone(ctx context.Context, path string) bool {
 func (d *daemons) runOnce(ctx context.Context, space string, args []string, ready func(error)) error {
 	logf, err := os.OpenFile(d.kind.logFile(space), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		ready(fmt.Errorf("%s log: %w", d.kind.name, err))
+		ready(fmt.Errorf("%s log: %w", d.kind.Title, err))
 		return err
 	}
 	defer logf.Close()
@@ -268,7 +268,7 @@ func (d *daemons) runOnce(ctx context.Context, space string, args []string, read
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		w.Close()
-		ready(fmt.Errorf("start %s of %s: %w", d.kind.name, space, err))
+		ready(fmt.Errorf("start %s of %s: %w", d.kind.Title, space, err))
 		return err
 	}
 	w.Close()
@@ -283,7 +283,7 @@ func (d *daemons) runOnce(ctx context.Context, space string, args []string, read
 	select {
 	case err := <-exited:
 		if err != nil {
-			err = fmt.Errorf("%s of %s exited (%w):\n%s", d.kind.name, space, err, tail(d.kind.logFile(space)))
+			err = fmt.Errorf("%s of %s exited (%w):\n%s", d.kind.Title, space, err, tail(d.kind.logFile(space)))
 		}
 		ready(err)
 		return err
@@ -309,12 +309,12 @@ func waitDaemon(ctx context.Context, opts *Options, kind daemonKind, space strin
 	for {
 		if rec, err := workspace.ReadPidfile(kind.pidFile(space)); err == nil {
 			if alive, _ := rec.Alive(); alive {
-				fmt.Fprintf(opts.IO.Out, "✓ %s up (space %s, pid %d)\n", kind.name, space, rec.PID)
+				fmt.Fprintf(opts.IO.Out, "✓ %s up (space %s, pid %d)\n", kind.Title, space, rec.PID)
 				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s of %s: not serving after %s; see %s", kind.name, space, daemonReadyWait, kind.logFile(space))
+			return fmt.Errorf("%s of %s: not serving after %s; see %s", kind.Title, space, daemonReadyWait, kind.logFile(space))
 		}
 		select {
 		case <-ctx.Done():
