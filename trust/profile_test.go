@@ -115,7 +115,7 @@ func TestPermissions(t *testing.T) {
 			{pub, "$JS.API.STREAM.INFO.KV_cotal_presence_s", true},
 			{pub, "$JS.API.DIRECT.GET.KV_cotal_presence_s.$KV.cotal_presence_s.local.bob", true},
 			{pub, "$JS.API.DIRECT.GET.KV_cotal_presence_s", true}, // batch: the whole bucket
-			{sub, "$KV.cotal_presence_s.>", true},                  // presence changes, live
+			{sub, "$KV.cotal_presence_s.>", true},                 // presence changes, live
 			{pub, "$JS.API.DIRECT.GET.KV_cotal_channels_s.$KV.cotal_channels_s.general", true},
 			{pub, "$JS.API.DIRECT.GET.KV_cotal_channels_s", true},
 			// no consumer of any form on the public buckets (issue 12 items 9 and 10)
