@@ -20,10 +20,12 @@ type Profile string
 const (
 	// ProfileAgent sends only with its own sender tokens, reads only its channels, its own
 	// DM durable and its role, and writes only its own presence key. Posting is
-	// default-deny: only the channels in AllowPublish.
+	// default-deny: only the channels in AllowPublish. It creates no consumer but its
+	// history reader on CHAT, and reads presence and the registry without one.
 	ProfileAgent Profile = "agent"
 	// ProfileObserver reads every channel, presence and the channel registry, and sends
-	// nothing; it sees no DMs (the console).
+	// nothing; it sees no DMs (the console). Like the agent, it creates no consumer but
+	// its history reader on CHAT.
 	ProfileObserver Profile = "observer"
 	// ProfileAdmin reads everything of the messaging plane, DMs and anycasts included, and
 	// sends nothing (the dashboard).
