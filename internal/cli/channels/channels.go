@@ -236,7 +236,7 @@ func runList(ctx context.Context, opts *Options) error {
 		fmt.Fprintln(out, "no channels yet")
 	}
 	for _, e := range rep.Channels {
-		fmt.Fprintf(out, "#%-24s %-8s %-16s %6d messages", e.Name, e.Class, replayText(e.Replay, e.ReplayWindow), e.Messages)
+		fmt.Fprintf(out, "#%-24s %-8s %-16s %6d messages", cmdutil.OneLine(e.Name), cmdutil.OneLine(e.Class), replayText(e.Replay, e.ReplayWindow), e.Messages)
 		if e.Description != "" {
 			fmt.Fprintf(out, "  %s", cmdutil.OneLine(e.Description))
 		}

@@ -89,7 +89,7 @@ func runPending(ctx context.Context, opts *PendingOptions) error {
 		return enc.Encode(rep)
 	}
 	out := opts.IO.Out
-	fmt.Fprintf(out, "%s (%s, %s)\n", rep.Name, rep.Principal, rep.State)
+	fmt.Fprintf(out, "%s (%s, %s)\n", cmdutil.OneLine(rep.Name), rep.Principal, rep.State)
 	if len(held) == 0 {
 		fmt.Fprintln(out, "  no durables")
 	}
@@ -98,9 +98,9 @@ func runPending(ctx context.Context, opts *PendingOptions) error {
 		for _, m := range h.Messages {
 			where := "dm"
 			if h.Kind == "channel" {
-				where = "#" + m.Channel
+				where = "#" + cmdutil.OneLine(m.Channel)
 			}
-			fmt.Fprintf(out, "    seq %-6d [%s] %s: %s\n", m.Seq, where, m.Name, cmdutil.OneLine(m.Text))
+			fmt.Fprintf(out, "    seq %-6d [%s] %s: %s\n", m.Seq, where, cmdutil.OneLine(m.Name), cmdutil.OneLine(m.Text))
 		}
 	}
 	return nil

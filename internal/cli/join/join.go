@@ -130,7 +130,7 @@ func runJoin(ctx context.Context, opts *Options) error {
 		case in := <-ep.Messages():
 			fmt.Fprintln(s.out, cmdutil.MessageLine(in))
 			if err := in.Ack(); err != nil {
-				fmt.Fprintf(s.errOut, "! ack %s: %v\n", in.ID, err)
+				fmt.Fprintf(s.errOut, "! ack %s: %v\n", cmdutil.OneLine(in.ID), err)
 			}
 		case line, ok := <-lines:
 			if !ok {
@@ -245,7 +245,7 @@ func (s *session) handle(ctx context.Context, line string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		fmt.Fprintf(s.errOut, "→ %s  stored seq %d; recipient %s at send; delivery not confirmed\n", t.Name, sent.Seq, t.State)
+		fmt.Fprintf(s.errOut, "→ %s  stored seq %d; recipient %s at send; delivery not confirmed\n", cmdutil.OneLine(t.Name), sent.Seq, t.State)
 		return false, nil
 	case "/anycast", "/ask":
 		role, text, ok := cutArg(rest)
