@@ -9,6 +9,7 @@ package termsafe
 import (
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -110,4 +111,41 @@ func writeHex(b *strings.Builder, prefix string, v uint32, digits int) {
 	for shift := 4 * (digits - 1); shift >= 0; shift -= 4 {
 		b.WriteByte(hex[(v>>uint(shift))&0xf])
 	}
+}
+
+// EscapeJSON returns JSON text, as encoding/json writes it, with every unsafe rune above
+// U+001F written as a \uXXXX escape (a surrogate pair above U+FFFF) and every byte that is not
+// UTF-8 as \ufffd, which a decoder reads as the same value. encoding/json escapes the C0
+// controls and the line separators but writes DEL, the C1 controls and the bidi and
+// other format characters raw; after EscapeJSON, `--json` output printed on a terminal
+// cannot drive it either, and the decoded strings are exactly the peer's.
+func EscapeJSON(b []byte) []byte {
+	i := firstUnsafe(string(b))
+	if i < 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b)+32)
+	out = append(out, b[:i]...)
+	for i < len(b) {
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			out = appendU(out, utf8.RuneError)
+		case r < 0x20 || !Unsafe(r): // a raw C0 byte in such JSON is white space between tokens
+			out = append(out, b[i:i+size]...)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			out = appendU(appendU(out, r1), r2)
+		default:
+			out = appendU(out, r)
+		}
+		i += size
+	}
+	return out
+}
+
+// appendU appends the JSON escape \uHHHH of the UTF-16 code unit r.
+func appendU(b []byte, r rune) []byte {
+	const hex = "0123456789abcdef"
+	return append(b, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
 }

@@ -1,6 +1,8 @@
 package termsafe_test
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -112,4 +114,51 @@ func FuzzEscape(f *testing.F) {
 			t.Fatalf("Escape(%q) = %q, want it unchanged", s, got)
 		}
 	})
+}
+
+func TestEscapeJSON(t *testing.T) {
+	for _, c := range cases {
+		checkEscapeJSON(t, c.in)
+	}
+	for _, c := range []struct{ in, want string }{
+		{`{"a": "x"}`, `{"a": "x"}`},
+		{"{\n  \"a\": \"\x7f\u0085\u202e\U000e0041\"\n}\n", "{\n  \"a\": \"\\u007f\\u0085\\u202e\\udb40\\udc41\"\n}\n"},
+	} {
+		if got := string(termsafe.EscapeJSON([]byte(c.in))); got != c.want {
+			t.Errorf("EscapeJSON(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// checkEscapeJSON encodes s as encoding/json would print it (indented, as --json does)
+// and checks that EscapeJSON leaves no unsafe rune but white space and decodes to s.
+func checkEscapeJSON(t *testing.T, s string) {
+	t.Helper()
+	b, err := json.MarshalIndent(map[string][]string{s: {s}}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := termsafe.EscapeJSON(b)
+	for _, r := range string(got) {
+		if termsafe.Unsafe(r) && r != '\n' {
+			t.Fatalf("EscapeJSON(%q) = %q: keeps %U", b, got, r)
+		}
+	}
+	var back, want map[string][]string
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatalf("EscapeJSON(%q) = %q: %v", b, got, err)
+	}
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, want) {
+		t.Fatalf("EscapeJSON(%q) = %q decodes to %q, want %q", b, got, back, want)
+	}
+}
+
+func FuzzEscapeJSON(f *testing.F) {
+	for _, c := range cases {
+		f.Add(c.in)
+	}
+	f.Fuzz(checkEscapeJSON)
 }

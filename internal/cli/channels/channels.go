@@ -226,9 +226,7 @@ func runList(ctx context.Context, opts *Options) error {
 		rep.Channels = append(rep.Channels, e)
 	}
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
 	out := opts.IO.Out
 	fmt.Fprintf(out, "space %s; defaults: %s, %s\n", t.Space, def.EffectiveDeliveryClass(), replayText(def.EffectiveReplay(), def.ReplayWindow))

@@ -1,7 +1,10 @@
 package cmdutil
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/user"
 	"strings"
@@ -88,4 +91,18 @@ func OperatorIdentity() (name, actor string) {
 		actor = actor[:protocol.MaxActorLength]
 	}
 	return login + "@" + host, actor
+}
+
+// WriteJSON prints v as the one indented JSON document of --json. Strings from the mesh
+// keep their exact value, and every control, bidi or format character in them is a
+// \u escape, never raw (termsafe.EscapeJSON), so printing it on a terminal is safe too.
+func WriteJSON(w io.Writer, v any) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(termsafe.EscapeJSON(b.Bytes()))
+	return err
 }

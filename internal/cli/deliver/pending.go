@@ -2,7 +2,6 @@ package deliver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -84,9 +83,7 @@ func runPending(ctx context.Context, opts *PendingOptions) error {
 		rep.Durables = []delivery.Held{}
 	}
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
 	out := opts.IO.Out
 	fmt.Fprintf(out, "%s (%s, %s)\n", cmdutil.OneLine(rep.Name), rep.Principal, rep.State)
