@@ -58,7 +58,9 @@ Every line on stdin is posted to the current channel (the last one joined). Comm
 Each message that arrives prints as one line on stdout:
   [#<channel>] <sender>: <text>     multicast ([#<channel> history] when replayed)
   [dm] <sender>: <text>             unicast to you
-  [anycast <role>] <sender>: <text> a role ask you took`,
+  [anycast <role>] <sender>: <text> a role ask you took
+What peers wrote stays on its line: a line break shows as \n, any other control, bidi or
+format character as an escape such as \x1b or \u202e.`,
 		Example: `  cotal join --name alice --channel general --channel team.backend
   cotal join --persona builder
   cotal join --creds .cotal/auth/creds/space.6d61696e/builder.creds
