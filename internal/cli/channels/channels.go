@@ -226,9 +226,7 @@ func runList(ctx context.Context, opts *Options) error {
 		rep.Channels = append(rep.Channels, e)
 	}
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
 	out := opts.IO.Out
 	fmt.Fprintf(out, "space %s; defaults: %s, %s\n", t.Space, def.EffectiveDeliveryClass(), replayText(def.EffectiveReplay(), def.ReplayWindow))
@@ -236,7 +234,7 @@ func runList(ctx context.Context, opts *Options) error {
 		fmt.Fprintln(out, "no channels yet")
 	}
 	for _, e := range rep.Channels {
-		fmt.Fprintf(out, "#%-24s %-8s %-16s %6d messages", e.Name, e.Class, replayText(e.Replay, e.ReplayWindow), e.Messages)
+		fmt.Fprintf(out, "#%-24s %-8s %-16s %6d messages", cmdutil.OneLine(e.Name), cmdutil.OneLine(e.Class), replayText(e.Replay, e.ReplayWindow), e.Messages)
 		if e.Description != "" {
 			fmt.Fprintf(out, "  %s", cmdutil.OneLine(e.Description))
 		}
