@@ -612,8 +612,7 @@ func (r *run) loop(ctx context.Context, renewEvery time.Duration, leaseEvents <-
 			}
 		case e := <-leaseEvents:
 			if e.Operation() == jetstream.KeyValuePut {
-				var info LeaseInfo
-				if json.Unmarshal(e.Value(), &info) == nil && info.Instance == r.instance {
+				if info, err := decodeLease(e.Value()); err == nil && info.Instance == r.instance {
 					continue
 				}
 			}

@@ -398,6 +398,13 @@ type LivenessArgs struct {
 	Records ConnTuple `json:"records"`
 }
 
+// LivenessQuery is the args of planeConnLiveness as the reference sends them:
+// {"query": {"ledger", "records"}}. A Go daemon also reads the bare LivenessArgs earlier
+// Go releases sent.
+type LivenessQuery struct {
+	Query LivenessArgs `json:"query"`
+}
+
 // Connection liveness states. Gone is only ever said after a complete sweep; a caller
 // treats unknown, a refusal or an answer that does not echo its query as "may be live".
 const (
