@@ -84,7 +84,7 @@ func (l *lease) wroteAt(rev uint64) {
 
 func (l *lease) value() []byte {
 	l.me.Since = time.Now().UnixMilli() // the reference rewrites since at every write
-	b, _ := json.Marshal(l.me) // a struct of strings and numbers always encodes
+	b, _ := json.Marshal(l.me)          // a struct of strings and numbers always encodes
 	return b
 }
 
