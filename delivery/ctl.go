@@ -256,7 +256,7 @@ func (c *ctl) join(ctx context.Context, op, channel string, cursor *uint64, who 
 // the roster.
 func (c *ctl) writeRow(ctx context.Context, key string, row *protocol.Membership, rev uint64) error {
 	r := c.r
-	row.Writer = r.instance
+	row.Writer = r.lease.me.Holder // the reference writes the daemon's card id, its principal
 	row.UpdatedAt = time.Now().UnixMilli()
 	b := mustJSON(row)
 	var err error
