@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -24,10 +23,6 @@ import (
 
 // ErrNoDeliveryDaemon reports that no delivery daemon answered for the space.
 var ErrNoDeliveryDaemon = errors.New("no delivery daemon answers for the space")
-
-// ErrNoCredential reports an endpoint connected without a user JWT, which the delivery
-// daemon needs to learn who it is and what it may read.
-var ErrNoCredential = errors.New("the connection has no user credential to present")
 
 // Unestablished is how a durable channel joined without its backstop is reported.
 const Unestablished = "joined live, durable backstop unestablished"
@@ -57,9 +52,14 @@ func (e *Endpoint) durableJoin(ctx context.Context, channel string, cursor uint6
 		return
 	}
 	why := ""
-	res, err := e.requestMembership(ctx, protocol.OpJoin, channel, cursor)
+	err := e.requestJoin(ctx, channel, cursor)
 	if err == nil {
-		err = e.bindHandoff(ctx, res.Stream, res.Consumer)
+		uid := e.lifecycleUID()
+		if uid == "" {
+			err = errors.New("this endpoint has no lifecycle uid, so it has no hand-off durable")
+		} else {
+			err = e.bindHandoff(ctx, protocol.StreamDLV(e.cfg.Space), protocol.ConsumerDLV(e.me, uid))
+		}
 	}
 	if err != nil {
 		why = Unestablished + ": " + err.Error()
@@ -70,6 +70,23 @@ func (e *Endpoint) durableJoin(ctx context.Context, channel string, cursor uint6
 		e.backstop[channel] = why
 	}
 	e.mu.Unlock()
+}
+
+// requestJoin sends durableJoin for channel, with cursor (a Go extension a reference
+// daemon ignores).
+func (e *Endpoint) requestJoin(ctx context.Context, channel string, cursor uint64) error {
+	rep, err := e.deliveryRequest(ctx, protocol.OpDurableJoin, protocol.DurableJoinArgs{Channel: channel, Cursor: &cursor})
+	if err != nil {
+		return err
+	}
+	var res protocol.DurableJoinResult
+	if err := json.Unmarshal(rep.Data, &res); err != nil {
+		return fmt.Errorf("durable join: answer: %w", err)
+	}
+	if !res.Durable {
+		return fmt.Errorf("durable join: the daemon did not make it durable: %s", res.Reason)
+	}
+	return nil
 }
 
 // durableLeave tombstones the membership of channel at the CHAT stream's last sequence.
@@ -86,40 +103,49 @@ func (e *Endpoint) durableLeave(channel string) error {
 	e.mu.Lock()
 	e.left[channel] = cursor
 	e.mu.Unlock()
-	_, err = e.requestMembership(ctx, protocol.OpLeave, channel, cursor)
-	return err
-}
-
-// requestMembership sends a join or leave to the delivery daemon.
-func (e *Endpoint) requestMembership(ctx context.Context, op, channel string, cursor uint64) (protocol.JoinResult, error) {
-	var res protocol.JoinResult
-	rep, err := e.deliveryRequest(ctx, op, protocol.MembershipArgs{Channel: channel, Cursor: cursor})
+	uid := e.lifecycleUID()
+	if uid == "" {
+		return nil // no incarnation, no membership
+	}
+	list, err := e.Memberships(ctx)
 	if err != nil {
-		return res, err
+		return err
 	}
-	if op == protocol.OpJoin {
-		if err := json.Unmarshal(rep.Data, &res); err != nil || res.Consumer == "" || res.Stream == "" {
-			return res, fmt.Errorf("durable join: the daemon's answer names no hand-off durable")
+	for _, m := range list {
+		if m.Channel != channel {
+			continue
 		}
+		gen := m.Generation
+		_, err = e.deliveryRequest(ctx, protocol.OpDurableLeave, protocol.DurableLeaveArgs{Channel: channel, Generation: &gen,
+			LifecycleUID: uid, Cursor: &cursor})
+		return err
 	}
-	return res, nil
+	return nil
 }
 
-// Memberships lists this principal's durable memberships as the delivery daemon keeps them.
-func (e *Endpoint) Memberships(ctx context.Context) ([]protocol.Membership, error) {
-	rep, err := e.deliveryRequest(ctx, protocol.OpListMemberships, struct{}{})
+// Memberships lists this incarnation's active durable memberships as the delivery daemon
+// keeps them.
+func (e *Endpoint) Memberships(ctx context.Context) ([]protocol.MembershipInfo, error) {
+	uid := e.lifecycleUID()
+	if uid == "" {
+		return nil, errors.New("list memberships: this endpoint has no lifecycle uid")
+	}
+	rep, err := e.deliveryRequest(ctx, protocol.OpListMemberships, protocol.ListMembershipsArgs{LifecycleUID: uid})
 	if err != nil {
 		return nil, err
 	}
-	var out []protocol.Membership
+	var out protocol.ListMembershipsResult
 	if err := json.Unmarshal(rep.Data, &out); err != nil {
 		return nil, fmt.Errorf("list memberships: %w", err)
 	}
-	return out, nil
+	return out.Memberships, nil
 }
 
-// deliveryRequest sends op on this principal's delivery rail with its credential and the
-// credential key's signature, and waits for the answer under the request subject.
+// deliveryRequest sends op on this principal's delivery rail, in the reference's envelope
+// {op, args, from}, and waits for the answer under the request subject. The daemon takes
+// the caller from the subject; the request also carries the connection's credential and
+// its key's signature (or a callout member's uid) when it has one, a Go extension that
+// lets a Go daemon record the read ACL of a credential minted before it wrote ACL rows.
 func (e *Endpoint) deliveryRequest(ctx context.Context, op string, args any) (protocol.ControlReply, error) {
 	subject := protocol.CtlSubject(e.cfg.Space, protocol.ServiceDelivery, e.me)
 	a, err := json.Marshal(args)
@@ -151,18 +177,17 @@ func (e *Endpoint) deliveryRequest(ctx context.Context, op string, args any) (pr
 }
 
 // sign puts the connection's user JWT and its key's signature over the request in msg's
-// headers; a callout-admitted connection names its lifecycle uid instead.
+// headers; a callout-admitted connection names its lifecycle uid instead; a connection
+// with neither sends none (the daemon then reads its ACL row by alias).
 func (e *Endpoint) sign(msg *nats.Msg) error {
 	if e.cfg.Callout {
-		uid := e.lifecycleUID()
-		if uid == "" {
-			return ErrNoCredential
+		if uid := e.lifecycleUID(); uid != "" {
+			msg.Header.Set(protocol.HeaderUID, uid)
 		}
-		msg.Header.Set(protocol.HeaderUID, uid)
 		return nil
 	}
 	if e.nc.Opts.UserJWT == nil || e.nc.Opts.SignatureCB == nil {
-		return ErrNoCredential
+		return nil
 	}
 	token, err := e.nc.Opts.UserJWT()
 	if err != nil {
@@ -264,20 +289,28 @@ func (e *Endpoint) bindExistingHandoff(ctx context.Context) {
 	}
 }
 
-// onHandoff handles a copy from the hand-off durable. The daemon alone writes there, so
-// the frame's headers name the chat subject the post came on; the post then passes the
-// same receive checks as a live copy. A copy already seen live, of this endpoint's own
-// post, or of a channel it left (posted after the leave) is acked at once.
+// onHandoff handles a copy from the hand-off durable: the reference's frame or, for
+// copies stored before an upgrade, the earlier Go frame (protocol.DecodeHandoff). The
+// daemon alone writes there; the post then passes the same receive checks as a live copy.
+// A copy already seen live, of this endpoint's own post, or of a channel it left (posted
+// after the leave) is acked at once; a frame that does not decode is terminated.
 func (e *Endpoint) onHandoff(m jetstream.Msg) {
 	h := m.Headers()
-	r, ok := e.check(h.Get(protocol.HeaderSubject), m.Data())
+	ho, err := protocol.DecodeHandoff(e.cfg.Space, h.Get, m.Data())
+	if err != nil {
+		e.log.Warn("hand-off copy dropped", "subject", m.Subject(), "err", err)
+	}
+	r, ok := protocol.Received{}, false
+	if err == nil {
+		r, ok = e.check(ho.Subject, ho.Data)
+	}
 	if !ok || r.Kind != protocol.DeliveryChannel || r.Subject.Space != e.cfg.Space {
 		if err := m.Term(); err != nil {
 			e.log.Warn("term", "subject", m.Subject(), "err", err)
 		}
 		return
 	}
-	seq, _ := strconv.ParseUint(h.Get(protocol.HeaderSeq), 10, 64)
+	seq := ho.Seq
 	if r.Subject.Sender == e.me || e.leftBefore(r.Subject.Channel, seq) || !e.seen.first(r.Message.ID) {
 		if err := m.Ack(); err != nil {
 			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)

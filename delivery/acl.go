@@ -17,41 +17,109 @@ import (
 	"github.com/cotal-ai/cotal/protocol"
 )
 
-// ACL is the read ACL of one member incarnation, taken from the user JWT it presented at
-// its durable join: exactly the subscribe permissions the broker enforces for that
-// credential. The daemon writes it to the ACL bucket (key <owner>.<actor>.<uid>) and
-// checks every copy against it, so a member never receives a durable copy its credential
-// could not have read live.
+// ACL is the read ACL row of one member incarnation in cotal_acl_<space>, key
+// <owner>.<actor>.<uid>: the reference's AclRecord (acls.ts), written by whoever mints the
+// member's credential (CommitACL: cotal mint, the auth callout through RecordGrant) and
+// read by the daemon before every durable join and every copy, so a member never receives
+// a durable copy of a channel outside it. AllowSubscribe holds channel patterns; [] reads
+// nothing. IssuedAt is a Go extension (the reference ignores it): the iat, in seconds, of
+// the credential a row was taken from when a member presented its user JWT on the
+// delivery rail, so an older credential cannot roll a row back.
 type ACL struct {
-	Principal string   `json:"principal"`
-	UID       string   `json:"lifecycleUid"`
-	Name      string   `json:"name,omitempty"` // the credential's name, matched by @mentions
-	UserKey   string   `json:"userKey"`
-	SubAllow  []string `json:"subAllow,omitempty"` // empty: the broker allows every subscription
-	SubDeny   []string `json:"subDeny,omitempty"`
-	IssuedAt  int64    `json:"issuedAt"`          // the JWT's iat, seconds; a row only moves forward
-	Expires   int64    `json:"expires,omitempty"` // the JWT's exp, seconds; 0: never
-	UpdatedAt int64    `json:"updatedAt"`         // unix ms
+	AllowSubscribe       []string `json:"allowSubscribe"`
+	IssuedAllowSubscribe []string `json:"issuedAllowSubscribe"`
+	Revision             uint64   `json:"revision"`
+	UpdatedAt            int64    `json:"updatedAt"` // unix ms
+	IssuedAt             int64    `json:"issuedAt,omitempty"`
 }
 
-// Readable reports whether the credential may read a message published on subject at now.
-func (a *ACL) Readable(subject string, now time.Time) bool {
-	if a.Expires > 0 && now.Unix() >= a.Expires {
-		return false
-	}
-	if len(a.SubAllow) > 0 && !slices.ContainsFunc(a.SubAllow, func(p string) bool { return protocol.ChannelMatches(p, subject) }) {
-		return false
-	}
-	return !slices.ContainsFunc(a.SubDeny, func(p string) bool { return protocol.ChannelMatches(p, subject) })
+// Readable reports whether the row lets its member read the concrete channel ch: a
+// pattern of AllowSubscribe matches it, and one of IssuedAllowSubscribe (the ceiling its
+// credential was issued with) too.
+func (a *ACL) Readable(ch string) bool {
+	return protocol.ChannelCovered(a.AllowSubscribe, ch) && protocol.ChannelCovered(a.IssuedAllowSubscribe, ch)
 }
 
-// Covers reports whether the credential's allow list admits a subscription to filter (a
-// subject that may hold wildcards), as the broker checks a subscribe.
-func (a *ACL) Covers(filter string) bool {
-	if len(a.SubAllow) == 0 {
-		return true
+// Covers reports whether the row admits a durable join of channel, which may be a pattern
+// (a Go extension): every channel it matches is readable.
+func (a *ACL) Covers(channel string) bool {
+	return protocol.ChannelCovered(a.AllowSubscribe, channel) && protocol.ChannelCovered(a.IssuedAllowSubscribe, channel)
+}
+
+// decodeACL reads an ACL row leniently: the reference's form (any object with an
+// allowSubscribe array; issuedAllowSubscribe, when absent, is allowSubscribe), or the row
+// earlier Go releases wrote from a member's JWT ({principal, lifecycleUid, subAllow, ...}),
+// whose subscribe subjects become channel patterns of space. A row that is neither, or an
+// earlier Go row without a subscribe allow list, is an error: absent, never "allow all".
+func decodeACL(space string, b []byte) (*ACL, error) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, err
 	}
-	return slices.ContainsFunc(a.SubAllow, func(p string) bool { return protocol.ChannelCovers(p, filter) })
+	if raw, ok := probe["allowSubscribe"]; ok {
+		var allow []string
+		if err := json.Unmarshal(raw, &allow); err != nil || allow == nil {
+			return nil, errors.New("allowSubscribe is not an array of strings")
+		}
+		var a ACL
+		if err := json.Unmarshal(b, &a); err != nil {
+			a = ACL{AllowSubscribe: allow} // a garbled optional field: keep what is readable
+		}
+		if a.IssuedAllowSubscribe == nil {
+			a.IssuedAllowSubscribe = a.AllowSubscribe
+		}
+		return &a, nil
+	}
+	var old struct {
+		SubAllow  []string `json:"subAllow"`
+		IssuedAt  int64    `json:"issuedAt"`
+		UpdatedAt int64    `json:"updatedAt"`
+	}
+	if _, ok := probe["subAllow"]; !ok {
+		return nil, errors.New("no allowSubscribe array")
+	}
+	if err := json.Unmarshal(b, &old); err != nil {
+		return nil, err
+	}
+	allow := channelsOf(space, old.SubAllow)
+	return &ACL{AllowSubscribe: allow, IssuedAllowSubscribe: allow, UpdatedAt: old.UpdatedAt, IssuedAt: max(old.IssuedAt, 1)}, nil
+}
+
+// channelsOf turns the subscribe permissions of a credential of space ("" means any
+// space) into the channel patterns it may read: cotal.<space>.chat.*.*.<pattern> is
+// <pattern>, and a subject that covers every chat subject of the space is ">". Other
+// subjects read no channel.
+func channelsOf(space string, subs []string) []string {
+	out := []string{}
+	for _, s := range subs {
+		t := strings.Split(s, ".")
+		inSpace := len(t) >= 2 && t[0] == protocol.Root && (space == "" || t[1] == space)
+		switch {
+		case s == ">", s == protocol.Root+".>",
+			inSpace && len(t) == 3 && t[2] == ">",
+			inSpace && len(t) == 4 && t[2] == string(protocol.KindChat) && t[3] == ">":
+			out = append(out, ">")
+		case inSpace && len(t) >= 6 && t[2] == string(protocol.KindChat) && t[3] == "*" && t[4] == "*":
+			if ch := strings.Join(t[5:], "."); protocol.CheckChannelPattern(ch) == nil {
+				out = append(out, ch)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// parseMemberKey reads an ACL key <owner>.<actor>.<uid>.
+func parseMemberKey(k string) (member, bool) {
+	i := strings.LastIndexByte(k, '.')
+	if i < 0 {
+		return member{}, false
+	}
+	p, err := protocol.ParsePrincipal(k[:i])
+	if err != nil || !protocol.ValidLifecycleUID(k[i+1:]) {
+		return member{}, false
+	}
+	return member{p: p, uid: k[i+1:]}, true
 }
 
 // member is one member incarnation.
@@ -65,7 +133,83 @@ func (m member) key() string { return protocol.MemberKey(m.p, m.uid) }
 // errCredential is wrapped by every refusal of a presented credential.
 var errCredential = errors.New("credential refused")
 
-// verifier checks the credentials members present on the delivery rail.
+// commitAttempts bounds the compare-and-set rounds of one ACL write (as the reference).
+const commitAttempts = 5
+
+// CommitACL writes the read ACL of member (p, uid) to kv, the space's ACL bucket, in the
+// reference's form (commitAcl): allowSubscribe and issuedAllowSubscribe the channel
+// patterns allow, revision one more than the row it replaces, by compare-and-set. Whoever
+// mints the member's credential calls it, with a connection allowed to write the bucket.
+// An unchanged row is left as it is.
+func CommitACL(ctx context.Context, kv jetstream.KeyValue, p protocol.Principal, uid string, allow []string, now time.Time) error {
+	return commitACL(ctx, kv, p, uid, allow, 0, now)
+}
+
+// commitACL is CommitACL; issuedAt > 0 marks a row taken from a presented credential of
+// that iat, which refuses to replace a row taken from a credential issued later.
+func commitACL(ctx context.Context, kv jetstream.KeyValue, p protocol.Principal, uid string, allow []string, issuedAt int64, now time.Time) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("record read ACL: %w", err)
+	}
+	if !protocol.ValidLifecycleUID(uid) {
+		return fmt.Errorf("record read ACL of %s: lifecycle uid %q is not 26 to 32 of a-z 0-9", p, uid)
+	}
+	allow = slices.Clone(allow)
+	if allow == nil {
+		allow = []string{}
+	}
+	for _, ch := range allow {
+		if err := protocol.CheckChannelPattern(ch); err != nil {
+			return fmt.Errorf("record read ACL of %s: %w", p, err)
+		}
+	}
+	key := protocol.MemberKey(p, uid)
+	for range commitAttempts {
+		row := ACL{AllowSubscribe: allow, IssuedAllowSubscribe: allow, Revision: 1, UpdatedAt: now.UnixMilli(), IssuedAt: issuedAt}
+		var rev uint64
+		e, err := kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("read ACL %s: %w", key, err)
+		default:
+			rev = e.Revision()
+			if old, derr := decodeACL("", e.Value()); derr == nil {
+				if issuedAt > 0 && old.IssuedAt > issuedAt {
+					return fmt.Errorf("%w: a credential of %s issued later was presented before; present that one", errCredential, p)
+				}
+				if slices.Equal(old.AllowSubscribe, allow) && slices.Equal(old.IssuedAllowSubscribe, allow) && old.Revision > 0 && old.IssuedAt == issuedAt {
+					return nil
+				}
+				row.Revision = old.Revision + 1
+			}
+		}
+		b, _ := json.Marshal(row) // strings and numbers always encode
+		if rev == 0 {
+			_, err = kv.Create(ctx, key, b)
+		} else {
+			_, err = kv.Update(ctx, key, b, rev)
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSequence(err) {
+			return fmt.Errorf("write ACL %s: %w", key, err)
+		}
+	}
+	return fmt.Errorf("write ACL %s: %d concurrent writes in a row; try again", key, commitAttempts)
+}
+
+// isWrongSequence reports a compare-and-set lost to another writer.
+func isWrongSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// verifier checks the credentials members present on the delivery rail (a Go extension:
+// the Cotal-Jwt and Cotal-Sig headers). A verified credential refreshes the member's ACL
+// row, so a credential minted before the row was written at mint still works.
 type verifier struct {
 	account string   // the space's account: every member credential is issued for it
 	issuers []string // keys trusted to sign member credentials: the account and its signing key
@@ -74,13 +218,10 @@ type verifier struct {
 // verify checks that token is a user JWT of this space's account, signed by a trusted key,
 // not expired, naming the principal p that sent the request on subject, with a lifecycle
 // uid; and that sig is its user key's signature over subject, a newline and body. It
-// returns the member incarnation and its ACL row.
-func (v *verifier) verify(token, sig, subject string, body []byte, p protocol.Principal, now time.Time) (member, ACL, error) {
-	fail := func(format string, args ...any) (member, ACL, error) {
-		return member{}, ACL{}, fmt.Errorf("%w: "+format, append([]any{errCredential}, args...)...)
-	}
-	if token == "" || sig == "" {
-		return fail("the request carries no credential (%s and %s headers)", protocol.HeaderJWT, protocol.HeaderSig)
+// returns the member incarnation, the channels its credential may read and its iat.
+func (v *verifier) verify(space, token, sig, subject string, body []byte, p protocol.Principal, now time.Time) (member, []string, int64, error) {
+	fail := func(format string, args ...any) (member, []string, int64, error) {
+		return member{}, nil, 0, fmt.Errorf("%w: "+format, append([]any{errCredential}, args...)...)
 	}
 	uc, err := jwt.DecodeUserClaims(token) // checks the JWT's own signature
 	if err != nil {
@@ -129,54 +270,17 @@ func (v *verifier) verify(token, sig, subject string, body []byte, p protocol.Pr
 	if err := pub.Verify(protocol.SignedBytes(subject, body), raw); err != nil {
 		return fail("the signature is not its user key's")
 	}
-	m := member{p: p, uid: uid}
-	return m, ACL{
-		Principal: p.String(), UID: uid, Name: uc.Name, UserKey: uc.Subject,
-		SubAllow: uc.Permissions.Sub.Allow, SubDeny: uc.Permissions.Sub.Deny,
-		IssuedAt: uc.IssuedAt, Expires: uc.Expires, UpdatedAt: now.UnixMilli(),
-	}, nil
+	return member{p: p, uid: uid}, channelsOf(space, uc.Permissions.Sub.Allow), max(uc.IssuedAt, 1), nil
 }
 
 // RecordGrant stores in kv, the space's ACL bucket, the read ACL an auth callout granted
-// to a connection of member (p, uid) with user key userKey: sub is the subscribe
-// permission of the user JWT the callout minted. Such a member holds no credential of its
-// own to present (the server generated its key), so it names its uid on the delivery rail
-// instead of signing, and the daemon holds its durable copies to this record. The auth
-// service calls it at each grant; a record is replaced, never rolled back by an older one.
+// to a connection of member (p, uid): sub is the subscribe permission of the user JWT the
+// callout minted, whose channel subjects become the row's channel patterns
+// (CommitACL). The auth service calls it at each grant. name and userKey are not stored
+// (the reference's row has no place for them); issuedAt is the grant's time.
 func RecordGrant(ctx context.Context, kv jetstream.KeyValue, p protocol.Principal, uid, name, userKey string, sub jwt.Permission, issuedAt time.Time) error {
-	if !protocol.ValidLifecycleUID(uid) {
-		return fmt.Errorf("record grant of %s: lifecycle uid %q", p, uid)
-	}
-	a := ACL{Principal: p.String(), UID: uid, Name: name, UserKey: userKey, SubAllow: sub.Allow, SubDeny: sub.Deny,
-		IssuedAt: issuedAt.Unix(), UpdatedAt: time.Now().UnixMilli()}
-	b, err := json.Marshal(a)
-	if err != nil {
-		return fmt.Errorf("record grant of %s: %w", p, err)
-	}
-	if _, err := kv.Put(ctx, protocol.MemberKey(p, uid), b); err != nil {
+	if err := CommitACL(ctx, kv, p, uid, channelsOf("", sub.Allow), issuedAt); err != nil {
 		return fmt.Errorf("record grant of %s: %w", p, err)
 	}
 	return nil
-}
-
-// granted returns the member and ACL an auth callout recorded for (p, uid) (RecordGrant):
-// the proof of a member that names its uid instead of signing.
-func granted(ctx context.Context, kv jetstream.KeyValue, p protocol.Principal, uid string, now time.Time) (member, ACL, error) {
-	if !protocol.ValidLifecycleUID(uid) {
-		return member{}, ACL{}, fmt.Errorf("%w: lifecycle uid %q", errCredential, uid)
-	}
-	m := member{p: p, uid: uid}
-	e, err := kv.Get(ctx, m.key())
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return member{}, ACL{}, fmt.Errorf("%w: no grant is recorded for %s (uid %s); a request without a signed credential is only taken from a connection an auth callout admitted: reconnect", errCredential, p, uid)
-	}
-	if err != nil {
-		return member{}, ACL{}, fmt.Errorf("read grant of %s: %w", p, err)
-	}
-	a, err := decodeACL(e.Value())
-	if err != nil || a.Principal != p.String() || a.UID != uid {
-		return member{}, ACL{}, fmt.Errorf("%w: the grant recorded for %s does not name it", errCredential, p)
-	}
-	a.UpdatedAt = now.UnixMilli()
-	return m, *a, nil
 }

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"testing"
-	"time"
 
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/meshtest"
@@ -10,51 +9,58 @@ import (
 )
 
 func TestACLReadable(t *testing.T) {
-	now := time.Unix(1000, 0)
 	cases := []struct {
-		name    string
-		acl     ACL
-		subject string
-		want    bool
+		name string
+		acl  ACL
+		ch   string
+		want bool
 	}{
-		{"agent channel", ACL{SubAllow: []string{"cotal.s.chat.*.*.general"}}, "cotal.s.chat.local.a.general", true},
-		{"other channel", ACL{SubAllow: []string{"cotal.s.chat.*.*.general"}}, "cotal.s.chat.local.a.secret", false},
-		{"pattern", ACL{SubAllow: []string{"cotal.s.chat.*.*.team.>"}}, "cotal.s.chat.local.a.team.x.y", true},
-		{"other space", ACL{SubAllow: []string{"cotal.s.chat.*.*.general"}}, "cotal.t.chat.local.a.general", false},
-		{"observer", ACL{SubAllow: []string{"cotal.s.chat.>"}}, "cotal.s.chat.local.a.x", true},
-		{"no allow list: the broker allows all", ACL{}, "cotal.s.chat.local.a.x", true},
-		{"denied", ACL{SubAllow: []string{">"}, SubDeny: []string{"cotal.s.chat.*.*.secret"}}, "cotal.s.chat.local.a.secret", false},
-		{"expired", ACL{SubAllow: []string{">"}, Expires: 999}, "cotal.s.chat.local.a.x", false},
-		{"not yet expired", ACL{SubAllow: []string{">"}, Expires: 1001}, "cotal.s.chat.local.a.x", true},
+		{"agent channel", ACL{AllowSubscribe: []string{"general"}, IssuedAllowSubscribe: []string{"general"}}, "general", true},
+		{"other channel", ACL{AllowSubscribe: []string{"general"}, IssuedAllowSubscribe: []string{"general"}}, "secret", false},
+		{"pattern", ACL{AllowSubscribe: []string{"team.>"}, IssuedAllowSubscribe: []string{">"}}, "team.x.y", true},
+		{"every channel", ACL{AllowSubscribe: []string{">"}, IssuedAllowSubscribe: []string{">"}}, "x", true},
+		{"reads nothing", ACL{AllowSubscribe: []string{}, IssuedAllowSubscribe: []string{}}, "x", false},
+		{"above the issued ceiling", ACL{AllowSubscribe: []string{">"}, IssuedAllowSubscribe: []string{"general"}}, "x", false},
 	}
 	for _, c := range cases {
-		if got := c.acl.Readable(c.subject, now); got != c.want {
-			t.Errorf("%s: Readable(%s) = %v", c.name, c.subject, got)
+		if got := c.acl.Readable(c.ch); got != c.want {
+			t.Errorf("%s: Readable(%s) = %v", c.name, c.ch, got)
 		}
 	}
-	covers := []struct {
-		allow  []string
-		filter string
-		want   bool
-	}{
-		{[]string{"cotal.s.chat.*.*.general"}, "cotal.s.chat.*.*.general", true},
-		{[]string{"cotal.s.chat.*.*.team.>"}, "cotal.s.chat.*.*.team.*", true},
-		{[]string{"cotal.s.chat.*.*.team.*"}, "cotal.s.chat.*.*.team.>", false},
-		{[]string{"cotal.s.chat.*.*.general"}, "cotal.s.chat.*.*.>", false},
-		{[]string{">"}, "cotal.s.chat.*.*.anything", true},
-		{nil, "cotal.s.chat.*.*.anything", true},
+	a := ACL{AllowSubscribe: []string{"team.>"}, IssuedAllowSubscribe: []string{"team.>"}}
+	if !a.Covers("team.*") || a.Covers(">") {
+		t.Error("pattern cover")
 	}
-	for _, c := range covers {
-		a := ACL{SubAllow: c.allow}
-		if got := a.Covers(c.filter); got != c.want {
-			t.Errorf("%v covers %s = %v", c.allow, c.filter, got)
+}
+
+// TestDecodeACL: the reference's row, and the row an earlier Go daemon wrote from a JWT
+// (its subscribe subjects become channels); a row with neither an allowSubscribe array
+// nor a subscribe list is absent, never "allow all".
+func TestDecodeACL(t *testing.T) {
+	a, err := decodeACL("s", []byte(`{"allowSubscribe":["general"],"revision":2,"updatedAt":5}`))
+	if err != nil || !a.Readable("general") || a.Readable("x") || a.Revision != 2 {
+		t.Fatalf("reference row without issuedAllowSubscribe: %+v, %v", a, err)
+	}
+	old := `{"principal":"local.a","lifecycleUid":"abcdefghijklmnopqrstuvwxyz","userKey":"U","subAllow":["cotal.s.chat.*.*.general","cotal.s.chat.*.*.team.>","_INBOX_x.>","$KV.cotal_presence_s.>"],"issuedAt":100,"updatedAt":7}`
+	a, err = decodeACL("s", []byte(old))
+	if err != nil || !a.Readable("general") || !a.Readable("team.x") || a.Readable("random") || a.IssuedAt != 100 {
+		t.Fatalf("earlier Go row: %+v, %v", a, err)
+	}
+	a, err = decodeACL("s", []byte(`{"principal":"local.a","lifecycleUid":"abcdefghijklmnopqrstuvwxyz","subAllow":["cotal.s.chat.>"]}`))
+	if err != nil || !a.Readable("anything") {
+		t.Fatalf("earlier Go observer row: %+v, %v", a, err)
+	}
+	for _, bad := range []string{`{"principal":"local.a","lifecycleUid":"abcdefghijklmnopqrstuvwxyz","userKey":"U"}`, `{}`, `{"allowSubscribe":"general"}`, `nope`} {
+		if a, err := decodeACL("s", []byte(bad)); err == nil {
+			t.Errorf("%s read as %+v", bad, a)
 		}
 	}
 }
 
 func TestMembershipWindow(t *testing.T) {
 	active := protocol.Membership{State: protocol.MembershipActive, JoinCursor: 10}
-	left := protocol.Membership{State: protocol.MembershipLeft, JoinCursor: 10, LeaveCursor: 20}
+	at := uint64(20)
+	left := protocol.Membership{State: protocol.MembershipLeft, JoinCursor: 10, LeaveCursor: &at}
 	for _, c := range []struct {
 		m    protocol.Membership
 		seq  uint64

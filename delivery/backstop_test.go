@@ -139,7 +139,7 @@ func TestOutsideReadACLGetsNothing(t *testing.T) {
 	ctl := protocol.CtlSubject(space, protocol.ServiceDelivery, carolP)
 	nc := m.Connect(carolCreds)
 	join := protocol.ControlRequest{Op: protocol.OpJoin, Args: args(t, protocol.MembershipArgs{Channel: "general"}), From: protocol.EndpointRef{ID: carolP.String()}}
-	if rep := m.rawRequest(nc, carolCreds, "", ctl, join); rep.OK || !strings.Contains(rep.Error, "outside the read ACL") {
+	if rep := m.rawRequest(nc, carolCreds, "", ctl, join); rep.OK || !strings.Contains(rep.Error, "not within your read ACL") {
 		t.Fatalf("durable join outside the ACL: %+v", rep)
 	}
 	bobCreds := m.agent("bob", "general")
@@ -148,8 +148,12 @@ func TestOutsideReadACLGetsNothing(t *testing.T) {
 	if rep := m.rawRequest(nc, carolCreds, bobJWT, ctl, join); rep.OK || !strings.Contains(rep.Error, "credential refused") {
 		t.Fatalf("carol presenting bob's JWT: %+v", rep)
 	}
-	if rep := m.rawRequest(nc, nil, "", ctl, join); rep.OK || !strings.Contains(rep.Error, "carries no credential") {
-		t.Fatalf("unsigned request: %+v", rep)
+	if rep := m.rawRequest(nc, nil, "", ctl, join); rep.OK || !strings.Contains(rep.Error, "not within your read ACL") {
+		t.Fatalf("unsigned request (the ACL row recorded at carol's join decides): %+v", rep)
+	}
+	forged := protocol.ControlRequest{Op: protocol.OpDurableJoin, Args: args(t, protocol.DurableJoinArgs{Channel: "random"}), From: protocol.EndpointRef{ID: "local.bob"}}
+	if rep := m.rawRequest(nc, nil, "", ctl, forged); rep.OK || rep.Error != protocol.SenderMismatch {
+		t.Fatalf("from.id of another principal: %+v", rep)
 	}
 
 	// A row for carol on general, written behind the daemon's back.
@@ -202,7 +206,7 @@ func TestLeaveStopsCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	list, err := bob.Memberships(t.Context())
-	if err != nil || len(list) != 1 || list[0].Active() || list[0].LeaveCursor == 0 {
+	if err != nil || len(list) != 0 {
 		t.Fatalf("memberships after leave: %+v, %v", list, err)
 	}
 	for i := 5; i < 10; i++ {

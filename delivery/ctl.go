@@ -12,19 +12,30 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 )
 
-// The delivery ctl rail: cotal.<space>.ctl.delivery.<owner>.<actor>. Only that principal
-// may publish there (the broker pins it), and each request carries the requester's user JWT
-// and its user key's signature over the request, so the daemon learns the member's
-// incarnation and read ACL from what the space's account signed, never from the payload.
+// The delivery ctl rail: cotal.<space>.ctl.delivery.<owner>.<actor>, the reference's
+// control envelope {op, args, from} answered with {ok, data} or {ok:false, error}. Only
+// that principal may publish there (the broker pins it), so the subject names the caller;
+// from.id must agree. The caller's incarnation and read ACL come from the ACL bucket,
+// written by whoever minted its credential (CommitACL): the alias's single live row for a
+// join, the lifecycle uid named in the args for a leave or a list. A request may also
+// carry the caller's user JWT and its key's signature (Cotal-Jwt, Cotal-Sig: a Go
+// extension), which names the incarnation and refreshes its row from the credential, or
+// a callout member's Cotal-Uid, which names the incarnation.
 
 // ctl serves the delivery rail.
 type ctl struct {
 	r *run
+}
+
+// caller is who sent a request: the subject's principal and, when the request named it,
+// the incarnation.
+type caller struct {
+	p   protocol.Principal
+	uid string // "" until known
 }
 
 // handle answers one request on the delivery rail.
@@ -40,43 +51,147 @@ func (c *ctl) handle(m *nats.Msg) {
 		r.reply(m, nil, fmt.Errorf("request: %w", err))
 		return
 	}
-	if !r.gate.isOpen() {
-		r.reply(m, nil, errors.New("the delivery daemon is not serving right now (it is re-checking its lease); try again shortly"))
+	if req.From.ID != sub.String() {
+		r.reply(m, nil, errors.New(protocol.SenderMismatch))
 		return
 	}
-	now := time.Now()
+	if !r.gate.isOpen() {
+		r.reply(m, nil, errors.New("delivery: this daemon is not serving this shard (it is re-checking ownership); retry"))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout)
 	defer cancel()
-	var mem member
-	var acl ACL
-	var err error
-	if uid := m.Header.Get(protocol.HeaderUID); uid != "" && m.Header.Get(protocol.HeaderJWT) == "" {
-		mem, acl, err = granted(ctx, r.aclKV, sub, uid, now)
-	} else {
-		mem, acl, err = r.verify.verify(m.Header.Get(protocol.HeaderJWT), m.Header.Get(protocol.HeaderSig), m.Subject, m.Data, sub, now)
-	}
+	who, err := c.identify(ctx, m, sub)
 	if err != nil {
 		r.reply(m, nil, err)
 		return
 	}
 	var data any
 	switch req.Op {
-	case protocol.OpJoin:
-		data, err = c.join(ctx, req.Args, mem, acl)
-	case protocol.OpLeave:
-		data, err = c.leave(ctx, req.Args, mem)
+	case protocol.OpDurableJoin:
+		data, err = c.durableJoin(ctx, req.Args, who)
+	case protocol.OpDurableLeave:
+		data, err = c.durableLeave(ctx, req.Args, who)
 	case protocol.OpListMemberships:
-		data = c.list(mem)
+		data, err = c.list(ctx, req.Args, who)
+	case protocol.OpJoin:
+		data, err = c.legacyJoin(ctx, req.Args, who)
+	case protocol.OpLeave:
+		data, err = c.legacyLeave(ctx, req.Args, who)
 	default:
-		err = fmt.Errorf("unknown op %q: want %s, %s or %s", req.Op, protocol.OpJoin, protocol.OpLeave, protocol.OpListMemberships)
+		err = fmt.Errorf("op %q not supported on the delivery control service", req.Op)
 	}
 	r.reply(m, data, err)
 }
 
+// identify reads what the request's headers say of the caller: a presented credential
+// (verified, and its read ACL recorded) or a callout member's uid. Without either, the
+// caller's incarnation is found per op.
+func (c *ctl) identify(ctx context.Context, m *nats.Msg, p protocol.Principal) (caller, error) {
+	r := c.r
+	token, sig := m.Header.Get(protocol.HeaderJWT), m.Header.Get(protocol.HeaderSig)
+	if token != "" || sig != "" {
+		if token == "" || sig == "" {
+			return caller{}, fmt.Errorf("%w: the request carries only one of %s and %s", errCredential, protocol.HeaderJWT, protocol.HeaderSig)
+		}
+		now := time.Now()
+		mem, allow, iat, err := r.verify.verify(r.space, token, sig, m.Subject, m.Data, p, now)
+		if err != nil {
+			return caller{}, err
+		}
+		if err := commitACL(ctx, r.aclKV, mem.p, mem.uid, allow, iat, now); err != nil {
+			return caller{}, err
+		}
+		return caller{p: p, uid: mem.uid}, nil
+	}
+	if uid := m.Header.Get(protocol.HeaderUID); uid != "" {
+		if !protocol.ValidLifecycleUID(uid) {
+			return caller{}, fmt.Errorf("%s %q: want 26 to 32 of a-z 0-9", protocol.HeaderUID, uid)
+		}
+		return caller{p: p, uid: uid}, nil
+	}
+	return caller{p: p}, nil
+}
+
+// readACL returns the caller's member incarnation and its read ACL row: the row of the
+// uid the request named, else the alias's single live row (the reference's aclFor by
+// alias). op names the refusals.
+func (c *ctl) readACL(ctx context.Context, op string, who caller) (member, *ACL, error) {
+	r := c.r
+	if err := r.acls.sync(ctx, r.opTimeout); err != nil {
+		return member{}, nil, fmt.Errorf("%s: read ACLs: %w", op, err)
+	}
+	ac := r.acls.snapshot()
+	if who.uid != "" {
+		m := member{p: who.p, uid: who.uid}
+		if a := ac.byMember[m.key()]; a != nil {
+			return m, a, nil
+		}
+		return member{}, nil, fmt.Errorf("%s: no read ACL on record for %s (not provisioned for durable delivery)", op, m.key())
+	}
+	rows := ac.byPrincipal[who.p]
+	switch len(rows) {
+	case 0:
+		return member{}, nil, fmt.Errorf("%s: no read ACL on record for %s (not provisioned for durable delivery)", op, who.p)
+	case 1:
+		return rows[0], ac.byMember[rows[0].key()], nil
+	}
+	keys := make([]string, len(rows))
+	for i, m := range rows {
+		keys[i] = m.key()
+	}
+	sort.Strings(keys)
+	return member{}, nil, fmt.Errorf("read-ACL alias %q resolves to %d live lifecycle rows (%s)", who.p.String(), len(rows), strings.Join(keys, ", "))
+}
+
+// decodeArgs decodes a request's args leniently (unknown fields ignored, as the
+// reference does) into v.
+func decodeArgs(op string, raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		raw = []byte("{}")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%s: args: %w", op, err)
+	}
+	return nil
+}
+
+// durableJoin is the reference's durableJoin: the caller's read ACL must cover the
+// channel; its hand-off durable is made sure of and its membership row written (or kept).
+func (c *ctl) durableJoin(ctx context.Context, raw json.RawMessage, who caller) (any, error) {
+	var a protocol.DurableJoinArgs
+	if err := decodeArgs(protocol.OpDurableJoin, raw, &a); err != nil {
+		return nil, err
+	}
+	a.Channel = strings.TrimSpace(a.Channel)
+	if err := protocol.CheckChannelPattern(a.Channel); err != nil {
+		return nil, fmt.Errorf("durableJoin: channel: %w", err)
+	}
+	row, err := c.join(ctx, protocol.OpDurableJoin, a.Channel, a.Cursor, who)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.DurableJoinResult{Durable: true, Generation: row.Generation}, nil
+}
+
+// legacyJoin is the earlier Go join: the same, answered with a JoinResult.
+func (c *ctl) legacyJoin(ctx context.Context, raw json.RawMessage, who caller) (any, error) {
+	args, err := decodeMembershipArgs(raw)
+	if err != nil {
+		return nil, err
+	}
+	row, err := c.join(ctx, protocol.OpJoin, args.Channel, &args.Cursor, who)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.JoinResult{Channel: args.Channel, Stream: protocol.StreamDLV(c.r.space), Consumer: protocol.ConsumerDLV(who.p, row.UID),
+		JoinCursor: row.JoinCursor, Generation: row.Generation}, nil
+}
+
 func decodeMembershipArgs(raw json.RawMessage) (protocol.MembershipArgs, error) {
 	var a protocol.MembershipArgs
-	if err := strictjson.Decode(raw, &a); err != nil {
-		return a, fmt.Errorf("args: %w", err)
+	if err := decodeArgs(protocol.OpJoin, raw, &a); err != nil {
+		return a, err
 	}
 	if err := protocol.CheckChannelPattern(a.Channel); err != nil {
 		return a, fmt.Errorf("args: %w", err)
@@ -84,33 +199,29 @@ func decodeMembershipArgs(raw json.RawMessage) (protocol.MembershipArgs, error) 
 	return a, nil
 }
 
-// join records mem's ACL, makes sure its hand-off durable exists, and writes (or keeps) its
-// membership row for the channel. A row that is already active keeps its join cursor, so
-// a member that reconnects loses nothing written while it was away.
-func (c *ctl) join(ctx context.Context, raw json.RawMessage, mem member, acl ACL) (any, error) {
+// join records the caller's durable membership of channel from cursor (CHAT's last
+// sequence when nil or later). A row that is already active keeps its join cursor, so a
+// member that reconnects loses nothing written while it was away.
+func (c *ctl) join(ctx context.Context, op, channel string, cursor *uint64, who caller) (protocol.Membership, error) {
 	r := c.r
-	args, err := decodeMembershipArgs(raw)
+	mem, acl, err := c.readACL(ctx, op, who)
 	if err != nil {
-		return nil, err
+		return protocol.Membership{}, err
 	}
-	if !acl.Covers(protocol.ChannelFilter(r.space, args.Channel)) {
-		return nil, fmt.Errorf("channel %s is outside the read ACL of %s's credential", args.Channel, mem.p)
+	if !acl.Covers(channel) {
+		return protocol.Membership{}, fmt.Errorf("channel %q is not within your read ACL [%s]", channel, strings.Join(acl.AllowSubscribe, ", "))
 	}
-	if err := c.recordACL(ctx, mem, acl); err != nil {
-		return nil, err
-	}
-	consumer, err := c.ensureDLV(ctx, mem)
-	if err != nil {
-		return nil, err
+	if _, err := c.ensureDLV(ctx, mem); err != nil {
+		return protocol.Membership{}, err
 	}
 	last, err := r.chatLast(ctx)
 	if err != nil {
-		return nil, err
+		return protocol.Membership{}, err
 	}
-	key := protocol.MembershipKey(args.Channel, mem.p, mem.uid)
+	key := protocol.MembershipKey(channel, mem.p, mem.uid)
 	row, rev, err := c.readRow(ctx, key)
 	if err != nil {
-		return nil, err
+		return protocol.Membership{}, err
 	}
 	fresh := row == nil || !row.Active()
 	if fresh {
@@ -118,88 +229,159 @@ func (c *ctl) join(ctx context.Context, raw json.RawMessage, mem member, acl ACL
 		if row != nil {
 			gen = row.Generation + 1
 		}
-		row = &protocol.Membership{Channel: args.Channel, Principal: mem.p.String(), UID: mem.uid,
-			State: protocol.MembershipActive, JoinCursor: min(args.Cursor, last), Generation: gen}
+		at := last
+		if cursor != nil {
+			at = min(*cursor, last)
+		}
+		row = &protocol.Membership{Channel: channel, Owner: mem.p.String(), UID: mem.uid,
+			State: protocol.MembershipActive, JoinCursor: at, Generation: gen}
 	}
-	row.Writer = r.instance
+	// The fan-out copies every post after the join cursor, the ones it passed before the
+	// row existed included (catch-up): the row is active at once.
+	activated := true
+	row.Activated = &activated
+	if err := c.writeRow(ctx, key, row, rev); err != nil {
+		return protocol.Membership{}, err
+	}
+	if fresh {
+		if mr, err := decodeMembership(mustJSON(row)); err == nil {
+			r.fanout.requeue(mr)
+		}
+	}
+	r.log.Info("durable join", "member", mem.key(), "channel", channel, "cursor", row.JoinCursor, "generation", row.Generation)
+	return *row, nil
+}
+
+// writeRow stores row at key by compare-and-set at rev (create when 0) and applies it to
+// the roster.
+func (c *ctl) writeRow(ctx context.Context, key string, row *protocol.Membership, rev uint64) error {
+	r := c.r
+	row.Writer = r.lease.me.Holder // the reference writes the daemon's card id, its principal
 	row.UpdatedAt = time.Now().UnixMilli()
-	b, _ := json.Marshal(row)
+	b := mustJSON(row)
+	var err error
 	if rev == 0 {
 		rev, err = r.members.Create(ctx, key, b)
 	} else {
 		rev, err = r.members.Update(ctx, key, b, rev)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("write membership %s: %w", key, err)
+		return fmt.Errorf("write membership %s: %w", key, err)
 	}
 	mr, err := decodeMembership(b)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.roster.put(key, mr, rev)
-	if fresh {
-		r.fanout.requeue(mr)
-	}
-	r.log.Info("durable join", "member", mem.key(), "channel", args.Channel, "cursor", row.JoinCursor, "generation", row.Generation)
-	return protocol.JoinResult{Channel: args.Channel, Stream: protocol.StreamDLV(r.space), Consumer: consumer,
-		JoinCursor: row.JoinCursor, Generation: row.Generation}, nil
+	return nil
 }
 
-// leave tombstones mem's row at the leave cursor: posts after it are no longer copied.
-func (c *ctl) leave(ctx context.Context, raw json.RawMessage, mem member) (any, error) {
-	r := c.r
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v) // rows are strings, numbers and bools
+	return b
+}
+
+// durableLeave is the reference's durableLeave: the row of the named incarnation is
+// tombstoned at CHAT's last sequence, if its generation is current. No ACL is needed.
+func (c *ctl) durableLeave(ctx context.Context, raw json.RawMessage, who caller) (any, error) {
+	var a protocol.DurableLeaveArgs
+	if err := decodeArgs(protocol.OpDurableLeave, raw, &a); err != nil {
+		return nil, err
+	}
+	a.Channel = strings.TrimSpace(a.Channel)
+	if err := protocol.CheckChannelPattern(a.Channel); err != nil {
+		return nil, fmt.Errorf("durableLeave: channel: %w", err)
+	}
+	if a.Generation == nil {
+		return nil, errors.New("durableLeave: args.generation is required (the generation durableJoin or listMemberships returned)")
+	}
+	if !protocol.ValidLifecycleUID(a.LifecycleUID) {
+		return nil, fmt.Errorf("durableLeave: args.lifecycleUid %q: want 26 to 32 of a-z 0-9", a.LifecycleUID)
+	}
+	if who.uid != "" && who.uid != a.LifecycleUID {
+		return nil, fmt.Errorf("durableLeave: args.lifecycleUid %s is not the presented credential's %s", a.LifecycleUID, who.uid)
+	}
+	left, err := c.leave(ctx, a.Channel, a.Generation, a.Cursor, member{p: who.p, uid: a.LifecycleUID})
+	if err != nil {
+		return nil, err
+	}
+	return protocol.DurableLeaveResult{Channel: a.Channel, AlreadyLeft: left == nil}, nil
+}
+
+// legacyLeave is the earlier Go leave: the incarnation its credential named, answered
+// with the row (or null).
+func (c *ctl) legacyLeave(ctx context.Context, raw json.RawMessage, who caller) (any, error) {
 	args, err := decodeMembershipArgs(raw)
 	if err != nil {
 		return nil, err
 	}
-	key := protocol.MembershipKey(args.Channel, mem.p, mem.uid)
+	if who.uid == "" {
+		return nil, fmt.Errorf("%w: the request carries no credential (%s and %s headers)", errCredential, protocol.HeaderJWT, protocol.HeaderSig)
+	}
+	return c.leave(ctx, args.Channel, nil, &args.Cursor, member{p: who.p, uid: who.uid})
+}
+
+// leave tombstones mem's row for channel at the leave cursor (CHAT's last sequence, or
+// cursor when earlier): posts after it are no longer copied. A nil row means there was no
+// active row to leave.
+func (c *ctl) leave(ctx context.Context, channel string, gen, cursor *uint64, mem member) (*protocol.Membership, error) {
+	r := c.r
+	key := protocol.MembershipKey(channel, mem.p, mem.uid)
 	row, rev, err := c.readRow(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	if row == nil || !row.Active() {
-		return row, nil // nothing to leave
+		return nil, nil // nothing to leave
+	}
+	if gen != nil && *gen != row.Generation {
+		return nil, fmt.Errorf("stale membership write for %s/%s: generation %d < current %d", channel, mem.p, *gen, row.Generation)
 	}
 	last, err := r.chatLast(ctx)
 	if err != nil {
 		return nil, err
 	}
-	row.State = protocol.MembershipLeft
-	row.LeaveCursor = max(min(args.Cursor, last), row.JoinCursor)
-	row.Writer = r.instance
-	row.UpdatedAt = time.Now().UnixMilli()
-	b, _ := json.Marshal(row)
-	rev, err = r.members.Update(ctx, key, b, rev)
-	if err != nil {
-		return nil, fmt.Errorf("write membership %s: %w", key, err)
+	at := last
+	if cursor != nil {
+		at = min(*cursor, last)
 	}
-	mr, err := decodeMembership(b)
-	if err != nil {
+	at = max(at, row.JoinCursor)
+	row.State = protocol.MembershipLeft
+	row.LeaveCursor = &at
+	if err := c.writeRow(ctx, key, row, rev); err != nil {
 		return nil, err
 	}
-	r.roster.put(key, mr, rev)
-	r.log.Info("durable leave", "member", mem.key(), "channel", args.Channel, "cursor", row.LeaveCursor)
+	r.log.Info("durable leave", "member", mem.key(), "channel", channel, "cursor", at)
 	return row, nil
 }
 
-// list returns every row of mem's principal, sorted by channel.
-func (c *ctl) list(mem member) []protocol.Membership {
-	ro := c.r.roster.snapshot()
-	out := []protocol.Membership{}
-	for _, rows := range ro.byMember {
-		for _, row := range rows {
-			if row.m.p == mem.p {
-				out = append(out, row.Membership)
-			}
+// list is the reference's listMemberships: the caller's active rows of the named
+// incarnation (the presented one's when the args name none), sorted by channel.
+func (c *ctl) list(ctx context.Context, raw json.RawMessage, who caller) (any, error) {
+	var a protocol.ListMembershipsArgs
+	if err := decodeArgs(protocol.OpListMemberships, raw, &a); err != nil {
+		return nil, err
+	}
+	uid := a.LifecycleUID
+	if uid == "" {
+		uid = who.uid
+	}
+	if !protocol.ValidLifecycleUID(uid) {
+		return nil, fmt.Errorf("listMemberships: args.lifecycleUid %q: want 26 to 32 of a-z 0-9", uid)
+	}
+	if err := c.r.roster.sync(ctx, c.r.opTimeout); err != nil {
+		return nil, fmt.Errorf("listMemberships: %w", err)
+	}
+	mem := member{p: who.p, uid: uid}
+	out := []protocol.MembershipInfo{}
+	for _, row := range c.r.roster.snapshot().byMember[mem.key()] {
+		if row.Active() {
+			out = append(out, protocol.MembershipInfo{Channel: row.Channel, Generation: row.Generation,
+				Activated: row.Activated != nil && *row.Activated})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Channel != out[j].Channel {
-			return out[i].Channel < out[j].Channel
-		}
-		return out[i].UID < out[j].UID
-	})
-	return out
+	sort.Slice(out, func(i, j int) bool { return out[i].Channel < out[j].Channel })
+	return protocol.ListMembershipsResult{Memberships: out}, nil
 }
 
 // readRow reads one membership row from the bucket (fresh, not from the view).
@@ -211,42 +393,11 @@ func (c *ctl) readRow(ctx context.Context, key string) (*protocol.Membership, ui
 	if err != nil {
 		return nil, 0, fmt.Errorf("read membership %s: %w", key, err)
 	}
-	var row protocol.Membership
-	if err := json.Unmarshal(e.Value(), &row); err != nil {
+	row, err := protocol.DecodeMembership(e.Value())
+	if err != nil {
 		return nil, e.Revision(), nil // unreadable: replaced by a fresh row
 	}
 	return &row, e.Revision(), nil
-}
-
-// recordACL stores the ACL of mem's credential, unless the bucket already holds one from a
-// credential issued later (a member cannot roll its ACL back with an older credential).
-func (c *ctl) recordACL(ctx context.Context, mem member, acl ACL) error {
-	r := c.r
-	key := mem.key()
-	e, err := r.aclKV.Get(ctx, key)
-	var rev uint64
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case err != nil:
-		return fmt.Errorf("read ACL %s: %w", key, err)
-	default:
-		rev = e.Revision()
-		if old, derr := decodeACL(e.Value()); derr == nil && old.IssuedAt > acl.IssuedAt {
-			return fmt.Errorf("%w: a credential of %s issued later was presented before; present that one", errCredential, mem.p)
-		}
-	}
-	b, _ := json.Marshal(acl)
-	if rev == 0 {
-		rev, err = r.aclKV.Create(ctx, key, b)
-	} else {
-		rev, err = r.aclKV.Update(ctx, key, b, rev)
-	}
-	if err != nil {
-		return fmt.Errorf("write ACL %s: %w", key, err)
-	}
-	a := acl
-	r.acls.put(key, &a, rev)
-	return nil
 }
 
 // ensureDLV creates mem's bind-only hand-off durable unless it exists, and returns its name.

@@ -102,7 +102,7 @@ func plan(p post, cl classes, ro roster, ac acls, only *member, now time.Time) [
 			}
 		}
 		a := ac.byMember[m.key()]
-		if a == nil || !a.Readable(p.subject, now) {
+		if a == nil || !a.Readable(p.channel) {
 			return
 		}
 		out = append(out, target{m: m, gen: generation(ro, m, p), reason: reason})
@@ -137,18 +137,23 @@ func generation(ro roster, m member, p post) uint64 {
 	return gen
 }
 
-// copyMsg builds the hand-off copy of p for t. Its Nats-Msg-Id is
-// "<msgId>:<owner>.<actor>.<uid>:<generation>"; a post without an id gets none.
-func copyMsg(space string, p post, t target) *nats.Msg {
+// copyMsg builds the hand-off frame of p for t: header Cotal-Delivery-Frame "1" and the
+// body {"version":1,"channel":...,"msg":...} (the reference's frame; Go adds the post's
+// CHAT sequence and the reason as headers, which the reference ignores). Its Nats-Msg-Id
+// is "<msgId>:<owner>.<actor>:<uid>:<generation>"; a post without an id gets none.
+func copyMsg(space string, p post, t target) (*nats.Msg, error) {
+	body, err := protocol.EncodeDeliveryFrame(p.channel, p.data)
+	if err != nil {
+		return nil, err
+	}
 	h := nats.Header{}
-	h.Set(protocol.HeaderFrame, protocol.FrameVersion)
-	h.Set(protocol.HeaderSubject, p.subject)
+	h.Set(protocol.HeaderDeliveryFrame, protocol.FrameVersion)
 	h.Set(protocol.HeaderSeq, strconv.FormatUint(p.seq, 10))
 	h.Set(protocol.HeaderReason, t.reason)
 	if p.id != "" {
-		h.Set(jetstream.MsgIDHeader, p.id+":"+t.m.key()+":"+strconv.FormatUint(t.gen, 10))
+		h.Set(jetstream.MsgIDHeader, protocol.DLVMsgID(p.id, t.m.p, t.m.uid, t.gen))
 	}
-	return &nats.Msg{Subject: protocol.DLVSubject(space, t.m.p, t.m.uid), Header: h, Data: p.data}
+	return &nats.Msg{Subject: protocol.DLVSubject(space, t.m.p, t.m.uid), Header: h, Data: body}, nil
 }
 
 // run serves while the gate is open, until ctx ends.
@@ -290,7 +295,11 @@ func (f *fanout) round(ctx context.Context, group []jetstream.Msg) error {
 			continue
 		}
 		for _, t := range plan(p, cl, ro, ac, nil, now) {
-			if err := f.write(ctx, &futs, copyMsg(f.space, p, t)); err != nil {
+			cm, err := copyMsg(f.space, p, t)
+			if err != nil {
+				break // parsePost read it as an object; nothing to copy otherwise
+			}
+			if err := f.write(ctx, &futs, cm); err != nil {
 				return fmt.Errorf("copy post %d to %s: %w", p.seq, t.m.key(), err)
 			}
 		}
@@ -441,7 +450,11 @@ func (f *fanout) catchUp(ctx context.Context, r memberRow) error {
 			}
 			if p, ok := parsePost(m.Subject(), m.Data(), md.Sequence.Stream); ok {
 				for _, t := range plan(p, cl, ro, ac, &r.m, time.Now()) {
-					if err := f.write(ctx, &futs, copyMsg(f.space, p, t)); err != nil {
+					cm, err := copyMsg(f.space, p, t)
+					if err != nil {
+						break
+					}
+					if err := f.write(ctx, &futs, cm); err != nil {
 						return err
 					}
 				}

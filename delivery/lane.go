@@ -411,7 +411,7 @@ func (r *run) open(ctx context.Context) error {
 func (r *run) start(ctx context.Context, wg *sync.WaitGroup) error {
 	r.classes = newView(r.js, r.channelsKV, protocol.BucketChannels(r.space), decodeChannel, buildClasses, r.log)
 	r.roster = newView(r.js, r.members, protocol.BucketMembers(r.space), decodeMembership, buildRoster, r.log)
-	r.acls = newView(r.js, r.aclKV, protocol.BucketACL(r.space), decodeACL, buildACLs, r.log)
+	r.acls = newView(r.js, r.aclKV, protocol.BucketACL(r.space), aclDecoder(r.space), buildACLs, r.log)
 	loads := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
 	for i, run := range []func(context.Context, chan<- struct{}) error{r.classes.run, r.roster.run, r.acls.run} {
 		wg.Add(1)
@@ -612,8 +612,7 @@ func (r *run) loop(ctx context.Context, renewEvery time.Duration, leaseEvents <-
 			}
 		case e := <-leaseEvents:
 			if e.Operation() == jetstream.KeyValuePut {
-				var info LeaseInfo
-				if json.Unmarshal(e.Value(), &info) == nil && info.Instance == r.instance {
+				if info, err := decodeLease(e.Value()); err == nil && info.Instance == r.instance {
 					continue
 				}
 			}

@@ -12,14 +12,32 @@ import (
 	"github.com/cotal-ai/cotal/protocol"
 )
 
-// LeaseInfo is the value of the delivery lease: who serves the space.
+// LeaseInfo is the value of the delivery lease lease.0: who serves the space, in the
+// reference's form (DeliveryLeaseInfo: holder, incarnation, since, ready); host and pid
+// are Go extensions the reference ignores. Read it with decodeLease, which also reads the
+// row of earlier Go releases (the incarnation in "instance").
 type LeaseInfo struct {
-	Holder   string `json:"holder"`   // the daemon credential's principal, dot-form
-	Instance string `json:"instance"` // one run of one daemon; only this run may renew or release
-	Host     string `json:"host"`
-	PID      int    `json:"pid"`
-	Since    int64  `json:"since"` // unix ms of the acquire
+	Holder   string `json:"holder"`      // the daemon credential's principal, dot-form
+	Instance string `json:"incarnation"` // one run of one daemon; only this run may renew or release
+	Host     string `json:"host,omitempty"`
+	PID      int    `json:"pid,omitempty"`
+	Since    int64  `json:"since"` // unix ms of the row's last write
 	Ready    bool   `json:"ready"` // the holder serves
+}
+
+// decodeLease reads a lease row leniently: the reference's, or an earlier Go release's.
+func decodeLease(b []byte) (LeaseInfo, error) {
+	var r struct {
+		LeaseInfo
+		Old string `json:"instance"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return LeaseInfo{}, err
+	}
+	if r.Instance == "" {
+		r.Instance = r.Old
+	}
+	return r.LeaseInfo, nil
 }
 
 // String names the holder for a person: "instance X (holder, host H, pid P, since T)".
@@ -42,8 +60,8 @@ func ReadLease(ctx context.Context, js jetstream.JetStream, space string) (Lease
 	if err != nil {
 		return LeaseInfo{}, false, fmt.Errorf("lease of space %q: %w", space, err)
 	}
-	var info LeaseInfo
-	if err := json.Unmarshal(e.Value(), &info); err != nil {
+	info, err := decodeLease(e.Value())
+	if err != nil {
 		return LeaseInfo{}, false, fmt.Errorf("lease of space %q: %w", space, err)
 	}
 	return info, true, nil
@@ -65,7 +83,8 @@ func (l *lease) wroteAt(rev uint64) {
 }
 
 func (l *lease) value() []byte {
-	b, _ := json.Marshal(l.me) // a struct of strings and numbers always encodes
+	l.me.Since = time.Now().UnixMilli() // the reference rewrites since at every write
+	b, _ := json.Marshal(l.me)          // a struct of strings and numbers always encodes
 	return b
 }
 
@@ -89,8 +108,8 @@ func (l *lease) acquire(ctx context.Context, wait bool, log func(LeaseInfo)) err
 		if err != nil {
 			return fmt.Errorf("read %s: %w", protocol.LeaseKey, err)
 		}
-		var holder LeaseInfo
-		if err := json.Unmarshal(e.Value(), &holder); err != nil {
+		holder, err := decodeLease(e.Value())
+		if err != nil {
 			return fmt.Errorf("read %s: %w", protocol.LeaseKey, err)
 		}
 		if !wait {
@@ -166,8 +185,8 @@ func (l *lease) recheck(ctx context.Context) (leaseReading, LeaseInfo, error) {
 	case err != nil:
 		return leaseUnknown, LeaseInfo{}, err
 	}
-	var info LeaseInfo
-	if err := json.Unmarshal(e.Value(), &info); err != nil {
+	info, err := decodeLease(e.Value())
+	if err != nil {
 		return leaseUnknown, LeaseInfo{}, err
 	}
 	if info.Instance != l.me.Instance {
@@ -190,8 +209,8 @@ func (l *lease) release(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("release lease: %w", err)
 	}
-	var info LeaseInfo
-	if err := json.Unmarshal(e.Value(), &info); err != nil || info.Instance != l.me.Instance {
+	info, err := decodeLease(e.Value())
+	if err != nil || info.Instance != l.me.Instance {
 		return nil
 	}
 	if err := l.kv.Delete(ctx, protocol.LeaseKey, jetstream.LastRevision(e.Revision())); err != nil {

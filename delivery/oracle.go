@@ -64,9 +64,19 @@ func (o *oracle) handle(m *nats.Msg) {
 	r.reply(m, o.liveness(ctx, args), nil)
 }
 
-// decodeLivenessArgs reads the closed object {ledger, records}: any other key, a missing
-// tuple or a malformed one is refused.
+// decodeLivenessArgs reads the closed object {query: {ledger, records}} (the reference's
+// form) or {ledger, records} (earlier Go releases): any other key, a missing tuple or a
+// malformed one is refused.
 func decodeLivenessArgs(raw json.RawMessage) (protocol.LivenessArgs, error) {
+	var q struct {
+		Query json.RawMessage `json:"query"`
+	}
+	if json.Unmarshal(raw, &q) == nil && q.Query != nil {
+		if err := strictjson.Decode(raw, &q); err != nil {
+			return protocol.LivenessArgs{}, fmt.Errorf("args: %w", err)
+		}
+		raw = q.Query
+	}
 	var a struct {
 		Ledger  *protocol.ConnTuple `json:"ledger"`
 		Records *protocol.ConnTuple `json:"records"`
@@ -75,7 +85,7 @@ func decodeLivenessArgs(raw json.RawMessage) (protocol.LivenessArgs, error) {
 		return protocol.LivenessArgs{}, fmt.Errorf("args: %w", err)
 	}
 	if a.Ledger == nil || a.Records == nil {
-		return protocol.LivenessArgs{}, errors.New("args: want exactly {ledger, records}")
+		return protocol.LivenessArgs{}, errors.New("args: want exactly {query: {ledger, records}}")
 	}
 	for name, t := range map[string]*protocol.ConnTuple{"ledger": a.Ledger, "records": a.Records} {
 		switch {

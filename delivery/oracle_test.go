@@ -172,3 +172,17 @@ func TestDecide(t *testing.T) {
 		}
 	}
 }
+
+// TestLivenessArgsForms: the reference's {query: {ledger, records}} and the earlier Go
+// {ledger, records} both read; a query with another key does not.
+func TestLivenessArgsForms(t *testing.T) {
+	tu := `{"serverId":"S","cid":7,"userNkey":"UAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`
+	for _, in := range []string{`{"query":{"ledger":` + tu + `,"records":` + tu + `}}`, `{"ledger":` + tu + `,"records":` + tu + `}`} {
+		if a, err := decodeLivenessArgs([]byte(in)); err != nil || a.Ledger.CID != 7 {
+			t.Errorf("%s: %+v, %v", in, a, err)
+		}
+	}
+	if _, err := decodeLivenessArgs([]byte(`{"query":{"ledger":` + tu + `,"records":` + tu + `},"x":1}`)); err == nil {
+		t.Error("an unknown key beside query was accepted")
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -68,7 +67,7 @@ func Pending(ctx context.Context, js jetstream.JetStream, space string, p protoc
 		}
 		sort.Strings(found)
 		for _, n := range found {
-			h, err := held(ctx, js, s, n, d.kind, limit)
+			h, err := held(ctx, js, space, s, n, d.kind, limit)
 			if err != nil {
 				return nil, fmt.Errorf("pending of %s: %w", p, err)
 			}
@@ -78,7 +77,7 @@ func Pending(ctx context.Context, js jetstream.JetStream, space string, p protoc
 	return out, nil
 }
 
-func held(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, name, kind string, limit int) (Held, error) {
+func held(ctx context.Context, js jetstream.JetStream, space string, s jetstream.Stream, name, kind string, limit int) (Held, error) {
 	c, err := s.Consumer(ctx, name)
 	if err != nil {
 		return Held{}, fmt.Errorf("durable %s: %w", name, err)
@@ -111,14 +110,18 @@ func held(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, name,
 		}
 		hm := HeldMessage{Seq: md.Sequence.Stream}
 		subject := m.Subject()
+		data := m.Data()
 		if kind == "channel" {
-			subject = m.Headers().Get(protocol.HeaderSubject)
-			hm.Reason = m.Headers().Get(protocol.HeaderReason)
-			if chatSeq, err := strconv.ParseUint(m.Headers().Get(protocol.HeaderSeq), 10, 64); err == nil {
-				hm.Seq = chatSeq
+			ho, err := protocol.DecodeHandoff(space, m.Headers().Get, data)
+			subject, data, hm.Reason = ho.Subject, ho.Data, ho.Reason
+			if err != nil {
+				subject, data = "", nil
+			}
+			if ho.Seq != 0 {
+				hm.Seq = ho.Seq
 			}
 		}
-		if rec, err := protocol.Receive(subject, m.Data()); err == nil {
+		if rec, err := protocol.Receive(subject, data); err == nil {
 			hm.ID, hm.From, hm.Name, hm.Text, hm.TS = rec.Message.ID, rec.Message.From.ID, rec.Message.From.Name, rec.Message.Text(), rec.Message.TS
 			hm.Channel = rec.Subject.Channel
 		} else {

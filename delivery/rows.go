@@ -59,10 +59,11 @@ type memberRow struct {
 
 func decodeMembership(b []byte) (memberRow, error) {
 	var r memberRow
-	if err := json.Unmarshal(b, &r.Membership); err != nil {
+	var err error
+	if r.Membership, err = protocol.DecodeMembership(b); err != nil {
 		return r, err
 	}
-	p, err := protocol.ParsePrincipal(r.Principal)
+	p, err := protocol.ParsePrincipal(r.Owner)
 	if err != nil {
 		return r, err
 	}
@@ -109,39 +110,29 @@ func (r roster) rows(ch string, f func(memberRow)) {
 	}
 }
 
-func decodeACL(b []byte) (*ACL, error) {
-	var a ACL
-	if err := json.Unmarshal(b, &a); err != nil {
-		return nil, err
-	}
-	if _, err := protocol.ParsePrincipal(a.Principal); err != nil {
-		return nil, err
-	}
-	if !protocol.ValidLifecycleUID(a.UID) {
-		return nil, fmt.Errorf("lifecycle uid %q", a.UID)
-	}
-	return &a, nil
+// aclDecoder decodes the ACL rows of space (decodeACL).
+func aclDecoder(space string) func([]byte) (*ACL, error) {
+	return func(b []byte) (*ACL, error) { return decodeACL(space, b) }
 }
 
 // acls is a snapshot of the ACL bucket, with the names @mentions may use.
 type acls struct {
-	byMember map[string]*ACL
-	byName   map[string][]member // lower-cased actor and credential name
+	byMember    map[string]*ACL
+	byPrincipal map[protocol.Principal][]member // the live rows of an alias
+	byName      map[string][]member             // lower-cased actor
 }
 
 func buildACLs(rows map[string]*ACL) acls {
-	a := acls{byMember: make(map[string]*ACL, len(rows)), byName: map[string][]member{}}
+	a := acls{byMember: make(map[string]*ACL, len(rows)), byPrincipal: map[protocol.Principal][]member{}, byName: map[string][]member{}}
 	for k, row := range rows {
+		m, ok := parseMemberKey(k)
+		if !ok || row == nil {
+			continue
+		}
 		a.byMember[k] = row
-		p, _ := protocol.ParsePrincipal(row.Principal) // checked by decodeACL
-		m := member{p: p, uid: row.UID}
-		names := []string{strings.ToLower(p.Actor)}
-		if n := strings.ToLower(row.Name); n != "" && n != names[0] {
-			names = append(names, n)
-		}
-		for _, n := range names {
-			a.byName[n] = append(a.byName[n], m)
-		}
+		a.byPrincipal[m.p] = append(a.byPrincipal[m.p], m)
+		n := strings.ToLower(m.p.Actor)
+		a.byName[n] = append(a.byName[n], m)
 	}
 	return a
 }

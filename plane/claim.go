@@ -85,7 +85,7 @@ func (c *Claimer) Acquire(ctx context.Context) (*Claim, error) {
 // changed between the read and the write, and nothing was written.
 func (c *Claimer) attempt(ctx context.Context, id string) (cl *Claim, lost bool, err error) {
 	mine := Row{V: Version, Generation: 1, ClaimID: id, State: StateHeld,
-		Ledger: c.Ledger, Records: c.Records, OpenedAt: time.Now().UnixMilli()}
+		Ledger: c.Ledger, Records: c.Records, OpenedAt: Instant(time.Now().UnixMilli())}
 	e, err := c.KV.Get(ctx, Key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		rev, err := c.KV.Create(ctx, Key, mine.Encode())

@@ -56,7 +56,7 @@ func (o *DaemonOracle) ask(ctx context.Context, subject string, args protocol.Li
 	if err := o.From.Validate(); err != nil {
 		return res, fmt.Errorf("from: %w", err)
 	}
-	a, err := json.Marshal(args)
+	a, err := json.Marshal(protocol.LivenessQuery{Query: args}) // the reference's {query: {ledger, records}}
 	if err != nil {
 		return res, fmt.Errorf("encode args: %w", err)
 	}

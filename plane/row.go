@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
@@ -29,7 +30,39 @@ type Row struct {
 	State      string             `json:"state"`      // StateHeld or StateReleased
 	Ledger     protocol.ConnTuple `json:"ledger"`     // the holder's ledger scanner connection
 	Records    protocol.ConnTuple `json:"records"`    // the holder's records scanner connection
-	OpenedAt   int64              `json:"openedAt"`   // when the claim was taken, unix milliseconds
+	OpenedAt   Instant            `json:"openedAt"`   // when the claim was taken
+}
+
+// Instant is a time in unix milliseconds, written as the reference writes openedAt (an
+// ISO-8601 string, JavaScript's toISOString) and read in that form or, as rows of earlier
+// Go releases hold it, as a number of unix milliseconds.
+type Instant int64
+
+// MarshalJSON writes the instant as "2006-01-02T15:04:05.000Z".
+func (t Instant) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.UnixMilli(int64(t)).UTC().Format("2006-01-02T15:04:05.000Z"))
+}
+
+// UnmarshalJSON reads an ISO-8601 string or a number of unix milliseconds.
+func (t *Instant) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		at, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return fmt.Errorf("openedAt %q: want an ISO-8601 time", s)
+		}
+		*t = Instant(at.UnixMilli())
+		return nil
+	}
+	var ms int64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return fmt.Errorf("openedAt %s: want an ISO-8601 time or unix milliseconds", b)
+	}
+	*t = Instant(ms)
+	return nil
 }
 
 // Tuples returns the row's connection tuples as liveness oracle args.
@@ -68,7 +101,7 @@ func (r Row) check() error {
 	case r.State != StateHeld && r.State != StateReleased:
 		return fmt.Errorf("state %q: want %s or %s", r.State, StateHeld, StateReleased)
 	case r.OpenedAt <= 0:
-		return fmt.Errorf("openedAt %d: want unix milliseconds", r.OpenedAt)
+		return fmt.Errorf("openedAt %d: want a time after 1970", r.OpenedAt)
 	}
 	for name, t := range map[string]protocol.ConnTuple{"ledger": r.Ledger, "records": r.Records} {
 		if err := checkTuple(t); err != nil {

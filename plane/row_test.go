@@ -12,7 +12,7 @@ const userKey = "UAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 func goodRow() string {
 	return `{"v":1,"generation":2,"claimId":"c","state":"held",` +
 		`"ledger":{"serverId":"S","cid":7,"userNkey":"` + userKey + `"},` +
-		`"records":{"serverId":"S","cid":8,"userNkey":"` + userKey + `"},"openedAt":1700000000000}`
+		`"records":{"serverId":"S","cid":8,"userNkey":"` + userKey + `"},"openedAt":"2023-11-14T22:13:20.000Z"}`
 }
 
 var rows = []struct {
@@ -30,7 +30,8 @@ var rows = []struct {
 	{"generation 0", strings.Replace(goodRow(), `"generation":2`, `"generation":0`, 1), false},
 	{"no claim id", strings.Replace(goodRow(), `"claimId":"c"`, `"claimId":""`, 1), false},
 	{"unknown state", strings.Replace(goodRow(), `"held"`, `"HELD"`, 1), false},
-	{"no openedAt", strings.Replace(goodRow(), `,"openedAt":1700000000000`, ``, 1), false},
+	{"no openedAt", strings.Replace(goodRow(), `,"openedAt":"2023-11-14T22:13:20.000Z"`, ``, 1), false},
+	{"openedAt not a time", strings.Replace(goodRow(), `"2023-11-14T22:13:20.000Z"`, `"yesterday"`, 1), false},
 	{"cid 0", strings.Replace(goodRow(), `"cid":7`, `"cid":0`, 1), false},
 	{"bad user key", strings.Replace(goodRow(), `"userNkey":"`+userKey+`"}`, `"userNkey":"U1"}`, 1), false},
 	{"no server", strings.Replace(goodRow(), `"serverId":"S","cid":8`, `"serverId":"","cid":8`, 1), false},
@@ -48,6 +49,12 @@ func TestDecodeRow(t *testing.T) {
 		if c.ok && string(r.Encode()) != c.in {
 			t.Errorf("%s: encodes to %s", c.name, r.Encode())
 		}
+	}
+	// An earlier Go row holds openedAt in unix milliseconds: read, and written back in
+	// the reference's form.
+	old := strings.Replace(goodRow(), `"2023-11-14T22:13:20.000Z"`, `1700000000000`, 1)
+	if r, err := DecodeRow([]byte(old)); err != nil || string(r.Encode()) != goodRow() {
+		t.Errorf("earlier Go row: %v, encodes to %s", err, r.Encode())
 	}
 	r, _ := DecodeRow([]byte(goodRow()))
 	want := protocol.LivenessArgs{Ledger: protocol.ConnTuple{ServerID: "S", CID: 7, UserNkey: userKey},

@@ -2,6 +2,9 @@ package protocol
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -95,20 +98,125 @@ func MembershipKey(channel string, p Principal, uid string) string {
 	return strings.Join(segs, ".") + "/" + MemberKey(p, uid)
 }
 
-// Headers of a hand-off copy on a DLV subject. Only the delivery daemon may publish there,
-// so a receiver trusts them; the body is the post's envelope, unchanged.
+// Headers of a hand-off frame on a DLV subject. Only the delivery daemon may publish
+// there, so a receiver trusts them. The reference's frame (endpoint.ts readerHandle /
+// pumpDlv) carries HeaderDeliveryFrame "1" and a DeliveryFrame body; Go's daemon adds
+// HeaderSeq and HeaderReason, which the reference ignores. HeaderFrame and HeaderSubject
+// are the frame of earlier Go releases (the post's envelope, unchanged, as the body):
+// still read, so copies stored before an upgrade are not lost, never written.
 const (
-	HeaderFrame   = "Cotal-Frame"   // frame version, "1"
-	HeaderSubject = "Cotal-Subject" // the chat subject the post was published on
-	HeaderSeq     = "Cotal-Seq"     // the post's CHAT stream sequence
-	HeaderReason  = "Cotal-Reason"  // HandoffDurableChannel or HandoffLiveMention
-	HeaderJWT     = "Cotal-Jwt"     // control request: the requester's user JWT
-	HeaderSig     = "Cotal-Sig"     // control request: its user key's signature, base64url
-	HeaderUID     = "Cotal-Uid"     // control request of a callout-admitted member: its lifecycle uid
+	HeaderDeliveryFrame = "Cotal-Delivery-Frame" // frame version, "1"
+	HeaderFrame         = "Cotal-Frame"          // earlier Go frame: version, "1"
+	HeaderSubject       = "Cotal-Subject"        // earlier Go frame: the chat subject of the post
+	HeaderSeq           = "Cotal-Seq"            // the post's CHAT stream sequence (Go extension)
+	HeaderReason        = "Cotal-Reason"         // HandoffDurableChannel or HandoffLiveMention (Go extension)
+	HeaderJWT           = "Cotal-Jwt"            // control request: the requester's user JWT (Go extension)
+	HeaderSig           = "Cotal-Sig"            // control request: its user key's signature, base64url
+	HeaderUID           = "Cotal-Uid"            // control request of a callout-admitted member: its lifecycle uid
 )
 
 // FrameVersion is the hand-off frame version this package writes.
 const FrameVersion = "1"
+
+// DeliveryFrame is the body of a hand-off frame: the channel the post was published on
+// and the post, authenticated for it (AuthenticateChannelMessage). Keys are written in
+// this order, as the reference writes them.
+type DeliveryFrame struct {
+	Version int             `json:"version"`
+	Channel string          `json:"channel"`
+	Msg     json.RawMessage `json:"msg"`
+}
+
+// DLVMsgID is the Nats-Msg-Id of a hand-off copy: <msgId>:<owner>.<actor>:<uid>:<generation>
+// (the reference's form: the lifecycle uid is its own field, so a successor incarnation
+// of the same alias is not deduplicated away).
+func DLVMsgID(id string, p Principal, uid string, gen uint64) string {
+	return id + ":" + p.String() + ":" + uid + ":" + strconv.FormatUint(gen, 10)
+}
+
+// AuthenticateChannelMessage returns envelope as delivered on channel: its channel field
+// set to channel (the one the chat subject names) and any to/toService removed. Unknown
+// fields are kept.
+func AuthenticateChannelMessage(envelope []byte, channel string) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(envelope, &m); err != nil {
+		return nil, fmt.Errorf("authenticate message: %w", err)
+	}
+	if m == nil {
+		return nil, errors.New("authenticate message: not an object")
+	}
+	ch, _ := json.Marshal(channel)
+	m["channel"] = ch
+	delete(m, "to")
+	delete(m, "toService")
+	return json.Marshal(m)
+}
+
+// EncodeDeliveryFrame returns the frame body of a copy of envelope, posted on channel.
+func EncodeDeliveryFrame(channel string, envelope []byte) ([]byte, error) {
+	msg, err := AuthenticateChannelMessage(envelope, channel)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(DeliveryFrame{Version: 1, Channel: channel, Msg: msg})
+}
+
+// Handoff is one hand-off copy as a receiver reads it.
+type Handoff struct {
+	Subject string // the chat subject the post was published on
+	Data    []byte // the post's envelope
+	Seq     uint64 // its CHAT sequence; 0 when the frame does not say (a reference frame)
+	Reason  string // why it was copied; "" when the frame does not say
+}
+
+// DecodeHandoff reads a hand-off copy of space from its headers (header returns one
+// header's value) and body: the reference's frame (HeaderDeliveryFrame "1", a
+// DeliveryFrame body of version 1 whose channel is concrete and equals msg.channel) or
+// the earlier Go frame (HeaderFrame "1", HeaderSubject, the envelope as the body).
+// Unknown keys are ignored. The returned subject is rebuilt from the frame's channel and
+// the message's from.id; the receive checks still run on it.
+func DecodeHandoff(space string, header func(string) string, data []byte) (Handoff, error) {
+	seq, _ := strconv.ParseUint(header(HeaderSeq), 10, 64)
+	h := Handoff{Seq: seq, Reason: header(HeaderReason)}
+	if v := header(HeaderDeliveryFrame); v != "" {
+		if v != FrameVersion {
+			return h, fmt.Errorf("hand-off frame: %s %q: want %q", HeaderDeliveryFrame, v, FrameVersion)
+		}
+		var f DeliveryFrame
+		if err := json.Unmarshal(data, &f); err != nil {
+			return h, fmt.Errorf("hand-off frame: %w", err)
+		}
+		if f.Version != 1 {
+			return h, fmt.Errorf("hand-off frame: version %d: want 1", f.Version)
+		}
+		if err := CheckConcreteChannel(f.Channel); err != nil {
+			return h, fmt.Errorf("hand-off frame: channel: %w", err)
+		}
+		var head struct {
+			Channel string `json:"channel"`
+			From    struct {
+				ID string `json:"id"`
+			} `json:"from"`
+		}
+		if err := json.Unmarshal(f.Msg, &head); err != nil {
+			return h, fmt.Errorf("hand-off frame: msg: %w", err)
+		}
+		if head.Channel != f.Channel {
+			return h, fmt.Errorf("hand-off frame: msg.channel %q is not the frame's channel %q", head.Channel, f.Channel)
+		}
+		sender, err := ParsePrincipal(head.From.ID)
+		if err != nil {
+			return h, fmt.Errorf("hand-off frame: msg.from.id: %w", err)
+		}
+		h.Subject, h.Data = ChatSubject(space, sender, f.Channel), f.Msg
+		return h, nil
+	}
+	if v := header(HeaderFrame); v != FrameVersion {
+		return h, fmt.Errorf("hand-off frame: no %s header", HeaderDeliveryFrame)
+	}
+	h.Subject, h.Data = header(HeaderSubject), data
+	return h, nil
+}
 
 // Why a hand-off copy was made.
 const (
@@ -116,63 +224,155 @@ const (
 	HandoffLiveMention    = "live-mention"
 )
 
-// Control operations.
+// Control operations of the delivery rail (the reference's handleDeliveryControl) and of
+// the delivery-admin rail.
 const (
-	OpJoin              = "join"
-	OpLeave             = "leave"
+	OpDurableJoin       = "durableJoin"
+	OpDurableLeave      = "durableLeave"
 	OpListMemberships   = "listMemberships"
 	OpPlaneConnLiveness = "planeConnLiveness"
+	// OpJoin and OpLeave are the durable join and leave of earlier Go releases (args
+	// MembershipArgs, replies JoinResult and Membership); still answered, never sent.
+	OpJoin  = "join"
+	OpLeave = "leave"
 )
 
-// ControlRequest is the body of a request on a ctl rail.
+// SenderMismatch is the refusal of a request whose from.id is not the principal of its
+// subject (the reference's wording).
+const SenderMismatch = "sender mismatch - request rejected"
+
+// DurableJoinArgs are the args of durableJoin. Cursor is a Go extension (the reference
+// ignores it): the CHAT stream's last sequence when the client subscribed live, so the
+// daemon copies every post after it; without it the join starts at CHAT's last sequence
+// when the daemon takes it. Channel may be a pattern on a Go daemon (a Go extension); the
+// reference takes a concrete channel only.
+type DurableJoinArgs struct {
+	Channel string  `json:"channel"`
+	Cursor  *uint64 `json:"cursor,omitempty"`
+}
+
+// DurableJoinResult is the data of a durableJoin answer.
+type DurableJoinResult struct {
+	Durable    bool   `json:"durable"`
+	Reason     string `json:"reason,omitempty"`
+	Generation uint64 `json:"generation,omitempty"`
+}
+
+// DurableLeaveArgs are the args of durableLeave: the channel, the membership's generation
+// (a stale one is refused) and the lifecycle uid of the incarnation leaving. Cursor is a
+// Go extension, as in DurableJoinArgs.
+type DurableLeaveArgs struct {
+	Channel      string  `json:"channel"`
+	Generation   *uint64 `json:"generation"`
+	LifecycleUID string  `json:"lifecycleUid"`
+	Cursor       *uint64 `json:"cursor,omitempty"`
+}
+
+// DurableLeaveResult is the data of a durableLeave answer; AlreadyLeft when no active row
+// was found.
+type DurableLeaveResult struct {
+	Channel     string `json:"channel"`
+	AlreadyLeft bool   `json:"alreadyLeft,omitempty"`
+}
+
+// ListMembershipsArgs are the args of listMemberships.
+type ListMembershipsArgs struct {
+	LifecycleUID string `json:"lifecycleUid"`
+}
+
+// MembershipInfo is one active membership in a listMemberships answer.
+type MembershipInfo struct {
+	Channel    string `json:"channel"`
+	Generation uint64 `json:"generation"`
+	Activated  bool   `json:"activated"`
+}
+
+// ListMembershipsResult is the data of a listMemberships answer.
+type ListMembershipsResult struct {
+	Memberships []MembershipInfo `json:"memberships"`
+}
+
+// ControlRequest is the body of a request on a ctl rail: {op, args, from}.
 type ControlRequest struct {
 	Op   string          `json:"op"`
 	Args json.RawMessage `json:"args,omitempty"`
 	From EndpointRef     `json:"from"`
 }
 
-// ControlReply is the body of a ctl rail's answer.
+// ControlReply is the body of a ctl rail's answer: {ok:true, data} or {ok:false, error}.
 type ControlReply struct {
 	OK    bool            `json:"ok"`
 	Data  json.RawMessage `json:"data,omitempty"`
 	Error string          `json:"error,omitempty"`
 }
 
-// MembershipArgs are the args of join and leave: the channel (a pattern may hold * and a
-// final >) and the cursor, the CHAT stream's last sequence when the client subscribed live
-// (join) or unsubscribed (leave).
+// MembershipArgs are the args of the earlier Go join and leave (OpJoin, OpLeave): the
+// channel (a pattern may hold * and a final >) and the cursor, the CHAT stream's last
+// sequence when the client subscribed live (join) or unsubscribed (leave).
 type MembershipArgs struct {
 	Channel string `json:"channel"`
 	Cursor  uint64 `json:"cursor"`
 }
 
-// Membership states.
+// Membership states (the reference's MembershipRecord.state).
 const (
 	MembershipActive = "durable-active" // joined: posts after the join cursor are the member's
-	MembershipLeft   = "left"           // tombstoned: posts after the leave cursor are not
+	MembershipLeft   = "live-confirmed" // tombstoned (with a leave cursor): posts after it are not
+	// MembershipLeftGo is the tombstone state earlier Go releases wrote; read as
+	// MembershipLeft.
+	MembershipLeftGo = "left"
 )
 
-// Membership is one durable membership row as the daemon keeps and reports it. A post at
-// CHAT sequence s on a channel the row's pattern matches is the member's when
-// JoinCursor < s and, once the member left, s <= LeaveCursor.
+// Membership is one durable membership row (the reference's MembershipRecord, members.ts):
+// key <channel>/<owner>.<actor>.<uid> in cotal_members_<space>. A post at CHAT sequence s
+// on a channel the row's pattern matches is the member's when JoinCursor < s and, once the
+// member left (LeaveCursor set), s <= *LeaveCursor. Owner holds the principal's dot-form
+// (the reference's field name). Read it with DecodeMembership, which also reads the rows
+// earlier Go releases wrote.
 type Membership struct {
-	Channel     string `json:"channel"`
-	Principal   string `json:"principal"`
-	UID         string `json:"lifecycleUid"`
-	State       string `json:"state"`
-	JoinCursor  uint64 `json:"joinCursor"`
-	LeaveCursor uint64 `json:"leaveCursor,omitempty"` // set when State is MembershipLeft
-	Generation  uint64 `json:"generation"`
-	Writer      string `json:"writerIdentity,omitempty"`
-	UpdatedAt   int64  `json:"updatedAt"`
+	Channel     string  `json:"channel"`
+	Owner       string  `json:"owner"`
+	UID         string  `json:"lifecycleUid"`
+	State       string  `json:"state"`
+	JoinCursor  uint64  `json:"joinCursor"`
+	Activated   *bool   `json:"activated,omitempty"`
+	LeaveCursor *uint64 `json:"leaveCursor,omitempty"` // set on a tombstone
+	Generation  uint64  `json:"generation"`
+	Writer      string  `json:"writerIdentity"`
+	UpdatedAt   int64   `json:"updatedAt"` // unix ms
+}
+
+// DecodeMembership reads a members row leniently (unknown fields ignored): the
+// reference's form, or the form of earlier Go releases (the principal in "principal",
+// state "left"), which it returns in the reference's form.
+func DecodeMembership(b []byte) (Membership, error) {
+	var r struct {
+		Membership
+		Principal string `json:"principal"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Membership{}, err
+	}
+	m := r.Membership
+	if m.Owner == "" {
+		m.Owner = r.Principal
+	}
+	if m.State == MembershipLeftGo {
+		m.State = MembershipLeft
+		if m.LeaveCursor == nil {
+			at := m.JoinCursor // an earlier Go row omitted a zero leave cursor
+			m.LeaveCursor = &at
+		}
+	}
+	return m, nil
 }
 
 // Active reports whether the row admits every post after its join cursor (no leave yet).
-func (m Membership) Active() bool { return m.State != MembershipLeft }
+func (m Membership) Active() bool { return m.LeaveCursor == nil }
 
 // Covers reports whether the post at CHAT sequence seq falls in the row's window.
 func (m Membership) Covers(seq uint64) bool {
-	return m.JoinCursor < seq && (m.Active() || seq <= m.LeaveCursor)
+	return m.JoinCursor < seq && (m.LeaveCursor == nil || seq <= *m.LeaveCursor)
 }
 
 // JoinResult is the data of a successful durable join: the hand-off durable to bind.
@@ -196,6 +396,13 @@ type ConnTuple struct {
 type LivenessArgs struct {
 	Ledger  ConnTuple `json:"ledger"`
 	Records ConnTuple `json:"records"`
+}
+
+// LivenessQuery is the args of planeConnLiveness as the reference sends them:
+// {"query": {"ledger", "records"}}. A Go daemon also reads the bare LivenessArgs earlier
+// Go releases sent.
+type LivenessQuery struct {
+	Query LivenessArgs `json:"query"`
 }
 
 // Connection liveness states. Gone is only ever said after a complete sweep; a caller

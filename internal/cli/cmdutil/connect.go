@@ -2,13 +2,17 @@ package cmdutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
@@ -191,7 +195,30 @@ func (f *Factory) AgentCreds(ctx context.Context, t Target, spec trust.UserSpec)
 	if _, err := provision.Agent(ctx, op.JetStream(), t.Space, spec.Principal, spec.LifecycleUID, spec.Role); err != nil {
 		return nil, err
 	}
+	if err := commitReadACL(ctx, op.JetStream(), t.Space, spec); err != nil {
+		return nil, err
+	}
 	return creds, nil
+}
+
+// commitReadACL writes the agent's read ACL row (cotal_acl_<space>, key
+// <owner>.<actor>.<uid>) as the minter, the way the reference's commitAcl does at mint:
+// the delivery daemon (Go's or the reference's) reads it at a durable join and for every
+// copy. Its channels are spec's AllowSubscribe, or Subscribe when that is empty. A space
+// without the ACL bucket (no durable plane) gets none.
+func commitReadACL(ctx context.Context, js jetstream.JetStream, space string, spec trust.UserSpec) error {
+	kv, err := js.KeyValue(ctx, protocol.BucketACL(space))
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read ACL bucket of space %q: %w", space, err)
+	}
+	allow := spec.AllowSubscribe
+	if len(allow) == 0 {
+		allow = spec.Subscribe
+	}
+	return delivery.CommitACL(ctx, kv, spec.Principal, spec.LifecycleUID, allow, time.Now())
 }
 
 // Mint mints a credential for spec on the target's space from the project's signing key,
