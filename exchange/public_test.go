@@ -168,7 +168,7 @@ func TestPublicRefusals(t *testing.T) {
 		{"no content type", human, nil, 415, "unsupported_media_type"},
 		{"65 KiB", []byte(`{"idToken":"` + strings.Repeat("a", 65<<10) + `"}`), js, 413, "body_too_large"},
 		{"not json", []byte(`{`), js, 400, "bad_request"},
-		{"unknown field", []byte(`{"idToken":"x","actor":"alice","view":"admin"}`), js, 400, "bad_request"},
+		{"ttlSec not a number", []byte(`{"idpToken":"x","actor":"alice","ttlSec":"60"}`), js, 400, "bad_request"},
 		{"forged token", []byte(`{"idToken":"forged","actor":"alice"}`), js, 401, "refused"},
 	}
 	expectRefusals(t, f.pubDo, cases)

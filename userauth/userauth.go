@@ -69,8 +69,8 @@ func (x *Exchanger) Exchange(ctx context.Context, req exchange.Request) (exchang
 	if resp.StatusCode != http.StatusOK {
 		why := resp.Status
 		var eb exchange.ErrorBody
-		if json.Unmarshal(b, &eb) == nil && eb.Message != "" {
-			why = fmt.Sprintf("%d %s: %s", resp.StatusCode, eb.Error, eb.Message)
+		if json.Unmarshal(b, &eb) == nil && eb.Sentence() != "" {
+			why = fmt.Sprintf("%d: %s", resp.StatusCode, eb.Sentence())
 		}
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			return exchange.Response{}, fmt.Errorf("%w (%s)", ErrRefused, why)
@@ -78,7 +78,7 @@ func (x *Exchanger) Exchange(ctx context.Context, req exchange.Request) (exchang
 		return exchange.Response{}, fmt.Errorf("exchange %s: %s", x.URL, why)
 	}
 	var out exchange.Response
-	if err := json.Unmarshal(b, &out); err != nil || out.Token == "" {
+	if err := json.Unmarshal(b, &out); err != nil || out.Token == "" || out.Expiry().Unix() <= 0 {
 		return exchange.Response{}, fmt.Errorf("exchange %s: malformed answer: %v", x.URL, err)
 	}
 	return out, nil
@@ -159,7 +159,7 @@ func renewAt(now, exp time.Time) time.Time {
 func (s *Session) Keep(ctx context.Context, nc *nats.Conn) {
 	for {
 		cur := s.Current()
-		switch s.sleep(ctx, nc, time.Until(renewAt(s.now(), time.UnixMilli(cur.ExpiresAt)))) {
+		switch s.sleep(ctx, nc, time.Until(renewAt(s.now(), cur.Expiry()))) {
 		case wakeStop:
 			return
 		case wakeRefused:
@@ -179,7 +179,7 @@ func (s *Session) Keep(ctx context.Context, nc *nats.Conn) {
 		}
 		next, err := s.fetch(ctx)
 		if err != nil {
-			s.log.Warn("bearer renewal failed; retrying", "actor", cur.Actor, "expires", time.UnixMilli(cur.ExpiresAt), "err", err)
+			s.log.Warn("bearer renewal failed; retrying", "actor", cur.Actor, "expires", cur.Expiry(), "err", err)
 			if s.sleep(ctx, nc, retryEvery) == wakeStop {
 				return
 			}
@@ -189,7 +189,7 @@ func (s *Session) Keep(ctx context.Context, nc *nats.Conn) {
 		if err := nc.ForceReconnect(); err != nil {
 			s.log.Warn("reconnect with the renewed bearer", "err", err)
 		}
-		s.log.Debug("bearer renewed", "actor", next.Actor, "expires", time.UnixMilli(next.ExpiresAt))
+		s.log.Debug("bearer renewed", "actor", next.Actor, "expires", next.Expiry())
 	}
 }
 

@@ -116,7 +116,7 @@ func (f *Factory) connectUserAuth(ctx context.Context, t Target, cfg client.Conf
 		if err != nil {
 			return exchange.Response{}, err
 		}
-		resp, err := si.exchange.Exchange(ctx, exchange.Request{IDToken: tok, Actor: actor})
+		resp, err := si.exchange.Exchange(ctx, exchange.Request{IDPToken: tok, Actor: actor})
 		if err != nil {
 			return exchange.Response{}, fmt.Errorf("act as %q in space %q: %w", actor, t.Space, err)
 		}
