@@ -257,7 +257,7 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 // serveExchange starts the exchange (and its public face) on rctx, counted in running, and
 // returns the status the lane records once it listens.
 func (l *Lane) serveExchange(ctx, rctx context.Context, ua *trust.UserAuth, issuer *bearer.Issuer, auth *authority,
-	secret []byte, f *fence, errs chan error, running *int, log *slog.Logger) (Status, error) {
+	secret bearer.OwnerSecret, f *fence, errs chan error, running *int, log *slog.Logger) (Status, error) {
 	ex := &exchange.Server{
 		Issuer: issuer, Ledger: kvLedger{auth.kv, f}, OwnerSecret: secret, IdP: l.IdP, IdPIssuer: l.IdPIssuer,
 		Enroll: l.enroller(auth),
@@ -379,7 +379,7 @@ type authorizer struct {
 	issuer    *bearer.Issuer
 	kv        jetstream.KeyValue
 	acl       jetstream.KeyValue // where grants are recorded for the delivery daemon
-	secret    []byte
+	secret    bearer.OwnerSecret
 	idpIssuer string
 	fence     *fence
 

@@ -76,10 +76,10 @@ type IDTokenVerifier interface {
 
 // Server is the loopback exchange of one space. Set fields before Run.
 type Server struct {
-	Issuer      *bearer.Issuer  // signs and verifies the space's bearers; required
-	Ledger      Ledger          // the actor ledger; required
-	OwnerSecret []byte          // the space's owner secret (bearer.LoadOwnerSecret); required
-	IdP         IDTokenVerifier // verifies human ID tokens; required
+	Issuer      *bearer.Issuer     // signs and verifies the space's bearers; required
+	Ledger      Ledger             // the actor ledger; required
+	OwnerSecret bearer.OwnerSecret // the space's owner secret (bearer.LoadOwnerSecret); required
+	IdP         IDTokenVerifier    // verifies human ID tokens; required
 	// IdPIssuer is the issuer of bare (unqualified) ledger subjects. Empty means bare subjects
 	// match a human of any issuer the IdP verifier accepts, and cannot authorize agents.
 	IdPIssuer string
@@ -113,8 +113,8 @@ func (s *Server) check() error {
 		return errors.New("no bearer issuer")
 	case s.Ledger == nil:
 		return errors.New("no ledger")
-	case len(s.OwnerSecret) < bearer.OwnerSecretSize:
-		return fmt.Errorf("owner secret is %d bytes, want at least %d", len(s.OwnerSecret), bearer.OwnerSecretSize)
+	case len(s.OwnerSecret.Key) < bearer.OwnerSecretSize:
+		return fmt.Errorf("owner secret is %d bytes, want at least %d", len(s.OwnerSecret.Key), bearer.OwnerSecretSize)
 	case s.IdP == nil:
 		return errors.New("no IdP verifier")
 	}

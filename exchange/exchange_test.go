@@ -364,7 +364,7 @@ func TestHumanExchange(t *testing.T) {
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}
-	owner := bearer.Owner(f.srv.OwnerSecret, testIdP, testSubject)
+	owner := f.srv.OwnerSecret.Owner(testIdP, testSubject)
 	if c.Owner != owner || res.Owner != owner || c.Actor != "alice" || res.Actor != "alice" || c.Kind != bearer.KindHuman ||
 		c.TTL != bearer.MaxHumanLifetime || res.ExpiresAt != c.Expiry.UnixMilli() || res.Exp != c.Expiry.Unix() || len(c.Scope) != 1 || c.Scope[0] != "spawn" {
 		t.Fatalf("claims %+v, response %+v", c, res)
@@ -400,7 +400,7 @@ func TestAgentExchange(t *testing.T) {
 	if _, err := f.srv.Issuer.Verify(f.ok(t, Request{Owner: res.Owner, Actor: "worker", ActorToken: res.Token}).Token); err != nil {
 		t.Fatal(err)
 	}
-	other := bearer.Owner(f.srv.OwnerSecret, testIdP, "mallory")
+	other := f.srv.OwnerSecret.Owner(testIdP, "mallory")
 	for _, req := range []Request{
 		{Owner: other, Actor: "worker", ActorToken: human.Token},             // token of another owner
 		{Owner: human.Owner, Actor: "worker", ActorToken: human.Token + "x"}, // bad signature
@@ -481,7 +481,7 @@ func TestRunRefusesNonLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, addr := range []string{":0", "0.0.0.0:0", "localhost:0", "192.0.2.1:0", "[::]:0"} {
-		s := &Server{Issuer: iss, Ledger: &fakeLedger{}, OwnerSecret: make([]byte, 32), IdP: fakeIdP{}, Addr: addr}
+		s := &Server{Issuer: iss, Ledger: &fakeLedger{}, OwnerSecret: bearer.OwnerSecret{Key: make([]byte, 32)}, IdP: fakeIdP{}, Addr: addr}
 		err := s.Run(t.Context(), func(net.Addr) { t.Errorf("%s: ready called", addr) })
 		if err == nil || !strings.Contains(err.Error(), "loopback") {
 			t.Errorf("%s: %v, want a loopback refusal", addr, err)

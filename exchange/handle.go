@@ -276,7 +276,7 @@ func (s *Server) human(ctx context.Context, req Request, ttl time.Duration) (Res
 	if !s.rowHasIdentity(row, iss, sub) {
 		return Response{}, notGranted(req.Actor, fmt.Errorf("no subject of the row matches %q", sub))
 	}
-	return s.issue(ctx, row, bearer.Claims{Owner: bearer.Owner(s.OwnerSecret, iss, sub), Actor: req.Actor, Kind: bearer.KindHuman, Scope: row.Scopes, TTL: lifetime(ttl, bearer.MaxHumanLifetime)})
+	return s.issue(ctx, row, bearer.Claims{Owner: s.OwnerSecret.Owner(iss, sub), Actor: req.Actor, Kind: bearer.KindHuman, Scope: row.Scopes, TTL: lifetime(ttl, bearer.MaxHumanLifetime)})
 }
 
 // agent exchanges a still-valid bearer of req.Owner for a short agent bearer.
