@@ -429,10 +429,13 @@ func (a *authorizer) Authorize(ctx context.Context, req *jwt.AuthorizationReques
 			return callout.Grant{}, fmt.Errorf("actor %q: %w", c.Actor, err)
 		}
 	}
+	p := protocol.Principal{Owner: c.Owner, Actor: c.Actor}
 	spec := trust.UserSpec{
-		Name:           c.Owner + "." + c.Actor,
+		// The reference's callout.ts names the user principalKey(owner, actor).name, the
+		// dash form, which CONNZ reports as the connection's authorized user.
+		Name:           p.Dash(),
 		Profile:        trust.ProfileAgent,
-		Principal:      protocol.Principal{Owner: c.Owner, Actor: c.Actor},
+		Principal:      p,
 		LifecycleUID:   uid,
 		Role:           row.Role,
 		AllowSubscribe: row.AllowSubscribe,

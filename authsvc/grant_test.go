@@ -49,8 +49,8 @@ func TestGrantNamesThePrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	principal := x.Owner + ".alice"
-	if g.Name != principal {
-		t.Errorf("name %q, want %q", g.Name, principal)
+	if want := x.Owner + "-alice"; g.Name != want {
+		t.Errorf("name %q, want %q", g.Name, want)
 	}
 	for _, tag := range []string{"owner:" + x.Owner, "actor:alice", "principal:" + principal, "profile:agent"} {
 		if !slices.Contains(g.Tags, tag) {
