@@ -23,6 +23,7 @@ import (
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/userauth"
 )
 
 // deadline guards every wait against a hang; nothing waits for it to pass.
@@ -190,8 +191,9 @@ func TestLane(t *testing.T) {
 	}
 	asyncErrs := make(chan error, 8)
 	dial := func(token string) (*nats.Conn, error) {
+		ibx := userauth.NewInboxName()
 		return nats.Connect(url, nats.UserJWTAndSeed(sentinel.JWT, sentinel.Seed), nats.Token(token),
-			nats.CustomInboxPrefix(trust.PrincipalInboxPrefix(xr.Owner, xr.Actor)), nats.Timeout(deadline), nats.NoReconnect(),
+			nats.Name(ibx), nats.CustomInboxPrefix(userauth.InboxPrefix(ibx)), nats.Timeout(deadline), nats.NoReconnect(),
 			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { asyncErrs <- err }))
 	}
 

@@ -6,6 +6,8 @@ package userauth
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -124,21 +126,52 @@ func (s *Session) Current() exchange.Response {
 func (s *Session) Token() string { return s.Current().Token }
 
 // Options are the connect options of the session's principal: the sentinel creds, the
-// bearer as the CONNECT token, the inbox prefix the callout grants the principal, and
-// reconnects that keep trying after an authorization error (a renewal may race a
-// reconnect; the next attempt carries the newer bearer). Keep closes a connection whose
-// actor lost its grant, instead of letting it retry forever.
+// bearer as the CONNECT token, a fresh inbox name as the connection name with its reply
+// inbox (see InboxOptions), and reconnects that keep trying after an authorization error
+// (a renewal may race a reconnect; the next attempt carries the newer bearer). Keep closes
+// a connection whose actor lost its grant, instead of letting it retry forever.
 func (s *Session) Options(sentinelCreds []byte) ([]nats.Option, error) {
 	c, err := trust.ReadCreds(sentinelCreds)
 	if err != nil {
 		return nil, fmt.Errorf("sentinel creds: %w", err)
 	}
-	cur := s.Current()
-	return append(c.Options(),
+	return append(append(c.Options(), InboxOptions(NewInboxName())...),
 		nats.TokenHandler(s.Token),
-		nats.CustomInboxPrefix(trust.PrincipalInboxPrefix(cur.Owner, cur.Actor)),
 		nats.IgnoreAuthErrorAbort(),
 	), nil
+}
+
+// NewInboxName is a fresh connection name for a user-mode connection, as the reference's
+// clients make it (packages/core standaloneConnectOpts): "ibx" + 32 random lower-case hex
+// digits.
+func NewInboxName() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return "ibx" + hex.EncodeToString(b)
+}
+
+// InboxOptions name a user-mode connection name and make its reply inbox
+// "_INBOX_<name>", the one the callout grants (see ValidInboxName).
+func InboxOptions(name string) []nats.Option {
+	return []nats.Option{nats.Name(name), nats.CustomInboxPrefix(InboxPrefix(name))}
+}
+
+// InboxPrefix is the reply-inbox prefix the callout grants a connection named name.
+func InboxPrefix(name string) string { return "_INBOX_" + name }
+
+// ValidInboxName reports whether name may name a user-mode connection and its inbox: 8 to
+// 120 of A-Z a-z 0-9 _ -, the reference callout's rule (assertInboxConnId), so it holds no
+// subject metacharacter.
+func ValidInboxName(name string) bool {
+	if len(name) < 8 || len(name) > 120 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c != '_' && c != '-' && !(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') && !(c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // renewAt is when a bearer expiring at exp, in hand since now, is renewed: after two
