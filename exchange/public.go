@@ -142,8 +142,9 @@ func (s *Server) bundle(base string) Bundle {
 			IdP:      s.Discovery.IdP,
 			Endpoints: Endpoints{
 				URL:                  base,
-				JWKSURL:              base + "/jwks",
+				ManagerAuthorityURL:  base + "/manager-service-authority",
 				AgentProvisioningURL: s.Public.AgentProvisioningURL,
+				JWKSURL:              base + "/jwks",
 			},
 		},
 		SentinelCreds: s.Discovery.SentinelCreds,

@@ -183,7 +183,7 @@ func TestPublicBundle(t *testing.T) {
 		}
 		want := Bundle{Space: "demo", Server: "nats://127.0.0.1:4222", TLSRequired: false,
 			UserAuth: UserAuth{Provider: "cotal", IdP: f.srv.Discovery.IdP,
-				Endpoints: Endpoints{URL: f.pub, JWKSURL: f.pub + "/jwks"}},
+				Endpoints: Endpoints{URL: f.pub, ManagerAuthorityURL: f.pub + "/manager-service-authority", JWKSURL: f.pub + "/jwks"}},
 			SentinelCreds: f.srv.Discovery.SentinelCreds}
 		if b != want {
 			t.Fatalf("bundle\n%+v\nwant\n%+v", b, want)
@@ -201,7 +201,8 @@ func TestPublicBundle(t *testing.T) {
 		}
 		ep := b.UserAuth.Endpoints
 		if b.Server != "wss://nats.example.com/ws" || !b.TLSRequired || ep.URL != "https://mesh.example.com/cotal" ||
-			ep.JWKSURL != "https://mesh.example.com/cotal/jwks" || ep.AgentProvisioningURL != "https://mesh.example.com/provision" {
+			ep.JWKSURL != "https://mesh.example.com/cotal/jwks" || ep.AgentProvisioningURL != "https://mesh.example.com/provision" ||
+			ep.ManagerAuthorityURL != "https://mesh.example.com/cotal/manager-service-authority" {
 			t.Fatalf("bundle %+v", b)
 		}
 		// The served text is closed: exactly the documented keys.
