@@ -150,6 +150,9 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 	if err != nil {
 		return fmt.Errorf("auth service: %w", err)
 	}
+	if err := WriteSentinel(dir, ua.SentinelCreds()); err != nil {
+		return fmt.Errorf("auth service: %w", err)
+	}
 	if err := l.pushCalloutAccount(ctx, ua); err != nil {
 		return fmt.Errorf("auth service: %w", err)
 	}

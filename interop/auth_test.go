@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/exchange"
 )
 
 // authFixture reads testdata/auth/<name>.
@@ -55,5 +56,28 @@ func TestOwnerDerivationVectors(t *testing.T) {
 		if got := secret.Owner(v.Issuer, v.Sub); got != v.Owner {
 			t.Errorf("owner of (%q, %q) = %s, want %s", v.Issuer, v.Sub, got, v.Owner)
 		}
+	}
+}
+
+// readFile and writeFile keep the auth tests' file access in one place.
+func readFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o600) }
+
+// TestExchangeRequestFixtures: the reference clients' request bodies decode into Go's
+// exchange.Request field for field (ttlSec included).
+func TestExchangeRequestFixtures(t *testing.T) {
+	var h, a exchange.Request
+	if err := json.Unmarshal(authFixture(t, "exchange-request-human.json"), &h); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(authFixture(t, "exchange-request-agent.json"), &a); err != nil {
+		t.Fatal(err)
+	}
+	if h.IDPToken != "<IdP ID token>" || h.Actor != "alice" || h.TTLSec == nil || *h.TTLSec != 600 {
+		t.Errorf("human %+v", h)
+	}
+	if a.Owner != "u_aaaaaaaaaaaaaaaaaaaaaaaaaa" || a.Actor != "alice" || a.ActorToken != "<actor token>" || a.TTLSec == nil || *a.TTLSec != 300 {
+		t.Errorf("agent %+v", a)
 	}
 }
