@@ -192,11 +192,27 @@ func TestVerifyClaims(t *testing.T) {
 		{"owner mismatch", func(_ *jwt.Claims, a map[string]any) { a["owner"] = "u_" + strings.Repeat("b", 26) }, false},
 		{"bad owner", func(c *jwt.Claims, a map[string]any) { c.Subject = "local"; a["owner"] = "local" }, false},
 		{"unknown kind", func(_ *jwt.Claims, a map[string]any) { a["kind"] = "robot" }, false},
+		// The reference's bearers carry no act.kind: accepted, capped at its 900 s.
+		{"reference, no kind", func(c *jwt.Claims, a map[string]any) {
+			delete(a, "kind")
+			c.Expiry = jwt.NewNumericDate(now.Add(900 * time.Second))
+		}, true},
+		{"reference agent, no kind", func(c *jwt.Claims, a map[string]any) {
+			delete(a, "kind")
+			a["credentialId"] = "cred.abc.def"
+		}, true},
+		{"reference, no kind, too long", func(c *jwt.Claims, a map[string]any) {
+			delete(a, "kind")
+			c.Expiry = jwt.NewNumericDate(now.Add(901 * time.Second))
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := iss.Verify(sign(tc.mut))
+			c, err := iss.Verify(sign(tc.mut))
 			if tc.valid != (err == nil) || (err != nil && !errors.Is(err, bearer.ErrInvalid)) {
 				t.Fatalf("verify: %v, want valid=%v", err, tc.valid)
+			}
+			if tc.name == "reference agent, no kind" && c.Kind != bearer.KindAgent || tc.name == "reference, no kind" && c.Kind != bearer.KindHuman {
+				t.Fatalf("inferred kind %q", c.Kind)
 			}
 		})
 	}
