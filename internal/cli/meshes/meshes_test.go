@@ -220,7 +220,7 @@ func TestRunAddReferenceBundle(t *testing.T) {
 		return map[string]any{
 			"space": "team", "server": "nats://127.0.0.1:4222", "tlsRequired": true,
 			"userAuth": map[string]any{"provider": "cotal",
-				"idp": map[string]any{"url": "http://127.0.0.1:5556/api/auth", "issuer": "http://127.0.0.1:5556", "audience": "http://127.0.0.1:5556"},
+				"idp":       map[string]any{"url": "http://127.0.0.1:5556/api/auth", "issuer": "http://127.0.0.1:5556", "audience": "http://127.0.0.1:5556"},
 				"endpoints": map[string]any{"url": base, "managerAuthorityUrl": base + "/manager-service-authority"}},
 			"sentinelCreds": creds,
 			"policy":        map[string]any{"events": "required"},
