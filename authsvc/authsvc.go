@@ -31,6 +31,7 @@ import (
 	"github.com/cotal-ai/cotal/plane"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/userauth"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -41,16 +42,22 @@ const StatusFile = "auth-service.json"
 // connectTimeout bounds each broker connect and the ledger bucket lookup.
 const connectTimeout = 10 * time.Second
 
-// Status is the content of StatusFile: how a client reaches the exchange.
+// Status is the content of StatusFile: how a client reaches the exchange. It is the
+// reference's auth-service.json (implementations/auth/src/store.ts saveAuthServiceInfo:
+// {ver, url, pid, cap, publicUrl?}) followed by Go's extras issuer and space.
 type Status struct {
-	URL    string `json:"url"`    // the exchange, http://127.0.0.1:<port>
-	Cap    string `json:"cap"`    // the per-start capability POST /exchange requires
-	Issuer string `json:"issuer"` // the bearer issuer, urn:cotal:auth:<space>
-	PID    int    `json:"pid"`    // the auth service's process
-	Space  string `json:"space"`
+	Ver int    `json:"ver"` // statusVersion
+	URL string `json:"url"` // the exchange, http://127.0.0.1:<port>
+	PID int    `json:"pid"` // the auth service's process
+	Cap string `json:"cap"` // the per-start capability POST /exchange requires
 	// PublicURL is the public face's URL, when the lane serves one.
 	PublicURL string `json:"publicUrl,omitempty"`
+	Issuer    string `json:"issuer"` // the bearer issuer, urn:cotal:auth:<space>
+	Space     string `json:"space"`
 }
+
+// statusVersion is the ver of StatusFile.
+const statusVersion = 1
 
 // StateDir is the state folder of space's auth service inside the trust folder chainDir
 // (.cotal/auth): space.<hex>. It holds the bearer issuer key, the owner secret and
@@ -69,6 +76,10 @@ func ReadStatus(dir string) (Status, error) {
 	var s Status
 	if err := json.Unmarshal(b, &s); err != nil {
 		return Status{}, fmt.Errorf("auth service status %s: %w", filepath.Join(dir, StatusFile), err)
+	}
+	// ver 0 is a file of a release before the reference's form; unknown fields are ignored.
+	if s.Ver != statusVersion && s.Ver != 0 {
+		return Status{}, fmt.Errorf("auth service status %s: version %d, want %d (restart the auth service: cotal up)", filepath.Join(dir, StatusFile), s.Ver, statusVersion)
 	}
 	return s, nil
 }
@@ -137,6 +148,9 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 
 	ua, err := l.Chain.UserAuth(l.Space)
 	if err != nil {
+		return fmt.Errorf("auth service: %w", err)
+	}
+	if err := WriteSentinel(dir, ua.SentinelCreds()); err != nil {
 		return fmt.Errorf("auth service: %w", err)
 	}
 	if err := l.pushCalloutAccount(ctx, ua); err != nil {
@@ -257,7 +271,7 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 // serveExchange starts the exchange (and its public face) on rctx, counted in running, and
 // returns the status the lane records once it listens.
 func (l *Lane) serveExchange(ctx, rctx context.Context, ua *trust.UserAuth, issuer *bearer.Issuer, auth *authority,
-	secret []byte, f *fence, errs chan error, running *int, log *slog.Logger) (Status, error) {
+	secret bearer.OwnerSecret, f *fence, errs chan error, running *int, log *slog.Logger) (Status, error) {
 	ex := &exchange.Server{
 		Issuer: issuer, Ledger: kvLedger{auth.kv, f}, OwnerSecret: secret, IdP: l.IdP, IdPIssuer: l.IdPIssuer,
 		Enroll: l.enroller(auth),
@@ -278,7 +292,7 @@ func (l *Lane) serveExchange(ctx, rctx context.Context, ua *trust.UserAuth, issu
 	if err := waitReady(ctx, exReady, errs, running); err != nil {
 		return Status{}, err
 	}
-	return Status{URL: "http://" + (<-addrs).String(), Cap: ex.Cap, Issuer: issuer.Issuer(), PID: os.Getpid(), Space: l.Space,
+	return Status{Ver: statusVersion, URL: "http://" + (<-addrs).String(), Cap: ex.Cap, Issuer: issuer.Issuer(), PID: os.Getpid(), Space: l.Space,
 		PublicURL: ex.PublicURL()}, nil
 }
 
@@ -379,7 +393,7 @@ type authorizer struct {
 	issuer    *bearer.Issuer
 	kv        jetstream.KeyValue
 	acl       jetstream.KeyValue // where grants are recorded for the delivery daemon
-	secret    []byte
+	secret    bearer.OwnerSecret
 	idpIssuer string
 	fence     *fence
 
@@ -416,6 +430,12 @@ func (a *authorizer) Authorize(ctx context.Context, req *jwt.AuthorizationReques
 	if err != nil {
 		return callout.Grant{}, fmt.Errorf("bearer refused: %w", err)
 	}
+	// The reply inbox is the connection's own, named by the client (the reference's
+	// callout.ts assertInboxConnId): the server-generated user key is unknown to it.
+	inbox := req.ConnectOptions.Name
+	if !userauth.ValidInboxName(inbox) {
+		return callout.Grant{}, fmt.Errorf("invalid connId/inbox nonce %q - must match [A-Za-z0-9_-]{8,120} (connect with the name ibx<32 hex> and the inbox prefix _INBOX_<name>)", inbox)
+	}
 	row, err := ledger.Lookup(ctx, a.kv, c.Actor)
 	if err != nil {
 		return callout.Grant{}, fmt.Errorf("actor %q: %w", c.Actor, err)
@@ -429,10 +449,13 @@ func (a *authorizer) Authorize(ctx context.Context, req *jwt.AuthorizationReques
 			return callout.Grant{}, fmt.Errorf("actor %q: %w", c.Actor, err)
 		}
 	}
+	p := protocol.Principal{Owner: c.Owner, Actor: c.Actor}
 	spec := trust.UserSpec{
-		Name:           c.Owner + "." + c.Actor,
+		// The reference's callout.ts names the user principalKey(owner, actor).name, the
+		// dash form, which CONNZ reports as the connection's authorized user.
+		Name:           p.Dash(),
 		Profile:        trust.ProfileAgent,
-		Principal:      protocol.Principal{Owner: c.Owner, Actor: c.Actor},
+		Principal:      p,
 		LifecycleUID:   uid,
 		Role:           row.Role,
 		AllowSubscribe: row.AllowSubscribe,
@@ -442,12 +465,12 @@ func (a *authorizer) Authorize(ctx context.Context, req *jwt.AuthorizationReques
 	if err != nil {
 		return callout.Grant{}, fmt.Errorf("actor %q: %w", c.Actor, err)
 	}
-	// The profile's inbox is the server-generated user key's; grant the principal's
-	// instead, which the client knows (see trust.PrincipalInboxPrefix).
+	// The profile's inbox is the server-generated user key's; grant the connection's
+	// named one instead.
 	own := "_INBOX_" + req.UserNkey + ".>"
 	for i, s := range perms.Sub.Allow {
 		if s == own {
-			perms.Sub.Allow[i] = trust.PrincipalInboxPrefix(c.Owner, c.Actor) + ".>"
+			perms.Sub.Allow[i] = userauth.InboxPrefix(inbox) + ".>"
 		}
 	}
 	tags := jwt.TagList{"owner:" + c.Owner, "actor:" + c.Actor, "principal:" + spec.Principal.String(), "uid:" + uid}

@@ -23,6 +23,7 @@ import (
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/userauth"
 )
 
 // deadline guards every wait against a hang; nothing waits for it to pass.
@@ -161,12 +162,23 @@ func TestLane(t *testing.T) {
 	if fi, err := os.Stat(statusPath); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("status file: %v, mode %v", err, fi.Mode())
 	}
-	if st.Space != testSpace || st.PID != os.Getpid() || st.Issuer != "urn:cotal:auth:"+testSpace || st.Cap == "" {
+	if st.Ver != 1 || st.Space != testSpace || st.PID != os.Getpid() || st.Issuer != "urn:cotal:auth:"+testSpace || st.Cap == "" {
 		t.Fatalf("status: %+v", st)
+	}
+	// The sentinel is a standard creds file beside it (the reference's sentinel.creds).
+	sentinelPath := filepath.Join(dir, SentinelFile)
+	want, _ := trust.ReadCreds(ua.SentinelCreds())
+	if b, err := os.ReadFile(sentinelPath); err != nil {
+		t.Fatal(err)
+	} else if got, err := trust.ReadCreds(b); err != nil || got.Seed != want.Seed || got.Name != "sentinel" {
+		t.Fatalf("sentinel creds file: %+v %v", got, err)
+	}
+	if fi, err := os.Stat(sentinelPath); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("sentinel creds file: %v, mode %v", err, fi.Mode())
 	}
 
 	// Exchange the ID token for a bearer.
-	body, _ := json.Marshal(exchange.Request{IDToken: "idtok", Actor: "alice"})
+	body, _ := json.Marshal(exchange.Request{IDPToken: "idtok", Actor: "alice"})
 	hreq, err := http.NewRequestWithContext(t.Context(), http.MethodPost, st.URL+"/exchange", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -190,8 +202,9 @@ func TestLane(t *testing.T) {
 	}
 	asyncErrs := make(chan error, 8)
 	dial := func(token string) (*nats.Conn, error) {
+		ibx := userauth.NewInboxName()
 		return nats.Connect(url, nats.UserJWTAndSeed(sentinel.JWT, sentinel.Seed), nats.Token(token),
-			nats.CustomInboxPrefix(trust.PrincipalInboxPrefix(xr.Owner, xr.Actor)), nats.Timeout(deadline), nats.NoReconnect(),
+			nats.Name(ibx), nats.CustomInboxPrefix(userauth.InboxPrefix(ibx)), nats.Timeout(deadline), nats.NoReconnect(),
 			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { asyncErrs <- err }))
 	}
 

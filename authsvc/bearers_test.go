@@ -22,8 +22,9 @@ func (f *laneFixture) dialBearer(owner, actor, token string, opts ...nats.Option
 	if err != nil {
 		return nil, err
 	}
+	ibx := userauth.NewInboxName()
 	return nats.Connect(f.URL, append([]nats.Option{nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Token(token),
-		nats.CustomInboxPrefix(trust.PrincipalInboxPrefix(owner, actor)), nats.Timeout(deadline), nats.NoReconnect()}, opts...)...)
+		nats.Name(ibx), nats.CustomInboxPrefix(userauth.InboxPrefix(ibx)), nats.Timeout(deadline), nats.NoReconnect()}, opts...)...)
 }
 
 // exchange trades the fake IdP's token for a bearer of actor at the lane's loopback

@@ -17,7 +17,8 @@ const connzPage = 1024
 // Evict closes, from the broker's side, every open connection of the data account account
 // for which match(user) holds, user being the connection's authorized user as the broker
 // reports it: for a connection an auth callout admitted, the name of the user JWT the
-// callout minted, "<owner>.<actor>"; for one that presented a user JWT, the user's public
+// callout minted, "<owner>-<actor>" ("<owner>.<actor>" from releases before the
+// reference's form); for one that presented a user JWT, the user's public
 // key. sys is a system-account connection to any server of the broker: Evict asks every
 // server of its cluster for its connections, and kicks each victim on the server that
 // reported it. It returns how many it closed. A revoke uses it so a revoked actor's live
@@ -95,10 +96,15 @@ func kick(ctx context.Context, sys *nats.Conn, server string, cid uint64) (close
 }
 
 // CalloutPrincipal returns a match for Evict: connections an auth callout admitted as
-// actor, of owner only when owner is not empty (callout owners are "u_" tokens).
+// actor, of owner only when owner is not empty (callout owners are "u_" tokens, which hold
+// neither "-" nor "."). The user is "<owner>-<actor>", the reference's form, or
+// "<owner>.<actor>", which Go callouts minted before it.
 func CalloutPrincipal(owner, actor string) func(user string) bool {
 	return func(user string) bool {
-		o, a, ok := strings.Cut(user, ".")
+		o, a, ok := strings.Cut(user, "-")
+		if !ok {
+			o, a, ok = strings.Cut(user, ".")
+		}
 		return ok && a == actor && strings.HasPrefix(o, "u_") && (owner == "" || o == owner)
 	}
 }

@@ -70,3 +70,26 @@ func testEvictCluster(t *testing.T, pageSize int) {
 		t.Errorf("the bystander is not connected: %v", err)
 	}
 }
+
+// TestCalloutPrincipal: a revoke finds callout connections by the dash form the callout
+// mints now and by the dotted form older releases minted; never a static user or another
+// actor or owner.
+func TestCalloutPrincipal(t *testing.T) {
+	const o = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa"
+	anyOwner, mine := CalloutPrincipal("", "alice"), CalloutPrincipal(o, "alice")
+	for user, want := range map[string]bool{
+		o + "-alice":                         true,
+		o + ".alice":                         true,
+		o + "-bob":                           false,
+		"u_bbbbbbbbbbbbbbbbbbbbbbbbbb-alice": false, // another owner: only anyOwner matches
+		"UABC":                               false,
+		"alice":                              false,
+	} {
+		if got := mine(user); got != want {
+			t.Errorf("match(%q) = %v, want %v", user, got, want)
+		}
+		if got := anyOwner(user); got != (want || user == "u_bbbbbbbbbbbbbbbbbbbbbbbbbb-alice") {
+			t.Errorf("any-owner match(%q) = %v", user, got)
+		}
+	}
+}

@@ -13,10 +13,11 @@ import (
 
 	"github.com/cotal-ai/cotal/bearer"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/userauth"
 )
 
 // TestGrantNamesThePrincipal: what the lane's authorizer grants a bearer is named
-// "<owner>.<actor>", tagged owner:, actor:, principal: (and uid:, profile:), and expires
+// "<owner>-<actor>", tagged owner:, actor:, principal: (and uid:, profile:), and expires
 // with the bearer.
 func TestGrantNamesThePrincipal(t *testing.T) {
 	f := startLane(t)
@@ -44,13 +45,24 @@ func TestGrantNamesThePrincipal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := az.Authorize(t.Context(), &jwt.AuthorizationRequest{UserNkey: upub, ConnectOptions: jwt.ConnectOptions{Token: x.Token}})
+	// A connection without a valid inbox name is refused, as the reference's callout does.
+	for _, name := range []string{"", "ibx", "ibx.a.b.c.d", "ibx*0123456789", strings.Repeat("a", 121)} {
+		if _, err := az.Authorize(t.Context(), &jwt.AuthorizationRequest{UserNkey: upub,
+			ConnectOptions: jwt.ConnectOptions{Token: x.Token, Name: name}}); err == nil || !strings.Contains(err.Error(), "inbox nonce") {
+			t.Errorf("name %q: %v, want an inbox nonce refusal", name, err)
+		}
+	}
+	ibx := userauth.NewInboxName()
+	g, err := az.Authorize(t.Context(), &jwt.AuthorizationRequest{UserNkey: upub, ConnectOptions: jwt.ConnectOptions{Token: x.Token, Name: ibx}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(ibx) != 35 || !g.Permissions.Sub.Allow.Contains("_INBOX_"+ibx+".>") || g.Permissions.Sub.Allow.Contains("_INBOX_"+upub+".>") {
+		t.Errorf("sub allow %v: want the named inbox _INBOX_%s.> and not the user key's", g.Permissions.Sub.Allow, ibx)
+	}
 	principal := x.Owner + ".alice"
-	if g.Name != principal {
-		t.Errorf("name %q, want %q", g.Name, principal)
+	if want := x.Owner + "-alice"; g.Name != want {
+		t.Errorf("name %q, want %q", g.Name, want)
 	}
 	for _, tag := range []string{"owner:" + x.Owner, "actor:alice", "principal:" + principal, "profile:agent"} {
 		if !slices.Contains(g.Tags, tag) {

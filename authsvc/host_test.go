@@ -99,8 +99,9 @@ func (m *hostMesh) dialWith(space string, x exchange.Response) (*nats.Conn, erro
 	if err != nil {
 		return nil, err
 	}
+	ibx := userauth.NewInboxName()
 	return nats.Connect(m.URL, nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Token(x.Token),
-		nats.CustomInboxPrefix(trust.PrincipalInboxPrefix(x.Owner, x.Actor)), nats.Timeout(3*time.Second), nats.NoReconnect())
+		nats.Name(ibx), nats.CustomInboxPrefix(userauth.InboxPrefix(ibx)), nats.Timeout(3*time.Second), nats.NoReconnect())
 }
 
 // waitFor polls cond every 100 ms until it holds or what times out.

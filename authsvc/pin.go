@@ -104,8 +104,12 @@ func Enable(chain *trust.Chain, space, issuer, clientID string) (Pin, error) {
 		return Pin{}, fmt.Errorf("space %q already trusts the IdP %s (client %s); re-pointing it to %s (client %s) would re-key every owner",
 			space, got.Issuer, got.ClientID, want.Issuer, want.ClientID)
 	}
-	if _, err := chain.UserAuth(space); err != nil {
+	ua, err := chain.UserAuth(space)
+	if err != nil {
 		return Pin{}, err
+	}
+	if err := WriteSentinel(dir, ua.SentinelCreds()); err != nil {
+		return Pin{}, fmt.Errorf("user auth for %q: %w", space, err)
 	}
 	if _, err := bearer.Load(dir, space); err != nil {
 		return Pin{}, err

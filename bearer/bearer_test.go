@@ -192,11 +192,27 @@ func TestVerifyClaims(t *testing.T) {
 		{"owner mismatch", func(_ *jwt.Claims, a map[string]any) { a["owner"] = "u_" + strings.Repeat("b", 26) }, false},
 		{"bad owner", func(c *jwt.Claims, a map[string]any) { c.Subject = "local"; a["owner"] = "local" }, false},
 		{"unknown kind", func(_ *jwt.Claims, a map[string]any) { a["kind"] = "robot" }, false},
+		// The reference's bearers carry no act.kind: accepted, capped at its 900 s.
+		{"reference, no kind", func(c *jwt.Claims, a map[string]any) {
+			delete(a, "kind")
+			c.Expiry = jwt.NewNumericDate(now.Add(900 * time.Second))
+		}, true},
+		{"reference agent, no kind", func(c *jwt.Claims, a map[string]any) {
+			delete(a, "kind")
+			a["credentialId"] = "cred.abc.def"
+		}, true},
+		{"reference, no kind, too long", func(c *jwt.Claims, a map[string]any) {
+			delete(a, "kind")
+			c.Expiry = jwt.NewNumericDate(now.Add(901 * time.Second))
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := iss.Verify(sign(tc.mut))
+			c, err := iss.Verify(sign(tc.mut))
 			if tc.valid != (err == nil) || (err != nil && !errors.Is(err, bearer.ErrInvalid)) {
 				t.Fatalf("verify: %v, want valid=%v", err, tc.valid)
+			}
+			if tc.name == "reference agent, no kind" && c.Kind != bearer.KindAgent || tc.name == "reference, no kind" && c.Kind != bearer.KindHuman {
+				t.Fatalf("inferred kind %q", c.Kind)
 			}
 		})
 	}
@@ -274,13 +290,23 @@ func TestJWKSVerifiesStandalone(t *testing.T) {
 
 func TestOwner(t *testing.T) {
 	dir := t.TempDir()
-	secret, err := bearer.LoadOwnerSecret(dir)
+	ks, err := bearer.LoadOwnerSecret(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	secret := ks.Key
 	again, err := bearer.LoadOwnerSecret(dir)
-	if err != nil || string(again) != string(secret) || len(secret) != bearer.OwnerSecretSize {
-		t.Fatalf("secret reload: %v, %d bytes, same=%v", err, len(secret), string(again) == string(secret))
+	if err != nil || string(again.Key) != string(secret) || len(secret) != bearer.OwnerSecretSize || ks.Derivation != bearer.DerivationV1 || again.Derivation != bearer.DerivationV1 {
+		t.Fatalf("secret reload: %v, %d bytes, same=%v, derivation %q", err, len(secret), string(again.Key) == string(secret), ks.Derivation)
+	}
+	// A new file is the reference's form, {"ver":1,"secretB64":...}.
+	var stored map[string]any
+	if b, err := os.ReadFile(filepath.Join(dir, bearer.OwnerSecretFile)); err != nil || json.Unmarshal(b, &stored) != nil ||
+		len(stored) != 2 || stored["ver"] != 1.0 || stored["secretB64"] != base64.StdEncoding.EncodeToString(secret) {
+		t.Fatalf("stored owner secret %v (%v)", stored, err)
+	}
+	if ks.Owner("https://idp.example", "alice") != bearer.Owner(secret, "https://idp.example", "alice") {
+		t.Fatal("a secretB64 space does not derive the reference's way")
 	}
 	if st, err := os.Stat(filepath.Join(dir, bearer.OwnerSecretFile)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("owner secret mode: %v", err)
@@ -309,10 +335,55 @@ func TestOwner(t *testing.T) {
 	}
 }
 
+// TestOwnerSecretForms: a file in Go's older form ("secret") keeps Go's older derivation,
+// so an upgraded space's owners do not change; the reference's form needs exactly 32 bytes;
+// a file with both fields is refused.
+func TestOwnerSecretForms(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	b64 := base64.StdEncoding.EncodeToString(key)
+	cases := []struct {
+		name, body string
+		want       bearer.Derivation
+	}{
+		{"go legacy", `{"ver":1,"secret":"` + b64 + `"}`, bearer.DerivationGo0},
+		{"go legacy, 40 bytes", `{"ver":1,"secret":"` + base64.StdEncoding.EncodeToString(append(key, "01234567"...)) + `"}`, bearer.DerivationGo0},
+		{"reference", `{"ver":1,"secretB64":"` + b64 + `","extra":true}`, bearer.DerivationV1},
+		{"reference, 33 bytes", `{"ver":1,"secretB64":"` + base64.StdEncoding.EncodeToString(append(key, 'x')) + `"}`, ""},
+		{"both", `{"ver":1,"secret":"` + b64 + `","secretB64":"` + b64 + `"}`, ""},
+		{"ver 2", `{"ver":2,"secretB64":"` + b64 + `"}`, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, bearer.OwnerSecretFile), []byte(c.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := bearer.LoadOwnerSecret(dir)
+			if c.want == "" {
+				if !errors.Is(err, bearer.ErrCorrupt) {
+					t.Fatalf("got %v, want ErrCorrupt", err)
+				}
+				return
+			}
+			if err != nil || s.Derivation != c.want {
+				t.Fatalf("got %+v %v, want derivation %q", s.Derivation, err, c.want)
+			}
+			o := s.Owner("https://idp.example", "alice")
+			want := bearer.Owner(s.Key, "https://idp.example", "alice")
+			if c.want == bearer.DerivationGo0 {
+				want = bearer.LegacyOwner(s.Key, "https://idp.example", "alice")
+			}
+			if o != want || bearer.Owner(s.Key, "https://idp.example", "alice") == bearer.LegacyOwner(s.Key, "https://idp.example", "alice") {
+				t.Fatalf("owner %s, want %s", o, want)
+			}
+		})
+	}
+}
+
 func FuzzOwner(f *testing.F) {
 	f.Add([]byte("0123456789abcdef0123456789abcdef"), "https://idp.example", "alice")
 	f.Fuzz(func(t *testing.T, secret []byte, issuer, subject string) {
-		if o := bearer.Owner(secret, issuer, subject); !protocol.ValidOwner(o) {
+		if o := bearer.Owner(secret, issuer, subject); !protocol.ValidOwner(o) || !protocol.ValidOwner(bearer.LegacyOwner(secret, issuer, subject)) {
 			t.Fatalf("owner %q is invalid", o)
 		}
 	})

@@ -74,17 +74,34 @@ type Claims struct {
 
 // act is the private "act" claim.
 type act struct {
-	Owner string   `json:"owner"`
-	Actor string   `json:"actor"`
-	Kind  Kind     `json:"kind"`
+	Owner string `json:"owner"`
+	Actor string `json:"actor"`
+	// Kind is Go's; the reference's bearers (implementations/auth/src/token.ts) carry none,
+	// and Verify infers it (see inferKind).
+	Kind  Kind     `json:"kind,omitempty"`
 	Scope []string `json:"scope,omitempty"`
 	UID   string   `json:"lifecycleUid,omitempty"`
+	// CredentialID is the reference's credential row of a managed agent's bearer; read
+	// only to infer the kind.
+	CredentialID string `json:"credentialId,omitempty"`
 }
 
 // private holds the non-registered claims.
 type private struct {
 	Ver int  `json:"ver"`
 	Act *act `json:"act"`
+	// Scope repeats act.scope at the top level, as the reference's bearers do (its
+	// validator requires the two to be equal).
+	Scope []string `json:"scope,omitempty"`
+}
+
+// inferKind is the kind of a bearer whose act names none, as the reference issues them: a
+// managed agent's bearer carries act.credentialId, a person's does not.
+func inferKind(a *act) Kind {
+	if a.CredentialID != "" {
+		return KindAgent
+	}
+	return KindHuman
 }
 
 // claimsVersion is the "ver" claim of every bearer.
@@ -217,7 +234,7 @@ func (i *Issuer) Issue(c Claims) (string, error) {
 		NotBefore: jwt.NewNumericDate(now),
 		Expiry:    jwt.NewNumericDate(now.Add(ttl)),
 	}
-	priv := private{Ver: claimsVersion, Act: &act{Owner: c.Owner, Actor: c.Actor, Kind: c.Kind, Scope: c.Scope, UID: c.LifecycleUID}}
+	priv := private{Ver: claimsVersion, Act: &act{Owner: c.Owner, Actor: c.Actor, Kind: c.Kind, Scope: c.Scope, UID: c.LifecycleUID}, Scope: c.Scope}
 	tok, err := jwt.Signed(i.signer).Claims(std).Claims(priv).Serialize()
 	if err != nil {
 		return "", fmt.Errorf("issue bearer: sign: %w", err)
@@ -308,10 +325,14 @@ func (i *Issuer) verify(token string) (Claims, error) {
 	if priv.Ver != claimsVersion || priv.Act == nil {
 		return Claims{}, fmt.Errorf("ver %d or act missing", priv.Ver)
 	}
+	kind, maxLife := priv.Act.Kind, priv.Act.Kind.MaxLifetime()
+	if kind == "" { // a reference bearer: every bearer's cap is 900 s there
+		kind, maxLife = inferKind(priv.Act), MaxHumanLifetime
+	}
 	c := Claims{
 		Owner:        std.Subject,
 		Actor:        priv.Act.Actor,
-		Kind:         priv.Act.Kind,
+		Kind:         kind,
 		Scope:        priv.Act.Scope,
 		LifecycleUID: priv.Act.UID,
 		IssuedAt:     std.IssuedAt.Time(),
@@ -324,8 +345,8 @@ func (i *Issuer) verify(token string) (Claims, error) {
 	if err := checkClaims(c); err != nil {
 		return Claims{}, err
 	}
-	if c.TTL <= 0 || c.TTL > c.Kind.MaxLifetime() {
-		return Claims{}, fmt.Errorf("lifetime %s for a %s, want at most %s", c.TTL, c.Kind, c.Kind.MaxLifetime())
+	if c.TTL <= 0 || c.TTL > maxLife {
+		return Claims{}, fmt.Errorf("lifetime %s for a %s, want at most %s", c.TTL, c.Kind, maxLife)
 	}
 	if c.IssuedAt.After(now.Add(Leeway)) {
 		return Claims{}, errors.New("issued in the future")

@@ -19,6 +19,7 @@ import (
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/userauth"
 )
 
 const (
@@ -43,7 +44,7 @@ func (benchIdPVerifier) VerifyIDToken(_ context.Context, raw string) (string, st
 type calloutMesh struct {
 	url            string
 	sentinel       trust.Creds
-	bearer, inbox  string
+	bearer, inbox  string // inbox: the connection name, its reply inbox _INBOX_<name>
 	static         trust.Creds
 	staticInboxPre string
 }
@@ -133,7 +134,7 @@ func newCalloutMesh(b *testing.B) *calloutMesh {
 		b.Fatal(err)
 	}
 	return &calloutMesh{
-		url: url, sentinel: sentinel, bearer: xr.Token, inbox: trust.PrincipalInboxPrefix(xr.Owner, xr.Actor),
+		url: url, sentinel: sentinel, bearer: xr.Token, inbox: userauth.NewInboxName(),
 		static: static, staticInboxPre: staticInbox,
 	}
 }
@@ -202,7 +203,7 @@ func connects(b *testing.B, url string, n int, opts ...nats.Option) {
 // are over all rounds; ratio is callout-connects/s over static-connects/s.
 func BenchmarkConnect(b *testing.B) {
 	m := newCalloutMesh(b)
-	viaCallout := []nats.Option{nats.UserJWTAndSeed(m.sentinel.JWT, m.sentinel.Seed), nats.Token(m.bearer), nats.CustomInboxPrefix(m.inbox)}
+	viaCallout := []nats.Option{nats.UserJWTAndSeed(m.sentinel.JWT, m.sentinel.Seed), nats.Token(m.bearer), nats.Name(m.inbox), nats.CustomInboxPrefix(userauth.InboxPrefix(m.inbox))}
 	viaStatic := []nats.Option{nats.UserJWTAndSeed(m.static.JWT, m.static.Seed), nats.CustomInboxPrefix(m.staticInboxPre)}
 	connects(b, m.url, 1, viaCallout...) // warms the callout's shared-key cache
 	var static, callout time.Duration    // summed over rounds: one round is too short to trust

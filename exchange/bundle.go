@@ -35,6 +35,14 @@ type Bundle struct {
 	// SentinelCreds is the creds file text of the deny-all sentinel user every client
 	// connects as, carrying its Cotal bearer in the connect's auth_token.
 	SentinelCreds string `json:"sentinelCreds"`
+	// Policy is the reference's optional closed policy object; the only one it defines is
+	// {"events":"required"}. Go checks it and serves none.
+	Policy *BundlePolicy `json:"policy,omitempty"`
+}
+
+// BundlePolicy is the reference's closed bundle policy: {"events":"required"} only.
+type BundlePolicy struct {
+	Events string `json:"events"`
 }
 
 // UserAuth is how a client gets a Cotal bearer for the space.
@@ -51,14 +59,28 @@ type BundleIdP struct {
 	Audience string `json:"audience"` // the ID tokens' aud
 }
 
-// Endpoints are the public face's URLs. Clients derive POST /exchange by appending
+// Endpoints are the public face's URLs, as the reference's service.ts
+// finalizeUserBundleEndpoint writes them. Clients derive POST /exchange by appending
 // "/exchange" to URL.
 type Endpoints struct {
-	URL     string `json:"url"`     // the public face's base URL, no query or fragment
-	JWKSURL string `json:"jwksUrl"` // URL + "/jwks": the bearer issuer's public keys
+	URL string `json:"url"` // the public face's base URL, no query or fragment
+	// ManagerAuthorityURL is URL + "/manager-service-authority", the reference's route for
+	// manager services; this exchange does not serve it yet (404).
+	ManagerAuthorityURL string `json:"managerAuthorityUrl,omitempty"`
 	// AgentProvisioningURL is where a remote `cotal spawn` posts its login bearer to mint a
 	// managed agent; empty when the space offers none.
 	AgentProvisioningURL string `json:"agentProvisioningUrl,omitempty"`
+	// JWKSURL is URL + "/jwks", the bearer issuer's public keys: a Go extra, absent from
+	// the reference's bundles (where it is the same URL).
+	JWKSURL string `json:"jwksUrl,omitempty"`
+}
+
+// JWKS is where the bearer issuer's public keys are: JWKSURL, or URL + "/jwks".
+func (e Endpoints) JWKS() string {
+	if e.JWKSURL != "" {
+		return e.JWKSURL
+	}
+	return strings.TrimSuffix(e.URL, "/") + "/jwks"
 }
 
 // Validate checks every field: a valid space, a broker URL, tlsRequired true for a tls: or
@@ -84,8 +106,15 @@ func (b *Bundle) Validate() error {
 	if err := checkEndpointURL(ua.Endpoints.URL, true); err != nil {
 		return fmt.Errorf("userAuth.endpoints.url: %w", err)
 	}
-	if err := checkEndpointURL(ua.Endpoints.JWKSURL, false); err != nil {
-		return fmt.Errorf("userAuth.endpoints.jwksUrl: %w", err)
+	if j := ua.Endpoints.JWKSURL; j != "" {
+		if err := checkEndpointURL(j, false); err != nil {
+			return fmt.Errorf("userAuth.endpoints.jwksUrl: %w", err)
+		}
+	}
+	if m := ua.Endpoints.ManagerAuthorityURL; m != "" {
+		if err := checkEndpointURL(m, false); err != nil {
+			return fmt.Errorf("userAuth.endpoints.managerAuthorityUrl: %w", err)
+		}
 	}
 	if p := ua.Endpoints.AgentProvisioningURL; p != "" {
 		if err := checkHTTPS(p, false); err != nil {
@@ -94,6 +123,9 @@ func (b *Bundle) Validate() error {
 	}
 	if _, err := trust.ReadCreds([]byte(b.SentinelCreds)); err != nil {
 		return fmt.Errorf("sentinelCreds: %w", err)
+	}
+	if b.Policy != nil && b.Policy.Events != "required" {
+		return fmt.Errorf(`policy {"events":%q}: the only policy is {"events":"required"}`, b.Policy.Events)
 	}
 	return nil
 }
@@ -107,18 +139,25 @@ func checkEndpointURL(raw string, base bool) error {
 	return nil
 }
 
-// DecodeBundle parses one bundle strictly: a single JSON object, no unknown fields at any
-// depth, tlsRequired present, and Validate passing.
+// DecodeBundle parses one bundle as the reference's consumer (checkUserBundle) does:
+// a single JSON object whose unknown fields are ignored, so a bundle of another
+// implementation or a newer release is read, with tlsRequired present and Validate passing.
 func DecodeBundle(data []byte) (Bundle, error) {
 	var b Bundle
-	if err := strictjson.Decode(data, &b); err != nil {
+	if err := json.Unmarshal(data, &b); err != nil {
 		return Bundle{}, fmt.Errorf("decode bundle: %w", err)
 	}
 	var present struct {
-		TLSRequired *bool `json:"tlsRequired"`
+		TLSRequired *bool           `json:"tlsRequired"`
+		Policy      json.RawMessage `json:"policy"`
 	}
 	if err := json.Unmarshal(data, &present); err != nil || present.TLSRequired == nil {
 		return Bundle{}, errors.New("decode bundle: tlsRequired is required")
+	}
+	if len(present.Policy) > 0 { // closed, as in the reference
+		if err := strictjson.Decode(present.Policy, &BundlePolicy{}); err != nil {
+			return Bundle{}, fmt.Errorf(`decode bundle: policy %s: the only policy is {"events":"required"}`, present.Policy)
+		}
 	}
 	if err := b.Validate(); err != nil {
 		return Bundle{}, fmt.Errorf("decode bundle: %w", err)

@@ -10,10 +10,11 @@
 //
 // POST /exchange refuses any request carrying an Origin header (403: browsers can reach
 // loopback but cannot strip Origin), a Content-Type other than application/json (415), a body
-// over 64 KiB (413), malformed JSON or unknown fields (400), and a missing or wrong capability
-// (401). Two disjoint grant types:
+// over 64 KiB (413), malformed JSON (400), and a missing or wrong capability (401), in the
+// reference's order; unknown fields are ignored. Errors are {"error": "<sentence>", "code":
+// "<code>"}. Two disjoint grant types:
 //
-//	human: {"idToken": "...", "actor": "..."}
+//	human: {"idpToken": "...", "actor": "..."} (Go's old "idToken" is accepted too)
 //	agent: {"owner": "...", "actor": "...", "actorToken": "..."}
 //
 // A human's ID token is verified by the IdP verifier, the owner is derived with bearer.Owner
@@ -75,10 +76,10 @@ type IDTokenVerifier interface {
 
 // Server is the loopback exchange of one space. Set fields before Run.
 type Server struct {
-	Issuer      *bearer.Issuer  // signs and verifies the space's bearers; required
-	Ledger      Ledger          // the actor ledger; required
-	OwnerSecret []byte          // the space's owner secret (bearer.LoadOwnerSecret); required
-	IdP         IDTokenVerifier // verifies human ID tokens; required
+	Issuer      *bearer.Issuer     // signs and verifies the space's bearers; required
+	Ledger      Ledger             // the actor ledger; required
+	OwnerSecret bearer.OwnerSecret // the space's owner secret (bearer.LoadOwnerSecret); required
+	IdP         IDTokenVerifier    // verifies human ID tokens; required
 	// IdPIssuer is the issuer of bare (unqualified) ledger subjects. Empty means bare subjects
 	// match a human of any issuer the IdP verifier accepts, and cannot authorize agents.
 	IdPIssuer string
@@ -112,8 +113,8 @@ func (s *Server) check() error {
 		return errors.New("no bearer issuer")
 	case s.Ledger == nil:
 		return errors.New("no ledger")
-	case len(s.OwnerSecret) < bearer.OwnerSecretSize:
-		return fmt.Errorf("owner secret is %d bytes, want at least %d", len(s.OwnerSecret), bearer.OwnerSecretSize)
+	case len(s.OwnerSecret.Key) < bearer.OwnerSecretSize:
+		return fmt.Errorf("owner secret is %d bytes, want at least %d", len(s.OwnerSecret.Key), bearer.OwnerSecretSize)
 	case s.IdP == nil:
 		return errors.New("no IdP verifier")
 	}
@@ -282,15 +283,15 @@ func serveRoutes(what string, table []route) http.Handler {
 		rt, ok := byPath[r.URL.Path]
 		if !ok {
 			writeJSON(w, http.StatusNotFound, map[string]any{
-				"error":   "not_found",
-				"message": fmt.Sprintf("no route %s; %s serves %s", r.URL.Path, what, strings.Join(list, ", ")),
-				"routes":  list,
+				"error":  fmt.Sprintf("unknown path - %s serves %s", what, strings.Join(list, ", ")),
+				"code":   "not_found",
+				"routes": list,
 			})
 			return
 		}
 		if r.Method != rt.method {
 			w.Header().Set("Allow", rt.method)
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s takes %s only", r.URL.Path, rt.method))
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", rt.method+" only")
 			return
 		}
 		rt.handler(w, r)
@@ -305,7 +306,7 @@ func (s *Server) jwks(w http.ResponseWriter, _ *http.Request) {
 	b, err := s.Issuer.JWKS()
 	if err != nil {
 		s.Logger.Error("jwks", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "the JWKS is unavailable; see the auth service log")
+		writeError(w, http.StatusInternalServerError, "internal", "the JWKS is unavailable - see the auth service log")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -323,14 +324,26 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// ErrorBody is the JSON body of every error response.
+// ErrorBody is the JSON body of every error response: the reference's {"error": sentence}
+// (implementations/auth/src/service.ts send), followed by Go's stable code.
 type ErrorBody struct {
-	Error   string `json:"error"`   // a stable code: unauthorized, refused, throttled, ...
-	Message string `json:"message"` // what went wrong and what to do, for the operator
+	Error string `json:"error"`          // what went wrong and what to do, for a person
+	Code  string `json:"code,omitempty"` // a stable code: unauthorized, refused, throttled, ...
+	// Message is where Go releases before the reference's wire put the sentence (their
+	// Error held the code); it is read from such a server's answers, never written.
+	Message string `json:"message,omitempty"`
+}
+
+// Sentence is the person-readable reason of an error body from either wire.
+func (e ErrorBody) Sentence() string {
+	if e.Message != "" {
+		return e.Message
+	}
+	return e.Error
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, ErrorBody{Error: code, Message: msg})
+	writeJSON(w, status, ErrorBody{Error: msg, Code: code})
 }
 
 // capOK reports whether the request presents the capability, in constant time.

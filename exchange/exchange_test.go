@@ -185,10 +185,10 @@ func (r reply) errorCode(t *testing.T) string {
 	if err := json.Unmarshal(r.body, &e); err != nil {
 		t.Fatalf("error body %q: %v", r.body, err)
 	}
-	if e.Message == "" {
-		t.Errorf("error %q has no message", e.Error)
+	if e.Error == "" || e.Message != "" {
+		t.Errorf("error body %s: want a sentence in error and a code, nothing in message", r.body)
 	}
-	return e.Error
+	return e.Code
 }
 
 func (f *fixture) do(t *testing.T, method, path string, body []byte, hdr map[string]string) reply {
@@ -318,11 +318,43 @@ func TestRefusals(t *testing.T) {
 		{"no content type", human, map[string]string{"Authorization": "Bearer " + f.srv.Cap}, 415, "unsupported_media_type"},
 		{"65 KiB", []byte(`{"idToken":"` + strings.Repeat("a", 65<<10) + `"}`), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 413, "body_too_large"},
 		{"not json", []byte(`{`), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json; charset=utf-8"}, 400, "bad_request"},
-		{"unknown field", []byte(`{"idToken":"x","actor":"alice","view":"admin"}`), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 400, "bad_request"},
+		{"ttlSec not a number", []byte(`{"idpToken":"x","actor":"alice","ttlSec":"60"}`), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 400, "bad_request"},
+		{"view not a string", []byte(`{"idpToken":"x","actor":"alice","view":1}`), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 400, "bad_request"},
+		{"both token names", []byte(`{"idpToken":"x","idToken":"x","actor":"alice"}`), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 400, "bad_request"},
+		{"no actor", []byte(`{"idpToken":"x"}`), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 400, "bad_request"},
 		{"both grants", []byte(`{"idToken":"x","actor":"alice","owner":"u_x","actorToken":"y"}`), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 400, "bad_request"},
 		{"trailing data", append(append([]byte{}, human...), `{}`...), map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"}, 400, "bad_request"},
 	}
 	expectRefusals(t, f.do, cases)
+}
+
+// TestReferenceWire: the reference's client body ({idpToken, actor} plus ttlSec, view and a
+// field this exchange does not know) is accepted; the answer is {token, owner, exp} with exp
+// in unix seconds, and ttlSec shortens the bearer.
+func TestReferenceWire(t *testing.T) {
+	f := start(t)
+	r := f.do(t, http.MethodPost, "/exchange", []byte(`{"idpToken":"`+goodIDToken+`","actor":"alice","ttlSec":60.9,"view":"default","future":{"x":1}}`),
+		map[string]string{"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"})
+	if r.status != http.StatusOK {
+		t.Fatalf("reference body: %d %s", r.status, r.body)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(r.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := got["token"].(string)
+	c, err := f.srv.Issuer.Verify(tok)
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	if exp, ok := got["exp"].(float64); !ok || int64(exp) != c.Expiry.Unix() || got["owner"] != c.Owner || c.TTL != 60*time.Second {
+		t.Fatalf("answer %s: want exp = %d (seconds), owner %s, a 60 s bearer (got %s)", r.body, c.Expiry.Unix(), c.Owner, c.TTL)
+	}
+	// ttlSec above the kind's maximum is capped, never refused.
+	res := f.ok(t, map[string]any{"idpToken": goodIDToken, "actor": "alice", "ttlSec": 86400})
+	if c, err := f.srv.Issuer.Verify(res.Token); err != nil || c.TTL != bearer.MaxHumanLifetime || res.Expiry() != c.Expiry {
+		t.Fatalf("capped ttl: %+v %v", c, err)
+	}
 }
 
 func TestHumanExchange(t *testing.T) {
@@ -332,9 +364,9 @@ func TestHumanExchange(t *testing.T) {
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}
-	owner := bearer.Owner(f.srv.OwnerSecret, testIdP, testSubject)
+	owner := f.srv.OwnerSecret.Owner(testIdP, testSubject)
 	if c.Owner != owner || res.Owner != owner || c.Actor != "alice" || res.Actor != "alice" || c.Kind != bearer.KindHuman ||
-		c.TTL != bearer.MaxHumanLifetime || res.ExpiresAt != c.Expiry.UnixMilli() || len(c.Scope) != 1 || c.Scope[0] != "spawn" {
+		c.TTL != bearer.MaxHumanLifetime || res.ExpiresAt != c.Expiry.UnixMilli() || res.Exp != c.Expiry.Unix() || len(c.Scope) != 1 || c.Scope[0] != "spawn" {
 		t.Fatalf("claims %+v, response %+v", c, res)
 	}
 	// A qualified subject "<issuer>|<subject>" matches too.
@@ -368,7 +400,7 @@ func TestAgentExchange(t *testing.T) {
 	if _, err := f.srv.Issuer.Verify(f.ok(t, Request{Owner: res.Owner, Actor: "worker", ActorToken: res.Token}).Token); err != nil {
 		t.Fatal(err)
 	}
-	other := bearer.Owner(f.srv.OwnerSecret, testIdP, "mallory")
+	other := f.srv.OwnerSecret.Owner(testIdP, "mallory")
 	for _, req := range []Request{
 		{Owner: other, Actor: "worker", ActorToken: human.Token},             // token of another owner
 		{Owner: human.Owner, Actor: "worker", ActorToken: human.Token + "x"}, // bad signature
@@ -449,7 +481,7 @@ func TestRunRefusesNonLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, addr := range []string{":0", "0.0.0.0:0", "localhost:0", "192.0.2.1:0", "[::]:0"} {
-		s := &Server{Issuer: iss, Ledger: &fakeLedger{}, OwnerSecret: make([]byte, 32), IdP: fakeIdP{}, Addr: addr}
+		s := &Server{Issuer: iss, Ledger: &fakeLedger{}, OwnerSecret: bearer.OwnerSecret{Key: make([]byte, 32)}, IdP: fakeIdP{}, Addr: addr}
 		err := s.Run(t.Context(), func(net.Addr) { t.Errorf("%s: ready called", addr) })
 		if err == nil || !strings.Contains(err.Error(), "loopback") {
 			t.Errorf("%s: %v, want a loopback refusal", addr, err)
@@ -467,12 +499,12 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"owner":"u_aaaaaaaaaaaaaaaaaaaaaaaaaa","actor":"alice","actorToken":"t"}`))
 	f.Add([]byte(`{"idToken":"t","actor":"alice","owner":"x"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := decode(body)
+		req, _, err := decode(body)
 		if err != nil {
 			return
 		}
-		human := req.IDToken != ""
-		agent := req.Owner != "" || req.ActorToken != ""
+		human := req.idpToken() != ""
+		agent := req.ActorToken != "" && req.Owner != ""
 		if human == agent {
 			t.Fatalf("accepted %q as neither or both grant types: %+v", body, req)
 		}

@@ -2,38 +2,72 @@ package exchange
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/cotal-ai/cotal/bearer"
-	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
-// Request is the body of POST /exchange. A human sets IDToken and Actor; an agent sets
-// Owner, Actor and ActorToken. Mixing the two is refused.
+// Request is the body of POST /exchange, as the reference's clients send it (its
+// implementations/auth/src/service.ts handleExchange): a person sets IDPToken and Actor; an
+// agent sets Owner, Actor and ActorToken. Mixing the two is refused. Unknown fields are
+// ignored, as the reference ignores them.
 type Request struct {
-	IDToken    string `json:"idToken,omitempty"`    // human: the IdP ID token
+	IDPToken string `json:"idpToken,omitempty"` // human: the IdP ID token
+	// IDToken is the name Go releases before the reference's wire used for IDPToken; it is
+	// accepted on input (never with IDPToken) and Go clients no longer send it.
+	IDToken    string `json:"idToken,omitempty"`
 	Owner      string `json:"owner,omitempty"`      // agent: the owner the actor token belongs to
 	Actor      string `json:"actor"`                // the actor to act as; both kinds
 	ActorToken string `json:"actorToken,omitempty"` // agent: a still-valid bearer of Owner
+	// TTLSec, when set, asks for a shorter bearer: its lifetime is the smaller of TTLSec
+	// (whole seconds) and the kind's maximum.
+	TTLSec *float64 `json:"ttlSec,omitempty"`
+	// View and ManagerInstanceID are the reference's bearer views; this exchange serves
+	// none, so they are type-checked and otherwise ignored (see docs/interop.md).
+	View              *string `json:"view,omitempty"`
+	ManagerInstanceID *string `json:"managerInstanceId,omitempty"`
 }
 
-// Response is the body of a successful exchange.
+// idpToken is the human's ID token under either of its names.
+func (r Request) idpToken() string {
+	if r.IDPToken != "" {
+		return r.IDPToken
+	}
+	return r.IDToken
+}
+
+// Response is the body of a successful exchange: the reference's {token, owner, exp}
+// followed by Go's extras.
 type Response struct {
-	Token     string `json:"token"`     // the Cotal bearer
-	ExpiresAt int64  `json:"expiresAt"` // its expiry, unix milliseconds
-	Owner     string `json:"owner"`
-	Actor     string `json:"actor"`
+	Token string `json:"token"` // the Cotal bearer
+	Owner string `json:"owner"`
+	Exp   int64  `json:"exp"` // its expiry, unix seconds
+	Actor string `json:"actor"`
 	// LifecycleUID is the actor's incarnation, which names its DM durable; set when the
 	// server enrolls principals (Server.Enroll).
 	LifecycleUID string `json:"lifecycleUid,omitempty"`
+	// ExpiresAt is the expiry in unix milliseconds, for Go clients released before Exp;
+	// read Expiry instead.
+	ExpiresAt int64 `json:"expiresAt,omitempty"`
+}
+
+// Expiry is when the bearer expires: Exp, or ExpiresAt from an exchange released before
+// Exp.
+func (r Response) Expiry() time.Time {
+	if r.Exp != 0 {
+		return time.Unix(r.Exp, 0)
+	}
+	return time.UnixMilli(r.ExpiresAt)
 }
 
 // refusal is a refused exchange: the status, code and message the client sees, and the
@@ -79,21 +113,20 @@ func (s *Server) exchangeOn(f *face, w http.ResponseWriter, r *http.Request) {
 	}
 	if errors.Is(err, errUnavailable) {
 		s.Logger.Error("exchange failed", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the exchange cannot reach the ledger; retry shortly and see the auth service log")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the exchange cannot reach the ledger - retry shortly and see the auth service log")
 		return
 	}
 	rf, ok := errors.AsType[*refusal](err)
 	if !ok { // the exchange's own failure: not the client's, so not throttled
 		s.Logger.Error("exchange failed", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "the exchange failed; see the auth service log")
+		writeError(w, http.StatusInternalServerError, "internal", "the exchange failed - see the auth service log")
 		return
 	}
 	p := f.peer(r)
 	if retry, throttled := f.throttle.refused(p); throttled {
 		s.Logger.Warn("exchange throttled", "face", f.name, "peer", p, "code", rf.code)
 		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
-		writeError(w, http.StatusTooManyRequests, "throttled",
-			fmt.Sprintf("too many refused exchanges from this peer; retry after %s", retry.Round(time.Second)))
+		writeError(w, http.StatusTooManyRequests, "throttled", "too many refused exchanges - wait a minute and retry")
 		return
 	}
 	s.Logger.Warn("exchange refused", "face", f.name, "peer", p, "code", rf.code, "err", rf.detail)
@@ -103,61 +136,110 @@ func (s *Server) exchangeOn(f *face, w http.ResponseWriter, r *http.Request) {
 	writeError(w, rf.status, rf.code, rf.msg)
 }
 
-// serveExchange checks the request hygiene and, with needCap, the capability, then runs the
-// grant.
+// serveExchange checks the request hygiene in the reference's order (Origin, content type,
+// then, with needCap, the capability), then the body, then runs the grant. The method is
+// checked by the route table.
 func (s *Server) serveExchange(r *http.Request, needCap bool) (Response, error) {
 	if r.Header.Get("Origin") != "" {
 		return Response{}, refuse(http.StatusForbidden, "origin_refused",
-			"requests with an Origin header are refused: the exchange is not for browsers", nil)
-	}
-	if needCap && !s.capOK(r) {
-		return Response{}, refuse(http.StatusUnauthorized, "unauthorized",
-			"missing or wrong capability: send Authorization: Bearer <cap> with the cap from auth-service.json", nil)
+			"browser-origin requests are not served here", nil)
 	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
 		return Response{}, refuse(http.StatusUnsupportedMediaType, "unsupported_media_type",
-			"send the body as Content-Type: application/json", err)
+			"content-type must be application/json", err)
+	}
+	if needCap && !s.capOK(r) {
+		return Response{}, refuse(http.StatusUnauthorized, "unauthorized",
+			"missing/invalid exchange capability - read it from the space's auth-service.json", nil)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBody))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return Response{}, refuse(http.StatusRequestEntityTooLarge, "body_too_large",
-				fmt.Sprintf("the body exceeds %d bytes", MaxBody), err)
+				fmt.Sprintf("request body too large (maximum %d bytes)", MaxBody), err)
 		}
-		return Response{}, refuse(http.StatusBadRequest, "bad_request", "the body could not be read", err)
+		return Response{}, refuse(http.StatusBadRequest, "bad_request", "request body could not be read", err)
 	}
-	req, err := decode(body)
+	req, ttl, err := decode(body)
 	if err != nil {
 		return Response{}, refuse(http.StatusBadRequest, "bad_request", err.Error(), err)
 	}
-	switch {
-	case req.IDToken != "":
-		return s.human(r.Context(), req)
-	default:
-		return s.agent(r.Context(), req)
+	if req.idpToken() != "" {
+		return s.human(r.Context(), req, ttl)
 	}
+	return s.agent(r.Context(), req, ttl)
 }
 
-// decode parses one closed JSON object and checks which grant type it is.
-func decode(body []byte) (Request, error) {
+// Refusal sentences of decode, the reference's where it has one.
+const (
+	humanShape = "exchange needs { idpToken: string, actor: string, ttlSec?: number, view?: string }"
+	agentShape = "agent exchange needs { owner: string, actor: string, actorToken: string, ttlSec?: number }"
+)
+
+// decode parses one JSON object the way the reference's exchange does: unknown fields are
+// ignored, the known ones type-checked, and the grant type decided. It returns the
+// requested lifetime, 0 when the request names none.
+func decode(body []byte) (Request, time.Duration, error) {
+	if !json.Valid(body) {
+		return Request{}, 0, errors.New("request body is not valid JSON")
+	}
 	var req Request
-	if err := strictjson.Decode(body, &req); err != nil {
-		return Request{}, fmt.Errorf("the body is not one JSON object of idToken, actor, owner, actorToken: %w", err)
+	if err := json.Unmarshal(body, &req); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return Request{}, 0, fmt.Errorf("request field %s must be a %s", te.Field, jsonKind(te.Field))
+		}
+		return Request{}, 0, errors.New("request body must be a JSON object")
 	}
-	human := req.IDToken != ""
-	agent := req.Owner != "" || req.ActorToken != ""
+	var ttl time.Duration
+	if req.TTLSec != nil {
+		sec := math.Floor(*req.TTLSec)
+		if math.IsNaN(sec) || sec < 1 {
+			return Request{}, 0, errors.New("ttlSec must be a number of seconds, at least 1")
+		}
+		ttl = time.Duration(min(sec, math.MaxInt32)) * time.Second
+	}
+	if req.ManagerInstanceID != nil && (req.View == nil || *req.View != "manager-caller") {
+		return Request{}, 0, errors.New(`managerInstanceId is only valid with view "manager-caller"`)
+	}
+	human := req.IDPToken != "" || req.IDToken != ""
+	agent := req.ActorToken != ""
 	switch {
+	case req.IDPToken != "" && req.IDToken != "":
+		return Request{}, 0, errors.New("send idpToken only (idToken is its old name), not both")
 	case human && agent:
-		return Request{}, errors.New("send either idToken (a human) or owner and actorToken (an agent), not both")
+		return Request{}, 0, errors.New("exchange takes idpToken (human) OR owner+actorToken (agent), never both")
+	case agent && (req.Owner == "" || req.Actor == ""):
+		return Request{}, 0, errors.New(agentShape)
 	case !human && !agent:
-		return Request{}, errors.New("send idToken (a human) or owner and actorToken (an agent)")
-	case agent && (req.Owner == "" || req.ActorToken == ""):
-		return Request{}, errors.New("an agent exchange needs both owner and actorToken")
+		if req.Owner != "" {
+			return Request{}, 0, errors.New(agentShape)
+		}
+		return Request{}, 0, errors.New(humanShape)
+	case human && req.Actor == "":
+		return Request{}, 0, errors.New(humanShape)
 	case !protocol.ValidActor(req.Actor):
-		return Request{}, fmt.Errorf("actor %q: use 1 to %d letters, digits and _", req.Actor, protocol.MaxActorLength)
+		return Request{}, 0, fmt.Errorf("actor %q: use 1 to %d letters, digits and _", req.Actor, protocol.MaxActorLength)
 	}
-	return req, nil
+	return req, ttl, nil
+}
+
+// jsonKind is the JSON type a known request field takes, for a type refusal.
+func jsonKind(field string) string {
+	if field == "ttlSec" {
+		return "number"
+	}
+	return "string"
+}
+
+// lifetime is the bearer lifetime of a request for ttl (0: none named) of a kind whose
+// maximum is max.
+func lifetime(ttl, max time.Duration) time.Duration {
+	if ttl == 0 || ttl > max {
+		return max
+	}
+	return ttl
 }
 
 // notGranted is the one refusal for every ledger mismatch, so a client cannot tell a missing
@@ -181,8 +263,8 @@ func (s *Server) row(ctx context.Context, actor string) (ledger.Row, error) {
 }
 
 // human exchanges an IdP ID token for a human bearer.
-func (s *Server) human(ctx context.Context, req Request) (Response, error) {
-	iss, sub, err := s.IdP.VerifyIDToken(ctx, req.IDToken)
+func (s *Server) human(ctx context.Context, req Request, ttl time.Duration) (Response, error) {
+	iss, sub, err := s.IdP.VerifyIDToken(ctx, req.idpToken())
 	if err != nil {
 		return Response{}, refuse(http.StatusUnauthorized, "refused",
 			"the ID token was not accepted (expired, wrong issuer or audience, or bad signature); log in again", err)
@@ -194,11 +276,11 @@ func (s *Server) human(ctx context.Context, req Request) (Response, error) {
 	if !s.rowHasIdentity(row, iss, sub) {
 		return Response{}, notGranted(req.Actor, fmt.Errorf("no subject of the row matches %q", sub))
 	}
-	return s.issue(ctx, row, bearer.Claims{Owner: bearer.Owner(s.OwnerSecret, iss, sub), Actor: req.Actor, Kind: bearer.KindHuman, Scope: row.Scopes, TTL: bearer.MaxHumanLifetime})
+	return s.issue(ctx, row, bearer.Claims{Owner: s.OwnerSecret.Owner(iss, sub), Actor: req.Actor, Kind: bearer.KindHuman, Scope: row.Scopes, TTL: lifetime(ttl, bearer.MaxHumanLifetime)})
 }
 
 // agent exchanges a still-valid bearer of req.Owner for a short agent bearer.
-func (s *Server) agent(ctx context.Context, req Request) (Response, error) {
+func (s *Server) agent(ctx context.Context, req Request, ttl time.Duration) (Response, error) {
 	c, err := s.Issuer.Verify(req.ActorToken)
 	if err != nil {
 		return Response{}, refuse(http.StatusUnauthorized, "refused",
@@ -215,7 +297,7 @@ func (s *Server) agent(ctx context.Context, req Request) (Response, error) {
 	if !row.HasOwner(s.OwnerSecret, s.IdPIssuer, req.Owner) {
 		return Response{}, notGranted(req.Actor, fmt.Errorf("no subject of the row derives to owner %q", req.Owner))
 	}
-	return s.issue(ctx, row, bearer.Claims{Owner: req.Owner, Actor: req.Actor, Kind: bearer.KindAgent, Scope: row.Scopes, TTL: bearer.MaxAgentLifetime})
+	return s.issue(ctx, row, bearer.Claims{Owner: req.Owner, Actor: req.Actor, Kind: bearer.KindAgent, Scope: row.Scopes, TTL: lifetime(ttl, bearer.MaxAgentLifetime)})
 }
 
 // issue enrolls the principal (when the server enrolls), signs the bearer, which carries
@@ -236,7 +318,8 @@ func (s *Server) issue(ctx context.Context, row ledger.Row, c bearer.Claims) (Re
 	if err != nil {
 		return Response{}, fmt.Errorf("exchange %s/%s: fresh bearer: %w", c.Owner, c.Actor, err)
 	}
-	return Response{Token: tok, ExpiresAt: v.Expiry.UnixMilli(), Owner: c.Owner, Actor: c.Actor, LifecycleUID: v.LifecycleUID}, nil
+	return Response{Token: tok, Owner: c.Owner, Exp: v.Expiry.Unix(), Actor: c.Actor, LifecycleUID: v.LifecycleUID,
+		ExpiresAt: v.Expiry.UnixMilli()}, nil
 }
 
 // rowHasIdentity reports whether the row names the IdP identity (iss, sub): a qualified

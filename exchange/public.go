@@ -142,8 +142,9 @@ func (s *Server) bundle(base string) Bundle {
 			IdP:      s.Discovery.IdP,
 			Endpoints: Endpoints{
 				URL:                  base,
-				JWKSURL:              base + "/jwks",
+				ManagerAuthorityURL:  base + "/manager-service-authority",
 				AgentProvisioningURL: s.Public.AgentProvisioningURL,
+				JWKSURL:              base + "/jwks",
 			},
 		},
 		SentinelCreds: s.Discovery.SentinelCreds,
@@ -220,8 +221,7 @@ func (s *Server) admit(next http.Handler) http.Handler {
 		case p.slots <- struct{}{}:
 		default:
 			s.Logger.Warn("public face busy", "peer", p.face.peer(r), "path", r.URL.Path)
-			writeError(w, http.StatusServiceUnavailable, "busy",
-				fmt.Sprintf("the exchange is serving %d requests; retry shortly", cap(p.slots)))
+			writeError(w, http.StatusServiceUnavailable, "busy", "busy - retry shortly")
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), p.limits.Deadline)
@@ -247,8 +247,7 @@ func (s *Server) admit(next http.Handler) http.Handler {
 				return
 			}
 			s.Logger.Warn("public request past its deadline", "peer", p.face.peer(r), "path", r.URL.Path)
-			writeError(w, http.StatusServiceUnavailable, "deadline",
-				fmt.Sprintf("the request did not finish within %s; retry shortly", p.limits.Deadline))
+			writeError(w, http.StatusServiceUnavailable, "deadline", "request deadline exceeded")
 		}
 	})
 }
@@ -289,7 +288,7 @@ func (b *bufferedWriter) reset(status int) {
 // copyTo sends the held response.
 func (b *bufferedWriter) copyTo(w http.ResponseWriter) {
 	if b.failed {
-		writeError(w, b.status, "internal", "the exchange failed; see the auth service log")
+		writeError(w, b.status, "internal", "the exchange failed - see the auth service log")
 		return
 	}
 	for k, v := range b.header {

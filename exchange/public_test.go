@@ -168,7 +168,7 @@ func TestPublicRefusals(t *testing.T) {
 		{"no content type", human, nil, 415, "unsupported_media_type"},
 		{"65 KiB", []byte(`{"idToken":"` + strings.Repeat("a", 65<<10) + `"}`), js, 413, "body_too_large"},
 		{"not json", []byte(`{`), js, 400, "bad_request"},
-		{"unknown field", []byte(`{"idToken":"x","actor":"alice","view":"admin"}`), js, 400, "bad_request"},
+		{"ttlSec not a number", []byte(`{"idpToken":"x","actor":"alice","ttlSec":"60"}`), js, 400, "bad_request"},
 		{"forged token", []byte(`{"idToken":"forged","actor":"alice"}`), js, 401, "refused"},
 	}
 	expectRefusals(t, f.pubDo, cases)
@@ -183,7 +183,7 @@ func TestPublicBundle(t *testing.T) {
 		}
 		want := Bundle{Space: "demo", Server: "nats://127.0.0.1:4222", TLSRequired: false,
 			UserAuth: UserAuth{Provider: "cotal", IdP: f.srv.Discovery.IdP,
-				Endpoints: Endpoints{URL: f.pub, JWKSURL: f.pub + "/jwks"}},
+				Endpoints: Endpoints{URL: f.pub, ManagerAuthorityURL: f.pub + "/manager-service-authority", JWKSURL: f.pub + "/jwks"}},
 			SentinelCreds: f.srv.Discovery.SentinelCreds}
 		if b != want {
 			t.Fatalf("bundle\n%+v\nwant\n%+v", b, want)
@@ -201,7 +201,8 @@ func TestPublicBundle(t *testing.T) {
 		}
 		ep := b.UserAuth.Endpoints
 		if b.Server != "wss://nats.example.com/ws" || !b.TLSRequired || ep.URL != "https://mesh.example.com/cotal" ||
-			ep.JWKSURL != "https://mesh.example.com/cotal/jwks" || ep.AgentProvisioningURL != "https://mesh.example.com/provision" {
+			ep.JWKSURL != "https://mesh.example.com/cotal/jwks" || ep.AgentProvisioningURL != "https://mesh.example.com/provision" ||
+			ep.ManagerAuthorityURL != "https://mesh.example.com/cotal/manager-service-authority" {
 			t.Fatalf("bundle %+v", b)
 		}
 		// The served text is closed: exactly the documented keys.

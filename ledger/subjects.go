@@ -19,10 +19,10 @@ func SplitSubject(s string) (issuer, subject string, qualified bool) {
 }
 
 // HasOwner reports whether one of the row's subjects derives to owner under the owner
-// secret (bearer.Owner). Bare subjects derive with idpIssuer and never match when it is
+// secret with the space's derivation (bearer.OwnerSecret.Owner). Bare subjects derive with idpIssuer and never match when it is
 // empty. The exchange checks it before renewing an agent's bearer and the callout at every
 // connect, so a revoke takes effect at the next connect.
-func (r Row) HasOwner(secret []byte, idpIssuer, owner string) bool {
+func (r Row) HasOwner(secret bearer.OwnerSecret, idpIssuer, owner string) bool {
 	for _, e := range r.Subjects {
 		iss, sub, q := SplitSubject(e)
 		if !q {
@@ -31,7 +31,7 @@ func (r Row) HasOwner(secret []byte, idpIssuer, owner string) bool {
 			}
 			iss = idpIssuer
 		}
-		if bearer.Owner(secret, iss, sub) == owner {
+		if secret.Owner(iss, sub) == owner {
 			return true
 		}
 	}

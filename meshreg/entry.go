@@ -25,6 +25,9 @@ type Entry struct {
 	// and trailing slash dropped); POST /exchange is ExchangeURL + "/exchange".
 	ExchangeURL string `json:"exchangeUrl"`
 	JWKSURL     string `json:"jwksUrl"` // the bearer issuer's public keys
+	// ManagerAuthorityURL is the reference's manager-service authority route of the
+	// bundle, kept as the bundle gave it; empty when the bundle had none.
+	ManagerAuthorityURL string `json:"managerAuthorityUrl,omitempty"`
 	// AgentProvisioningURL is where a remote spawn mints managed agents; empty for none.
 	AgentProvisioningURL string `json:"agentProvisioningUrl,omitempty"`
 	// SentinelCreds is the creds file text of the space's deny-all sentinel user.
@@ -52,7 +55,8 @@ func FromBundle(b exchange.Bundle, base string, now time.Time) (Entry, error) {
 	return Entry{
 		Space: b.Space, Server: b.Server, TLSRequired: b.TLSRequired,
 		IdPIssuer: b.UserAuth.IdP.Issuer, IdPClientID: b.UserAuth.IdP.Audience,
-		ExchangeURL: pinned, JWKSURL: b.UserAuth.Endpoints.JWKSURL,
+		ExchangeURL: pinned, JWKSURL: b.UserAuth.Endpoints.JWKS(),
+		ManagerAuthorityURL:  b.UserAuth.Endpoints.ManagerAuthorityURL,
 		AgentProvisioningURL: b.UserAuth.Endpoints.AgentProvisioningURL,
 		SentinelCreds:        b.SentinelCreds, AddedAt: now.UTC().Truncate(time.Second),
 	}, nil
@@ -78,6 +82,11 @@ func (e *Entry) Validate() error {
 	}
 	if _, err := exchange.BundleURL(e.JWKSURL); err != nil {
 		return fmt.Errorf("jwksUrl: %w", err)
+	}
+	if m := e.ManagerAuthorityURL; m != "" {
+		if _, err := exchange.BundleURL(m); err != nil {
+			return fmt.Errorf("managerAuthorityUrl: %w", err)
+		}
 	}
 	if p := e.AgentProvisioningURL; p != "" {
 		if u, err := url.Parse(p); err != nil || u.Scheme != "https" || u.Hostname() == "" || u.User != nil {
@@ -134,6 +143,7 @@ func (e Entry) diff(o Entry) []string {
 		{"idpClientId", e.IdPClientID == o.IdPClientID},
 		{"exchangeUrl", e.ExchangeURL == o.ExchangeURL},
 		{"jwksUrl", e.JWKSURL == o.JWKSURL},
+		{"managerAuthorityUrl", e.ManagerAuthorityURL == o.ManagerAuthorityURL},
 		{"agentProvisioningUrl", e.AgentProvisioningURL == o.AgentProvisioningURL},
 		{"sentinelCreds", e.SentinelCreds == o.SentinelCreds},
 	} {

@@ -6,6 +6,8 @@ package userauth
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,8 +71,8 @@ func (x *Exchanger) Exchange(ctx context.Context, req exchange.Request) (exchang
 	if resp.StatusCode != http.StatusOK {
 		why := resp.Status
 		var eb exchange.ErrorBody
-		if json.Unmarshal(b, &eb) == nil && eb.Message != "" {
-			why = fmt.Sprintf("%d %s: %s", resp.StatusCode, eb.Error, eb.Message)
+		if json.Unmarshal(b, &eb) == nil && eb.Sentence() != "" {
+			why = fmt.Sprintf("%d: %s", resp.StatusCode, eb.Sentence())
 		}
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			return exchange.Response{}, fmt.Errorf("%w (%s)", ErrRefused, why)
@@ -78,7 +80,7 @@ func (x *Exchanger) Exchange(ctx context.Context, req exchange.Request) (exchang
 		return exchange.Response{}, fmt.Errorf("exchange %s: %s", x.URL, why)
 	}
 	var out exchange.Response
-	if err := json.Unmarshal(b, &out); err != nil || out.Token == "" {
+	if err := json.Unmarshal(b, &out); err != nil || out.Token == "" || out.Expiry().Unix() <= 0 {
 		return exchange.Response{}, fmt.Errorf("exchange %s: malformed answer: %v", x.URL, err)
 	}
 	return out, nil
@@ -124,21 +126,52 @@ func (s *Session) Current() exchange.Response {
 func (s *Session) Token() string { return s.Current().Token }
 
 // Options are the connect options of the session's principal: the sentinel creds, the
-// bearer as the CONNECT token, the inbox prefix the callout grants the principal, and
-// reconnects that keep trying after an authorization error (a renewal may race a
-// reconnect; the next attempt carries the newer bearer). Keep closes a connection whose
-// actor lost its grant, instead of letting it retry forever.
+// bearer as the CONNECT token, a fresh inbox name as the connection name with its reply
+// inbox (see InboxOptions), and reconnects that keep trying after an authorization error
+// (a renewal may race a reconnect; the next attempt carries the newer bearer). Keep closes
+// a connection whose actor lost its grant, instead of letting it retry forever.
 func (s *Session) Options(sentinelCreds []byte) ([]nats.Option, error) {
 	c, err := trust.ReadCreds(sentinelCreds)
 	if err != nil {
 		return nil, fmt.Errorf("sentinel creds: %w", err)
 	}
-	cur := s.Current()
-	return append(c.Options(),
+	return append(append(c.Options(), InboxOptions(NewInboxName())...),
 		nats.TokenHandler(s.Token),
-		nats.CustomInboxPrefix(trust.PrincipalInboxPrefix(cur.Owner, cur.Actor)),
 		nats.IgnoreAuthErrorAbort(),
 	), nil
+}
+
+// NewInboxName is a fresh connection name for a user-mode connection, as the reference's
+// clients make it (packages/core standaloneConnectOpts): "ibx" + 32 random lower-case hex
+// digits.
+func NewInboxName() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return "ibx" + hex.EncodeToString(b)
+}
+
+// InboxOptions name a user-mode connection name and make its reply inbox
+// "_INBOX_<name>", the one the callout grants (see ValidInboxName).
+func InboxOptions(name string) []nats.Option {
+	return []nats.Option{nats.Name(name), nats.CustomInboxPrefix(InboxPrefix(name))}
+}
+
+// InboxPrefix is the reply-inbox prefix the callout grants a connection named name.
+func InboxPrefix(name string) string { return "_INBOX_" + name }
+
+// ValidInboxName reports whether name may name a user-mode connection and its inbox: 8 to
+// 120 of A-Z a-z 0-9 _ -, the reference callout's rule (assertInboxConnId), so it holds no
+// subject metacharacter.
+func ValidInboxName(name string) bool {
+	if len(name) < 8 || len(name) > 120 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c != '_' && c != '-' && !(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') && !(c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // renewAt is when a bearer expiring at exp, in hand since now, is renewed: after two
@@ -159,7 +192,7 @@ func renewAt(now, exp time.Time) time.Time {
 func (s *Session) Keep(ctx context.Context, nc *nats.Conn) {
 	for {
 		cur := s.Current()
-		switch s.sleep(ctx, nc, time.Until(renewAt(s.now(), time.UnixMilli(cur.ExpiresAt)))) {
+		switch s.sleep(ctx, nc, time.Until(renewAt(s.now(), cur.Expiry()))) {
 		case wakeStop:
 			return
 		case wakeRefused:
@@ -179,7 +212,7 @@ func (s *Session) Keep(ctx context.Context, nc *nats.Conn) {
 		}
 		next, err := s.fetch(ctx)
 		if err != nil {
-			s.log.Warn("bearer renewal failed; retrying", "actor", cur.Actor, "expires", time.UnixMilli(cur.ExpiresAt), "err", err)
+			s.log.Warn("bearer renewal failed; retrying", "actor", cur.Actor, "expires", cur.Expiry(), "err", err)
 			if s.sleep(ctx, nc, retryEvery) == wakeStop {
 				return
 			}
@@ -189,7 +222,7 @@ func (s *Session) Keep(ctx context.Context, nc *nats.Conn) {
 		if err := nc.ForceReconnect(); err != nil {
 			s.log.Warn("reconnect with the renewed bearer", "err", err)
 		}
-		s.log.Debug("bearer renewed", "actor", next.Actor, "expires", time.UnixMilli(next.ExpiresAt))
+		s.log.Debug("bearer renewed", "actor", next.Actor, "expires", next.Expiry())
 	}
 }
 

@@ -306,7 +306,7 @@ func evict(ctx context.Context, opts *Options, space, actor, sub string) (int, e
 		if !qualified {
 			iss = pin.Issuer
 		}
-		owner = bearer.Owner(secret, iss, s)
+		owner = secret.Owner(iss, s)
 	}
 	sysCreds, err := chain.SystemCreds(time.Hour)
 	if err != nil {

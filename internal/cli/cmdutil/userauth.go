@@ -80,11 +80,16 @@ func localSignIn(t Target, pin authsvc.Pin) (signIn, error) {
 	if err != nil {
 		return signIn{}, err
 	}
-	ua, err := chain.UserAuth(t.Space)
+	sentinel, err := authsvc.ReadSentinel(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return signIn{}, Refuse(fmt.Sprintf("connecting to user-auth space %q", t.Space),
+			"its auth service has not written the sentinel creds file "+filepath.Join(dir, authsvc.SentinelFile)+" (it was started by an older release)",
+			"cotal down && cotal up")
+	}
 	if err != nil {
 		return signIn{}, err
 	}
-	return signIn{exchange: &userauth.Exchanger{URL: st.URL, Cap: st.Cap}, sentinel: ua.SentinelCreds(),
+	return signIn{exchange: &userauth.Exchanger{URL: st.URL, Cap: st.Cap}, sentinel: sentinel,
 		issuer: pin.Issuer, clientID: pin.ClientID}, nil
 }
 
@@ -116,7 +121,7 @@ func (f *Factory) connectUserAuth(ctx context.Context, t Target, cfg client.Conf
 		if err != nil {
 			return exchange.Response{}, err
 		}
-		resp, err := si.exchange.Exchange(ctx, exchange.Request{IDToken: tok, Actor: actor})
+		resp, err := si.exchange.Exchange(ctx, exchange.Request{IDPToken: tok, Actor: actor})
 		if err != nil {
 			return exchange.Response{}, fmt.Errorf("act as %q in space %q: %w", actor, t.Space, err)
 		}

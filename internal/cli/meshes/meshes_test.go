@@ -209,3 +209,31 @@ func TestRunListRm(t *testing.T) {
 }
 
 func addedAt() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+
+// TestRunAddReferenceBundle: a bundle as the TypeScript reference's public face composes it
+// (service.ts composeUserBundle: endpoints {url, managerAuthorityUrl}, no jwksUrl,
+// tlsRequired always true, the optional policy, a field Go does not know) is registered.
+func TestRunAddReferenceBundle(t *testing.T) {
+	creds := trusttest.SentinelCreds(t)
+	dir := filepath.Join(t.TempDir(), "meshes")
+	from := serve(t, func(base string) any {
+		return map[string]any{
+			"space": "team", "server": "nats://127.0.0.1:4222", "tlsRequired": true,
+			"userAuth": map[string]any{"provider": "cotal",
+				"idp":       map[string]any{"url": "http://127.0.0.1:5556/api/auth", "issuer": "http://127.0.0.1:5556", "audience": "http://127.0.0.1:5556"},
+				"endpoints": map[string]any{"url": base, "managerAuthorityUrl": base + "/manager-service-authority"}},
+			"sentinelCreds": creds,
+			"policy":        map[string]any{"events": "required"},
+			"futureField":   map[string]any{"anything": 1},
+		}
+	})
+	ios, _, _, _ := iostreams.Test()
+	if err := runAdd(t.Context(), &AddOptions{IO: ios, Dir: func() (string, error) { return dir, nil }, Space: "team", From: from}); err != nil {
+		t.Fatalf("reference bundle refused: %v", err)
+	}
+	e, err := meshreg.Get(dir, "team")
+	if err != nil || e.ExchangeURL != from || e.JWKSURL != from+"/jwks" || e.ManagerAuthorityURL != from+"/manager-service-authority" ||
+		e.IdPIssuer != "http://127.0.0.1:5556" || e.IdPClientID != "http://127.0.0.1:5556" || e.SentinelCreds != creds || !e.TLSRequired {
+		t.Fatalf("entry %+v, %v", e, err)
+	}
+}
