@@ -278,6 +278,11 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 		return
 	}
 	seq, _ := strconv.ParseUint(h.Get(protocol.HeaderSeq), 10, 64)
+	// A copy missed while away is newer than the channel's history: let that go first
+	// (it may hold this post too, which the dedupe below then drops).
+	if !e.waitHistory(r.Subject.Channel) {
+		return // closing: left unacked, so it is redelivered to the next incarnation
+	}
 	if r.Subject.Sender == e.me || e.leftBefore(r.Subject.Channel, seq) || !e.seen.first(r.Message.ID) {
 		if err := m.Ack(); err != nil {
 			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
