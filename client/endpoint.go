@@ -101,12 +101,12 @@ type Endpoint struct {
 	channels map[string]*nats.Subscription
 	presence jetstream.KeyValue
 	stops    []func()
-	backstop map[string]string        // joined channel -> "" when its durable backstop is established, else why not
-	left     map[string]uint64        // channel left in this session -> the CHAT sequence it was left at
-	handoff  string                   // the hand-off durable this endpoint consumes, once bound
+	backstop map[string]string // joined channel -> "" when its durable backstop is established, else why not
+	left     map[string]uint64 // channel left in this session -> the CHAT sequence it was left at
+	handoff  string            // the hand-off durable this endpoint consumes, once bound
 	gates    map[string]*gate  // channel whose history is replaying -> its gate
-	shown    Shown                    // history shown per channel, for the next session
-	joinedAt map[string]uint64        // channel joined this session -> its watermark, once replayed
+	shown    Shown             // history shown per channel, for the next session
+	joinedAt map[string]uint64 // channel joined this session -> its watermark, once replayed
 
 	ctx    context.Context // the endpoint's lifetime; cancelled by Close
 	cancel context.CancelFunc
