@@ -30,8 +30,8 @@ type ChannelConfig struct {
 // the subscription is live. When the registry says the channel replays, a reader owned by
 // the endpoint then streams its history up to the moment of joining into Messages(),
 // marked Historical, in stream order and ahead of the channel's live posts (which wait
-// for it), deduplicated against what arrives live or durable. Only history after
-// Config.Shown's cursor of the channel replays, within its replay window. Joining a
+// for it), deduplicated against what arrives live or durable. Only history after the
+// channel's cursor (see SetShown) replays, within its replay window. Joining a
 // channel twice is a no-op.
 func (e *Endpoint) JoinChannel(ctx context.Context, channel string) error {
 	return e.subscribe(ctx, channel, true)
@@ -252,9 +252,18 @@ func (e *Endpoint) noteShown(channel string, seq uint64) {
 	}
 }
 
+// SetShown gives the endpoint how far its identity was already shown each channel's
+// history (Shown of an earlier session), so a rejoin replays only what follows. Call it
+// before Join and JoinChannel.
+func (e *Endpoint) SetShown(s Shown) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.shown = Shown{Stream: s.Stream, Channels: maps.Clone(s.Channels)}
+}
+
 // Shown is how far this identity has been shown each channel's history; after Close it
 // includes what arrived live while joined (unless the connection was lost meanwhile, when
-// posts of the gap may not have been seen). Pass it as Config.Shown to the next session.
+// posts of the gap may not have been seen). Give it to SetShown in the next session.
 func (e *Endpoint) Shown() Shown {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,10 +47,6 @@ type Config struct {
 	// ReconnectFor bounds how long Connect's connection keeps trying to reconnect to a
 	// lost server before it gives up and Lost closes; 0 means 1 minute.
 	ReconnectFor time.Duration
-	// Shown is how far this identity was already shown each channel's history (from
-	// Endpoint.Shown of an earlier session): a rejoin replays only what follows. The zero
-	// value replays all the channel's replay setting allows.
-	Shown Shown
 }
 
 // Shown is how far an identity has been shown the history of its channels: per joined
@@ -334,7 +329,6 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 		backstop: map[string]string{},
 		left:     map[string]uint64{},
 		gates:    map[string]*gate{},
-		shown:    Shown{Stream: cfg.Shown.Stream, Channels: maps.Clone(cfg.Shown.Channels)},
 		joinedAt: map[string]uint64{},
 	}, nil
 }

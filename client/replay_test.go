@@ -158,7 +158,7 @@ func TestRejoinShowsOnlyNewHistory(t *testing.T) {
 	}
 	postN(t, alice, "general", "missed", 3)
 
-	again := peer(t, url, client.Config{Name: "carol", Shown: shown}, "general")
+	again := resume(t, url, "carol", shown)
 	for _, in := range expectTexts(t, again, texts("missed", 3)) {
 		if !in.Historical {
 			t.Fatalf("%q is not marked historical", in.Text())
@@ -168,8 +168,23 @@ func TestRejoinShowsOnlyNewHistory(t *testing.T) {
 
 	// A cursor of another incarnation of the stream is ignored: all history shows.
 	stale := client.Shown{Stream: shown.Stream.Add(-time.Hour), Channels: map[string]uint64{"general": 7}}
-	other := peer(t, url, client.Config{Name: "dave", Shown: stale}, "general")
+	other := resume(t, url, "dave", stale)
 	expectTexts(t, other, append(append(texts("old", 3), "seen live"), append(texts("missed", 3), "marker")...))
+}
+
+// resume connects as name with the history cursor shown and joins general.
+func resume(t *testing.T, url, name string, shown client.Shown) *client.Endpoint {
+	t.Helper()
+	ep, err := client.Connect(t.Context(), url, client.Config{Space: space, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ep.Close() })
+	ep.SetShown(shown)
+	if err := ep.Join(t.Context(), "general"); err != nil {
+		t.Fatal(err)
+	}
+	return ep
 }
 
 // TestReturningDurableMemberGetsEveryMissedPost: a durable member back to 300 posts it
@@ -204,12 +219,13 @@ func TestReturningDurableMemberGetsEveryMissedPost(t *testing.T) {
 			t.Fatal(err)
 		}
 		ep, err := client.Connect(t.Context(), m.URL, client.Config{Space: sp, Name: actor, LifecycleUID: c.LifecycleUID,
-			InboxSize: inbox, Shown: shown, Logger: brokertest.Logger(t)},
+			InboxSize: inbox, Logger: brokertest.Logger(t)},
 			nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = ep.Close() })
+		ep.SetShown(shown)
 		return ep
 	}
 	bob := agent("bob", 0, client.Shown{})
