@@ -99,6 +99,9 @@ func runConsole(ctx context.Context, opts *Options) error {
 			return fmt.Errorf("the connection to space %s is gone: %w", target.Space, ep.LostErr())
 		case c, ok := <-changes:
 			if !ok {
+				if err := ep.LostErr(); err != nil && ctx.Err() == nil {
+					return fmt.Errorf("the connection to space %s is gone: %w", target.Space, err)
+				}
 				return nil
 			}
 			fmt.Fprintf(out, "%s %s\n", stamp(), presenceLine(c))
