@@ -31,8 +31,9 @@ type ChannelConfig struct {
 // the endpoint then streams its history up to the moment of joining into Messages(),
 // marked Historical, in stream order and ahead of the channel's live posts (which wait
 // for it), deduplicated against what arrives live or durable. Only history after the
-// channel's cursor (see SetShown) replays, within its replay window. Joining a
-// channel twice is a no-op.
+// channel's cursor (see SetShown) replays, within its replay window, and on a durable
+// channel only up to the membership's join cursor: later posts are hand-off copies,
+// surfaced after the history. Joining a channel twice is a no-op.
 func (e *Endpoint) JoinChannel(ctx context.Context, channel string) error {
 	return e.subscribe(ctx, channel, true)
 }
@@ -109,8 +110,13 @@ func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) (
 	if !replay {
 		return nil
 	}
-	e.durableJoin(ctx, channel, watermark, cfg)
-	if watermark <= after || (cfg.Replay != nil && !*cfg.Replay) {
+	// A durable member gets every post after its membership's join cursor as a hand-off
+	// copy (a real message, not history), so history stops there.
+	upTo := watermark
+	if joinCursor, ok := e.durableJoin(ctx, channel, watermark, cfg); ok && joinCursor < upTo {
+		upTo = joinCursor
+	}
+	if upTo <= after || (cfg.Replay != nil && !*cfg.Replay) {
 		e.noteShown(channel, watermark)
 		return nil
 	}
@@ -128,7 +134,7 @@ func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) (
 	go func(g *gate) {
 		defer e.wg.Done()
 		defer e.openGate(channel, g)
-		if err := e.replay(e.ctx, channel, after, watermark, since); err != nil {
+		if err := e.replay(e.ctx, channel, after, upTo, since); err != nil {
 			if e.ctx.Err() == nil {
 				e.log.Warn("channel history not replayed", "channel", channel, "err", err)
 			}

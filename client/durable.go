@@ -49,12 +49,13 @@ func (e *Endpoint) Backstop(channel string) (established bool, why string, ok bo
 }
 
 // durableJoin asks the daemon for the durable join of channel from cursor (the CHAT
-// sequence captured before the live subscribe) and binds the hand-off durable. A failure
-// is not the live join's: it is recorded and logged as "joined live, durable backstop
-// unestablished".
-func (e *Endpoint) durableJoin(ctx context.Context, channel string, cursor uint64, cfg ChannelConfig) {
+// sequence captured before the live subscribe) and binds the hand-off durable. It returns
+// the membership's join cursor, after which every post arrives as a hand-off copy, and
+// whether the backstop is established. A failure is not the live join's: it is recorded
+// and logged as "joined live, durable backstop unestablished".
+func (e *Endpoint) durableJoin(ctx context.Context, channel string, cursor uint64, cfg ChannelConfig) (joinCursor uint64, ok bool) {
 	if cfg.DeliveryClass == "live" {
-		return
+		return 0, false
 	}
 	why := ""
 	res, err := e.requestMembership(ctx, protocol.OpJoin, channel, cursor)
@@ -70,6 +71,7 @@ func (e *Endpoint) durableJoin(ctx context.Context, channel string, cursor uint6
 		e.backstop[channel] = why
 	}
 	e.mu.Unlock()
+	return res.JoinCursor, why == ""
 }
 
 // durableLeave tombstones the membership of channel at the CHAT stream's last sequence.
