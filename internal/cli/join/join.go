@@ -124,7 +124,7 @@ func runJoin(ctx context.Context, opts *Options) error {
 	}
 	ep, err := connect(ctx, opts, &target)
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	defer ep.Close()
 	shownAt, err := shownPath(opts.Factory, target, ep.Principal())
@@ -134,7 +134,7 @@ func runJoin(ctx context.Context, opts *Options) error {
 	ep.SetShown(loadShown(shownAt, opts.IO.ErrOut))
 	warnTwin(ctx, ep, opts.IO.ErrOut)
 	if err := ep.Join(ctx, opts.Channels...); err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	s := &session{opts: opts, ep: ep, out: opts.IO.Out, errOut: opts.IO.ErrOut}
 	if len(opts.Channels) > 0 {
@@ -156,6 +156,14 @@ func runJoin(ctx context.Context, opts *Options) error {
 		return nil // stopped by a signal: a clean exit
 	}
 	return closeErr
+}
+
+// stopped is nil when a signal ended ctx (the failure is the interruption's), else err.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // run prints what arrives and handles input lines until the input ends, /quit, ctx ends
