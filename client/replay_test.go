@@ -266,13 +266,8 @@ func TestReturningDurableMemberGetsEveryMissedPost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var last string
-		meshtest.Until(t, "hand-off drained", hangGuard, func() bool {
+		meshtest.Until(t, fmt.Sprintf("hand-off drained (round %d)", round), hangGuard, func() bool {
 			info, err := cons.Info(t.Context())
-			if err == nil {
-				last = fmt.Sprintf("round %d: pending %d, ack pending %d, redelivered %d, delivered %+v, ack floor %+v", round, info.NumPending, info.NumAckPending, info.NumRedelivered, info.Delivered, info.AckFloor)
-				t.Log(last)
-			}
 			return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 		})
 		if err := back.Close(); err != nil {
