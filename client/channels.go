@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -25,10 +26,14 @@ type ChannelConfig struct {
 	Instructions  string `json:"instructions,omitempty"`
 }
 
-// JoinChannel subscribes to channel (a pattern may hold * and a final >) and, when the
-// registry says the channel replays, surfaces its history up to the moment of joining,
-// marked Historical and deduplicated against what arrives live. Joining a channel twice
-// is a no-op.
+// JoinChannel subscribes to channel (a pattern may hold * and a final >) and returns once
+// the subscription is live. When the registry says the channel replays, a reader owned by
+// the endpoint then streams its history up to the moment of joining into Messages(),
+// marked Historical, in stream order and ahead of the channel's live posts (which wait
+// for it), deduplicated against what arrives live or durable. Only history after the
+// channel's cursor (see SetShown) replays, within its replay window, and on a durable
+// channel only up to the membership's join cursor: later posts are hand-off copies,
+// surfaced after the history. Joining a channel twice is a no-op.
 func (e *Endpoint) JoinChannel(ctx context.Context, channel string) error {
 	return e.subscribe(ctx, channel, true)
 }
@@ -41,7 +46,7 @@ func (e *Endpoint) Listen(ctx context.Context, channel string) error {
 	return e.subscribe(ctx, channel, false)
 }
 
-func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) error {
+func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) (err error) {
 	if err := protocol.CheckChannelPattern(channel); err != nil {
 		return err
 	}
@@ -50,6 +55,16 @@ func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) e
 	e.mu.Unlock()
 	if dup {
 		return nil
+	}
+	// Live posts of the channel wait behind this gate until its history is surfaced.
+	var g *gate
+	if replay {
+		g = e.claimGate(channel)
+		defer func() {
+			if g != nil {
+				e.openGate(channel, g)
+			}
+		}()
 	}
 	filter := protocol.ChannelFilter(e.cfg.Space, channel)
 	sub, err := e.nc.Subscribe(filter, e.onLive)
@@ -84,26 +99,211 @@ func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) e
 		_ = e.LeaveChannel(channel) // undo the join; the stream error is the one to report
 		return e.streamErr(stream, err)
 	}
-	watermark := s.CachedInfo().State.LastSeq
+	info := s.CachedInfo()
+	watermark := info.State.LastSeq
+	after := e.cursor(channel, info.Created, watermark)
 
 	cfg, err := e.channelConfig(ctx, channel)
 	if err != nil {
 		e.log.Warn("channel registry unreadable; replaying history", "channel", channel, "err", err)
 	}
-	if replay {
-		e.durableJoin(ctx, channel, watermark, cfg)
+	if !replay {
+		return nil
 	}
-	if !replay || watermark == 0 || (cfg.Replay != nil && !*cfg.Replay) {
+	// A durable member gets every post after its membership's join cursor as a hand-off
+	// copy (a real message, not history), so history stops there.
+	upTo := watermark
+	if joinCursor, ok := e.durableJoin(ctx, channel, watermark, cfg); ok && joinCursor < upTo {
+		upTo = joinCursor
+	}
+	if upTo <= after || (cfg.Replay != nil && !*cfg.Replay) {
+		e.noteShown(channel, watermark)
 		return nil
 	}
 	var since time.Time
 	if d, ok := parseWindow(cfg.ReplayWindow); ok {
 		since = time.Now().Add(-d)
 	}
-	if err := e.replay(ctx, channel, watermark, since); err != nil {
-		return fmt.Errorf("join channel %s: history: %w", channel, err)
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return fmt.Errorf("join channel %s: the endpoint is closed", channel)
 	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go func(g *gate) {
+		defer e.wg.Done()
+		defer e.openGate(channel, g)
+		if err := e.replay(e.ctx, channel, after, upTo, since); err != nil {
+			if e.ctx.Err() == nil {
+				e.log.Warn("channel history not replayed", "channel", channel, "err", err)
+			}
+			return
+		}
+		e.noteShown(channel, watermark)
+	}(g)
+	g = nil // the reader opens it
 	return nil
+}
+
+// gate holds back live and durable copies of a channel while its history replays.
+type gate struct {
+	done    chan struct{}
+	claimed bool // a subscribe owns it (Join registers gates before binding durables)
+}
+
+// reserveGates registers a gate for each channel Join is about to join, so durable
+// copies bound before the channels wait for their history; release opens those no
+// subscribe claimed.
+func (e *Endpoint) reserveGates(channels []string) (release func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var mine []*gate
+	var names []string
+	for _, ch := range channels {
+		if e.gates[ch] != nil || e.channels[ch] != nil {
+			continue
+		}
+		g := &gate{done: make(chan struct{})}
+		e.gates[ch] = g
+		mine, names = append(mine, g), append(names, ch)
+	}
+	return func() {
+		for i, g := range mine {
+			e.mu.Lock()
+			claimed := g.claimed
+			e.mu.Unlock()
+			if !claimed {
+				e.openGate(names[i], g)
+			}
+		}
+	}
+}
+
+// claimGate returns the channel's reserved gate, or a new one.
+func (e *Endpoint) claimGate(channel string) *gate {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if g := e.gates[channel]; g != nil && !g.claimed {
+		g.claimed = true
+		return g
+	}
+	g := &gate{done: make(chan struct{}), claimed: true}
+	e.gates[channel] = g
+	return g
+}
+
+// openGate lets the channel's held copies through.
+func (e *Endpoint) openGate(channel string, g *gate) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gates[channel] == g {
+		delete(e.gates, channel)
+	}
+	select {
+	case <-g.done:
+	default:
+		close(g.done)
+	}
+}
+
+// waitHistory waits until no history of a channel matching ch is replaying; false means
+// the endpoint closed first.
+func (e *Endpoint) waitHistory(ch string) bool {
+	for {
+		e.mu.Lock()
+		var wait chan struct{}
+		for pattern, g := range e.gates {
+			if protocol.ChannelMatches(pattern, ch) {
+				wait = g.done
+				break
+			}
+		}
+		e.mu.Unlock()
+		if wait == nil {
+			return true
+		}
+		select {
+		case <-wait:
+		case <-e.ctx.Done():
+			return false
+		}
+	}
+}
+
+// cursor is the stream sequence through which channel's history was already shown, or 0.
+// A cursor of another incarnation of the stream, or past its end, is ignored.
+func (e *Endpoint) cursor(channel string, created time.Time, watermark uint64) uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.shown.Stream.Equal(created) {
+		e.shown = Shown{Stream: created, Channels: map[string]uint64{}}
+	}
+	if e.shown.Channels == nil {
+		e.shown.Channels = map[string]uint64{}
+	}
+	if c := e.shown.Channels[channel]; c <= watermark {
+		return c
+	}
+	return 0
+}
+
+// noteShown records that channel's history through seq was shown (or passed over).
+func (e *Endpoint) noteShown(channel string, seq uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.joinedAt[channel] = seq
+	if seq > e.shown.Channels[channel] {
+		e.shown.Channels[channel] = seq
+	}
+}
+
+// SetShown gives the endpoint how far its identity was already shown each channel's
+// history (Shown of an earlier session), so a rejoin replays only what follows. Call it
+// before Join and JoinChannel.
+func (e *Endpoint) SetShown(s Shown) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.shown = Shown{Stream: s.Stream, Channels: maps.Clone(s.Channels)}
+}
+
+// Shown is how far this identity has been shown each channel's history; after Close it
+// includes what arrived live while joined (unless the connection was lost meanwhile, when
+// posts of the gap may not have been seen). Give it to SetShown in the next session.
+func (e *Endpoint) Shown() Shown {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Shown{Stream: e.shown.Stream, Channels: maps.Clone(e.shown.Channels)}
+}
+
+// noteLeaving advances the cursor of every channel joined and replayed this session to
+// the stream's last sequence: its later posts were seen live. A lost connection may have
+// missed some, so then nothing advances.
+func (e *Endpoint) noteLeaving() {
+	e.mu.Lock()
+	n := len(e.joinedAt)
+	e.mu.Unlock()
+	if n == 0 || e.lostWhy.wasLost() || !e.nc.IsConnected() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, protocol.StreamChat(e.cfg.Space))
+	if err != nil {
+		e.log.Debug("history cursor not advanced", "err", err)
+		return
+	}
+	info := s.CachedInfo()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.shown.Stream.Equal(info.Created) {
+		return
+	}
+	for ch := range e.joinedAt {
+		if e.channels[ch] != nil && info.State.LastSeq > e.shown.Channels[ch] {
+			e.shown.Channels[ch] = info.State.LastSeq
+		}
+	}
 }
 
 // LeaveChannel unsubscribes from channel and, when its durable backstop was established,
@@ -208,9 +408,10 @@ func parseWindow(s string) (time.Duration, bool) {
 	return time.Duration(n) * unit, true
 }
 
-// replay surfaces channel history up to watermark through a transient single-filter
-// consumer, then deletes it.
-func (e *Endpoint) replay(ctx context.Context, channel string, watermark uint64, since time.Time) error {
+// replay surfaces channel history after sequence after (0: from the start, or since when
+// set) up to watermark through a transient single-filter consumer, then deletes it. It
+// blocks while Messages() is full, so it runs on its own goroutine.
+func (e *Endpoint) replay(ctx context.Context, channel string, after, watermark uint64, since time.Time) error {
 	// One reader per incarnation, named by its lifecycle uid so a credential can grant it:
 	// replays run one at a time and clear a reader a crash left behind first.
 	e.replayMu.Lock()
@@ -232,7 +433,10 @@ func (e *Endpoint) replay(ctx context.Context, channel string, watermark uint64,
 		InactiveThreshold: time.Minute,
 		MemoryStorage:     true,
 	}
-	if !since.IsZero() {
+	switch {
+	case after > 0: // the window, if any, is applied per message below
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
+	case !since.IsZero():
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
 	cons, err := e.js.CreateConsumer(ctx, stream, cfg)
@@ -250,31 +454,50 @@ func (e *Endpoint) replay(ctx context.Context, channel string, watermark uint64,
 		return nil
 	}
 	for {
-		done, err := e.replayBatch(ctx, cons, watermark)
+		done, err := e.replayBatch(ctx, cons, watermark, since)
 		if done || err != nil {
 			return err
 		}
 	}
 }
 
-// replayBatch surfaces one fetched batch of history; done means the watermark or the end
-// of the stream was reached.
-func (e *Endpoint) replayBatch(ctx context.Context, cons jetstream.Consumer, watermark uint64) (done bool, err error) {
-	fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+// replayBatch fetches one batch of history and surfaces it; done means the watermark or
+// the end of the stream was reached. The batch is read whole before any of it is
+// surfaced, so a slow reader of Messages() never outlasts the fetch.
+func (e *Endpoint) replayBatch(ctx context.Context, cons jetstream.Consumer, watermark uint64, since time.Time) (done bool, err error) {
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	batch, err := cons.Fetch(256, jetstream.FetchContext(fctx))
 	if err != nil {
 		return true, err
 	}
-	n := 0
+	var got []jetstream.Msg
+	var mds []*jetstream.MsgMetadata
 	for m := range batch.Messages() {
-		n++
 		md, err := m.Metadata()
 		if err != nil {
 			return true, err
 		}
 		if md.Sequence.Stream > watermark {
-			return true, nil
+			done = true
+			break
+		}
+		got, mds = append(got, m), append(mds, md)
+		if md.NumPending == 0 || md.Sequence.Stream == watermark {
+			done = true
+			break
+		}
+	}
+	if !done {
+		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return true, err
+		}
+	}
+	cancel()
+	for i, m := range got {
+		md := mds[i]
+		if !since.IsZero() && md.Timestamp.Before(since) {
+			continue
 		}
 		if r, ok := e.check(m.Subject(), m.Data()); ok && e.seen.first(r.Message.ID) {
 			in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Historical: true, Seq: md.Sequence.Stream}
@@ -282,12 +505,6 @@ func (e *Endpoint) replayBatch(ctx context.Context, cons jetstream.Consumer, wat
 				return true, ctx.Err()
 			}
 		}
-		if md.NumPending == 0 || md.Sequence.Stream == watermark {
-			return true, nil
-		}
 	}
-	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return true, err
-	}
-	return n == 0, nil
+	return done || len(got) == 0, nil
 }

@@ -44,15 +44,16 @@ func (e *Endpoint) Backstop(channel string) (established bool, why string, ok bo
 }
 
 // durableJoin asks the daemon for the durable join of channel from cursor (the CHAT
-// sequence captured before the live subscribe) and binds the hand-off durable. A failure
-// is not the live join's: it is recorded and logged as "joined live, durable backstop
-// unestablished".
-func (e *Endpoint) durableJoin(ctx context.Context, channel string, cursor uint64, cfg ChannelConfig) {
+// sequence captured before the live subscribe) and binds the hand-off durable. It returns
+// the membership's join cursor, after which every post arrives as a hand-off copy, and
+// whether the backstop is established. A failure is not the live join's: it is recorded
+// and logged as "joined live, durable backstop unestablished".
+func (e *Endpoint) durableJoin(ctx context.Context, channel string, cursor uint64, cfg ChannelConfig) (joinCursor uint64, ok bool) {
 	if cfg.DeliveryClass == "live" {
-		return
+		return 0, false
 	}
 	why := ""
-	err := e.requestJoin(ctx, channel, cursor)
+	joinCursor, err := e.requestJoin(ctx, channel, cursor)
 	if err == nil {
 		uid := e.lifecycleUID()
 		if uid == "" {
@@ -70,23 +71,28 @@ func (e *Endpoint) durableJoin(ctx context.Context, channel string, cursor uint6
 		e.backstop[channel] = why
 	}
 	e.mu.Unlock()
+	return joinCursor, why == ""
 }
 
 // requestJoin sends durableJoin for channel, with cursor (a Go extension a reference
-// daemon ignores).
-func (e *Endpoint) requestJoin(ctx context.Context, channel string, cursor uint64) error {
+// daemon ignores), and returns the membership's join cursor: the daemon's answer, else
+// (a reference daemon) cursor, before which the history replay stops.
+func (e *Endpoint) requestJoin(ctx context.Context, channel string, cursor uint64) (uint64, error) {
 	rep, err := e.deliveryRequest(ctx, protocol.OpDurableJoin, protocol.DurableJoinArgs{Channel: channel, Cursor: &cursor})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var res protocol.DurableJoinResult
 	if err := json.Unmarshal(rep.Data, &res); err != nil {
-		return fmt.Errorf("durable join: answer: %w", err)
+		return 0, fmt.Errorf("durable join: answer: %w", err)
 	}
 	if !res.Durable {
-		return fmt.Errorf("durable join: the daemon did not make it durable: %s", res.Reason)
+		return 0, fmt.Errorf("durable join: the daemon did not make it durable: %s", res.Reason)
 	}
-	return nil
+	if res.JoinCursor == 0 {
+		return cursor, nil
+	}
+	return res.JoinCursor, nil
 }
 
 // durableLeave tombstones the membership of channel at the CHAT stream's last sequence.
@@ -311,6 +317,11 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 		return
 	}
 	seq := ho.Seq
+	// A copy missed while away is newer than the channel's history: let that go first
+	// (it may hold this post too, which the dedupe below then drops).
+	if !e.waitHistory(r.Subject.Channel) {
+		return // closing: left unacked, so it is redelivered to the next incarnation
+	}
 	if r.Subject.Sender == e.me || e.leftBefore(r.Subject.Channel, seq) || !e.seen.first(r.Message.ID) {
 		if err := m.Ack(); err != nil {
 			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)

@@ -44,6 +44,26 @@ type Config struct {
 	// DeliveryTimeout bounds a request to the delivery daemon (durable join and leave);
 	// 0 means 3 s.
 	DeliveryTimeout time.Duration
+	// ReconnectFor bounds how long Connect's connection keeps trying to reconnect to a
+	// lost server before it gives up and Lost closes; 0 means 1 minute.
+	ReconnectFor time.Duration
+}
+
+// Shown is how far an identity has been shown the history of its channels: per joined
+// channel (pattern), the CHAT stream sequence through which every post was shown or
+// passed over. Stream is the creation time of the CHAT stream those sequences count in,
+// so a cursor of a stream since deleted and made again is ignored.
+type Shown struct {
+	Stream   time.Time         `json:"stream"`
+	Channels map[string]uint64 `json:"channels"`
+}
+
+// ConnEvent is a change of an owned connection: lost (Connected false, Err the cause) or
+// back (Connected true, URL the server).
+type ConnEvent struct {
+	Connected bool
+	URL       string
+	Err       error
 }
 
 // Endpoint is one peer on one space. Create it with Connect or New; call Join to appear in
@@ -58,6 +78,8 @@ type Endpoint struct {
 
 	denied   <-chan error    // permission refusals of an owned connection, for publish to match
 	lost     <-chan struct{} // closed when an owned connection closes for good
+	lostWhy  *lostCause      // why lost closed, for LostErr
+	events   <-chan ConnEvent
 	inbox    chan *Incoming
 	seen     *dedupe
 	replayMu sync.Mutex  // one history reader at a time
@@ -77,6 +99,9 @@ type Endpoint struct {
 	backstop map[string]string // joined channel -> "" when its durable backstop is established, else why not
 	left     map[string]uint64 // channel left in this session -> the CHAT sequence it was left at
 	handoff  string            // the hand-off durable this endpoint consumes, once bound
+	gates    map[string]*gate  // channel whose history is replaying -> its gate
+	shown    Shown             // history shown per channel, for the next session
+	joinedAt map[string]uint64 // channel joined this session -> its watermark, once replayed
 
 	ctx    context.Context // the endpoint's lifetime; cancelled by Close
 	cancel context.CancelFunc
@@ -86,7 +111,9 @@ type Endpoint struct {
 // ErrNotProvisioned reports a space whose streams do not exist on the server.
 var ErrNotProvisioned = errors.New("space is not provisioned")
 
-// Connect dials url with opts and returns an Endpoint that owns the connection.
+// Connect dials url with opts and returns an Endpoint that owns the connection. A lost
+// server is reconnected to for cfg.ReconnectFor; ConnEvents reports the loss and the
+// return, and Lost closes once it gives up.
 func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (*Endpoint, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -96,18 +123,52 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	giveUp := cfg.ReconnectFor
+	if giveUp <= 0 {
+		giveUp = time.Minute
+	}
 	denied := make(chan error, 16)
 	lost := make(chan struct{})
+	why := &lostCause{}
+	events := make(chan ConnEvent, 16)
+	emit := func(ev ConnEvent) {
+		select {
+		case events <- ev:
+		default: // nobody reads the events; Lost still reports the end
+		}
+	}
 	var lostOnce sync.Once
 	opts = append([]nats.Option{nats.ClosedHandler(func(*nats.Conn) { lostOnce.Do(func() { close(lost) }) }),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			log.Warn("refused by the broker", "err", err)
+		nats.MaxReconnects(-1), // giving up is timed below, not counted
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				return // closed on purpose, not lost
+			}
+			why.lose()
+			emit(ConnEvent{Err: err, URL: url})
+			why.arm(giveUp, func() {
+				if !nc.IsConnected() && !nc.IsClosed() {
+					why.set(fmt.Errorf("the server at %s did not come back within %s", url, giveUp))
+					nc.Close()
+				}
+			})
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			why.disarm()
+			emit(ConnEvent{Connected: true, URL: nc.ConnectedUrlRedacted()})
+		}),
+		nats.ErrorHandler(func(nc *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) {
+				log.Warn("refused by the broker", "err", err)
 				select {
 				case denied <- err:
 				default: // nobody is waiting on a publish; the log line is the report
 				}
+				return
 			}
+			// Anything else (a watcher's consumer gone quiet while the server is away)
+			// is the connection's trouble, which ConnEvents and Lost report once.
+			log.Debug("connection", "connected", nc.IsConnected(), "err", err)
 		})}, opts...)
 	nc, err := Dial(ctx, url, opts...)
 	if err != nil {
@@ -118,14 +179,92 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 		nc.Close()
 		return nil, err
 	}
-	ep.ownsNC, ep.denied, ep.lost = true, denied, lost
+	ep.ownsNC, ep.denied, ep.lost, ep.lostWhy, ep.events = true, denied, lost, why, events
 	return ep, nil
 }
 
+// lostCause is why an owned connection was given up, the timer that gives it up, and
+// whether it was ever lost (posts in the gap were not seen live).
+type lostCause struct {
+	mu    sync.Mutex
+	err   error
+	timer *time.Timer
+	gap   bool
+}
+
+func (l *lostCause) set(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.err = err
+}
+
+func (l *lostCause) get() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (l *lostCause) lose() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gap = true
+}
+
+// wasLost reports whether the connection was ever lost; nil never was.
+func (l *lostCause) wasLost() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gap
+}
+
+// arm starts the give-up timer unless it runs already.
+func (l *lostCause) arm(d time.Duration, f func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.timer == nil {
+		l.timer = time.AfterFunc(d, f)
+	}
+}
+
+func (l *lostCause) disarm() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+}
+
 // Lost is closed once the endpoint's own connection is closed for good: by Close, or
-// because reconnecting gave up or was refused (a revoked grant). It is nil, never closing,
-// for an endpoint built with New, whose caller owns the connection.
+// because reconnecting gave up (after Config.ReconnectFor) or was refused (a revoked
+// grant). It is nil, never closing, for an endpoint built with New, whose caller owns the
+// connection.
 func (e *Endpoint) Lost() <-chan struct{} { return e.lost }
+
+// LostErr says why Lost closed: the server did not come back in time, or the
+// connection's last error. It is nil while the connection is open.
+func (e *Endpoint) LostErr() error {
+	if e.lostWhy != nil {
+		if err := e.lostWhy.get(); err != nil {
+			return err
+		}
+	}
+	if !e.nc.IsClosed() {
+		return nil
+	}
+	if err := e.nc.LastError(); err != nil {
+		return err
+	}
+	return errors.New("the connection was closed")
+}
+
+// ConnEvents reports each loss and return of the endpoint's own connection, so a
+// command can say once that the mesh is gone and once that it is back. It is nil for an
+// endpoint built with New. Events nobody reads are dropped.
+func (e *Endpoint) ConnEvents() <-chan ConnEvent { return e.events }
 
 // Dial connects to a NATS server, giving up when ctx ends.
 func Dial(ctx context.Context, url string, opts ...nats.Option) (*nats.Conn, error) {
@@ -189,6 +328,8 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 		channels: map[string]*nats.Subscription{},
 		backstop: map[string]string{},
 		left:     map[string]uint64{},
+		gates:    map[string]*gate{},
+		joinedAt: map[string]uint64{},
 	}, nil
 }
 
@@ -253,6 +394,9 @@ func (e *Endpoint) Close() error {
 		return nil
 	}
 	e.closed = true
+	e.mu.Unlock()
+	e.noteLeaving()
+	e.mu.Lock()
 	joined := e.joined
 	stops := e.stops
 	subs := e.channels
@@ -264,11 +408,11 @@ func (e *Endpoint) Close() error {
 	for _, sub := range subs {
 		_ = sub.Unsubscribe() // the connection closes below either way
 	}
+	for _, stop := range stops {
+		stop()
+	}
+	e.wg.Wait() // history readers and the heartbeat end with e.ctx
 	if joined {
-		for _, stop := range stops {
-			stop()
-		}
-		e.wg.Wait()
 		e.requeueUnread()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		if err := e.writePresence(ctx, protocol.StatusOffline); err != nil {

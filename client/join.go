@@ -10,8 +10,9 @@ import (
 
 // Join makes the endpoint a live member of its space: it binds (or in open mode
 // creates) its DM durable, binds the role's anycast durable when it has a role, writes
-// its presence and keeps it fresh, and joins channels, replaying their history. It may be
-// called once.
+// its presence and keeps it fresh, and joins channels (see JoinChannel: history streams
+// into Messages() after Join returns, so read Messages() to receive it). It may be called
+// once.
 func (e *Endpoint) Join(ctx context.Context, channels ...string) (err error) {
 	e.mu.Lock()
 	if e.joined || e.closed {
@@ -26,6 +27,9 @@ func (e *Endpoint) Join(ctx context.Context, channels ...string) (err error) {
 		}
 	}()
 
+	// The channels' history goes ahead of durable copies bound before them.
+	release := e.reserveGates(channels)
+	defer release()
 	if err := e.bindDM(ctx); err != nil {
 		return err
 	}

@@ -94,6 +94,10 @@ func (e *Endpoint) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if !e.nc.IsConnected() {
+			failingSince = time.Time{} // a lost server is reported once, by ConnEvents
+			continue
+		}
 		e.mu.Lock()
 		st := e.status
 		e.mu.Unlock()

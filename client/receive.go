@@ -42,7 +42,11 @@ func (e *Endpoint) surface(in *Incoming) bool {
 // onLive handles a core-NATS copy from a channel subscription.
 func (e *Endpoint) onLive(m *nats.Msg) {
 	r, ok := e.check(m.Subject, m.Data)
-	if !ok || (r.Subject.Sender == e.me && !e.tap.Load()) || !e.seen.first(r.Message.ID) {
+	if !ok || (r.Subject.Sender == e.me && !e.tap.Load()) {
+		return
+	}
+	// History of the channel comes first: it holds the posts before this one.
+	if !e.waitHistory(r.Subject.Channel) || !e.seen.first(r.Message.ID) {
 		return
 	}
 	e.surface(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject})

@@ -171,7 +171,7 @@ func (c *ctl) durableJoin(ctx context.Context, raw json.RawMessage, who caller) 
 	if err != nil {
 		return nil, err
 	}
-	return protocol.DurableJoinResult{Durable: true, Generation: row.Generation}, nil
+	return protocol.DurableJoinResult{Durable: true, Generation: row.Generation, JoinCursor: row.JoinCursor}, nil
 }
 
 // legacyJoin is the earlier Go join: the same, answered with a JoinResult.

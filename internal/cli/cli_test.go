@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -21,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli"
 	"github.com/cotal-ai/cotal/oidc/oidctest"
 )
@@ -48,6 +50,7 @@ func TestScripts(t *testing.T) {
 			"bundle":   cmdBundle,
 			"setq":     cmdSetq,
 			"peer":     cmdPeer,
+			"posts":    cmdPosts,
 		},
 	})
 }
@@ -457,4 +460,37 @@ func cmdIdP(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	})
 	ts.Setenv(args[1], iss.URL)
+}
+
+// cmdPosts posts N numbered texts (PREFIX000, PREFIX001, ...) to CHANNEL on the default
+// space of the open mesh .cotal/mesh.json records, as the actor poster, in one connection:
+//
+//	posts N CHANNEL PREFIX
+func cmdPosts(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: posts N CHANNEL PREFIX")
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("posts: %v", err)
+	}
+	var mesh struct {
+		Server string   `json:"server"`
+		Spaces []string `json:"spaces"`
+	}
+	if err := json.Unmarshal([]byte(ts.ReadFile(".cotal/mesh.json")), &mesh); err != nil || len(mesh.Spaces) == 0 {
+		ts.Fatalf("read .cotal/mesh.json: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ep, err := client.Connect(ctx, mesh.Server, client.Config{Space: mesh.Spaces[0], Name: "poster"})
+	if err != nil {
+		ts.Fatalf("posts: %v", err)
+	}
+	defer func() { _ = ep.Close() }()
+	for i := range n {
+		if _, err := ep.Post(ctx, args[1], client.Text(fmt.Sprintf("%s%03d", args[2], i))); err != nil {
+			ts.Fatalf("post %d: %v", i, err)
+		}
+	}
 }

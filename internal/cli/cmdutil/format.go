@@ -106,3 +106,12 @@ func WriteJSON(w io.Writer, v any) error {
 	_, err := w.Write(termsafe.EscapeJSON(b.Bytes()))
 	return err
 }
+
+// ConnLine says once that the connection to space was lost, and once that it is back.
+func ConnLine(w io.Writer, space string, ev client.ConnEvent, wait time.Duration) {
+	if ev.Connected {
+		fmt.Fprintf(w, "reconnected to space %s at %s\n", space, ev.URL)
+		return
+	}
+	fmt.Fprintf(w, "! connection to space %s at %s lost (%s); reconnecting for up to %s\n", space, ev.URL, termsafe.Escape(fmt.Sprint(ev.Err)), wait)
+}

@@ -25,6 +25,8 @@ type Options struct {
 	Mesh    cmdutil.MeshFlags
 	Plain   bool
 	Channel string
+	// ReconnectFor is how long a lost mesh is waited for before console exits non-zero.
+	ReconnectFor time.Duration
 }
 
 // NewCmdConsole builds `cotal console`.
@@ -35,7 +37,9 @@ func NewCmdConsole(f *cmdutil.Factory, runF func(context.Context, *Options) erro
 		Short: "Watch a space: presence changes and channel messages as timestamped lines",
 		Long: `Watch a space without joining it: you do not appear in presence. Each presence change
 (a peer joins, changes status or activity, goes offline) and each channel message prints as
-one timestamped line until Ctrl-C. Direct messages and anycasts are private and not shown.`,
+one timestamped line until Ctrl-C. Direct messages and anycasts are private and not shown.
+If the mesh goes away, console says so once, reconnects when it returns, and exits
+non-zero once it has been gone for --reconnect-for.`,
 		Example: `  cotal console --plain
   cotal console --plain --channel 'team.>'`,
 		Args: cobra.NoArgs,
@@ -43,6 +47,9 @@ one timestamped line until Ctrl-C. Direct messages and anycasts are private and 
 			if !opts.Plain {
 				return cmdutil.Refuse("`cotal console` without --plain",
 					"the terminal UI is not in this build; the plain line stream is", "cotal console --plain")
+			}
+			if opts.ReconnectFor <= 0 {
+				return cmdutil.FlagErrorf("--reconnect-for %s: want a positive duration, e.g. 1m", opts.ReconnectFor)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -53,6 +60,7 @@ one timestamped line until Ctrl-C. Direct messages and anycasts are private and 
 	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.Plain, "plain", false, "print a plain line stream")
 	cmd.Flags().StringVar(&opts.Channel, "channel", ">", "channels to watch (a pattern)")
+	cmd.Flags().DurationVar(&opts.ReconnectFor, "reconnect-for", time.Minute, "how long to wait for a lost mesh to come back before exiting non-zero")
 	return cmd
 }
 
@@ -62,7 +70,7 @@ func runConsole(ctx context.Context, opts *Options) error {
 		return err
 	}
 	ep, err := opts.Factory.Connect(ctx, target, client.Config{
-		Name: "console", Actor: "console_" + strconv.Itoa(os.Getpid()), Kind: "endpoint"},
+		Name: "console", Actor: "console_" + strconv.Itoa(os.Getpid()), Kind: "endpoint", ReconnectFor: opts.ReconnectFor},
 		cmdutil.As{Profile: trust.ProfileObserver, Person: true})
 	if err != nil {
 		return err
@@ -82,10 +90,15 @@ func runConsole(ctx context.Context, opts *Options) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case ev := <-ep.ConnEvents():
+			cmdutil.ConnLine(opts.IO.ErrOut, target.Space, ev, opts.ReconnectFor)
 		case <-ep.Lost():
-			return fmt.Errorf("the connection to space %s closed: %v", target.Space, ep.Conn().LastError())
+			return fmt.Errorf("the connection to space %s is gone: %w", target.Space, ep.LostErr())
 		case c, ok := <-changes:
 			if !ok {
+				if err := ep.LostErr(); err != nil && ctx.Err() == nil {
+					return fmt.Errorf("the connection to space %s is gone: %w", target.Space, err)
+				}
 				return nil
 			}
 			fmt.Fprintf(out, "%s %s\n", stamp(), presenceLine(c))

@@ -4,9 +4,13 @@ package join
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,8 +19,10 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/termsafe"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
 )
 
 // Options are the flags of `cotal join`.
@@ -24,12 +30,14 @@ type Options struct {
 	IO      *iostreams.IOStreams
 	Factory *cmdutil.Factory
 
-	Mesh        cmdutil.MeshFlags
-	Name        string
-	Role        string
-	Channels    []string
-	Persona     string
-	channelsSet bool // --channel was given
+	Mesh     cmdutil.MeshFlags
+	Name     string
+	Role     string
+	Channels []string
+	Persona  string
+	// ReconnectFor is how long a lost mesh is waited for before join exits non-zero.
+	ReconnectFor time.Duration
+	channelsSet  bool // --channel was given
 }
 
 // NewCmdJoin builds `cotal join`.
@@ -40,11 +48,16 @@ func NewCmdJoin(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 		Short: "Join a space as a peer: read lines to post, print what arrives",
 		Long: `Join a space as a person or a script. Presence shows you while you are joined.
 
-Who you are: --name (on an authenticated mesh, the project's own identity under that
-name); --persona, the agent defined in .cotal/agents/<name>.md, with a credential minted
-on the fly from its read and post lists (least privilege); or --creds, a creds file from
-cotal mint. A persona or creds file sets the name and role; its subscribe list sets the
-channels unless --channel is given.
+Who you are, one of: --name (on an authenticated mesh, the project's own identity under
+that name); --persona, the agent defined in .cotal/agents/<name>.md, with a credential
+minted on the fly from its read and post lists (least privilege); or --creds, a creds file
+from cotal mint. A persona or creds file sets the name and role (a --name beside --creds
+must be the credential's own); its subscribe list sets the channels unless --channel is
+given. History a channel replays is shown once per identity: a rejoin shows only what
+came after.
+
+If the mesh goes away, join says so once, reconnects when it returns, and exits non-zero
+once it has been gone for --reconnect-for.
 
 Every line on stdin is posted to the current channel (the last one joined). Commands:
   /dm <name> <text>        direct message; kept until the peer reads it
@@ -72,8 +85,6 @@ format character as an escape such as \x1b or \u202e.`,
 			switch {
 			case opts.Persona != "" && (opts.Name != "" || opts.Role != "" || opts.Mesh.Creds != ""):
 				return cmdutil.FlagErrorf("--persona sets the name, role and credential: drop --name, --role and --creds")
-			case opts.Mesh.Creds != "" && opts.Name != "":
-				return cmdutil.FlagErrorf("--creds names who you are: drop --name")
 			case opts.Name == "" && opts.Persona == "" && opts.Mesh.Creds == "":
 				return cmdutil.FlagErrorf("--name is required: the name peers see and address you by, e.g. --name alice (or --persona P, or --creds FILE)")
 			}
@@ -82,6 +93,9 @@ format character as an escape such as \x1b or \u202e.`,
 			}
 			if opts.Role != "" && !protocol.ValidToken(opts.Role) {
 				return cmdutil.FlagErrorf("--role %q: use letters, digits, _ and - only", opts.Role)
+			}
+			if opts.ReconnectFor <= 0 {
+				return cmdutil.FlagErrorf("--reconnect-for %s: want a positive duration, e.g. 1m", opts.ReconnectFor)
 			}
 			for _, ch := range opts.Channels {
 				if err := protocol.CheckChannelPattern(ch); err != nil {
@@ -95,10 +109,11 @@ format character as an escape such as \x1b or \u202e.`,
 		},
 	}
 	opts.Mesh.Register(cmd.Flags())
-	cmd.Flags().StringVar(&opts.Name, "name", "", "your name on the space (required)")
+	cmd.Flags().StringVar(&opts.Name, "name", "", "your name on the space (required unless --persona or --creds names you)")
 	cmd.Flags().StringVar(&opts.Role, "role", "", "a role to serve: anycasts to it may come to you")
 	cmd.Flags().StringArrayVar(&opts.Channels, "channel", []string{"general"}, "channel to join (repeatable)")
 	cmd.Flags().StringVar(&opts.Persona, "persona", "", "join as the agent of .cotal/agents/<name>.md")
+	cmd.Flags().DurationVar(&opts.ReconnectFor, "reconnect-for", time.Minute, "how long to wait for a lost mesh to come back before exiting non-zero")
 	return cmd
 }
 
@@ -107,13 +122,22 @@ func runJoin(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	if err := checkCredsName(opts); err != nil {
+		return err
+	}
 	ep, err := connect(ctx, opts, &target)
+	if err != nil {
+		return stopped(ctx, err)
+	}
+	defer ep.Close()
+	shownAt, err := shownPath(opts.Factory, target, ep.Principal())
 	if err != nil {
 		return err
 	}
-	defer ep.Close()
+	ep.SetShown(loadShown(shownAt, opts.IO.ErrOut))
+	warnTwin(ctx, ep, opts.IO.ErrOut)
 	if err := ep.Join(ctx, opts.Channels...); err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	s := &session{opts: opts, ep: ep, out: opts.IO.Out, errOut: opts.IO.ErrOut}
 	if len(opts.Channels) > 0 {
@@ -123,30 +147,145 @@ func runJoin(ctx context.Context, opts *Options) error {
 
 	lines := make(chan string)
 	go readLines(ctx, opts.IO.In, lines)
+	loopErr := s.run(ctx, target, lines)
+	closeErr := ep.Close()
+	if err := saveShown(shownAt, ep.Shown()); err != nil {
+		fmt.Fprintf(s.errOut, "! history cursor not saved (the next join shows this history again): %v\n", err)
+	}
+	switch {
+	case loopErr != nil:
+		return loopErr
+	case ctx.Err() != nil:
+		return nil // stopped by a signal: a clean exit
+	}
+	return closeErr
+}
+
+// stopped is nil when a signal ended ctx (the failure is the interruption's), else err.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// run prints what arrives and handles input lines until the input ends, /quit, ctx ends
+// or the mesh is gone for good.
+func (s *session) run(ctx context.Context, target cmdutil.Target, lines <-chan string) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ep.Lost():
-			return fmt.Errorf("the connection to space %s closed: %v", target.Space, ep.Conn().LastError())
-		case in := <-ep.Messages():
+		case ev := <-s.ep.ConnEvents():
+			cmdutil.ConnLine(s.errOut, target.Space, ev, s.opts.ReconnectFor)
+		case <-s.ep.Lost():
+			return fmt.Errorf("the connection to space %s is gone: %w", target.Space, s.ep.LostErr())
+		case in := <-s.ep.Messages():
 			fmt.Fprintln(s.out, cmdutil.MessageLine(in))
 			if err := in.Ack(); err != nil {
 				fmt.Fprintf(s.errOut, "! ack %s: %v\n", cmdutil.OneLine(in.ID), err)
 			}
 		case line, ok := <-lines:
 			if !ok {
-				return ep.Close()
+				return nil
 			}
 			quit, err := s.handle(ctx, line)
 			if err != nil {
 				fmt.Fprintf(s.errOut, "✗ %v\n", err)
 			}
 			if quit {
-				return ep.Close()
+				return nil
 			}
 		}
 	}
+}
+
+// checkCredsName accepts --name beside --creds when it is the credential's own actor, and
+// refuses one that differs, naming both.
+func checkCredsName(opts *Options) error {
+	if opts.Mesh.Creds == "" || opts.Name == "" {
+		return nil
+	}
+	b, err := os.ReadFile(opts.Mesh.Creds)
+	if err != nil {
+		return fmt.Errorf("--creds: %w", err)
+	}
+	c, err := trust.ReadCreds(b)
+	if err != nil {
+		return fmt.Errorf("--creds %s: %w", opts.Mesh.Creds, err)
+	}
+	if c.Principal.Actor != "" && c.Principal.Actor != opts.Name {
+		return cmdutil.FlagErrorf("--name %s differs from %s, the actor of --creds %s: the credential decides who you are; drop --name", opts.Name, c.Principal.Actor, opts.Mesh.Creds)
+	}
+	return nil
+}
+
+// warnTwin warns when another live session is joined as the same principal: it still
+// joins, but both share one presence record and one DM durable.
+func warnTwin(ctx context.Context, ep *client.Endpoint, w io.Writer) {
+	peers, err := ep.Roster(ctx)
+	if err != nil {
+		return // the join reports a broken space itself
+	}
+	for _, p := range peers {
+		if p.Online && p.Card.ID == ep.Principal().String() {
+			session := "another live session"
+			if p.LifecycleUID != "" {
+				session += " (lifecycle " + termsafe.Escape(p.LifecycleUID) + ")"
+			}
+			fmt.Fprintf(w, "warning: %s is already joined by %s, %s; you join as the same peer: one presence, and each direct message reaches only one of you\n",
+				ep.Principal(), session, p.State())
+		}
+	}
+}
+
+// shownPath is the file keeping how far principal has been shown each channel's history
+// on the target's space: in the project's .cotal/, else in the machine home.
+func shownPath(f *cmdutil.Factory, t cmdutil.Target, p protocol.Principal) (string, error) {
+	dir := ""
+	if t.Project != nil {
+		dir = t.Project.Dir()
+	} else {
+		home, err := f.MachineHome()
+		if err != nil {
+			return "", err
+		}
+		dir = home
+	}
+	return filepath.Join(dir, "shown", workspace.SpaceKey(t.Space), p.String()+".json"), nil
+}
+
+// loadShown reads a history cursor; a missing one is empty, a broken one is reported and
+// ignored (the history shows again).
+func loadShown(path string, w io.Writer) client.Shown {
+	var s client.Shown
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return s
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &s)
+	}
+	if err != nil {
+		fmt.Fprintf(w, "! history cursor %s unreadable, showing all history: %v\n", path, err)
+		return client.Shown{}
+	}
+	return s
+}
+
+// saveShown writes a history cursor atomically.
+func saveShown(path string, s client.Shown) error {
+	if len(s.Channels) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encode history cursor: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("history cursor: %w", err)
+	}
+	return workspace.WriteFileAtomic(path, append(b, '\n'), 0o600)
 }
 
 // connect connects as the identity the flags name: a persona (its own least-privilege
@@ -154,7 +293,7 @@ func runJoin(ctx context.Context, opts *Options) error {
 func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*client.Endpoint, error) {
 	f := opts.Factory
 	if opts.Persona == "" {
-		return f.Connect(ctx, *target, client.Config{Name: opts.Name, Role: opts.Role},
+		return f.Connect(ctx, *target, client.Config{Name: opts.Name, Role: opts.Role, ReconnectFor: opts.ReconnectFor},
 			cmdutil.As{Profile: trust.ProfileProvisioner, Join: true, Person: true})
 	}
 	if target.Project == nil {
@@ -167,7 +306,7 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 	if !opts.channelsSet {
 		opts.Channels = per.Subscribe
 	}
-	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: per.Kind, Description: per.Description}
+	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: per.Kind, Description: per.Description, ReconnectFor: opts.ReconnectFor}
 	if !target.Auth() {
 		return f.Connect(ctx, *target, cfg, cmdutil.As{})
 	}
@@ -273,6 +412,9 @@ func (s *session) handle(ctx context.Context, line string) (bool, error) {
 	case "/leave":
 		if rest == "" {
 			return false, errors.New("usage: /leave <channel>")
+		}
+		if !slices.Contains(s.ep.Channels(), rest) {
+			return false, fmt.Errorf("not in #%s, so nothing to leave; joined: %s", rest, strings.Join(s.ep.Channels(), ", "))
 		}
 		if err := s.ep.LeaveChannel(rest); err != nil {
 			return false, err

@@ -22,6 +22,8 @@ func TestNewCmdJoin(t *testing.T) {
 		{args: []string{"--name", strings.Repeat("x", 65)}, wantErr: "use 1 to 64 letters"},
 		{args: []string{"--name", "a", "--role", "x y"}, wantErr: "--role"},
 		{args: []string{"--name", "a", "--channel", "a.>.b"}, wantErr: "may only be the last segment"},
+		{args: []string{"--name", "carol", "--creds", "carol.creds"}, name: "carol", channels: []string{"general"}}, // checked against the file when run
+		{args: []string{"--name", "a", "--reconnect-for", "0s"}, wantErr: "--reconnect-for 0s: want a positive duration"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
