@@ -89,10 +89,10 @@ func (e *Endpoint) requestJoin(ctx context.Context, channel string, cursor uint6
 	if !res.Durable {
 		return 0, fmt.Errorf("durable join: the daemon did not make it durable: %s", res.Reason)
 	}
-	if res.JoinCursor == 0 {
+	if res.JoinCursor == nil {
 		return cursor, nil
 	}
-	return res.JoinCursor, nil
+	return *res.JoinCursor, nil
 }
 
 // durableLeave tombstones the membership of channel at the CHAT stream's last sequence.

@@ -171,7 +171,11 @@ func (c *ctl) durableJoin(ctx context.Context, raw json.RawMessage, who caller) 
 	if err != nil {
 		return nil, err
 	}
-	return protocol.DurableJoinResult{Durable: true, Generation: row.Generation, JoinCursor: row.JoinCursor}, nil
+	res := protocol.DurableJoinResult{Durable: true, Generation: row.Generation}
+	if a.Cursor != nil { // a Go caller, which reads the join cursor back; a reference caller sees its own shape
+		res.JoinCursor = &row.JoinCursor
+	}
+	return res, nil
 }
 
 // legacyJoin is the earlier Go join: the same, answered with a JoinResult.

@@ -256,9 +256,10 @@ type DurableJoinResult struct {
 	Durable    bool   `json:"durable"`
 	Reason     string `json:"reason,omitempty"`
 	Generation uint64 `json:"generation,omitempty"`
-	// JoinCursor is a Go extension: the CHAT sequence after which every post of the
-	// channel arrives as a hand-off copy. A reference daemon leaves it out.
-	JoinCursor uint64 `json:"joinCursor,omitempty"`
+	// JoinCursor is a Go extension, answered to a request that sent a Cursor: the CHAT
+	// sequence after which every post of the channel arrives as a hand-off copy. A
+	// reference daemon leaves it out.
+	JoinCursor *uint64 `json:"joinCursor,omitempty"`
 }
 
 // DurableLeaveArgs are the args of durableLeave: the channel, the membership's generation
