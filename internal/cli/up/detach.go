@@ -73,7 +73,9 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 	}()
 	select {
 	case l := <-line:
-		url, ok := strings.CutPrefix(l, "ready ")
+		// "ready <client URL> <bound host:port>"
+		rest, ok := strings.CutPrefix(l, "ready ")
+		url, listen, _ := strings.Cut(rest, " ")
 		if !ok {
 			err := <-exited
 			return fmt.Errorf("background broker did not start (%v):\n%s", err, tail(proj.LogFile()))
@@ -85,7 +87,7 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		if _, err := authsvc.ReadPin(proj.AuthDir(), space); err == nil && !opts.Open {
 			what += ", auth service up" // a user-auth space's, which the child also waited for
 		}
-		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", url, space, what, child.Process.Pid)
+		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", readyAddr(url, listen), space, what, child.Process.Pid)
 		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down`\n", proj.LogFile())
 		return nil
 	case <-ctx.Done():

@@ -163,6 +163,9 @@ func runUp(ctx context.Context, opts *Options) error {
 			return err
 		}
 	}
+	if err := opts.checkOpenHost(); err != nil {
+		return err
+	}
 	if opts.DryRun {
 		wd, proj, err := cmdutil.FindProject(opts.Getwd, opts.Getenv)
 		if err != nil && wd == "" {
@@ -226,6 +229,34 @@ func project(opts *Options) (*workspace.Project, error) {
 		return nil, err
 	}
 	return workspace.Open(wd)
+}
+
+// checkOpenHost refuses an open mesh on a host beyond loopback: it has no authentication,
+// so anyone who reaches the host could read and post in every space.
+func (o *Options) checkOpenHost() error {
+	if !o.Open {
+		return nil
+	}
+	host, _, err := listenAddr(o.Server)
+	if err != nil {
+		return cmdutil.FlagErrorf("--server: %v", err)
+	}
+	if broker.IsLoopback(host) {
+		return nil
+	}
+	return cmdutil.Refuse("an open mesh on "+host,
+		"an open mesh has no authentication, so it listens on loopback only (127.0.0.1, ::1 or localhost); "+
+			"an authenticated mesh may listen on any address",
+		"cotal up --detach --server "+o.Server)
+}
+
+// readyAddr is how a ready line names where the broker serves: the URL local clients
+// dial, and the address bound when that differs from it (0.0.0.0:4222, every interface).
+func readyAddr(url, listen string) string {
+	if listen == "" || strings.TrimPrefix(url, "nats://") == listen {
+		return url
+	}
+	return url + ", listening on " + listen
 }
 
 // mode is the mesh mode these options ask for.
@@ -490,8 +521,8 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 			what += fmt.Sprintf(", auth service up for %d user-auth space(s)", n)
 		}
 	}
-	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s, store %s)\n", srv.ClientURL(), space, what, store)
-	if err := cmdutil.SignalReady(opts.Getenv, srv.ClientURL()); err != nil {
+	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s, store %s)\n", readyAddr(srv.ClientURL(), srv.ListenAddr()), space, what, store)
+	if err := cmdutil.SignalReady(opts.Getenv, srv.ClientURL()+" "+srv.ListenAddr()); err != nil {
 		return err
 	}
 	select {
