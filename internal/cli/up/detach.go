@@ -19,7 +19,7 @@ import (
 // detach re-runs `cotal up` in the background with its output in the project's log, and
 // returns once the child reports that it serves (or says why it did not).
 func detach(ctx context.Context, opts *Options, proj *workspace.Project, space string) error {
-	exe, err := opts.Executable()
+	exe, err := selfExe(opts.Executable)
 	if err != nil {
 		return fmt.Errorf("find the cotal binary: %w", err)
 	}

@@ -498,7 +498,7 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 
 	what := modeName(opts.mode())
 	if chain != nil {
-		exe, err := opts.Executable()
+		exe, err := selfExe(opts.Executable)
 		if err != nil {
 			return fmt.Errorf("find the cotal binary: %w", err)
 		}
