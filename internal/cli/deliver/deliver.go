@@ -121,6 +121,12 @@ func runDeliver(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	// Started by a broker process (cotal up): end with it, even when it was killed.
+	ctx, stopWatch, err := cmdutil.WithParent(ctx, opts.Factory.Getenv)
+	if err != nil {
+		return err
+	}
+	defer stopWatch()
 	creds, err := credential(opts, t)
 	if err != nil {
 		return err
@@ -151,6 +157,8 @@ func runDeliver(ctx context.Context, opts *Options) error {
 		return err
 	case readyErr != nil:
 		return readyErr
+	case errors.Is(context.Cause(ctx), cmdutil.ErrParentGone):
+		return fmt.Errorf("delivery daemon of space %s stopped: %w", t.Space, cmdutil.ErrParentGone)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "delivery daemon of space %s stopped; lease released\n", t.Space)
 	return nil

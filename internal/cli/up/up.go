@@ -503,9 +503,17 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 			return fmt.Errorf("find the cotal binary: %w", err)
 		}
 		log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, nil))
+		// The daemons' lifeline: this process alone holds the write end, so its end, even
+		// by SIGKILL, is an end-of-file every daemon sees.
+		lifeR, lifeW, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("daemon lifeline: %w", err)
+		}
+		defer lifeW.Close()
+		defer lifeR.Close()
 		dctx, stop := context.WithCancel(ctx)
 		for _, kind := range []daemonKind{deliveryKind(chain, proj, srv.ClientURL()), authKind(chain, proj, srv.ClientURL())} {
-			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log}
+			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log, life: lifeR}
 			// Deferred after srv.Close, so it runs first: daemons release what they hold
 			// while the broker still serves.
 			defer d.wait()
