@@ -183,6 +183,9 @@ func runUp(ctx context.Context, opts *Options) error {
 	space := opts.Space
 	if space == "" {
 		space = proj.DefaultSpace()
+		if err := checkDefaultSpace(proj); err != nil {
+			return err
+		}
 	}
 	if opts.UserAuth {
 		if err := enableUserAuth(opts, proj, space); err != nil {
@@ -228,7 +231,20 @@ func project(opts *Options) (*workspace.Project, error) {
 	if wd == "" {
 		return nil, err
 	}
+	if opts.Space == "" && opts.File == "" {
+		if err := checkDefaultSpace(&workspace.Project{Root: wd}); err != nil {
+			return nil, err // before .cotal/ is created
+		}
+	}
 	return workspace.Open(wd)
+}
+
+// checkDefaultSpace refuses a project folder whose name makes no valid space (too long).
+func checkDefaultSpace(proj *workspace.Project) error {
+	if err := protocol.CheckSpace(proj.DefaultSpace()); err != nil {
+		return cmdutil.FlagErrorf("the space named after the project folder: %v; name one with --space", err)
+	}
+	return nil
 }
 
 // checkOpenHost refuses an open mesh on a host beyond loopback: it has no authentication,
