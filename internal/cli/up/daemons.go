@@ -257,6 +257,7 @@ func (d *daemons) runOnce(ctx context.Context, space string, args []string, read
 		return err
 	}
 	defer logf.Close()
+	start := logSize(logf)
 	r, w, err := os.Pipe()
 	if err != nil {
 		ready(err)
@@ -289,7 +290,7 @@ func (d *daemons) runOnce(ctx context.Context, space string, args []string, read
 	select {
 	case err := <-exited:
 		if err != nil {
-			err = fmt.Errorf("%s of %s exited (%w):\n%s", d.kind.Title, space, err, tail(d.kind.logFile(space)))
+			err = fmt.Errorf("%s of %s exited (%w):\n%s", d.kind.Title, space, err, tail(d.kind.logFile(space), start))
 		}
 		ready(err)
 		return err
