@@ -3,6 +3,7 @@ package up
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -315,6 +316,14 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 		return cmdutil.Refuse("--server "+opts.Server, "the mesh of this project already runs at "+mesh.Server,
 			"cotal down && cotal up --server "+opts.Server)
 	}
+	// Nothing is written or pushed unless every record this run updates can be written.
+	dirs := []string{proj.Dir()}
+	if mesh.Mode == workspace.ModeAuth {
+		dirs = append(dirs, proj.AuthDir())
+	}
+	if err := checkWritable("to add space "+space, dirs...); err != nil {
+		return err
+	}
 	var chain *trust.Chain
 	if mesh.Mode == workspace.ModeAuth {
 		if chain, err = trust.Open(proj.AuthDir()); err != nil {
@@ -356,6 +365,23 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 			if err := waitDaemon(ctx, opts, k, s); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// checkWritable refuses what when a folder in dirs cannot take a new file: it creates and
+// removes a probe file in each, before anything is written.
+func checkWritable(what string, dirs ...string) error {
+	for _, d := range dirs {
+		f, err := os.CreateTemp(d, ".write-check-*")
+		if err != nil {
+			return cmdutil.Refuse(what, fmt.Sprintf("%s is not writable (%v), so its records could not be kept; nothing was changed", d, err),
+				"chmod u+w "+d)
+		}
+		name := f.Name()
+		if err := errors.Join(f.Close(), os.Remove(name)); err != nil {
+			return fmt.Errorf("%s: remove write check: %w", d, err)
 		}
 	}
 	return nil
