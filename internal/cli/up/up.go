@@ -56,14 +56,16 @@ type Options struct {
 func NewCmdUp(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Getwd: f.Getwd, Executable: f.Executable, Getenv: f.Getenv}
 	cmd := &cobra.Command{
-		Use:   "up [--open | --user-auth --idp URL] [--space S] [--server URL] [--store-dir D] [--detach]",
+		Use:   "up [--open | --user-auth --idp URL] [--space S] [--server URL] [--store-dir D] [--detach] [-f cotal.yaml [--dry-run]]",
 		Short: "Start the embedded broker and serve a space",
 		Long: `Start an embedded NATS server with JetStream, provision the space's streams and buckets,
 and serve until Ctrl-C. With --detach it runs in the background (pidfile .cotal/nats.pid,
 log .cotal/nats.log) and returns once it is ready; stop it with ` + "`cotal down`" + `.
 
 The broker listens on loopback, port 4222, or a free port when 4222 is taken. An explicit
---server port that is taken is an error; port 0 means any free port. Running up again on a
+--server port that is taken is an error; port 0 means any free port. The ready line names
+the URL local clients dial and, when it differs, the address bound (0.0.0.0:4222).
+A space name is at most 64 characters: letters, digits, _ and -. Running up again on a
 running mesh provisions the named space on it and starts again the daemons that
 cotal down delivery or cotal down auth held down (the named space's, or every space's
 without --space); nothing else changes.
@@ -71,7 +73,8 @@ without --space); nothing else changes.
 The mesh is authenticated: the broker trusts an operator whose keys live in .cotal/auth/
 (created on first use, never re-keyed), each space is a NATS account, and every peer
 holds a credential signed by the space's key (see cotal mint). --open serves the
-unauthenticated dev mesh instead, for loopback experiments. The mode of a running mesh
+unauthenticated dev mesh instead, for loopback experiments: it refuses any --server host
+beyond loopback (127.0.0.1, ::1, localhost). The mode of a running mesh
 does not change: cotal down first.
 
 --user-auth --idp URL makes the space a user-auth space: people sign in with the OIDC
