@@ -122,7 +122,8 @@ type Lane struct {
 // Run starts the lane: the authority plane (two privileged data-account connections, the
 // ledger bucket and the plane claim), then the callout connection and its responder, then
 // (unless CalloutOnly) the exchange; only then it writes StatusFile (0600, atomically; a
-// stale one is removed at start) and calls ready. It blocks until ctx ends and returns nil
+// stale one is removed once the lane holds the plane claim, so a lane the claim refuses
+// leaves the holder's file in place) and calls ready. It blocks until ctx ends and returns nil
 // then, or returns the error that stopped a part; a lost connection fences the lane at
 // once and Run returns an error wrapping ErrFenced. StatusFile is removed, the claim
 // released (unless fenced) and every connection closed before it returns, the plane last.
@@ -142,9 +143,6 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 		return fmt.Errorf("auth service: state folder: %w", err)
 	}
 	statusPath := filepath.Join(dir, StatusFile)
-	if err := os.Remove(statusPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("auth service: remove stale %s: %w", statusPath, err)
-	}
 
 	ua, err := l.Chain.UserAuth(l.Space)
 	if err != nil {
@@ -180,6 +178,11 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 	}
 	defer auth.close(log)
 	kv := auth.kv
+	// The plane is ours: a status file left now is a stale one (a lane refused by the
+	// claim returned above and left the holder's file in place).
+	if err := os.Remove(statusPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("auth service: remove stale %s: %w", statusPath, err)
+	}
 
 	xkey, err := nkeys.FromSeed(ua.XKeySeed())
 	if err != nil {
@@ -234,7 +237,7 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 		if err := workspace.WriteFileAtomic(statusPath, append(b, '\n'), 0o600); err != nil {
 			return fmt.Errorf("auth service: write %s: %w", statusPath, err)
 		}
-		defer func() { _ = os.Remove(statusPath) }()
+		defer removeOwnStatus(statusPath, st.Cap)
 		log.Info("auth service ready", "space", l.Space, "exchange", st.URL, "public", st.PublicURL)
 	}
 	if ready != nil {
@@ -266,6 +269,20 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 		}
 		return fmt.Errorf("auth service: %w", err)
 	}
+}
+
+// removeOwnStatus removes the status file at path if it is still the one this lane wrote
+// (its per-start capability is cap): a successor's file stays.
+func removeOwnStatus(path, cap string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var st Status
+	if json.Unmarshal(b, &st) == nil && st.Cap != cap {
+		return
+	}
+	_ = os.Remove(path) // best effort on the way out; a stale file is removed at the next start
 }
 
 // serveExchange starts the exchange (and its public face) on rctx, counted in running, and

@@ -178,3 +178,27 @@ func TestCloseConfirmsClaimRelease(t *testing.T) {
 		t.Fatalf("claim after the close: %s", row.State)
 	}
 }
+
+// TestRefusedLaneKeepsStatus: a second lane of the space that the plane claim refuses
+// leaves the running lane's auth-service.json in place, so local clients still find the
+// exchange that serves.
+func TestRefusedLaneKeepsStatus(t *testing.T) {
+	f := startLane(t)
+	before, err := ReadStatus(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := *f.lane // same state folder as the running lane
+	second.Oracle = oracleSays(protocol.ConnLive)
+	err = second.Run(t.Context(), func() { t.Error("a second lane got ready beside a live holder") })
+	if !plane.Refused(err, plane.ReasonLivePeer) {
+		t.Fatalf("second lane: %v, want a live-peer refusal", err)
+	}
+	after, err := ReadStatus(f.dir)
+	if err != nil {
+		t.Fatalf("status after the refused lane: %v", err)
+	}
+	if after != before {
+		t.Fatalf("status changed: %+v, was %+v", after, before)
+	}
+}

@@ -36,6 +36,10 @@ const readyTimeout = 10 * time.Second
 // with the host:port.
 var ErrPortInUse = errors.New("port in use: pick another --server port or stop what holds it")
 
+// ErrOpenOffLoopback reports an open (unauthenticated) server asked to listen beyond
+// loopback, where anyone who can reach the host could use it.
+var ErrOpenOffLoopback = errors.New("an open broker has no authentication, so it listens on loopback only")
+
 // ErrClosed is returned by Start once Close has been called.
 var ErrClosed = errors.New("broker: server closed")
 
@@ -48,7 +52,7 @@ type Server struct {
 
 	// Operator mode: with OperatorJWT set, every client needs a user JWT of an account the
 	// operator signed. Without it the server runs without authentication (the open dev
-	// mesh), which is only safe on loopback.
+	// mesh), which Start allows on a loopback Host only (ErrOpenOffLoopback).
 	OperatorJWT   string            // the trusted operator's JWT; "" means open mode
 	SystemAccount string            // public key of the system account (operator mode)
 	Accounts      map[string]string // account public key -> JWT, stored in the resolver at start
@@ -65,6 +69,7 @@ type Server struct {
 	ns        *server.Server // set once Start succeeded
 	watchDone chan struct{}  // closed when the fatal watcher has returned
 	url       string
+	listen    string // host:port the client listener is bound to
 }
 
 // init makes the channels that exist before Start.
@@ -95,6 +100,15 @@ func (s *Server) ClientURL() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.url
+}
+
+// ListenAddr is the host:port the client listener is bound to once Start has succeeded
+// (0.0.0.0:4222 for a server on every interface, where ClientURL names 127.0.0.1); it is
+// empty before.
+func (s *Server) ListenAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listen
 }
 
 // Done is closed when the server has shut down, for whatever reason: Close, a fatal server
@@ -142,15 +156,15 @@ func (s *Server) start(ctx context.Context) error {
 	if host == "" {
 		host = "127.0.0.1"
 	}
+	if !IsLoopback(host) && s.OperatorJWT == "" {
+		return fmt.Errorf("broker: listen on %s: %w", host, ErrOpenOffLoopback)
+	}
 	port, err := choosePort(ctx, host, s.Port)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
 	if port == server.RANDOM_PORT && s.Port == 0 {
 		log.Info("default port busy, using a free port", "port", DefaultPort)
-	}
-	if !isLoopback(host) && s.OperatorJWT == "" {
-		log.Warn("broker listens beyond loopback without authentication", "host", host)
 	}
 
 	debug := log.Enabled(ctx, slog.LevelDebug)
@@ -227,8 +241,9 @@ func (s *Server) start(ctx context.Context) error {
 	s.mu.Lock()
 	s.ns, s.watchDone = ns, watch
 	s.url = "nats://" + net.JoinHostPort(dialHost(host), strconv.Itoa(addr.Port))
+	s.listen = net.JoinHostPort(host, strconv.Itoa(addr.Port))
 	s.mu.Unlock()
-	log.Info("broker ready", "url", s.ClientURL(), "dir", s.Dir)
+	log.Info("broker ready", "url", s.ClientURL(), "listen", s.ListenAddr(), "dir", s.Dir)
 	return nil
 }
 
@@ -274,9 +289,10 @@ func (s *Server) options(host string, port int, debug bool) (*server.Options, er
 	return opts, nil
 }
 
-// isLoopback reports whether host only accepts local connections.
-func isLoopback(host string) bool {
-	if host == "localhost" {
+// IsLoopback reports whether a server listening on host only accepts local connections:
+// localhost, a loopback address, or "" (which Server reads as 127.0.0.1).
+func IsLoopback(host string) bool {
+	if host == "" || host == "localhost" {
 		return true
 	}
 	ip := net.ParseIP(host)

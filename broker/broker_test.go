@@ -280,3 +280,33 @@ func TestFatalStartErrorIsReturned(t *testing.T) {
 	}
 	waitClosed(t, srv.Done(), "Done after a fatal start error")
 }
+
+// TestOpenOffLoopbackRefused: an open (unauthenticated) server refuses a host beyond
+// loopback before it binds anything; loopback hosts start.
+func TestOpenOffLoopbackRefused(t *testing.T) {
+	for _, host := range []string{"0.0.0.0", "::", "192.0.2.1", "example.com"} {
+		srv := &broker.Server{Dir: t.TempDir(), Host: host, Port: -1}
+		err := srv.Start(t.Context())
+		if !errors.Is(err, broker.ErrOpenOffLoopback) {
+			t.Errorf("open server on %s: %v, want ErrOpenOffLoopback", host, err)
+		}
+		if srv.ClientURL() != "" || srv.ListenAddr() != "" {
+			t.Errorf("open server on %s: url %q, listen %q after a refusal", host, srv.ClientURL(), srv.ListenAddr())
+		}
+	}
+	for _, host := range []string{"", "127.0.0.1", "localhost"} {
+		if !broker.IsLoopback(host) {
+			t.Errorf("IsLoopback(%q) = false", host)
+		}
+	}
+}
+
+// TestListenAddrNamesTheBoundPort: with any free port, ListenAddr and ClientURL name the
+// port the server really bound.
+func TestListenAddrNamesTheBoundPort(t *testing.T) {
+	srv := brokertest.Start(t)
+	p := port(t, srv.ClientURL())
+	if p == 0 || srv.ListenAddr() != net.JoinHostPort("127.0.0.1", strconv.Itoa(p)) {
+		t.Fatalf("listen %q, client url %q", srv.ListenAddr(), srv.ClientURL())
+	}
+}

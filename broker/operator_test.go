@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,28 @@ func TestOperatorModeServesAccountsAndTakesNewOnes(t *testing.T) {
 	case <-disconnected:
 		t.Fatal("alpha's client was dropped when beta was added")
 	default:
+	}
+}
+
+// TestOperatorModeOnEveryInterface: an authenticated server may listen on every interface;
+// ListenAddr names 0.0.0.0 with the bound port while ClientURL names loopback.
+func TestOperatorModeOnEveryInterface(t *testing.T) {
+	chain, err := trust.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts, err := chain.AccountJWTs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &broker.Server{Dir: t.TempDir(), Host: "0.0.0.0", Port: -1, Logger: brokertest.Logger(t),
+		OperatorJWT: chain.OperatorJWT(), SystemAccount: chain.SystemAccount(), Accounts: accounts}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	_, p, _ := strings.Cut(srv.ClientURL(), "nats://127.0.0.1:")
+	if p == "" || p == "0" || srv.ListenAddr() != "0.0.0.0:"+p {
+		t.Fatalf("listen %q, client url %q", srv.ListenAddr(), srv.ClientURL())
 	}
 }

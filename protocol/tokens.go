@@ -150,8 +150,19 @@ func isTokenRune(r rune) bool {
 // ErrInvalidSpace reports a space name that is not a canonical token.
 var ErrInvalidSpace = errors.New("invalid space name")
 
-// CheckSpace refuses a space that is not a canonical token, naming the sanitised form.
+// MaxSpaceLen bounds a space name, in bytes (a canonical token is ASCII, so characters).
+// The name reaches file names as lowercase hex, two bytes a character (with a prefix,
+// suffix and an atomic write's temp suffix, such as ".auth-service.<hex>.held.tmp-N"),
+// and JetStream stream and bucket names ("OBJ_cotal_artifacts_<space>"), which must stay
+// within NAME_MAX and JetStream's 255; 64 leaves room in both.
+const MaxSpaceLen = 64
+
+// CheckSpace refuses a space that is not a canonical token, naming the sanitised form,
+// or that is longer than MaxSpaceLen.
 func CheckSpace(space string) error {
+	if len(space) > MaxSpaceLen {
+		return fmt.Errorf("%w %q… (%d characters): a space name is at most %d characters", ErrInvalidSpace, space[:min(len(space), 20)], len(space), MaxSpaceLen)
+	}
 	if !ValidToken(space) {
 		return fmt.Errorf("%w %q: use letters, digits, _ and - only (for example %q)", ErrInvalidSpace, space, Token(space))
 	}

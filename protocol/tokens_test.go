@@ -290,9 +290,15 @@ func TestCheckSpace(t *testing.T) {
 		{">", false, `"_"`},
 		{" main", false, `"main"`},
 		{"équipe", false, `"_quipe"`},
+		{strings.Repeat("a", protocol.MaxSpaceLen), true, ""},
+		{strings.Repeat("a", protocol.MaxSpaceLen+1), false, "(65 characters): a space name is at most 64 characters"},
+		{strings.Repeat("é", 10000), false, "(20000 characters): a space name is at most 64 characters"},
 	}
 	for _, tt := range tests {
 		err := protocol.CheckSpace(tt.in)
+		if err != nil && len(err.Error()) > 200 {
+			t.Errorf("CheckSpace(%d bytes): a %d-byte error", len(tt.in), len(err.Error()))
+		}
 		if (err == nil) != tt.ok {
 			t.Errorf("CheckSpace(%q) = %v, want ok=%v", tt.in, err, tt.ok)
 			continue

@@ -62,7 +62,7 @@ func ParseSpaceManifest(data []byte, settings func(entry json.RawMessage) (any, 
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("space manifest: the JSON ends early (an empty, truncated or half-written file?): %w", err)
 		}
-		return nil, fmt.Errorf("space manifest: %w", err)
+		return nil, fmt.Errorf("space manifest: %w", shape(err, `an object such as {"version": 1, "spaces": ["alpha", "beta"]}`))
 	}
 	if doc.Version == nil {
 		return nil, errors.New("space manifest: no version: want 1 or 2")
@@ -75,7 +75,7 @@ func ParseSpaceManifest(data []byte, settings func(entry json.RawMessage) (any, 
 	case 1:
 		var names []string
 		if err := strictjson.Decode(doc.Spaces, &names); err != nil {
-			return nil, fmt.Errorf("space manifest version 1: spaces: want a list of space names: %w", err)
+			return nil, fmt.Errorf("space manifest version 1: spaces: %w", shape(err, `a list of space names, such as ["alpha", "beta"]`))
 		}
 		for _, n := range names {
 			m.Spaces = append(m.Spaces, Entry{Space: n})
@@ -83,7 +83,7 @@ func ParseSpaceManifest(data []byte, settings func(entry json.RawMessage) (any, 
 	case 2:
 		var raws []json.RawMessage
 		if err := strictjson.Decode(doc.Spaces, &raws); err != nil {
-			return nil, fmt.Errorf("space manifest version 2: spaces: want a list of objects: %w", err)
+			return nil, fmt.Errorf("space manifest version 2: spaces: %w", shape(err, `a list of objects, such as [{"space": "alpha"}]`))
 		}
 		for i, raw := range raws {
 			e, err := parseEntry(raw, settings)
@@ -120,6 +120,19 @@ func ParseSpaceManifest(data []byte, settings func(entry json.RawMessage) (any, 
 	return m, nil
 }
 
+// shape turns a JSON type mismatch into words a person reads: what was expected (want)
+// and what JSON kind was found, never a Go type name. Other errors pass through.
+func shape(err error, want string) error {
+	var ute *json.UnmarshalTypeError
+	if !errors.As(err, &ute) {
+		return err
+	}
+	if ute.Field != "" {
+		return fmt.Errorf("want %s: %q is a JSON %s", want, ute.Field, ute.Value)
+	}
+	return fmt.Errorf("want %s, not a JSON %s", want, ute.Value)
+}
+
 // PortUser is implemented by entry settings that bind listening ports: no two entries of a
 // manifest may name the same port.
 type PortUser interface {
@@ -138,7 +151,7 @@ func parseEntry(raw json.RawMessage, settings func(json.RawMessage) (any, error)
 		return e, errors.New("no space")
 	}
 	if err := json.Unmarshal(sp, &e.Space); err != nil {
-		return e, fmt.Errorf("space: want a string: %w", err)
+		return e, fmt.Errorf("space: %w", shape(err, "a string"))
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, raw); err != nil {

@@ -57,6 +57,19 @@ var manifests = []struct {
 	{"truncated", `{"version": 1, "spaces": ["a"`, false, nil, "space manifest: the JSON ends early"},
 	{"not json", `version: 1`, false, nil, "space manifest"},
 	{"empty", ``, false, nil, "space manifest: the JSON ends early"},
+	{"array", `[1,2,3]`, false, nil, `space manifest: want an object such as {"version": 1, "spaces": ["alpha", "beta"]}, not a JSON array`},
+	{"version string", `{"version": "1", "spaces": ["a"]}`, false, nil, `"version" is a JSON string`},
+	{"v1 numbers", `{"version": 1, "spaces": [1]}`, false, nil, `spaces: want a list of space names, such as ["alpha", "beta"], not a JSON number`},
+	{"v2 not list", `{"version": 2, "spaces": {"space": "a"}}`, false, nil, `spaces: want a list of objects, such as [{"space": "alpha"}], not a JSON object`},
+}
+
+// TestManifestErrorsNameNoGoType: no refusal names a Go type; each says what shape it wants.
+func TestManifestErrorsNameNoGoType(t *testing.T) {
+	for _, c := range manifests {
+		if _, err := ParseSpaceManifest([]byte(c.in), nil); err != nil && strings.Contains(err.Error(), "Go ") {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
 }
 
 func TestParseSpaceManifest(t *testing.T) {

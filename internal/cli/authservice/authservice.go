@@ -184,6 +184,12 @@ func run(ctx context.Context, opts *Options) error {
 	} else if err != nil {
 		return err
 	}
+	// Started by a broker process (cotal up): end with it, even when it was killed.
+	ctx, stopWatch, err := cmdutil.WithParent(ctx, opts.Factory.Getenv)
+	if err != nil {
+		return err
+	}
+	defer stopWatch()
 	dir := authsvc.StateDir(cfg.TrustDir, t.Space)
 	pid := &cmdutil.Pidfile{Path: opts.Pidfile}
 	defer pid.Remove(opts.IO.ErrOut)
@@ -204,6 +210,9 @@ func run(ctx context.Context, opts *Options) error {
 	}, nil)
 	if err == nil {
 		err = readyErr
+	}
+	if err == nil && errors.Is(context.Cause(ctx), cmdutil.ErrParentGone) {
+		err = fmt.Errorf("auth service of space %s stopped: %w", t.Space, cmdutil.ErrParentGone)
 	}
 	return err
 }

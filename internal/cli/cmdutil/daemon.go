@@ -100,7 +100,7 @@ func ReloadOnHUP(ctx context.Context, h *spacehost.Host) {
 // into a refusal that names the fix; other errors pass through.
 func HostError(what, manifest string, err error) error {
 	if errors.Is(err, spacehost.ErrManifestFolder) {
-		return Refuse(what+" for "+manifest, err.Error(), "give the host write access to "+filepath.Dir(manifest))
+		return Refuse(what+" for "+manifest, err.Error(), "chmod u+w "+filepath.Dir(manifest)+"  # or run the host as a user who may write there")
 	}
 	return err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
 )
 
 // DaemonPrincipal is the identity a delivery credential minted on the fly carries.
@@ -34,7 +35,7 @@ type Options struct {
 	Wait        bool
 	BrokerGone  time.Duration
 	Shards      int
-	Spaces      string // --spaces: a version 1 space manifest; one delivery lane per space
+	Spaces      string // --spaces: a version 1 or 2 space manifest; one delivery lane per space
 }
 
 // NewCmdDeliver builds `cotal deliver` and `cotal deliver pending`.
@@ -56,12 +57,17 @@ SIGTERM or Ctrl-C after releasing its lease.
 
 Without --creds it mints its own credential (profile delivery) from the project's keys.
 
-With --spaces MANIFEST ({"version": 1, "spaces": ["alpha", "beta"]}) one process runs a
-delivery lane per space: it serves the spaces it can, names each one it cannot with the
-reason and retries those every 5 s (its ready line names them), follows changes of the
-manifest (and reloads it on SIGHUP), and writes MANIFEST.applied, the SHA-256 of the
-manifest it applied, once every space the manifest no longer names has stopped. --creds
-is then a folder holding <space>.creds for each space; without it each lane mints its own.`,
+With --spaces MANIFEST one process runs a delivery lane per space the manifest names:
+version 1 lists names, {"version": 1, "spaces": ["alpha", "beta"]}; version 2 lists
+objects, {"version": 2, "spaces": [{"space": "alpha"}]}, each holding "space" only here.
+It serves the spaces it can, names each one it cannot with the reason and retries those
+every 5 s (its ready line names them), follows changes of the manifest (and reloads it on
+SIGHUP), and writes MANIFEST.applied, the SHA-256 of the manifest it applied, once every
+space the manifest no longer names has stopped. --creds is then a folder holding
+<space>.creds for each space; without it each lane mints its own.
+
+One daemon started by cotal up serves each space of an authenticated mesh already: to run
+one by hand instead, stop that one first (cotal down delivery --space S).`,
 		Example: `  cotal deliver --space team
   cotal deliver --space team --server nats://127.0.0.1:4222 --creds delivery.creds
   cotal deliver --spaces spaces.json
@@ -103,7 +109,7 @@ is then a folder holding <space>.creds for each space; without it each lane mint
 	fl.BoolVar(&opts.Wait, "wait", false, "wait for a held lease instead of refusing")
 	fl.DurationVar(&opts.BrokerGone, "broker-gone", delivery.DefaultBrokerGone, "exit when the broker has been unreachable this long")
 	fl.IntVar(&opts.Shards, "shards", 1, "shard count (only 1 is supported)")
-	fl.StringVar(&opts.Spaces, "spaces", "", "serve every space a version 1 manifest names, one lane each")
+	fl.StringVar(&opts.Spaces, "spaces", "", "serve every space a space manifest (version 1 or 2) names, one lane each")
 	_ = fl.MarkHidden("broker-gone")
 	cmd.AddCommand(NewCmdPending(f, nil))
 	return cmd
@@ -121,6 +127,12 @@ func runDeliver(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	// Started by a broker process (cotal up): end with it, even when it was killed.
+	ctx, stopWatch, err := cmdutil.WithParent(ctx, opts.Factory.Getenv)
+	if err != nil {
+		return err
+	}
+	defer stopWatch()
 	creds, err := credential(opts, t)
 	if err != nil {
 		return err
@@ -145,12 +157,13 @@ func runDeliver(ctx context.Context, opts *Options) error {
 	})
 	switch {
 	case errors.Is(err, delivery.ErrLeaseHeld):
-		return cmdutil.Refuse("a second delivery daemon for space "+t.Space, err.Error(),
-			"cotal deliver --space "+t.Space+" --wait")
+		return cmdutil.Refuse("a second delivery daemon for space "+t.Space, err.Error(), leaseHeldNext(t))
 	case err != nil:
 		return err
 	case readyErr != nil:
 		return readyErr
+	case errors.Is(context.Cause(ctx), cmdutil.ErrParentGone):
+		return fmt.Errorf("delivery daemon of space %s stopped: %w", t.Space, cmdutil.ErrParentGone)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "delivery daemon of space %s stopped; lease released\n", t.Space)
 	return nil
@@ -176,4 +189,20 @@ func credential(opts *Options, t cmdutil.Target) ([]byte, error) {
 			"cotal up --space "+t.Space)
 	}
 	return opts.Factory.Mint(t, trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery, Principal: DaemonPrincipal})
+}
+
+// leaseHeldNext is what to run when another daemon holds the lease: when it is the one
+// `cotal up` supervises for this project (its pidfile names a live process), stop that one
+// first, since --wait would wait on a daemon the broker keeps restarting; otherwise wait
+// for the holder to stop.
+func leaseHeldNext(t cmdutil.Target) string {
+	if t.Project != nil {
+		d, _ := workspace.DaemonNamed("delivery")
+		if rec, err := workspace.ReadPidfile(d.PidFile(t.Project, t.Space)); err == nil {
+			if alive, _ := rec.Alive(); alive {
+				return "cotal down delivery --space " + t.Space + " && cotal deliver --space " + t.Space
+			}
+		}
+	}
+	return "cotal deliver --space " + t.Space + " --wait"
 }

@@ -75,7 +75,7 @@ func runDown(ctx context.Context, opts *Options) error {
 		return nil
 	}
 	if c, ok := workspace.DaemonNamed(opts.Component); ok {
-		stopped, err := stopDaemons(ctx, opts, proj, c)
+		stopped, err := stopDaemons(ctx, opts, proj, c, false)
 		if err != nil {
 			return err
 		}
@@ -86,7 +86,12 @@ func runDown(ctx context.Context, opts *Options) error {
 	}
 	for _, name := range []string{"auth", "delivery"} { // auth first: it asks the delivery daemon
 		c, _ := workspace.DaemonNamed(name)
-		if _, err := stopDaemons(ctx, opts, proj, c); err != nil {
+		if _, err := stopDaemons(ctx, opts, proj, c, true); errors.Is(err, errCannotHold) {
+			// The broker process stops its daemons itself (releasing what they hold) as
+			// it stops, so nothing is lost by leaving them to it.
+			fmt.Fprintf(opts.IO.ErrOut, "! %v; the broker stops its daemons as it stops\n", err)
+			break
+		} else if err != nil {
 			return err
 		}
 	}
@@ -105,7 +110,9 @@ func runDown(ctx context.Context, opts *Options) error {
 	}
 	if !alive {
 		if err := clearRecords(proj); err != nil {
-			return err
+			fmt.Fprintf(opts.IO.Out, "nothing to stop: the mesh of %s had already exited (pid %d)\n", proj.Root, rec.PID)
+			warnRecords(opts, proj, err)
+			return nil
 		}
 		fmt.Fprintf(opts.IO.Out, "nothing to stop: the mesh of %s had already exited (pid %d); cleared its records\n", proj.Root, rec.PID)
 		return nil
@@ -113,12 +120,23 @@ func runDown(ctx context.Context, opts *Options) error {
 	if err := stop(ctx, rec, opts.Timeout); err != nil {
 		return fmt.Errorf("the mesh (pid %d): %w; see %s", rec.PID, err, proj.LogFile())
 	}
-	if err := clearRecords(proj); err != nil {
-		return err
-	}
 	fmt.Fprintf(opts.IO.Out, "✓ stopped the mesh of %s (pid %d)\n", proj.Root, rec.PID)
+	if err := clearRecords(proj); err != nil {
+		warnRecords(opts, proj, err) // the mesh is down all the same
+	}
 	return nil
 }
+
+// warnRecords says that the records of a mesh that no longer runs could not be removed, and
+// that this is harmless: they name a process that has exited, which cotal up and cotal
+// down both recognise.
+func warnRecords(opts *Options, proj *workspace.Project, err error) {
+	fmt.Fprintf(opts.IO.ErrOut, "! its records in %s stay (%v); they name a process that has exited, so the next cotal up starts afresh\n", proj.Dir(), err)
+	fmt.Fprintf(opts.IO.ErrOut, "  to remove them, make %s writable (chmod u+w %s) and run cotal down again\n", proj.Dir(), proj.Dir())
+}
+
+// errCannotHold reports that cotal down could not leave the mark that holds a daemon down.
+var errCannotHold = errors.New("cannot hold the daemon down")
 
 // clearRecords removes the records of a mesh that no longer runs, and the marks that held
 // its daemons down.
@@ -160,8 +178,9 @@ func stop(ctx context.Context, rec workspace.Record, timeout time.Duration) erro
 }
 
 // stopDaemons stops the daemons of component c of the project (of opts.Space only, when
-// set) and says how many it stopped.
-func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project, c workspace.Daemon) (int, error) {
+// set) and says how many it stopped. A mark it cannot write (a read-only .cotal/) stops it
+// with an error wrapping errCannotHold before that daemon is signalled.
+func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project, c workspace.Daemon, all bool) (int, error) {
 	pattern := filepath.Join(proj.Dir(), c.Glob)
 	if opts.Space != "" {
 		pattern = c.PidFile(proj, opts.Space)
@@ -177,14 +196,14 @@ func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project, c 
 			continue // gone between glob and read, or an identity file
 		}
 		if alive, err := rec.Alive(); err != nil || !alive {
-			if err := workspace.RemovePidfile(f); err != nil {
+			if err := workspace.RemovePidfile(f); err != nil && !all {
 				return n, err
 			}
-			continue
+			continue // a stale record the whole-mesh stop may leave
 		}
 		// Held first, so the broker process does not restart what exits here.
 		if err := os.WriteFile(workspace.HeldFile(f), []byte("held by cotal down; cotal up releases it\n"), 0o600); err != nil {
-			return n, fmt.Errorf("hold the %s: %w", c.Title, err)
+			return n, fmt.Errorf("%w: the %s (pid %d): %w", errCannotHold, c.Title, rec.PID, err)
 		}
 		if err := stop(ctx, rec, opts.Timeout); err != nil {
 			return n, fmt.Errorf("%s (pid %d, %s): %w", c.Title, rec.PID, f, err)

@@ -83,6 +83,10 @@ type daemons struct {
 	exe  string
 	proj *workspace.Project
 	log  *slog.Logger
+	// life is the read end of a pipe whose write end only the broker process holds; each
+	// daemon inherits it (cmdutil.ParentFDEnv) and stops at its end-of-file, so no daemon
+	// outlives a broker process that was killed.
+	life *os.File
 
 	mu      sync.Mutex
 	running map[string]bool
@@ -253,6 +257,7 @@ func (d *daemons) runOnce(ctx context.Context, space string, args []string, read
 		return err
 	}
 	defer logf.Close()
+	start := logSize(logf)
 	r, w, err := os.Pipe()
 	if err != nil {
 		ready(err)
@@ -263,8 +268,10 @@ func (d *daemons) runOnce(ctx context.Context, space string, args []string, read
 	cmd.Args[0] = os.Args[0]
 	cmd.Dir = d.proj.Root
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{w}
-	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, cmdutil.ReadyFDEnv+"=") }), cmdutil.ReadyFDEnv+"=3")
+	cmd.ExtraFiles = []*os.File{w, d.life} // fd 3, fd 4
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, cmdutil.ReadyFDEnv+"=") || strings.HasPrefix(kv, cmdutil.ParentFDEnv+"=")
+	}), cmdutil.ReadyFDEnv+"=3", cmdutil.ParentFDEnv+"=4")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		w.Close()
@@ -283,7 +290,7 @@ func (d *daemons) runOnce(ctx context.Context, space string, args []string, read
 	select {
 	case err := <-exited:
 		if err != nil {
-			err = fmt.Errorf("%s of %s exited (%w):\n%s", d.kind.Title, space, err, tail(d.kind.logFile(space)))
+			err = fmt.Errorf("%s of %s exited (%w):\n%s", d.kind.Title, space, err, tail(d.kind.logFile(space), start))
 		}
 		ready(err)
 		return err

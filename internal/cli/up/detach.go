@@ -19,7 +19,7 @@ import (
 // detach re-runs `cotal up` in the background with its output in the project's log, and
 // returns once the child reports that it serves (or says why it did not).
 func detach(ctx context.Context, opts *Options, proj *workspace.Project, space string) error {
-	exe, err := opts.Executable()
+	exe, err := selfExe(opts.Executable)
 	if err != nil {
 		return fmt.Errorf("find the cotal binary: %w", err)
 	}
@@ -28,6 +28,7 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		return fmt.Errorf("open log: %w", err)
 	}
 	defer logf.Close()
+	start := logSize(logf) // this run's lines begin here
 	r, w, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("readiness pipe: %w", err)
@@ -73,10 +74,12 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 	}()
 	select {
 	case l := <-line:
-		url, ok := strings.CutPrefix(l, "ready ")
+		// "ready <client URL> <bound host:port>"
+		rest, ok := strings.CutPrefix(l, "ready ")
+		url, listen, _ := strings.Cut(rest, " ")
 		if !ok {
 			err := <-exited
-			return fmt.Errorf("background broker did not start (%v):\n%s", err, tail(proj.LogFile()))
+			return fmt.Errorf("background broker did not start (%v):\n%s", err, tail(proj.LogFile(), start))
 		}
 		what := modeName(opts.mode())
 		if !opts.Open {
@@ -85,7 +88,7 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		if _, err := authsvc.ReadPin(proj.AuthDir(), space); err == nil && !opts.Open {
 			what += ", auth service up" // a user-auth space's, which the child also waited for
 		}
-		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", url, space, what, child.Process.Pid)
+		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", readyAddr(url, listen), space, what, child.Process.Pid)
 		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down`\n", proj.LogFile())
 		return nil
 	case <-ctx.Done():
@@ -95,11 +98,24 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 	}
 }
 
-// tail returns the last lines of a log, for an error message.
-func tail(path string) string {
+// logSize is the size of the log f appends to: where the lines of a run starting now begin.
+func logSize(f *os.File) int64 {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// tail returns the last lines a run wrote to a log from offset start on, for an error
+// message: never the lines of earlier runs.
+func tail(path string, start int64) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(no log: " + err.Error() + ")"
+	}
+	if start > 0 && start <= int64(len(b)) {
+		b = b[start:]
 	}
 	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
 	if len(lines) > 10 {

@@ -3,6 +3,7 @@ package up
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -55,14 +56,16 @@ type Options struct {
 func NewCmdUp(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Getwd: f.Getwd, Executable: f.Executable, Getenv: f.Getenv}
 	cmd := &cobra.Command{
-		Use:   "up [--open | --user-auth --idp URL] [--space S] [--server URL] [--store-dir D] [--detach]",
+		Use:   "up [--open | --user-auth --idp URL] [--space S] [--server URL] [--store-dir D] [--detach] [-f cotal.yaml [--dry-run]]",
 		Short: "Start the embedded broker and serve a space",
 		Long: `Start an embedded NATS server with JetStream, provision the space's streams and buckets,
 and serve until Ctrl-C. With --detach it runs in the background (pidfile .cotal/nats.pid,
 log .cotal/nats.log) and returns once it is ready; stop it with ` + "`cotal down`" + `.
 
 The broker listens on loopback, port 4222, or a free port when 4222 is taken. An explicit
---server port that is taken is an error; port 0 means any free port. Running up again on a
+--server port that is taken is an error; port 0 means any free port. The ready line names
+the URL local clients dial and, when it differs, the address bound (0.0.0.0:4222).
+A space name is at most 64 characters: letters, digits, _ and -. Running up again on a
 running mesh provisions the named space on it and starts again the daemons that
 cotal down delivery or cotal down auth held down (the named space's, or every space's
 without --space); nothing else changes.
@@ -70,7 +73,8 @@ without --space); nothing else changes.
 The mesh is authenticated: the broker trusts an operator whose keys live in .cotal/auth/
 (created on first use, never re-keyed), each space is a NATS account, and every peer
 holds a credential signed by the space's key (see cotal mint). --open serves the
-unauthenticated dev mesh instead, for loopback experiments. The mode of a running mesh
+unauthenticated dev mesh instead, for loopback experiments: it refuses any --server host
+beyond loopback (127.0.0.1, ::1, localhost). The mode of a running mesh
 does not change: cotal down first.
 
 --user-auth --idp URL makes the space a user-auth space: people sign in with the OIDC
@@ -163,6 +167,9 @@ func runUp(ctx context.Context, opts *Options) error {
 			return err
 		}
 	}
+	if err := opts.checkOpenHost(); err != nil {
+		return err
+	}
 	if opts.DryRun {
 		wd, proj, err := cmdutil.FindProject(opts.Getwd, opts.Getenv)
 		if err != nil && wd == "" {
@@ -180,6 +187,9 @@ func runUp(ctx context.Context, opts *Options) error {
 	space := opts.Space
 	if space == "" {
 		space = proj.DefaultSpace()
+		if err := checkDefaultSpace(proj); err != nil {
+			return err
+		}
 	}
 	if opts.UserAuth {
 		if err := enableUserAuth(opts, proj, space); err != nil {
@@ -225,7 +235,48 @@ func project(opts *Options) (*workspace.Project, error) {
 	if wd == "" {
 		return nil, err
 	}
+	if opts.Space == "" && opts.File == "" {
+		if err := checkDefaultSpace(&workspace.Project{Root: wd}); err != nil {
+			return nil, err // before .cotal/ is created
+		}
+	}
 	return workspace.Open(wd)
+}
+
+// checkDefaultSpace refuses a project folder whose name makes no valid space (too long).
+func checkDefaultSpace(proj *workspace.Project) error {
+	if err := protocol.CheckSpace(proj.DefaultSpace()); err != nil {
+		return cmdutil.FlagErrorf("the space named after the project folder: %v; name one with --space", err)
+	}
+	return nil
+}
+
+// checkOpenHost refuses an open mesh on a host beyond loopback: it has no authentication,
+// so anyone who reaches the host could read and post in every space.
+func (o *Options) checkOpenHost() error {
+	if !o.Open {
+		return nil
+	}
+	host, _, err := listenAddr(o.Server)
+	if err != nil {
+		return cmdutil.FlagErrorf("--server: %v", err)
+	}
+	if broker.IsLoopback(host) {
+		return nil
+	}
+	return cmdutil.Refuse("an open mesh on "+host,
+		"an open mesh has no authentication, so it listens on loopback only (127.0.0.1, ::1 or localhost); "+
+			"an authenticated mesh may listen on any address",
+		"cotal up --detach --server "+o.Server)
+}
+
+// readyAddr is how a ready line names where the broker serves: the URL local clients
+// dial, and the address bound when that differs from it (0.0.0.0:4222, every interface).
+func readyAddr(url, listen string) string {
+	if listen == "" || strings.TrimPrefix(url, "nats://") == listen {
+		return url
+	}
+	return url + ", listening on " + listen
 }
 
 // mode is the mesh mode these options ask for.
@@ -268,6 +319,14 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 		return cmdutil.Refuse("--server "+opts.Server, "the mesh of this project already runs at "+mesh.Server,
 			"cotal down && cotal up --server "+opts.Server)
 	}
+	// Nothing is written or pushed unless every record this run updates can be written.
+	dirs := []string{proj.Dir()}
+	if mesh.Mode == workspace.ModeAuth {
+		dirs = append(dirs, proj.AuthDir())
+	}
+	if err := checkWritable("to add space "+space, dirs...); err != nil {
+		return err
+	}
 	var chain *trust.Chain
 	if mesh.Mode == workspace.ModeAuth {
 		if chain, err = trust.Open(proj.AuthDir()); err != nil {
@@ -309,6 +368,23 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 			if err := waitDaemon(ctx, opts, k, s); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// checkWritable refuses what when a folder in dirs cannot take a new file: it creates and
+// removes a probe file in each, before anything is written.
+func checkWritable(what string, dirs ...string) error {
+	for _, d := range dirs {
+		f, err := os.CreateTemp(d, ".write-check-*")
+		if err != nil {
+			return cmdutil.Refuse(what, fmt.Sprintf("%s is not writable (%v), so its records could not be kept; nothing was changed", d, err),
+				"chmod u+w "+d)
+		}
+		name := f.Name()
+		if err := errors.Join(f.Close(), os.Remove(name)); err != nil {
+			return fmt.Errorf("%s: remove write check: %w", d, err)
 		}
 	}
 	return nil
@@ -467,14 +543,22 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 
 	what := modeName(opts.mode())
 	if chain != nil {
-		exe, err := opts.Executable()
+		exe, err := selfExe(opts.Executable)
 		if err != nil {
 			return fmt.Errorf("find the cotal binary: %w", err)
 		}
 		log := slog.New(cmdutil.LogHandler(opts.IO.ErrOut, slog.LevelInfo))
+		// The daemons' lifeline: this process alone holds the write end, so its end, even
+		// by SIGKILL, is an end-of-file every daemon sees.
+		lifeR, lifeW, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("daemon lifeline: %w", err)
+		}
+		defer lifeW.Close()
+		defer lifeR.Close()
 		dctx, stop := context.WithCancel(ctx)
 		for _, kind := range []daemonKind{deliveryKind(chain, proj, srv.ClientURL()), authKind(chain, proj, srv.ClientURL())} {
-			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log}
+			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log, life: lifeR}
 			// Deferred after srv.Close, so it runs first: daemons release what they hold
 			// while the broker still serves.
 			defer d.wait()
@@ -490,8 +574,8 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 			what += fmt.Sprintf(", auth service up for %d user-auth space(s)", n)
 		}
 	}
-	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s, store %s)\n", srv.ClientURL(), space, what, store)
-	if err := cmdutil.SignalReady(opts.Getenv, srv.ClientURL()); err != nil {
+	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s, store %s)\n", readyAddr(srv.ClientURL(), srv.ListenAddr()), space, what, store)
+	if err := cmdutil.SignalReady(opts.Getenv, srv.ClientURL()+" "+srv.ListenAddr()); err != nil {
 		return err
 	}
 	select {

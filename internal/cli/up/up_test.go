@@ -1,6 +1,8 @@
 package up
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,5 +55,36 @@ func TestListenAddr(t *testing.T) {
 		if (err == nil) != tt.ok || host != tt.host || port != tt.port {
 			t.Errorf("listenAddr(%q) = %q, %d, %v", tt.in, host, port, err)
 		}
+	}
+}
+
+// TestCheckWritable: a folder that cannot take a file is refused with the command that
+// fixes it, and the check leaves nothing behind.
+func TestCheckWritable(t *testing.T) {
+	dir := t.TempDir()
+	if err := checkWritable("to add space x", dir); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("the check left %v", left)
+	}
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := checkWritable("to add space x", dir, notDir)
+	if err == nil || !strings.Contains(err.Error(), "refusing to add space x: "+notDir+" is not writable") ||
+		!strings.Contains(err.Error(), "next: run `chmod u+w "+notDir+"`") {
+		t.Fatalf("not a folder: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		return // root writes anywhere: the mode check below would not hold
+	}
+	ro := filepath.Join(dir, "ro")
+	if err := os.Mkdir(ro, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkWritable("to add space x", ro); err == nil {
+		t.Fatal("a read-only folder passed")
 	}
 }
