@@ -405,6 +405,9 @@ func (c *ctl) readRow(ctx context.Context, key string) (*protocol.Membership, ui
 }
 
 // ensureDLV creates mem's bind-only hand-off durable unless it exists, and returns its name.
+// Its config is the reference's (streams.ts dlvDurableConfig): no max_ack_pending, so the
+// server's default (1000, what the earlier release set explicitly) applies; an existing
+// durable is used as it is.
 func (c *ctl) ensureDLV(ctx context.Context, mem member) (string, error) {
 	r := c.r
 	name := protocol.ConsumerDLV(mem.p, mem.uid)
@@ -422,7 +425,6 @@ func (c *ctl) ensureDLV(ctx context.Context, mem member) (string, error) {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       provision.AckWait,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
-		MaxAckPending: 1000,
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
 		return "", fmt.Errorf("create hand-off durable %s: %w", name, err)

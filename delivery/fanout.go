@@ -24,11 +24,12 @@ const maxGroup = 512
 const maxInFlight = 1024
 
 // fanout is the backstop: it reads every post of CHAT_<space> through the durable
-// "fanout", in order, and copies each post to the hand-off subject of every member that
-// may read it (the members bucket for durable channels, @mentions on live channels, the
-// ACL bucket for every copy), then acks the posts. A post is acked only once every copy of
-// it is stored, so a crash or a failed write redelivers it; the copies' Nats-Msg-Id makes
-// the second write a no-op within DLV's two-hour dedupe window.
+// "fanout" (explicit acks, as the reference's), in order, and copies each post to the
+// hand-off subject of every member that may read it (the members bucket for durable
+// channels, @mentions on live channels, the ACL bucket for every copy), then acks each
+// post. A post is acked only once every copy of it is stored, so a crash or a failed write
+// redelivers it; the copies' Nats-Msg-Id makes the second write a no-op within DLV's
+// two-hour dedupe window. A restarted daemon resumes at the durable's ack floor.
 type fanout struct {
 	space    string
 	js       jetstream.JetStream
@@ -42,8 +43,11 @@ type fanout struct {
 
 	catchups chan memberRow // new memberships whose activation window needs copying
 
-	mu       sync.Mutex
-	progress uint64 // the last CHAT sequence whose copies are all stored and which is acked
+	mu sync.Mutex
+	// progress is the last CHAT sequence at or below which every post delivered to the
+	// fan-out has had its copies stored (the durable's ack floor at the session's start,
+	// then each round's last post).
+	progress uint64
 	copies   uint64 // copies stored, for the log and tests
 }
 
@@ -179,53 +183,85 @@ func (f *fanout) run(ctx context.Context) error {
 	}
 }
 
-// reset (re)creates the fan-out durable so that it delivers, in order, every post after
-// the last one whose copies are all stored (its ack floor); a new one starts after CHAT's
-// last post. Whatever an earlier session (or a crashed daemon) held unacked thus comes
-// back first and in CHAT order, never behind newer posts after an ack-wait expiry.
-func (f *fanout) reset(ctx context.Context) (jetstream.Consumer, error) {
+// FanoutConfig is the fan-out durable as the reference creates it (streams.ts
+// fanoutDurableConfig): every post of CHAT, explicit acks, delivery from the first post
+// after its creation. ackWait is its redelivery wait.
+func FanoutConfig(space string, ackWait time.Duration) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       protocol.ConsumerFanout,
+		FilterSubject: protocol.ChatAll(space),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		DeliverPolicy: jetstream.DeliverNewPolicy,
+	}
+}
+
+// ensure binds the fan-out durable, creating it as the reference does when absent. An
+// existing durable with explicit acks (made by this or a reference daemon) is used as it
+// is. One with another ack policy is the earlier release's (acks-all, so its ack floor
+// meant "every post up to here has all its copies"): it is recreated with explicit acks
+// starting right after that ack floor, so it keeps its position and no post is skipped.
+func (f *fanout) ensure(ctx context.Context) (jetstream.Consumer, error) {
 	chat := protocol.StreamChat(f.space)
-	var start uint64
-	old, err := f.js.Consumer(ctx, chat, protocol.ConsumerFanout)
+	cons, err := f.js.Consumer(ctx, chat, protocol.ConsumerFanout)
 	switch {
-	case err == nil:
-		start = old.CachedInfo().AckFloor.Stream + 1
-		if err := f.js.DeleteConsumer(ctx, chat, protocol.ConsumerFanout); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return nil, fmt.Errorf("reset fan-out durable: %w", err)
-		}
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		s, err := f.js.Stream(ctx, chat)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: %w", chat, err)
+		cons, err = f.js.CreateConsumer(ctx, chat, FanoutConfig(f.space, f.ackWait))
+		if errors.Is(err, jetstream.ErrConsumerExists) { // made by someone else meanwhile
+			return f.ensure(ctx)
 		}
-		start = s.CachedInfo().State.LastSeq + 1
-	default:
+		if err != nil {
+			return nil, fmt.Errorf("create fan-out durable %s on %s: %w", protocol.ConsumerFanout, chat, err)
+		}
+		return cons, nil
+	case err != nil:
 		return nil, fmt.Errorf("fan-out durable: %w", err)
 	}
-	cons, err := f.js.CreateConsumer(ctx, chat, jetstream.ConsumerConfig{
-		Durable:       protocol.ConsumerFanout,
-		FilterSubject: protocol.ChatAll(f.space),
-		AckPolicy:     jetstream.AckAllPolicy,
-		AckWait:       f.ackWait,
-		MaxAckPending: 8 * maxGroup,
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   start,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("create fan-out durable %s on %s: %w", protocol.ConsumerFanout, chat, err)
+	info := cons.CachedInfo()
+	if info.Config.AckPolicy == jetstream.AckExplicitPolicy {
+		return cons, nil
 	}
-	f.setProgress(start - 1)
+	start := info.AckFloor.Stream + 1
+	if err := f.js.DeleteConsumer(ctx, chat, protocol.ConsumerFanout); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("migrate fan-out durable: %w", err)
+	}
+	cfg := FanoutConfig(f.space, f.ackWait)
+	cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
+	cons, err = f.js.CreateConsumer(ctx, chat, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("migrate fan-out durable %s on %s to explicit acks from post %d: %w", protocol.ConsumerFanout, chat, start, err)
+	}
+	f.log.Info("fan-out durable migrated to explicit acks", "ackPolicy", info.Config.AckPolicy.String(), "from", start)
 	return cons, nil
 }
 
+// rewind makes the fan-out durable deliver again, in CHAT order, every post after its ack
+// floor (the server's consumer reset), and returns that floor. Whatever an earlier session
+// (or a crashed daemon) held unacked thus comes back first, not after an ack-wait expiry
+// behind newer posts. A server without consumer reset leaves them to redelivery; nothing is
+// lost either way (see round).
+func (f *fanout) rewind(ctx context.Context, cons jetstream.Consumer) uint64 {
+	chat := protocol.StreamChat(f.space)
+	resp, err := f.js.ResetConsumer(ctx, chat, protocol.ConsumerFanout)
+	if err == nil && resp.ResetSeq > 0 {
+		return resp.ResetSeq - 1
+	}
+	f.log.Debug("fan-out durable not rewound; unacked posts come back after the ack wait", "err", err)
+	if info, ierr := cons.Info(ctx); ierr == nil {
+		return info.AckFloor.Stream
+	}
+	return cons.CachedInfo().AckFloor.Stream
+}
+
 // session consumes the fan-out durable until ctx ends, the gate closes or a round fails.
-// Posts it holds but has not copied stay unacked; the next session's reset delivers them
+// Posts it holds but has not copied stay unacked; the next session's rewind delivers them
 // again, in order.
 func (f *fanout) session(ctx context.Context) error {
-	cons, err := f.reset(ctx)
+	cons, err := f.ensure(ctx)
 	if err != nil {
 		return err
 	}
+	f.setProgress(f.rewind(ctx, cons))
 	in := make(chan jetstream.Msg, maxGroup)
 	stop := make(chan struct{})
 	cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -275,7 +311,11 @@ func (f *fanout) session(ctx context.Context) error {
 	}
 }
 
-// round decides and copies one group of posts in order and acks them.
+// round decides and copies one group of posts in order and then acks each of them: a post
+// is acked only once every copy of it is stored. A post delivered again (its ack was lost,
+// or the server redelivered it) is copied again; the copies' Nats-Msg-Id makes the second
+// write a no-op within DLV's dedupe window. Copying every delivery, never skipping one as
+// done, keeps progress safe for catch-up even when redeliveries come out of order.
 func (f *fanout) round(ctx context.Context, group []jetstream.Msg) error {
 	if err := f.fresh(ctx); err != nil {
 		return err
@@ -307,8 +347,10 @@ func (f *fanout) round(ctx context.Context, group []jetstream.Msg) error {
 	if err := f.await(ctx, &futs); err != nil {
 		return err
 	}
-	if err := group[len(group)-1].Ack(); err != nil { // the durable acks everything up to it
-		return fmt.Errorf("ack post %d: %w", last, err)
+	for _, m := range group {
+		if err := m.Ack(); err != nil {
+			return fmt.Errorf("ack post: %w", err)
+		}
 	}
 	f.mu.Lock()
 	f.progress = max(f.progress, last)

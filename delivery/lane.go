@@ -38,7 +38,7 @@ import (
 const (
 	DefaultBrokerGone    = 15 * time.Second
 	DefaultReconnectWait = 250 * time.Millisecond
-	DefaultAckWait       = 30 * time.Second
+	DefaultAckWait       = 60 * time.Second // the reference's fan-out ack wait
 	DefaultOpTimeout     = 5 * time.Second
 )
 
@@ -77,7 +77,7 @@ type Lane struct {
 	RenewEvery    time.Duration // lease renewal period; 0 means half the lease bucket's TTL
 	BrokerGone    time.Duration // how long the broker may be unreachable; 0 means 15 s
 	ReconnectWait time.Duration // between reconnect attempts; 0 means 250 ms
-	AckWait       time.Duration // fan-out redelivery of an unacked post; 0 means 30 s
+	AckWait       time.Duration // fan-out redelivery of an unacked post, set when the durable is created; 0 means 60 s
 	OpTimeout     time.Duration // bound of one broker operation; 0 means 5 s
 
 	abandon bool // tests: stop like a crash, leaving the lease to expire

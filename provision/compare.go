@@ -12,10 +12,23 @@ import (
 type drift struct {
 	field      string
 	have, want string
-	fix        func(*jetstream.StreamConfig) // nil: cannot change without loss (a conflict)
+	fix        func(*jetstream.StreamConfig) // nil: cannot change without loss (a conflict), unless kept
+	why        string                        // for a conflict: what the change would lose
+	// kept is set for a setting left as it is although it differs, with the reason: the
+	// server cannot change it in place and the difference loses nothing.
+	kept string
+	// lower is set when the per-subject limit would go down to this value; inspect allows
+	// it (sets fix) when no subject holds more.
+	lower int64
 }
 
-func (d drift) String() string { return fmt.Sprintf("%s %s, want %s", d.field, d.have, d.want) }
+func (d drift) String() string {
+	s := fmt.Sprintf("%s %s, want %s", d.field, d.have, d.want)
+	if d.why != "" {
+		s += " (" + d.why + ")"
+	}
+	return s
+}
 
 // compare lists the settings of have that matter to cotal and differ from want. Settings it
 // does not list (age and size limits of the message streams, descriptions, ...) are the
@@ -35,6 +48,8 @@ func compare(have, want jetstream.StreamConfig, isBucket bool) []drift {
 		d := drift{field: "max msgs per subject", have: limit(have.MaxMsgsPerSubject), want: limit(want.MaxMsgsPerSubject)}
 		if h < w { // raising a limit drops nothing
 			d.fix = func(c *jetstream.StreamConfig) { c.MaxMsgsPerSubject = want.MaxMsgsPerSubject }
+		} else {
+			d.lower = w
 		}
 		ds = append(ds, d)
 	}
@@ -61,6 +76,35 @@ func compare(have, want jetstream.StreamConfig, isBucket bool) []drift {
 	if have.AllowRollup != want.AllowRollup {
 		ds = append(ds, drift{field: "allow rollup", have: strconv.FormatBool(have.AllowRollup), want: strconv.FormatBool(want.AllowRollup),
 			fix: func(c *jetstream.StreamConfig) { c.AllowRollup = want.AllowRollup }})
+	}
+	if have.DenyDelete != want.DenyDelete {
+		d := drift{field: "deny delete", have: strconv.FormatBool(have.DenyDelete), want: strconv.FormatBool(want.DenyDelete)}
+		if want.DenyDelete {
+			d.fix = func(c *jetstream.StreamConfig) { c.DenyDelete = true }
+		} else {
+			// nats-server refuses to lift deny_delete on an existing stream; it only forbids
+			// erasing single messages by sequence, which no cotal or reference client does.
+			d.kept = "the server cannot allow deletes on an existing stream; it forbids only erasing a message by sequence, which no client does"
+		}
+		ds = append(ds, d)
+	}
+	if have.AllowMsgTTL != want.AllowMsgTTL {
+		d := drift{field: "allow msg ttl", have: strconv.FormatBool(have.AllowMsgTTL), want: strconv.FormatBool(want.AllowMsgTTL)}
+		if want.AllowMsgTTL {
+			d.fix = func(c *jetstream.StreamConfig) { c.AllowMsgTTL = true }
+		} else {
+			d.kept = "the server cannot turn per-message TTLs off; a stream no client sends a TTL to is unchanged by them"
+		}
+		ds = append(ds, d)
+	}
+	if have.SubjectDeleteMarkerTTL != want.SubjectDeleteMarkerTTL {
+		ds = append(ds, drift{field: "subject delete marker ttl", have: have.SubjectDeleteMarkerTTL.String(), want: want.SubjectDeleteMarkerTTL.String(),
+			fix: func(c *jetstream.StreamConfig) {
+				c.SubjectDeleteMarkerTTL = want.SubjectDeleteMarkerTTL
+				if want.SubjectDeleteMarkerTTL > 0 { // the server requires both
+					c.AllowMsgTTL, c.AllowRollup, c.DenyPurge = true, true, false
+				}
+			}})
 	}
 	return ds
 }

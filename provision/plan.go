@@ -41,7 +41,38 @@ func inspect(ctx context.Context, js jetstream.JetStream, r resource) (plan, err
 	have := st.CachedInfo().Config
 	p.have = &have
 	p.drifts = compare(have, r.want, r.kv != nil)
+	for i := range p.drifts {
+		if d := &p.drifts[i]; d.lower > 0 {
+			if err := judgeLowering(ctx, st, d); err != nil {
+				return p, err
+			}
+		}
+	}
 	return p, nil
+}
+
+// judgeLowering allows lowering the per-subject limit to d.lower when no subject of the
+// stream holds more messages than that, so the change drops nothing; otherwise it names
+// the fullest subject in d.why.
+func judgeLowering(ctx context.Context, st jetstream.Stream, d *drift) error {
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		return fmt.Errorf("read subject counts: %w", err)
+	}
+	var fullest string
+	var most uint64
+	for subj, n := range info.State.Subjects {
+		if n > most || (n == most && subj < fullest) {
+			fullest, most = subj, n
+		}
+	}
+	if most <= uint64(d.lower) {
+		n := d.lower
+		d.fix = func(c *jetstream.StreamConfig) { c.MaxMsgsPerSubject = n }
+		return nil
+	}
+	d.why = fmt.Sprintf("subject %s holds %d messages: lowering the limit would drop its oldest %d", fullest, most, most-uint64(d.lower))
+	return nil
 }
 
 // conflict is non-nil when the resource cannot be brought to its wanted config without loss.
@@ -55,7 +86,7 @@ func (p plan) conflict() error {
 	}
 	var bad []string
 	for _, d := range p.drifts {
-		if d.fix == nil {
+		if d.fix == nil && d.kept == "" {
 			bad = append(bad, d.String())
 		}
 	}
@@ -74,7 +105,7 @@ func (p plan) apply(ctx context.Context, js jetstream.JetStream) (outcome, error
 	if err == nil {
 		return created, nil
 	}
-	if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && !errors.Is(err, jetstream.ErrBucketExists) {
+	if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return 0, fmt.Errorf("create: %w", err)
 	}
 	// Someone created it since inspect: judge what they made.
@@ -92,24 +123,33 @@ func (p plan) apply(ctx context.Context, js jetstream.JetStream) (outcome, error
 }
 
 func (p plan) create(ctx context.Context, js jetstream.JetStream) error {
-	if p.res.kv != nil && !p.res.asStream {
-		_, err := js.CreateKeyValue(ctx, *p.res.kv)
-		return err
-	}
 	_, err := js.CreateStream(ctx, p.res.want)
 	return err
 }
 
+// notes describes the drift left as it is.
+func (p plan) notes() []string {
+	var out []string
+	for _, d := range p.drifts {
+		if d.kept != "" {
+			out = append(out, fmt.Sprintf("%s %s: %s kept: %s", p.res.kind, p.res.name, d.String(), d.kept))
+		}
+	}
+	return out
+}
+
 // repair updates the fixable drift of an existing resource; the caller has checked conflict.
 func (p plan) repair(ctx context.Context, js jetstream.JetStream) (outcome, error) {
-	if len(p.drifts) == 0 {
-		return existing, nil
-	}
 	cfg := *p.have
-	what := make([]string, 0, len(p.drifts))
+	var what []string
 	for _, d := range p.drifts {
-		d.fix(&cfg)
-		what = append(what, d.String())
+		if d.fix != nil {
+			d.fix(&cfg)
+			what = append(what, d.String())
+		}
+	}
+	if len(what) == 0 {
+		return existing, nil
 	}
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		return 0, fmt.Errorf("update %s: %w", strings.Join(what, "; "), err)

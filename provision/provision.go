@@ -24,8 +24,10 @@ type Options struct {
 
 // Report says what Space did: names created, names whose drifted config it repaired, and
 // names that already existed as wanted. A name is in exactly one list. The defaults entry is
-// named "<channels bucket>/=defaults".
-type Report struct{ Created, Updated, Existing []string }
+// named "<channels bucket>/=defaults". Notes names each setting found different and left
+// as it is (the server cannot change it in place and the difference loses nothing), with
+// the reason; those names are still in Updated or Existing.
+type Report struct{ Created, Updated, Existing, Notes []string }
 
 // ErrConflict reports an existing stream or bucket whose config Space cannot repair without
 // losing data or changing what it means. Space leaves it, and everything else, unchanged.
@@ -35,8 +37,9 @@ var ErrConflict = errors.New("existing config conflicts")
 // every stream and bucket and refuses, changing nothing, when one conflicts (ErrConflict) or
 // the space name is invalid (protocol.ErrInvalidSpace). Then it creates what is absent,
 // updates drifted settings that can change without loss (a presence TTL, a dedupe window,
-// direct get, discard policy, a per-subject limit that only grows), and writes "=defaults"
-// only when the key is absent. Stored messages and registry values are never touched.
+// direct get, discard policy, per-message TTLs, a per-subject limit that grows or that no
+// subject holds more messages than), and writes "=defaults" only when the key is absent.
+// Stored messages and registry values are never touched.
 func Space(ctx context.Context, js jetstream.JetStream, space string, opts Options) (Report, error) {
 	if err := protocol.CheckSpace(space); err != nil {
 		return Report{}, fmt.Errorf("provision space %q: %w", space, err)
@@ -80,6 +83,7 @@ func Space(ctx context.Context, js jetstream.JetStream, space string, opts Optio
 			return rep, p.res.wrap(space, err)
 		}
 		rep.add(o, p.res.name)
+		rep.Notes = append(rep.Notes, p.notes()...)
 	}
 
 	name := protocol.BucketChannels(space) + "/" + protocol.ChannelDefaultsKey

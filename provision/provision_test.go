@@ -75,7 +75,7 @@ func TestSpaceCreatesFootprint(t *testing.T) {
 		{"TASK_prod", "cotal.prod.svc.>", jetstream.WorkQueuePolicy, -1, false, jetstream.DiscardOld, 0, 2 * time.Minute},
 		{"KV_cotal_presence_prod", "$KV.cotal_presence_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, protocol.LivenessWindow, protocol.LivenessWindow},
 		{"KV_cotal_channels_prod", "$KV.cotal_channels_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, 0, 2 * time.Minute},
-		{"DLV_prod", "cotal.prod.dlv.>", jetstream.LimitsPolicy, 10000, false, jetstream.DiscardOld, 0, 2 * time.Hour},
+		{"DLV_prod", "cotal.prod.dlv.>", jetstream.LimitsPolicy, 1000, false, jetstream.DiscardOld, 0, 2 * time.Hour},
 		{"KV_cotal_delivery_prod", "$KV.cotal_delivery_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, 30 * time.Second, 30 * time.Second},
 		{"KV_cotal_members_prod", "$KV.cotal_members_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, 0, 2 * time.Minute},
 		{"KV_cotal_acl_prod", "$KV.cotal_acl_prod.>", jetstream.LimitsPolicy, 1, true, jetstream.DiscardNew, 0, 2 * time.Minute},
@@ -92,9 +92,21 @@ func TestSpaceCreatesFootprint(t *testing.T) {
 		t.Errorf("channels bucket does not allow rollup")
 	}
 	// Presence refuses rollup: one agent's put on its own key must not purge the others.
-	if c := streamConfig(t, js, "KV_cotal_presence_prod"); c.AllowRollup || !c.DenyDelete || c.MaxConsumers != -1 || c.MaxMsgSize != -1 {
-		t.Errorf("presence bucket rollup %v, deny delete %v, max consumers %d, max msg size %d; want false, true, -1, -1",
+	if c := streamConfig(t, js, "KV_cotal_presence_prod"); c.AllowRollup || c.DenyDelete || c.MaxConsumers != -1 || c.MaxMsgSize != -1 {
+		t.Errorf("presence bucket rollup %v, deny delete %v, max consumers %d, max msg size %d; want false, false, -1, -1",
 			c.AllowRollup, c.DenyDelete, c.MaxConsumers, c.MaxMsgSize)
+	}
+	// Every bucket allows deletes, as the reference makes them (nats.go's KV API denies them).
+	for _, b := range []string{"presence", "channels", "delivery", "members", "acl", "auth"} {
+		if c := streamConfig(t, js, "KV_cotal_"+b+"_prod"); c.DenyDelete || c.DenyPurge || c.MaxConsumers != -1 || c.MaxMsgSize != -1 {
+			t.Errorf("%s bucket deny delete %v, deny purge %v, max consumers %d, max msg size %d; want false, false, -1, -1",
+				b, c.DenyDelete, c.DenyPurge, c.MaxConsumers, c.MaxMsgSize)
+		}
+	}
+	// The auth bucket takes per-message TTLs (reference ensureAuthorityStores verifies it).
+	if c := streamConfig(t, js, "KV_cotal_auth_prod"); !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL != time.Hour || c.AllowDirect || !c.AllowRollup {
+		t.Errorf("auth bucket allow msg ttl %v, marker ttl %s, direct %v, rollup %v; want true, 1h, false, true",
+			c.AllowMsgTTL, c.SubjectDeleteMarkerTTL, c.AllowDirect, c.AllowRollup)
 	}
 	presence, err := js.KeyValue(ctx, "cotal_presence_prod")
 	if err != nil {
@@ -439,5 +451,141 @@ func TestSpaceLeaseTTL(t *testing.T) {
 	}
 	if got := streamNames(t, js); slices.Contains(got, "CHAT_neg") {
 		t.Fatalf("a refused provision created streams: %v", got)
+	}
+}
+
+// publishN stores n messages on subject.
+func publishN(t *testing.T, js jetstream.JetStream, subject string, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := js.Publish(t.Context(), subject, []byte("m")); err != nil {
+			t.Fatalf("publish %d on %s: %v", i, subject, err)
+		}
+	}
+}
+
+// oldDLV creates DLV_<space> as the earlier release made it: 10000 copies per member.
+func oldDLV(t *testing.T, js jetstream.JetStream, space string) {
+	t.Helper()
+	_, err := js.CreateStream(t.Context(), jetstream.StreamConfig{
+		Name: "DLV_" + space, Subjects: []string{"cotal." + space + ".dlv.>"}, Retention: jetstream.LimitsPolicy,
+		Storage: jetstream.FileStorage, Replicas: 1, MaxConsumers: -1, MaxMsgs: -1, MaxBytes: -1,
+		MaxMsgsPerSubject: 10000, Discard: jetstream.DiscardOld, Duplicates: 2 * time.Hour,
+	})
+	if err != nil {
+		t.Fatalf("create the earlier DLV: %v", err)
+	}
+}
+
+func TestSpaceLowersDLVLimitWhenNothingIsLost(t *testing.T) {
+	js := meshtest.JetStream(t)
+	ctx := t.Context()
+	oldDLV(t, js, "low")
+	publishN(t, js, "cotal.low.dlv.local.bob.u1", 1000) // exactly the new limit: nothing to drop
+	publishN(t, js, "cotal.low.dlv.local.amy.u2", 3)
+	rep, err := provision.Space(ctx, js, "low", provision.Options{})
+	if err != nil {
+		t.Fatalf("provision over the earlier DLV: %v", err)
+	}
+	if !slices.Contains(rep.Updated, "DLV_low") {
+		t.Errorf("report %+v, want DLV_low updated", rep)
+	}
+	if c := streamConfig(t, js, "DLV_low"); c.MaxMsgsPerSubject != 1000 {
+		t.Errorf("DLV per-subject limit %d, want 1000", c.MaxMsgsPerSubject)
+	}
+	st, err := js.Stream(ctx, "DLV_low")
+	if err != nil || st.CachedInfo().State.Msgs != 1003 {
+		t.Fatalf("DLV after the repair: %v, want all 1003 copies kept", err)
+	}
+}
+
+func TestSpaceRefusesLoweringDLVLimitThatDrops(t *testing.T) {
+	js := meshtest.JetStream(t)
+	ctx := t.Context()
+	oldDLV(t, js, "full")
+	publishN(t, js, "cotal.full.dlv.local.bob.u1", 1002)
+	_, err := provision.Space(ctx, js, "full", provision.Options{})
+	if !errors.Is(err, provision.ErrConflict) {
+		t.Fatalf("provision over a DLV holding 1002 copies for one member: %v, want ErrConflict", err)
+	}
+	for _, part := range []string{"stream DLV_full", "max msgs per subject 10000, want 1000",
+		"subject cotal.full.dlv.local.bob.u1 holds 1002 messages", "drop its oldest 2", "nothing was changed"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("error %q lacks %q", err, part)
+		}
+	}
+	if c := streamConfig(t, js, "DLV_full"); c.MaxMsgsPerSubject != 10000 {
+		t.Errorf("DLV per-subject limit %d after a refusal, want 10000 unchanged", c.MaxMsgsPerSubject)
+	}
+	if got := streamNames(t, js); !slices.Equal(got, []string{"DLV_full"}) {
+		t.Errorf("streams after a refusal: %v, want only DLV_full", got)
+	}
+}
+
+func TestSpaceUpgradesEarlierBuckets(t *testing.T) {
+	js := meshtest.JetStream(t)
+	ctx := t.Context()
+	// The earlier release made the buckets through nats.go's KV API (deletes denied) and
+	// the auth bucket without per-message TTLs.
+	acl, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "cotal_acl_up", History: 1, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatalf("create the earlier ACL bucket: %v", err)
+	}
+	if _, err := acl.Put(ctx, "local.bob.u1", []byte(`{"allowSubscribe":["general"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "KV_cotal_auth_up", Subjects: []string{"$KV.cotal_auth_up.>"}, Storage: jetstream.FileStorage, Replicas: 1,
+		MaxConsumers: -1, MaxMsgs: -1, MaxBytes: -1, MaxMsgSize: -1, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew,
+		Duplicates: 2 * time.Minute, AllowRollup: true, DenyDelete: true,
+	})
+	if err != nil {
+		t.Fatalf("create the earlier auth bucket: %v", err)
+	}
+	auth, err := js.KeyValue(ctx, "cotal_auth_up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth.Put(ctx, "plane", []byte(`{"v":1}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := provision.Space(ctx, js, "up", provision.Options{})
+	if err != nil {
+		t.Fatalf("provision over the earlier buckets: %v", err)
+	}
+	if !slices.Contains(rep.Updated, "cotal_auth_up") || !slices.Contains(rep.Existing, "cotal_acl_up") {
+		t.Errorf("report %+v, want the auth bucket updated and the ACL bucket existing", rep)
+	}
+	if c := streamConfig(t, js, "KV_cotal_auth_up"); !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL != time.Hour {
+		t.Errorf("auth bucket after the upgrade: allow msg ttl %v, marker ttl %s; want true, 1h", c.AllowMsgTTL, c.SubjectDeleteMarkerTTL)
+	}
+	if c := streamConfig(t, js, "KV_cotal_acl_up"); !c.DenyDelete {
+		t.Error("the ACL bucket's deny delete changed (the server cannot lift it; Space must leave it)")
+	}
+	var note string
+	for _, n := range rep.Notes {
+		if strings.HasPrefix(n, "bucket cotal_acl_up: deny delete true, want false kept:") {
+			note = n
+		}
+	}
+	if note == "" {
+		t.Errorf("notes %q lack the ACL bucket's deny delete", rep.Notes)
+	}
+	if e, err := acl.Get(ctx, "local.bob.u1"); err != nil || !strings.Contains(string(e.Value()), "general") {
+		t.Errorf("ACL row after the upgrade: %v", err)
+	}
+	if e, err := auth.Get(ctx, "plane"); err != nil || string(e.Value()) != `{"v":1}` {
+		t.Errorf("auth row after the upgrade: %v", err)
+	}
+	// A row with a per-message TTL is stored now.
+	ttl := nats.NewMsg("$KV.cotal_auth_up.cred.x")
+	ttl.Header.Set("Nats-TTL", "1h")
+	if _, err := js.PublishMsg(ctx, ttl); err != nil {
+		t.Errorf("a row with a per-message TTL after the upgrade: %v", err)
+	}
+	rep, err = provision.Space(ctx, js, "up", provision.Options{})
+	if err != nil || slices.Contains(rep.Updated, "cotal_auth_up") {
+		t.Fatalf("second run: %+v, %v, want nothing more to update", rep, err)
 	}
 }

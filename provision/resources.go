@@ -16,8 +16,12 @@ const duplicateWindow = 2 * time.Minute
 const chatPerSubject = 1000
 
 // dlvPerSubject bounds one member's hand-off backlog: an offline member keeps its newest
-// 10000 durable copies.
-const dlvPerSubject = 10000
+// 1000 durable copies (the reference's backup-config.ts BACKUP_MAX_MSGS_PER_SUBJECT).
+const dlvPerSubject = 1000
+
+// AuthMarkerTTL is how long the auth bucket keeps the marker a per-message TTL leaves
+// when it removes a row (the reference's EP_AUTH_MARKER_TTL_MS).
+const AuthMarkerTTL = time.Hour
 
 // DLVDuplicateWindow is the dedupe window of the hand-off stream: a copy written twice
 // within it (a redelivered post, a restarted daemon) is stored once.
@@ -30,12 +34,8 @@ const LeaseTTL = 30 * time.Second
 type resource struct {
 	kind string                    // "stream" or "bucket", for messages
 	name string                    // the stream or bucket name
-	want jetstream.StreamConfig    // the backing stream as wanted; compare reads it
-	kv   *jetstream.KeyValueConfig // a bucket is created through the KV API; nil for a stream
-	// asStream creates a bucket as the KV-shaped stream want instead of through the KV
-	// API, for a bucket whose want differs from what the KV API makes (rollup off). It is
-	// still compared as a bucket.
-	asStream bool
+	want jetstream.StreamConfig    // the stream as wanted; Space creates exactly this, compare reads it
+	kv   *jetstream.KeyValueConfig // non-nil for a KV bucket (compared as one); nil for a stream
 }
 
 func (r resource) wrap(space string, err error) error {
@@ -63,7 +63,7 @@ func resources(space string, leaseTTL time.Duration) []resource {
 		{kind: "stream", name: dm.Name, want: dm},
 		{kind: "stream", name: task.Name, want: task},
 		presenceBucket(space),
-		bucket(jetstream.KeyValueConfig{ // the KV API sets discard=New and rollup, as §7.1 wants
+		bucket(jetstream.KeyValueConfig{ // discard=New and rollup, as §7.1 wants
 			Bucket:   protocol.BucketChannels(space),
 			History:  1,
 			Storage:  jetstream.FileStorage,
@@ -95,9 +95,9 @@ func resources(space string, leaseTTL time.Duration) []resource {
 
 // presenceBucket is the presence bucket. It refuses rollup: every agent may write its own
 // key, and a Nats-Rollup: all header on that one put would otherwise purge every other
-// peer's record. The KV API always turns rollup on, so the bucket is made as a KV-shaped
-// stream, and an existing bucket that allows rollup is repaired in place. No cotal client
-// purges a presence key (which is what needs rollup); leaving writes an offline record.
+// peer's record. An existing bucket that allows rollup is repaired in place. No cotal
+// client purges a presence key (which is what needs rollup); leaving writes an offline
+// record.
 func presenceBucket(space string) resource {
 	r := bucket(jetstream.KeyValueConfig{
 		Bucket:   protocol.BucketPresence(space),
@@ -106,23 +106,17 @@ func presenceBucket(space string) resource {
 		Storage:  jetstream.FileStorage,
 		Replicas: 1,
 	})
-	r.asStream = true
 	r.want.AllowRollup = false
-	r.want.DenyDelete = true
-	r.want.MaxMsgs = -1
-	r.want.MaxBytes = -1
-	r.want.MaxConsumers = -1
-	r.want.MaxMsgSize = -1
 	return r
 }
 
 // BucketAuth names the space's user-auth KV bucket, which holds the actor ledger.
 func BucketAuth(space string) string { return "cotal_auth_" + space }
 
-// authBucket is the user-auth bucket. The KV API always turns direct get on, and a direct
-// get is served by any replica without the stream's read permissions in the way, so the
-// bucket is made as a KV-shaped stream with direct get off; the KV API binds to it as a
-// bucket all the same.
+// authBucket is the user-auth bucket, shaped as the reference's ensureAuthorityStores
+// makes and verifies it (kvm.create with allow_direct false and a marker TTL): direct get
+// off, since a direct get is served by any replica without the stream's read permissions
+// in the way, and per-message TTLs on, with a one-hour marker TTL.
 func authBucket(space string) resource {
 	r := bucket(jetstream.KeyValueConfig{
 		Bucket:   BucketAuth(space),
@@ -130,13 +124,9 @@ func authBucket(space string) resource {
 		Storage:  jetstream.FileStorage,
 		Replicas: 1,
 	})
-	r.kv = nil
 	r.want.AllowDirect = false
-	r.want.DenyDelete = true
-	r.want.MaxMsgs = -1
-	r.want.MaxBytes = -1
-	r.want.MaxConsumers = -1
-	r.want.MaxMsgSize = -1
+	r.want.AllowMsgTTL = true
+	r.want.SubjectDeleteMarkerTTL = AuthMarkerTTL
 	return r
 }
 
@@ -157,7 +147,11 @@ func baseStream(name, subject string) jetstream.StreamConfig {
 	}
 }
 
-// bucket describes a KV bucket and the backing stream the KV API makes for it.
+// bucket describes a KV bucket as the KV-shaped stream the reference makes for it
+// (backup-config.ts for the channels, members and ACL buckets; nats.js kvm.create for the
+// others): what nats.go's KV API makes, except that message deletes are allowed (nats.go
+// denies them, the reference does not) and the limits are written out as -1. Space creates
+// the stream itself; the KV API binds to it as a bucket all the same.
 func bucket(kv jetstream.KeyValueConfig) resource {
 	dup := duplicateWindow
 	if kv.TTL > 0 && kv.TTL < dup {
@@ -173,6 +167,10 @@ func bucket(kv jetstream.KeyValueConfig) resource {
 			Retention:         jetstream.LimitsPolicy,
 			Storage:           kv.Storage,
 			Replicas:          kv.Replicas,
+			MaxConsumers:      -1,
+			MaxMsgs:           -1,
+			MaxBytes:          -1,
+			MaxMsgSize:        -1,
 			MaxMsgsPerSubject: int64(kv.History),
 			MaxAge:            kv.TTL,
 			Discard:           jetstream.DiscardNew,

@@ -28,6 +28,7 @@ const (
 	verbConsumerDelete  = "CONSUMER.DELETE"
 	verbConsumerInfo    = "CONSUMER.INFO"
 	verbConsumerNext    = "CONSUMER.MSG.NEXT"
+	verbConsumerReset   = "CONSUMER.RESET"
 	verbStreamCreate    = "STREAM.CREATE"
 	verbStreamUpdate    = "STREAM.UPDATE"
 	verbStreamDelete    = "STREAM.DELETE"

@@ -177,7 +177,7 @@ func deliveryGrants(g *grants, space, inbox string) {
 		reader(g, chat, name)
 		g.pub(acks(chat, name))
 	}
-	g.pub(api(verbDurableCreate, chat, protocol.ConsumerFanout))
+	g.pub(api(verbDurableCreate, chat, protocol.ConsumerFanout), api(verbConsumerReset, chat, protocol.ConsumerFanout))
 
 	// DLV: write hand-off copies, create members' bind-only durables, inspect them.
 	g.pub(protocol.DLVAll(space))

@@ -213,6 +213,8 @@ func TestPermissions(t *testing.T) {
 			{pub, "$JS.API.CONSUMER.CREATE.CHAT_s.fanout.cotal.s.chat.>", true},
 			{pub, "$JS.API.CONSUMER.MSG.NEXT.CHAT_s.fanout", true},
 			{pub, "$JS.ACK.CHAT_s.fanout.1.2.3.4.5", true},
+			{pub, "$JS.API.CONSUMER.RESET.CHAT_s.fanout", true},
+			{pub, "$JS.API.CONSUMER.RESET.CHAT_s.other", false},
 			{pub, "$JS.API.CONSUMER.CREATE.CHAT_s.dlvcatchup.cotal.s.chat.*.*.general", true},
 			{pub, "$JS.API.CONSUMER.CREATE.CHAT_s." + hist + ".cotal.s.chat.>", false},
 			{pub, "$JS.API.CONSUMER.CREATE.DM_s.x", false},
