@@ -60,13 +60,9 @@ func NewCmdActor(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 names them) may act as an actor, and what that actor may read, post and do. A bearer is only
 issued for a granted actor, and a change bites at the next exchange and the next connect.
 No row means not granted: an empty ledger denies everyone.`,
-		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return cmdutil.FlagErrorf("say what to do: cotal actor grant, cotal actor revoke, or cotal actor list")
-		},
 	}
 	cmd.AddCommand(newCmdGrant(f, runF), newCmdRevoke(f, runF), newCmdList(f, runF))
-	return cmd
+	return cmdutil.Group(cmd)
 }
 
 func newCmdGrant(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
@@ -103,19 +99,20 @@ least one scope or channel.`,
 	return cmd
 }
 
-// checkGrant validates the grant's arguments and flags without I/O.
+// checkGrant validates the grant's arguments and flags without I/O; what it refuses is a
+// usage error.
 func checkGrant(r ledger.Row) error {
 	what := "granting actor " + r.Actor
 	if len(r.Subjects) == 0 {
-		return cmdutil.Refuse(what, "no --sub says which IdP subject may act as it",
+		return cmdutil.RefuseUsage(what, "no --sub says which IdP subject may act as it",
 			"cotal actor grant "+r.Actor+" --sub <idp subject> --allow-subscribe <channel>")
 	}
 	if len(r.Scopes)+len(r.AllowSubscribe)+len(r.AllowPublish) == 0 {
-		return cmdutil.Refuse(what, "it would grant nothing: give --scope, --allow-subscribe or --allow-publish",
+		return cmdutil.RefuseUsage(what, "it would grant nothing: give --scope, --allow-subscribe or --allow-publish",
 			"cotal actor grant "+r.Actor+" --sub "+r.Subjects[0]+" --allow-subscribe <channel>")
 	}
 	if err := r.Validate(); err != nil {
-		return cmdutil.Refuse(what, strings.TrimPrefix(err.Error(), ledger.ErrInvalidRow.Error()+": "),
+		return cmdutil.RefuseUsage(what, strings.TrimPrefix(err.Error(), ledger.ErrInvalidRow.Error()+": "),
 			"cotal actor grant --help")
 	}
 	return nil
@@ -138,11 +135,11 @@ system account; where it cannot, a bearer already issued lives until it expires 
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Row.Actor = args[0]
 			if !protocol.ValidActor(opts.Row.Actor) {
-				return cmdutil.Refuse("revoking actor "+opts.Row.Actor, fmt.Sprintf("it is not an actor token (1 to %d letters, digits and _)", protocol.MaxActorLength), "cotal actor list")
+				return cmdutil.RefuseUsage("revoking actor "+opts.Row.Actor, fmt.Sprintf("it is not an actor token (1 to %d letters, digits and _)", protocol.MaxActorLength), "cotal actor list")
 			}
 			if cmd.Flags().Changed("sub") {
 				if err := ledger.CheckSubject(sub); err != nil {
-					return cmdutil.Refuse("revoking actor "+opts.Row.Actor, err.Error(), "cotal actor list")
+					return cmdutil.RefuseUsage("revoking actor "+opts.Row.Actor, err.Error(), "cotal actor list")
 				}
 				opts.Row.Subjects = []string{sub}
 			}

@@ -38,13 +38,9 @@ func NewCmdChannels(f *cmdutil.Factory, runF func(context.Context, *Options) err
 the delivery daemon, so a member gets every post it missed; live: at most once, read while
 joined), whether joining replays history and how far back, and a description and
 instructions shown to agents. Channels without an entry take the space defaults.`,
-		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return cmdutil.FlagErrorf("say what to do: cotal channels list, or cotal channels set <name> ...")
-		},
 	}
 	cmd.AddCommand(newCmdList(f, runF), newCmdSet(f, runF))
-	return cmd
+	return cmdutil.Group(cmd)
 }
 
 // Options are the arguments and flags of `cotal channels list` and `cotal channels set`.
