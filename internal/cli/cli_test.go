@@ -46,6 +46,7 @@ func TestScripts(t *testing.T) {
 			"kick":     cmdKick,
 			"srvstats": cmdSrvStats,
 			"bundle":   cmdBundle,
+			"exits":    cmdExits,
 		},
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -173,13 +174,9 @@ func newCmdList(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	return cmd
 }
 
-// openLedger connects as the project's provisioner and opens the space's auth bucket. The
-// caller closes the endpoint.
-func openLedger(ctx context.Context, opts *Options) (*client.Endpoint, jetstream.KeyValue, string, error) {
-	t, err := opts.Factory.Resolve(opts.Mesh)
-	if err != nil {
-		return nil, nil, "", err
-	}
+// openLedger connects to t as the project's provisioner and opens the space's auth bucket.
+// The caller closes the endpoint.
+func openLedger(ctx context.Context, opts *Options, t cmdutil.Target) (*client.Endpoint, jetstream.KeyValue, string, error) {
 	ep, err := opts.Factory.ConnectOperator(ctx, t, trust.ProfileProvisioner)
 	if err != nil {
 		return nil, nil, "", err
@@ -201,8 +198,31 @@ func openLedger(ctx context.Context, opts *Options) (*client.Endpoint, jetstream
 // grantAttempts bounds how often grant re-reads a row that changed under it.
 const grantAttempts = 3
 
+// checkUserAuth refuses a grant in a space of the project's own mesh that is not a user-auth
+// space: no auth service reads its ledger, so the row would grant nothing. A space served
+// elsewhere is left to its own mesh to judge.
+func checkUserAuth(t cmdutil.Target, actor string) error {
+	if t.Project == nil || t.Remote != nil || t.Mesh == nil || t.Mesh.Server != t.Server || !slices.Contains(t.Mesh.Spaces, t.Space) {
+		return nil
+	}
+	_, err := authsvc.ReadPin(t.Project.AuthDir(), t.Space)
+	if errors.Is(err, authsvc.ErrNotUserAuth) {
+		return cmdutil.Refuse(fmt.Sprintf("granting actor %s in space %q", actor, t.Space),
+			"it is not a user-auth space: its peers hold static creds, and no auth service reads its actor ledger",
+			"cotal up --user-auth --idp <issuer URL> --space "+t.Space)
+	}
+	return err
+}
+
 func runGrant(ctx context.Context, opts *Options) error {
-	ep, kv, space, err := openLedger(ctx, opts)
+	t, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return err
+	}
+	if err := checkUserAuth(t, opts.Row.Actor); err != nil {
+		return err
+	}
+	ep, kv, space, err := openLedger(ctx, opts, t)
 	if err != nil {
 		return err
 	}
@@ -236,7 +256,11 @@ func runGrant(ctx context.Context, opts *Options) error {
 }
 
 func runRevoke(ctx context.Context, opts *Options) error {
-	ep, kv, space, err := openLedger(ctx, opts)
+	t, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return err
+	}
+	ep, kv, space, err := openLedger(ctx, opts, t)
 	if err != nil {
 		return err
 	}
@@ -266,7 +290,7 @@ func runRevoke(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(opts.IO.ErrOut, "! live connections not evicted (%v): the revoke bites at their next connect, and when their bearers expire (minutes)\n", err)
 		return nil
 	}
-	fmt.Fprintf(opts.IO.Out, "✓ evicted %d live connection(s); the revoke bites at every next exchange and connect\n", n)
+	fmt.Fprintf(opts.IO.Out, "✓ evicted %s; the revoke bites at every next exchange and connect\n", cmdutil.Count(n, "live connection"))
 	return nil
 }
 
@@ -328,7 +352,11 @@ type ListReport struct {
 }
 
 func runList(ctx context.Context, opts *Options) error {
-	ep, kv, space, err := openLedger(ctx, opts)
+	t, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return err
+	}
+	ep, kv, space, err := openLedger(ctx, opts, t)
 	if err != nil {
 		return err
 	}

@@ -232,9 +232,13 @@ func runList(ctx context.Context, opts *Options) error {
 		fmt.Fprintln(out, "no channels yet")
 	}
 	for _, e := range rep.Channels {
-		fmt.Fprintf(out, "#%-24s %-8s %-16s %6d messages", e.Name, e.Class, replayText(e.Replay, e.ReplayWindow), e.Messages)
+		fmt.Fprintf(out, "#%-24s %-8s %-16s %6d %s", e.Name, e.Class, replayText(e.Replay, e.ReplayWindow), e.Messages, cmdutil.Noun(e.Messages, "message"))
 		if e.Description != "" {
-			fmt.Fprintf(out, "  %s", cmdutil.OneLine(e.Description))
+			pad := "  "
+			if e.Messages == 1 {
+				pad = "   " // "message" is one letter short of "messages": keep the column
+			}
+			fmt.Fprintf(out, "%s%s", pad, cmdutil.OneLine(e.Description))
 		}
 		fmt.Fprintln(out)
 	}

@@ -215,7 +215,7 @@ func runStatus(ctx context.Context, opts *Options) error {
 	}
 	fmt.Fprintf(out, "\nchannels (%d)\n", len(channels))
 	for _, c := range channels {
-		fmt.Fprintf(out, "  #%-24s %d messages", c.Name, c.Messages)
+		fmt.Fprintf(out, "  #%-24s %s", c.Name, cmdutil.Count(c.Messages, "message"))
 		if c.Config.Description != "" {
 			fmt.Fprintf(out, "  %s", c.Config.Description)
 		}
