@@ -16,6 +16,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/internal/testclock"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -59,7 +60,7 @@ func TestLoadCreatesOnceWithModes(t *testing.T) {
 
 func TestIssueVerify(t *testing.T) {
 	dir := t.TempDir()
-	now := time.Unix(1_800_000_000, 0)
+	now := testclock.Epoch(t)
 	iss := load(t, dir, "prod")
 	iss.Now = func() time.Time { return now }
 	other := load(t, t.TempDir(), "prod") // same space, another key
@@ -148,7 +149,7 @@ func TestIssueVerify(t *testing.T) {
 // are wrong: wrong audience, wrong issuer, too long a lifetime, owner mismatch.
 func TestVerifyClaims(t *testing.T) {
 	dir := t.TempDir()
-	now := time.Unix(1_800_000_000, 0)
+	now := testclock.Epoch(t)
 	iss := load(t, dir, "prod")
 	iss.Now = func() time.Time { return now }
 	var f struct{ Seed, Kid string }

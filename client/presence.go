@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/protocol"
@@ -143,28 +144,24 @@ func (e *Endpoint) SetActivity(ctx context.Context, activity string) error {
 	return e.writePresence(ctx, st)
 }
 
-// Roster reads every presence record of the space, sorted by name then id. Records whose
-// card id differs from their key are dropped and logged.
+// Roster reads every presence record of the space, sorted by name then id, by batch
+// Direct Get (no consumer). Records whose card id differs from their key are dropped and
+// logged; deleted and purged keys are left out.
 func (e *Endpoint) Roster(ctx context.Context) ([]Peer, error) {
-	kv, err := e.presenceBucket(ctx)
-	if err != nil {
+	if _, err := e.presenceBucket(ctx); err != nil {
 		return nil, err
 	}
-	keys, err := kv.ListKeys(ctx)
+	recs, err := e.scanBucket(ctx, protocol.BucketPresence(e.cfg.Space))
 	if err != nil {
 		return nil, fmt.Errorf("roster: %w", err)
 	}
 	now := time.Now()
 	var peers []Peer
-	for key := range keys.Keys() {
-		entry, err := kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // expired between list and get
+	for _, r := range recs {
+		if r.op != jetstream.KeyValuePut {
+			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("roster: %s: %w", key, err)
-		}
-		if p, ok := e.decodePeer(entry, now); ok {
+		if p, ok := e.decodePeer(r.key, r.value, now); ok {
 			peers = append(peers, p)
 		}
 	}
@@ -172,10 +169,10 @@ func (e *Endpoint) Roster(ctx context.Context) ([]Peer, error) {
 	return peers, nil
 }
 
-func (e *Endpoint) decodePeer(entry jetstream.KeyValueEntry, now time.Time) (Peer, bool) {
-	p, err := protocol.DecodePresence(entry.Key(), entry.Value())
+func (e *Endpoint) decodePeer(key string, value []byte, now time.Time) (Peer, bool) {
+	p, err := protocol.DecodePresence(key, value)
 	if err != nil {
-		e.log.Warn("presence record dropped", "key", entry.Key(), "err", err)
+		e.log.Warn("presence record dropped", "key", key, "err", err)
 		return Peer{}, false
 	}
 	return Peer{Presence: p, Online: p.Live(now)}, true
@@ -199,74 +196,151 @@ type PeerChange struct {
 
 // WatchPresence reports every change of a peer's effective state (joined, status
 // changed, went offline by record, by deletion or by silence past the liveness window)
-// until ctx ends, when the channel closes.
+// until ctx ends, when the channel closes. It subscribes to the presence key subjects,
+// then reads the bucket by batch Direct Get, and creates no consumer. A record older than
+// the one already known for its peer (a put seen live while the snapshot was read) is
+// ignored.
 func (e *Endpoint) WatchPresence(ctx context.Context) (<-chan PeerChange, error) {
 	kv, err := e.presenceBucket(ctx)
 	if err != nil {
 		return nil, err
 	}
-	w, err := kv.WatchAll(ctx)
+	bucket := protocol.BucketPresence(e.cfg.Space)
+	live := make(chan *nats.Msg, 256)
+	sub, err := e.subscribeBucket(ctx, bucket, live)
+	if errors.Is(err, errNoLiveGrant) {
+		return e.watchPresenceConsumer(ctx, kv)
+	}
 	if err != nil {
+		return nil, fmt.Errorf("watch presence: %w", err)
+	}
+	snapshot, err := e.scanBucket(ctx, bucket)
+	if err != nil {
+		_ = sub.Unsubscribe() // the watch never started
 		return nil, fmt.Errorf("watch presence: %w", err)
 	}
 	out := make(chan PeerChange, 64)
 	go func() {
 		defer close(out)
-		defer func() { _ = w.Stop() }() // ctx is over; nothing to report to
-		known := map[string]Peer{}
-		emit := func(p Peer) bool {
-			old, had := known[p.Card.ID]
-			known[p.Card.ID] = p
-			if had && old.State() == p.State() && old.Activity == p.Activity {
-				return true
-			}
-			ch := PeerChange{Peer: p}
-			if had {
-				ch.Previous = old.State()
-			}
-			select {
-			case out <- ch:
-				return true
-			case <-ctx.Done():
-				return false
+		defer func() { _ = sub.Unsubscribe() }() // ctx is over; nothing to report to
+		w := newPresenceWatch(ctx, e, out)
+		for _, r := range snapshot {
+			if !w.apply(r) {
+				return
 			}
 		}
+		prefix := kvSubjectPrefix(bucket)
 		sweep := time.NewTicker(time.Second)
 		defer sweep.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case entry, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if entry == nil {
-					continue // end of the initial snapshot
-				}
-				if entry.Operation() != jetstream.KeyValuePut {
-					if old, had := known[entry.Key()]; had {
-						old.Online = false
-						if !emit(old) {
-							return
-						}
-					}
-					continue
-				}
-				if p, ok := e.decodePeer(entry, time.Now()); ok && !emit(p) {
+			case m := <-live:
+				if r, ok := recordOf(m, prefix); ok && !w.apply(r) {
 					return
 				}
 			case now := <-sweep.C:
-				for _, p := range known {
-					if p.Online && !p.Live(now) {
-						p.Online = false
-						if !emit(p) {
-							return
-						}
-					}
+				if !w.sweep(now) {
+					return
 				}
 			}
 		}
 	}()
 	return out, nil
+}
+
+// watchPresenceConsumer is WatchPresence through a KV watch (an ordered consumer), for a
+// credential minted before it could subscribe to the presence key subjects.
+func (e *Endpoint) watchPresenceConsumer(ctx context.Context, kv jetstream.KeyValue) (<-chan PeerChange, error) {
+	kw, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watch presence: %w", err)
+	}
+	out := make(chan PeerChange, 64)
+	go func() {
+		defer close(out)
+		defer func() { _ = kw.Stop() }() // ctx is over; nothing to report to
+		w := newPresenceWatch(ctx, e, out)
+		sweep := time.NewTicker(time.Second)
+		defer sweep.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case entry, ok := <-kw.Updates():
+				if !ok {
+					return
+				}
+				if entry != nil && !w.apply(kvRecord{key: entry.Key(), value: entry.Value(), op: entry.Operation()}) {
+					return
+				}
+			case now := <-sweep.C:
+				if !w.sweep(now) {
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// presenceWatch turns presence records into the changes WatchPresence reports.
+type presenceWatch struct {
+	ctx   context.Context
+	e     *Endpoint
+	out   chan<- PeerChange
+	known map[string]Peer
+}
+
+func newPresenceWatch(ctx context.Context, e *Endpoint, out chan<- PeerChange) *presenceWatch {
+	return &presenceWatch{ctx: ctx, e: e, out: out, known: map[string]Peer{}}
+}
+
+// apply takes one record; false means ctx ended while reporting.
+func (w *presenceWatch) apply(r kvRecord) bool {
+	old, had := w.known[r.key]
+	if r.op != jetstream.KeyValuePut {
+		if !had {
+			return true
+		}
+		old.Online = false
+		return w.emit(old)
+	}
+	p, ok := w.e.decodePeer(r.key, r.value, time.Now())
+	if !ok || (had && p.TS < old.TS) {
+		return true
+	}
+	return w.emit(p)
+}
+
+// sweep reports the peers silent past the liveness window at now.
+func (w *presenceWatch) sweep(now time.Time) bool {
+	for _, p := range w.known {
+		if p.Online && !p.Live(now) {
+			p.Online = false
+			if !w.emit(p) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (w *presenceWatch) emit(p Peer) bool {
+	old, had := w.known[p.Card.ID]
+	w.known[p.Card.ID] = p
+	if had && old.State() == p.State() && old.Activity == p.Activity {
+		return true
+	}
+	ch := PeerChange{Peer: p}
+	if had {
+		ch.Previous = old.State()
+	}
+	select {
+	case w.out <- ch:
+		return true
+	case <-w.ctx.Done():
+		return false
+	}
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -19,6 +20,7 @@ type ChannelStat struct {
 }
 
 // ChannelStats lists every channel that has history or a registry entry, sorted by name.
+// The registry is read by batch Direct Get, without a consumer.
 func (e *Endpoint) ChannelStats(ctx context.Context) ([]ChannelStat, error) {
 	stream := protocol.StreamChat(e.cfg.Space)
 	s, err := e.js.Stream(ctx, stream)
@@ -41,20 +43,17 @@ func (e *Endpoint) ChannelStats(ctx context.Context) ([]ChannelStat, error) {
 			stat(sub.Channel).Messages += n
 		}
 	}
-	kv, err := e.js.KeyValue(ctx, protocol.BucketChannels(e.cfg.Space))
+	recs, err := e.scanBucket(ctx, protocol.BucketChannels(e.cfg.Space))
 	if err != nil {
 		return nil, fmt.Errorf("channel registry: %w", err)
 	}
-	keys, err := kv.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("channel registry: %w", err)
-	}
-	for key := range keys.Keys() {
-		if key == protocol.ChannelDefaultsKey {
+	for _, r := range recs {
+		if r.op != jetstream.KeyValuePut || r.key == protocol.ChannelDefaultsKey {
 			continue
 		}
-		if err := getJSON(ctx, kv, key, &stat(key).Config); err != nil {
-			return nil, err
+		c := stat(r.key)
+		if err := json.Unmarshal(r.value, &c.Config); err != nil {
+			return nil, fmt.Errorf("channel registry %q: %w", r.key, err)
 		}
 	}
 	out := make([]ChannelStat, 0, len(byName))

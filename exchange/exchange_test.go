@@ -19,6 +19,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/internal/testclock"
 	"github.com/cotal-ai/cotal/ledger"
 )
 
@@ -131,7 +132,7 @@ func startWith(t *testing.T, configure func(*Server)) *fixture {
 		"worker": {Actor: "worker", Subjects: []string{testIdP + "|" + testSubject}, AllowPublish: []string{"work"}, Scopes: []string{"role:builder"}},
 		"bob":    {Actor: "bob", Subjects: []string{"bob"}, Scopes: []string{"admin"}},
 	}}
-	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	clock := &fakeClock{t: testclock.Epoch(t)}
 	s := &Server{Issuer: iss, Ledger: led, OwnerSecret: secret, IdP: fakeIdP{}, IdPIssuer: testIdP, Logger: testLogger(t), Now: clock.Now}
 	if configure != nil {
 		configure(s)
@@ -418,7 +419,7 @@ func TestThrottle(t *testing.T) {
 }
 
 func TestThrottlePeerBound(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	clock := &fakeClock{t: testclock.Epoch(t)}
 	th := newThrottle(2, time.Minute, 4, clock.Now)
 	for i := range 3 {
 		if _, limited := th.refused("a"); limited != (i == 2) {

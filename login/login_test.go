@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cotal-ai/cotal/internal/testclock"
 	"github.com/cotal-ai/cotal/oidc/oidctest"
 )
 
-func newClock() *oidctest.Clock {
-	return oidctest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+func newClock(t testing.TB) *oidctest.Clock {
+	return oidctest.NewClock(testclock.Epoch(t))
 }
 
 // flow is a Config whose Wait advances clk instead of sleeping and records each wait.
@@ -35,7 +36,7 @@ func (f *flow) config(iss *oidctest.Issuer, prompt func(Prompt)) Config {
 }
 
 func TestLoginApproved(t *testing.T) {
-	f := &flow{clk: newClock()}
+	f := &flow{clk: newClock(t)}
 	iss := oidctest.Start(t, &oidctest.Issuer{Interval: 3 * time.Second, Now: f.clk.Now})
 	var shown Prompt
 	s, err := Login(t.Context(), f.config(iss, func(p Prompt) {
@@ -60,7 +61,7 @@ func TestLoginApproved(t *testing.T) {
 }
 
 func TestLoginPendingThenApproved(t *testing.T) {
-	f := &flow{clk: newClock()}
+	f := &flow{clk: newClock(t)}
 	iss := oidctest.Start(t, &oidctest.Issuer{AutoApprove: "bob", Now: f.clk.Now})
 	s, err := Login(t.Context(), f.config(iss, nil))
 	if err != nil {
@@ -73,7 +74,7 @@ func TestLoginPendingThenApproved(t *testing.T) {
 
 // TestLoginSlowDown: polling early gets slow_down, and the client adds 5 s to its interval.
 func TestLoginSlowDown(t *testing.T) {
-	f := &flow{clk: newClock(), short: 500 * time.Millisecond}
+	f := &flow{clk: newClock(t), short: 500 * time.Millisecond}
 	iss := oidctest.Start(t, &oidctest.Issuer{AutoApprove: "carol", Interval: 2 * time.Second, Now: f.clk.Now})
 	s, err := Login(t.Context(), f.config(iss, nil))
 	if err != nil {
@@ -86,7 +87,7 @@ func TestLoginSlowDown(t *testing.T) {
 }
 
 func TestLoginDenied(t *testing.T) {
-	f := &flow{clk: newClock()}
+	f := &flow{clk: newClock(t)}
 	iss := oidctest.Start(t, &oidctest.Issuer{Now: f.clk.Now})
 	_, err := Login(t.Context(), f.config(iss, func(p Prompt) {
 		if err := iss.Deny(p.UserCode); err != nil {
@@ -100,14 +101,14 @@ func TestLoginDenied(t *testing.T) {
 
 func TestLoginExpired(t *testing.T) {
 	// The client notices the deadline itself ...
-	f := &flow{clk: newClock()}
+	f := &flow{clk: newClock(t)}
 	iss := oidctest.Start(t, &oidctest.Issuer{DeviceCodeTTL: 10 * time.Second, Now: f.clk.Now})
 	_, err := Login(t.Context(), f.config(iss, func(Prompt) { f.clk.Add(10 * time.Second) }))
 	if !errors.Is(err, ErrExpired) {
 		t.Fatalf("client-side expiry: %v", err)
 	}
 	// ... and believes the provider when its clock runs ahead.
-	idpClk := newClock()
+	idpClk := newClock(t)
 	iss = oidctest.Start(t, &oidctest.Issuer{DeviceCodeTTL: 10 * time.Second, Now: idpClk.Now})
 	_, err = Login(t.Context(), f.config(iss, func(Prompt) { idpClk.Add(time.Minute) }))
 	if !errors.Is(err, ErrExpired) || !strings.Contains(err.Error(), "expired_token") {
@@ -149,7 +150,7 @@ func TestLoginRequiredToken(t *testing.T) {
 // session in a fresh store.
 func loggedIn(t *testing.T) (*flow, *oidctest.Issuer, Config, *Session, Store) {
 	t.Helper()
-	f := &flow{clk: newClock()}
+	f := &flow{clk: newClock(t)}
 	iss := oidctest.Start(t, &oidctest.Issuer{AutoApprove: "dave", TokenTTL: 5 * time.Minute, Now: f.clk.Now})
 	cfg := f.config(iss, nil)
 	s, err := Login(t.Context(), cfg)

@@ -16,6 +16,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/cotal-ai/cotal/internal/testclock"
 	"github.com/cotal-ai/cotal/oidc/oidctest"
 )
 
@@ -103,9 +104,8 @@ func (p *testIdP) sign(t *testing.T, kid string, c jwt.Claims) string {
 	return tok
 }
 
-var base = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-
-func claims(iss string) jwt.Claims {
+// claims are good ID-token claims issued at base by iss.
+func claims(base time.Time, iss string) jwt.Claims {
 	return jwt.Claims{Issuer: iss, Subject: "248289761001", Audience: jwt.Audience{"cotal", "other"},
 		IssuedAt: jwt.NewNumericDate(base), NotBefore: jwt.NewNumericDate(base), Expiry: jwt.NewNumericDate(base.Add(time.Hour))}
 }
@@ -115,24 +115,25 @@ func newVerifier(p *testIdP, c *oidctest.Clock) *Verifier {
 }
 
 func TestVerify(t *testing.T) {
+	base := testclock.Epoch(t)
 	p := startIdP(t)
-	good := p.sign(t, "k1", claims(p.URL))
+	good := p.sign(t, "k1", claims(base, p.URL))
 	parts := strings.Split(good, ".")
 	noneHdr := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`))
 	sigBytes, _ := base64.RawURLEncoding.DecodeString(parts[2])
 	sigBytes[0] ^= 1
 	tampered := parts[0] + "." + parts[1] + "." + base64.RawURLEncoding.EncodeToString(sigBytes)
 
-	expired := claims(p.URL)
+	expired := claims(base, p.URL)
 	expired.Expiry = jwt.NewNumericDate(base.Add(-2 * time.Minute))
-	slightlyExpired := claims(p.URL)
+	slightlyExpired := claims(base, p.URL)
 	slightlyExpired.Expiry = jwt.NewNumericDate(base.Add(-30 * time.Second))
-	wrongAud := claims(p.URL)
+	wrongAud := claims(base, p.URL)
 	wrongAud.Audience = jwt.Audience{"someone-else"}
-	wrongIss := claims("http://127.0.0.1:1")
-	future := claims(p.URL)
+	wrongIss := claims(base, "http://127.0.0.1:1")
+	future := claims(base, p.URL)
 	future.IssuedAt = jwt.NewNumericDate(base.Add(5 * time.Minute))
-	noSub := claims(p.URL)
+	noSub := claims(base, p.URL)
 	noSub.Subject = ""
 
 	for _, c := range []struct {
@@ -175,6 +176,7 @@ func TestVerify(t *testing.T) {
 
 // TestEmbeddedKey: a token bringing its own jwk is refused even though it verifies under it.
 func TestEmbeddedKey(t *testing.T) {
+	base := testclock.Epoch(t)
 	p := startIdP(t)
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -185,7 +187,7 @@ func TestEmbeddedKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := jwt.Signed(sig).Claims(claims(p.URL)).Serialize()
+	tok, err := jwt.Signed(sig).Claims(claims(base, p.URL)).Serialize()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,11 +197,12 @@ func TestEmbeddedKey(t *testing.T) {
 }
 
 func TestDiscoveryIssuerMismatch(t *testing.T) {
+	base := testclock.Epoch(t)
 	p := startIdP(t)
 	p.mu.Lock()
 	p.discIss = p.URL + "/"
 	p.mu.Unlock()
-	_, _, err := newVerifier(p, oidctest.NewClock(base)).VerifyIDToken(t.Context(), p.sign(t, "k1", claims(p.URL)))
+	_, _, err := newVerifier(p, oidctest.NewClock(base)).VerifyIDToken(t.Context(), p.sign(t, "k1", claims(base, p.URL)))
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "discovery: issuer") {
 		t.Fatalf("got %v", err)
 	}
@@ -211,17 +214,18 @@ func TestDiscoveryIssuerMismatch(t *testing.T) {
 // TestRotation: a token with an unknown kid makes the verifier refetch the JWKS, at most
 // once per RefetchInterval.
 func TestRotation(t *testing.T) {
+	base := testclock.Epoch(t)
 	p := startIdP(t)
 	clk := oidctest.NewClock(base)
 	v := newVerifier(p, clk)
-	if _, _, err := v.VerifyIDToken(t.Context(), p.sign(t, "k1", claims(p.URL))); err != nil {
+	if _, _, err := v.VerifyIDToken(t.Context(), p.sign(t, "k1", claims(base, p.URL))); err != nil {
 		t.Fatal(err)
 	}
 	if p.hits() != 1 {
 		t.Fatalf("jwks hits %d, want 1", p.hits())
 	}
 	p.rotate(t, "k2")
-	tok2 := p.sign(t, "k2", claims(p.URL))
+	tok2 := p.sign(t, "k2", claims(base, p.URL))
 	if _, _, err := v.VerifyIDToken(t.Context(), tok2); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("unknown kid within the refetch interval: %v", err)
 	}
@@ -236,7 +240,7 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("jwks hits %d, want 2", p.hits())
 	}
 	// the old key is gone from the refetched set
-	if _, _, err := v.VerifyIDToken(t.Context(), p.sign(t, "k1", claims(p.URL))); !errors.Is(err, ErrInvalid) {
+	if _, _, err := v.VerifyIDToken(t.Context(), p.sign(t, "k1", claims(base, p.URL))); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("retired key accepted: %v", err)
 	}
 }

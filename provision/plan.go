@@ -92,7 +92,7 @@ func (p plan) apply(ctx context.Context, js jetstream.JetStream) (outcome, error
 }
 
 func (p plan) create(ctx context.Context, js jetstream.JetStream) error {
-	if p.res.kv != nil {
+	if p.res.kv != nil && !p.res.asStream {
 		_, err := js.CreateKeyValue(ctx, *p.res.kv)
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/internal/meshtest"
@@ -89,6 +90,29 @@ func TestSpaceCreatesFootprint(t *testing.T) {
 	}
 	if c := streamConfig(t, js, "KV_cotal_channels_prod"); !c.AllowRollup {
 		t.Errorf("channels bucket does not allow rollup")
+	}
+	// Presence refuses rollup: one agent's put on its own key must not purge the others.
+	if c := streamConfig(t, js, "KV_cotal_presence_prod"); c.AllowRollup || !c.DenyDelete || c.MaxConsumers != -1 || c.MaxMsgSize != -1 {
+		t.Errorf("presence bucket rollup %v, deny delete %v, max consumers %d, max msg size %d; want false, true, -1, -1",
+			c.AllowRollup, c.DenyDelete, c.MaxConsumers, c.MaxMsgSize)
+	}
+	presence, err := js.KeyValue(ctx, "cotal_presence_prod")
+	if err != nil {
+		t.Fatalf("presence bucket binds as a bucket: %v", err)
+	}
+	if _, err := presence.Put(ctx, "local.alice", []byte("{}")); err != nil {
+		t.Fatalf("put presence: %v", err)
+	}
+	if e, err := presence.Get(ctx, "local.alice"); err != nil || string(e.Value()) != "{}" {
+		t.Fatalf("get presence: %v", err)
+	}
+	rollup := nats.NewMsg("$KV.cotal_presence_prod.local.bob")
+	rollup.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupAll)
+	if _, err := js.PublishMsg(ctx, rollup); err == nil {
+		t.Error("a rollup put on the presence bucket was stored")
+	}
+	if _, err := presence.Get(ctx, "local.alice"); err != nil {
+		t.Errorf("alice's presence after a refused rollup: %v", err)
 	}
 	auth, err := js.KeyValue(ctx, provision.BucketAuth("prod"))
 	if err != nil {
@@ -332,6 +356,9 @@ func TestSpaceRepairsDrift(t *testing.T) {
 	}
 	if c := streamConfig(t, js, "DM_drift"); c.AllowDirect {
 		t.Error("DM_drift still allows direct get")
+	}
+	if c := streamConfig(t, js, "KV_cotal_presence_drift"); c.AllowRollup {
+		t.Error("presence still allows rollup after the repair (the KV API turned it on)")
 	}
 	if c := streamConfig(t, js, "CHAT_drift"); c.MaxMsgsPerSubject != 1000 {
 		t.Errorf("CHAT per-subject limit %d after repair, want 1000", c.MaxMsgsPerSubject)

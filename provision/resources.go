@@ -32,6 +32,10 @@ type resource struct {
 	name string                    // the stream or bucket name
 	want jetstream.StreamConfig    // the backing stream as wanted; compare reads it
 	kv   *jetstream.KeyValueConfig // a bucket is created through the KV API; nil for a stream
+	// asStream creates a bucket as the KV-shaped stream want instead of through the KV
+	// API, for a bucket whose want differs from what the KV API makes (rollup off). It is
+	// still compared as a bucket.
+	asStream bool
 }
 
 func (r resource) wrap(space string, err error) error {
@@ -58,13 +62,7 @@ func resources(space string, leaseTTL time.Duration) []resource {
 		{kind: "stream", name: chat.Name, want: chat},
 		{kind: "stream", name: dm.Name, want: dm},
 		{kind: "stream", name: task.Name, want: task},
-		bucket(jetstream.KeyValueConfig{
-			Bucket:   protocol.BucketPresence(space),
-			History:  1,
-			TTL:      protocol.LivenessWindow,
-			Storage:  jetstream.FileStorage,
-			Replicas: 1,
-		}),
+		presenceBucket(space),
 		bucket(jetstream.KeyValueConfig{ // the KV API sets discard=New and rollup, as §7.1 wants
 			Bucket:   protocol.BucketChannels(space),
 			History:  1,
@@ -93,6 +91,29 @@ func resources(space string, leaseTTL time.Duration) []resource {
 		}),
 		authBucket(space),
 	}
+}
+
+// presenceBucket is the presence bucket. It refuses rollup: every agent may write its own
+// key, and a Nats-Rollup: all header on that one put would otherwise purge every other
+// peer's record. The KV API always turns rollup on, so the bucket is made as a KV-shaped
+// stream, and an existing bucket that allows rollup is repaired in place. No cotal client
+// purges a presence key (which is what needs rollup); leaving writes an offline record.
+func presenceBucket(space string) resource {
+	r := bucket(jetstream.KeyValueConfig{
+		Bucket:   protocol.BucketPresence(space),
+		History:  1,
+		TTL:      protocol.LivenessWindow,
+		Storage:  jetstream.FileStorage,
+		Replicas: 1,
+	})
+	r.asStream = true
+	r.want.AllowRollup = false
+	r.want.DenyDelete = true
+	r.want.MaxMsgs = -1
+	r.want.MaxBytes = -1
+	r.want.MaxConsumers = -1
+	r.want.MaxMsgSize = -1
+	return r
 }
 
 // BucketAuth names the space's user-auth KV bucket, which holds the actor ledger.

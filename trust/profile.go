@@ -20,10 +20,12 @@ type Profile string
 const (
 	// ProfileAgent sends only with its own sender tokens, reads only its channels, its own
 	// DM durable and its role, and writes only its own presence key. Posting is
-	// default-deny: only the channels in AllowPublish.
+	// default-deny: only the channels in AllowPublish. It creates no consumer but its
+	// history reader on CHAT, and reads presence and the registry without one.
 	ProfileAgent Profile = "agent"
 	// ProfileObserver reads every channel, presence and the channel registry, and sends
-	// nothing; it sees no DMs (the console).
+	// nothing; it sees no DMs (the console). Like the agent, it creates no consumer but
+	// its history reader on CHAT.
 	ProfileObserver Profile = "observer"
 	// ProfileAdmin reads everything of the messaging plane, DMs and anycasts included, and
 	// sends nothing (the dashboard).
@@ -253,18 +255,28 @@ func reader(g *grants, stream, name string) {
 	g.pub(api(verbConsumerInfo, stream, name), api(verbConsumerNext, stream, name), api(verbConsumerDelete, stream, name))
 }
 
-// publicBuckets lets a credential read and watch presence and the channel registry,
-// which every member of the space may read. A watch (and KV ListKeys) is an ordered push
-// consumer with a generated name that nats.go deletes when the watch stops, so create,
-// info and delete are granted on any consumer of the two bucket streams, plus their
-// flow-control replies.
+// publicBuckets lets a credential read presence and the channel registry, which every
+// member of the space may read, without ever creating a consumer on them: one key by
+// Direct Get with the key in the request subject, the whole bucket by a batch Direct Get
+// (both buckets keep one value per key), and presence changes live by a plain
+// subscription to the subjects KV puts are published on. No consumer create, info or
+// delete and no flow-control reply is granted on the bucket streams: a consumer there
+// would let the credential exhaust the stream's consumers, or, as a push consumer whose
+// deliver subject no permission can reach, make the server write bucket records into
+// another stream.
 func publicBuckets(g *grants, space string) {
 	for _, b := range []string{protocol.BucketPresence(space), protocol.BucketChannels(space)} {
-		readBucket(g, b)
+		s := kvStream(b)
+		g.pub(api(verbStreamInfo, s), api(verbStreamMsgGet, s), api(verbDirectGet, s), api(verbDirectGet, s, ">"))
+		g.deny(api(verbConsumerCreate, s), api(verbConsumerCreate, s, ">"), api(verbDurableCreate, s, ">"))
 	}
+	g.sub(kvPrefix + protocol.BucketPresence(space) + ".>")
 }
 
-// readBucket lets a credential read and watch one KV bucket (see publicBuckets).
+// readBucket lets a trusted daemon read and watch one KV bucket through consumers: a
+// watch (and KV ListKeys) is an ordered push consumer with a generated name that nats.go
+// deletes when the watch stops, so create, info and delete are granted on any consumer of
+// the bucket's stream, plus its flow-control replies.
 func readBucket(g *grants, bucket string) {
 	s := kvStream(bucket)
 	g.pub(api(verbStreamInfo, s), api(verbStreamMsgGet, s), api(verbDirectGet, s), api(verbDirectGet, s, ">"))

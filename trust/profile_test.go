@@ -114,10 +114,20 @@ func TestPermissions(t *testing.T) {
 			{pub, "$JS.API.STREAM.INFO.DM_s", false},
 			{pub, "$JS.API.STREAM.INFO.KV_cotal_presence_s", true},
 			{pub, "$JS.API.DIRECT.GET.KV_cotal_presence_s.$KV.cotal_presence_s.local.bob", true},
-			{pub, "$JS.API.CONSUMER.CREATE.KV_cotal_presence_s.x1.$KV.cotal_presence_s.>", true},
-			{pub, "$JS.API.CONSUMER.DELETE.KV_cotal_presence_s.x1", true},
-			{pub, "$JS.FC.KV_cotal_presence_s.x1.1", true},
+			{pub, "$JS.API.DIRECT.GET.KV_cotal_presence_s", true}, // batch: the whole bucket
+			{sub, "$KV.cotal_presence_s.>", true},                 // presence changes, live
 			{pub, "$JS.API.DIRECT.GET.KV_cotal_channels_s.$KV.cotal_channels_s.general", true},
+			{pub, "$JS.API.DIRECT.GET.KV_cotal_channels_s", true},
+			// no consumer of any form on the public buckets (issue 12 items 9 and 10)
+			{pub, "$JS.API.CONSUMER.CREATE.KV_cotal_presence_s", false},
+			{pub, "$JS.API.CONSUMER.CREATE.KV_cotal_presence_s.x1", false},
+			{pub, "$JS.API.CONSUMER.CREATE.KV_cotal_presence_s.x1.$KV.cotal_presence_s.>", false},
+			{pub, "$JS.API.CONSUMER.DURABLE.CREATE.KV_cotal_presence_s.x1", false},
+			{pub, "$JS.API.CONSUMER.CREATE.KV_cotal_channels_s.x1.$KV.cotal_channels_s.>", false},
+			{pub, "$JS.API.CONSUMER.DURABLE.CREATE.KV_cotal_channels_s.x1", false},
+			{pub, "$JS.API.CONSUMER.DELETE.KV_cotal_presence_s.x1", false},
+			{pub, "$JS.FC.KV_cotal_presence_s.x1.1", false},
+			{sub, "$KV.cotal_channels_s.>", false},
 			// never
 			{pub, "$JS.API.DIRECT.GET.CHAT_s", false},
 			{pub, "$JS.API.DIRECT.GET.DM_s.cotal.s.inst.local.bob.local.carol", false},
@@ -165,7 +175,10 @@ func TestPermissions(t *testing.T) {
 			{pub, "$JS.API.CONSUMER.CREATE.DM_s." + hist, false},
 			{pub, "$JS.API.CONSUMER.MSG.NEXT.DM_s.dm_local-bob-" + uidB, false},
 			{pub, "$JS.API.STREAM.INFO.DM_s", false},
-			{pub, "$JS.API.CONSUMER.CREATE.KV_cotal_presence_s.x1.$KV.cotal_presence_s.>", true},
+			{pub, "$JS.API.CONSUMER.CREATE.KV_cotal_presence_s.x1.$KV.cotal_presence_s.>", false},
+			{pub, "$JS.API.CONSUMER.DURABLE.CREATE.KV_cotal_channels_s.x1", false},
+			{pub, "$JS.API.DIRECT.GET.KV_cotal_presence_s", true},
+			{sub, "$KV.cotal_presence_s.>", true},
 			{pub, "$JS.API.DIRECT.GET.CHAT_s.cotal.s.chat.local.bob.general", false},
 		}},
 		{"admin", admin, []row{
@@ -187,6 +200,9 @@ func TestPermissions(t *testing.T) {
 			{pub, "$JS.API.CONSUMER.CREATE.TASK_s.x", false},
 			{pub, "$JS.API.STREAM.DELETE.DM_s", false},
 			{pub, "$JS.API.DIRECT.GET.DM_s", false},
+			{pub, "$JS.API.CONSUMER.CREATE.KV_cotal_presence_s.x1.$KV.cotal_presence_s.>", false},
+			{pub, "$JS.API.CONSUMER.CREATE.KV_cotal_channels_s", false},
+			{sub, "$KV.cotal_presence_s.>", true},
 		}},
 		{"admin without uid", UserSpec{Name: "web", Profile: ProfileAdmin, Principal: alice}, []row{
 			{sub, "cotal.s.inst.>", true},

@@ -57,7 +57,7 @@ func Main() int {
 		Getwd:      os.Getwd,
 		Executable: os.Executable,
 		Getenv:     os.Getenv,
-		Logger:     slog.New(slog.NewTextHandler(ios.ErrOut, &slog.HandlerOptions{Level: level})),
+		Logger:     slog.New(cmdutil.LogHandler(ios.ErrOut, level)),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -46,6 +46,8 @@ func TestScripts(t *testing.T) {
 			"kick":     cmdKick,
 			"srvstats": cmdSrvStats,
 			"bundle":   cmdBundle,
+			"setq":     cmdSetq,
+			"peer":     cmdPeer,
 			"exits":    cmdExits,
 		},
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cotal-ai/cotal/internal/testclock"
 	"github.com/cotal-ai/cotal/oidc"
 	"github.com/cotal-ai/cotal/oidc/oidctest"
 )
@@ -41,7 +42,7 @@ func TestIDTokenVerifies(t *testing.T) {
 // TestDeviceFlow walks the device grant by hand: pending, slow_down, approved, refreshed,
 // and the refresh token rotated.
 func TestDeviceFlow(t *testing.T) {
-	clk := oidctest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	clk := oidctest.NewClock(testclock.Epoch(t))
 	iss := oidctest.Start(t, &oidctest.Issuer{ClientID: "c1", Interval: 2 * time.Second, Now: clk.Now})
 	if st, m := post(t, iss.URL+oidctest.PathDevice, url.Values{"client_id": {"other"}}); st != http.StatusUnauthorized || m["error"] != "invalid_client" {
 		t.Fatalf("wrong client: %d %v", st, m)
@@ -83,7 +84,7 @@ func TestDeviceFlow(t *testing.T) {
 }
 
 func TestDeviceFlowDeniedExpiredAuto(t *testing.T) {
-	clk := oidctest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	clk := oidctest.NewClock(testclock.Epoch(t))
 	iss := oidctest.Start(t, &oidctest.Issuer{AutoApprove: "bob", DeviceCodeTTL: time.Minute, Now: clk.Now})
 	start := func() url.Values {
 		_, dev := post(t, iss.URL+oidctest.PathDevice, url.Values{"client_id": {"cotal"}})

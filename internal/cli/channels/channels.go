@@ -222,9 +222,7 @@ func runList(ctx context.Context, opts *Options) error {
 		rep.Channels = append(rep.Channels, e)
 	}
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
 	out := opts.IO.Out
 	fmt.Fprintf(out, "space %s; defaults: %s, %s\n", t.Space, def.EffectiveDeliveryClass(), replayText(def.EffectiveReplay(), def.ReplayWindow))
@@ -232,7 +230,7 @@ func runList(ctx context.Context, opts *Options) error {
 		fmt.Fprintln(out, "no channels yet")
 	}
 	for _, e := range rep.Channels {
-		fmt.Fprintf(out, "#%-24s %-8s %-16s %6d %s", e.Name, e.Class, replayText(e.Replay, e.ReplayWindow), e.Messages, cmdutil.Noun(e.Messages, "message"))
+		fmt.Fprintf(out, "#%-24s %-8s %-16s %6d %s", cmdutil.OneLine(e.Name), cmdutil.OneLine(e.Class), replayText(e.Replay, e.ReplayWindow), e.Messages, cmdutil.Noun(e.Messages, "message"))
 		if e.Description != "" {
 			pad := "  "
 			if e.Messages == 1 {

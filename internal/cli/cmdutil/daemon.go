@@ -18,13 +18,24 @@ import (
 )
 
 // DaemonLog is the log handler of a daemon command (deliver, auth-service): text on
-// stderr, debug lines with $COTAL_DEBUG set.
+// stderr (see LogHandler), debug lines with $COTAL_DEBUG set.
 func (f *Factory) DaemonLog() slog.Handler {
 	level := slog.LevelInfo
 	if f.Getenv != nil && f.Getenv("COTAL_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
-	return slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: level})
+	return LogHandler(f.IO.ErrOut, level)
+}
+
+// LogHandler is the one log handler the CLI and its daemons write through: slog's text
+// format on w from level up. Log lines carry strings peers chose (names, subjects, message
+// ids, errors quoting them), and this format keeps each record on one line with nothing
+// raw a terminal would act on: it quotes a message, key or value that holds a control,
+// bidi, format or other non-printable character or invalid UTF-8, and writes that
+// character as a Go escape (\n, \x1b, \u202e). Any other handler put here must do as much
+// (TestLogHandlerEscapesPeerText checks it).
+func LogHandler(w io.Writer, level slog.Leveler) slog.Handler {
+	return slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
 }
 
 // Pidfile is the pidfile a daemon writes once it serves and removes when it stops. An

@@ -1,20 +1,26 @@
 package cmdutil
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/user"
 	"strings"
 	"time"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/termsafe"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
 // MessageLine renders one received message as a single line: where it came from (the
 // channel, "dm" or "anycast <role>", with "history" for replays), the verified sender and
 // the text. The sender shows its id when its display name differs from its actor, so a
-// payload name cannot pass for someone else.
+// payload name cannot pass for someone else. Everything that came from the mesh is
+// escaped (termsafe.Escape), so no part of a message can start a line or drive the
+// terminal.
 func MessageLine(in *client.Incoming) string {
 	var where string
 	switch in.Kind {
@@ -28,31 +34,32 @@ func MessageLine(in *client.Incoming) string {
 	if in.Historical {
 		where += " history"
 	}
-	return fmt.Sprintf("[%s] %s: %s", where, Sender(in), OneLine(in.Text()))
+	return fmt.Sprintf("[%s] %s: %s", termsafe.Escape(where), Sender(in), OneLine(in.Text()))
 }
 
-// Sender names the verified sender of a message.
+// Sender names the verified sender of a message, escaped for the terminal.
 func Sender(in *client.Incoming) string {
 	if strings.EqualFold(in.From.Name, in.Subject.Sender.Actor) {
-		return in.From.Name
+		return termsafe.Escape(in.From.Name)
 	}
-	return in.From.Name + " (" + in.Subject.Sender.String() + ")"
+	return termsafe.Escape(in.From.Name + " (" + in.Subject.Sender.String() + ")")
 }
 
-// OneLine escapes line breaks so a message prints on one line.
-func OneLine(s string) string {
-	return strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\n`).Replace(s)
-}
+// OneLine makes text from the mesh (or any text a peer chose) safe to print as part of
+// one line: line breaks show as \n, and every other control, bidi or format character
+// as a visible escape (see termsafe.Escape).
+func OneLine(s string) string { return termsafe.Escape(s) }
 
-// PeerLine renders one roster entry.
+// PeerLine renders one roster entry; the card's name, id and role and the activity are
+// escaped, the activity shown in double quotes.
 func PeerLine(p client.Peer, now time.Time) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-16s %-8s %s", p.Card.Name, p.State(), p.Card.ID)
+	fmt.Fprintf(&b, "%-16s %-8s %s", termsafe.Escape(p.Card.Name), p.State(), termsafe.Escape(p.Card.ID))
 	if p.Card.Role != "" {
-		fmt.Fprintf(&b, "  role=%s", p.Card.Role)
+		fmt.Fprintf(&b, "  role=%s", termsafe.Escape(p.Card.Role))
 	}
 	if p.Activity != "" && p.Online {
-		fmt.Fprintf(&b, "  %q", p.Activity)
+		fmt.Fprintf(&b, "  \"%s\"", termsafe.Escape(p.Activity))
 	}
 	if !p.Online {
 		fmt.Fprintf(&b, "  (last seen %s ago)", now.Sub(time.UnixMilli(p.TS)).Round(time.Second))
@@ -84,4 +91,18 @@ func OperatorIdentity() (name, actor string) {
 		actor = actor[:protocol.MaxActorLength]
 	}
 	return login + "@" + host, actor
+}
+
+// WriteJSON prints v as the one indented JSON document of --json. Strings from the mesh
+// keep their exact value, and every control, bidi or format character in them is a
+// \u escape, never raw (termsafe.EscapeJSON), so printing it on a terminal is safe too.
+func WriteJSON(w io.Writer, v any) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(termsafe.EscapeJSON(b.Bytes()))
+	return err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/termsafe"
 	"github.com/cotal-ai/cotal/trust"
 )
 
@@ -94,9 +95,9 @@ func runConsole(ctx context.Context, opts *Options) error {
 	}
 }
 
-// presenceLine describes one presence change.
+// presenceLine describes one presence change; what the peer wrote is escaped.
 func presenceLine(c client.PeerChange) string {
-	who := c.Card.Name + " (" + c.Card.ID + ")"
+	who := termsafe.Escape(c.Card.Name + " (" + c.Card.ID + ")")
 	var line string
 	switch {
 	case c.Previous == "":
@@ -107,7 +108,7 @@ func presenceLine(c client.PeerChange) string {
 		line = fmt.Sprintf("presence %s is %s", who, c.State())
 	}
 	if c.Activity != "" && c.Online {
-		line += fmt.Sprintf(" %q", c.Activity)
+		line += ` "` + termsafe.Escape(c.Activity) + `"`
 	}
 	return line
 }

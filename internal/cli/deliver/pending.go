@@ -2,7 +2,6 @@ package deliver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -84,12 +83,10 @@ func runPending(ctx context.Context, opts *PendingOptions) error {
 		rep.Durables = []delivery.Held{}
 	}
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
 	out := opts.IO.Out
-	fmt.Fprintf(out, "%s (%s, %s)\n", rep.Name, rep.Principal, rep.State)
+	fmt.Fprintf(out, "%s (%s, %s)\n", cmdutil.OneLine(rep.Name), rep.Principal, rep.State)
 	if len(held) == 0 {
 		fmt.Fprintln(out, "  no durables")
 	}
@@ -98,9 +95,9 @@ func runPending(ctx context.Context, opts *PendingOptions) error {
 		for _, m := range h.Messages {
 			where := "dm"
 			if h.Kind == "channel" {
-				where = "#" + m.Channel
+				where = "#" + cmdutil.OneLine(m.Channel)
 			}
-			fmt.Fprintf(out, "    seq %-6d [%s] %s: %s\n", m.Seq, where, m.Name, cmdutil.OneLine(m.Text))
+			fmt.Fprintf(out, "    seq %-6d [%s] %s: %s\n", m.Seq, where, cmdutil.OneLine(m.Name), cmdutil.OneLine(m.Text))
 		}
 	}
 	return nil

@@ -58,7 +58,9 @@ Every line on stdin is posted to the current channel (the last one joined). Comm
 Each message that arrives prints as one line on stdout:
   [#<channel>] <sender>: <text>     multicast ([#<channel> history] when replayed)
   [dm] <sender>: <text>             unicast to you
-  [anycast <role>] <sender>: <text> a role ask you took`,
+  [anycast <role>] <sender>: <text> a role ask you took
+What peers wrote stays on its line: a line break shows as \n, any other control, bidi or
+format character as an escape such as \x1b or \u202e.`,
 		Example: `  cotal join --name alice --channel general --channel team.backend
   cotal join --persona builder
   cotal join --creds .cotal/auth/creds/space.6d61696e/builder.creds
@@ -130,7 +132,7 @@ func runJoin(ctx context.Context, opts *Options) error {
 		case in := <-ep.Messages():
 			fmt.Fprintln(s.out, cmdutil.MessageLine(in))
 			if err := in.Ack(); err != nil {
-				fmt.Fprintf(s.errOut, "! ack %s: %v\n", in.ID, err)
+				fmt.Fprintf(s.errOut, "! ack %s: %v\n", cmdutil.OneLine(in.ID), err)
 			}
 		case line, ok := <-lines:
 			if !ok {
@@ -245,7 +247,7 @@ func (s *session) handle(ctx context.Context, line string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		fmt.Fprintf(s.errOut, "→ %s  stored seq %d; recipient %s at send; delivery not confirmed\n", t.Name, sent.Seq, t.State)
+		fmt.Fprintf(s.errOut, "→ %s  stored seq %d; recipient %s at send; delivery not confirmed\n", cmdutil.OneLine(t.Name), sent.Seq, t.State)
 		return false, nil
 	case "/anycast", "/ask":
 		role, text, ok := cutArg(rest)

@@ -13,6 +13,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/cmdtest"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/testclock"
 	oidclogin "github.com/cotal-ai/cotal/login"
 	"github.com/cotal-ai/cotal/oidc/oidctest"
 )
@@ -66,7 +67,7 @@ func (c *clock) wait(ctx context.Context, d time.Duration) error {
 
 // TestLoginRun signs in against a test issuer, stores the session, and reports it.
 func TestLoginRun(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := &clock{t: testclock.Epoch(t)}
 	iss := oidctest.Start(t, &oidctest.Issuer{AutoApprove: "alice", Now: clk.Now})
 	dir := filepath.Join(t.TempDir(), "logins")
 	ios, _, out, errOut := iostreams.Test()
@@ -88,7 +89,7 @@ func TestLoginRun(t *testing.T) {
 	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("session file: %v, %v", fi, err)
 	}
-	tok, err := oidclogin.IDToken(t.Context(), dir, iss.URL, "")
+	tok, err := oidclogin.Token(t.Context(), oidclogin.Config{Issuer: iss.URL, Now: clk.Now}, oidclogin.Store{Dir: dir})
 	if err != nil || tok == "" {
 		t.Fatalf("IDToken: %v", err)
 	}
@@ -106,7 +107,7 @@ func TestLoginRun(t *testing.T) {
 }
 
 func TestLoginRunDenied(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := &clock{t: testclock.Epoch(t)}
 	iss := oidctest.Start(t, &oidctest.Issuer{Now: clk.Now})
 	ios, _, out, _ := iostreams.Test()
 	dir := t.TempDir()

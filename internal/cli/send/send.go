@@ -121,7 +121,7 @@ func runSend(ctx context.Context, opts *Options) error {
 			return err
 		}
 		fmt.Fprintf(opts.IO.Out, "→ %s  stored seq %d; recipient %s at send; delivery not confirmed  %s\n",
-			t.Name, sent.Seq, t.State, cmdutil.OneLine(opts.Text))
+			cmdutil.OneLine(t.Name), sent.Seq, t.State, cmdutil.OneLine(opts.Text))
 	case ModeAsk:
 		sent, err := ep.Ask(ctx, opts.To, d)
 		if err != nil {

@@ -3,7 +3,6 @@ package status
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -167,9 +166,7 @@ func runStatus(ctx context.Context, opts *Options) error {
 			State: string(p.State()), Activity: p.Activity, LastSeen: p.TS})
 	}
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
 	out := opts.IO.Out
 	fmt.Fprintf(out, "mesh     %s", rep.Server)
@@ -215,9 +212,9 @@ func runStatus(ctx context.Context, opts *Options) error {
 	}
 	fmt.Fprintf(out, "\nchannels (%d)\n", len(channels))
 	for _, c := range channels {
-		fmt.Fprintf(out, "  #%-24s %s", c.Name, cmdutil.Count(c.Messages, "message"))
+		fmt.Fprintf(out, "  #%-24s %s", cmdutil.OneLine(c.Name), cmdutil.Count(c.Messages, "message"))
 		if c.Config.Description != "" {
-			fmt.Fprintf(out, "  %s", c.Config.Description)
+			fmt.Fprintf(out, "  %s", cmdutil.OneLine(c.Config.Description))
 		}
 		fmt.Fprintln(out)
 	}

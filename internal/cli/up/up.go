@@ -471,7 +471,7 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		if err != nil {
 			return fmt.Errorf("find the cotal binary: %w", err)
 		}
-		log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, nil))
+		log := slog.New(cmdutil.LogHandler(opts.IO.ErrOut, slog.LevelInfo))
 		dctx, stop := context.WithCancel(ctx)
 		for _, kind := range []daemonKind{deliveryKind(chain, proj, srv.ClientURL()), authKind(chain, proj, srv.ClientURL())} {
 			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log}
