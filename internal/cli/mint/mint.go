@@ -163,11 +163,10 @@ func runMint(ctx context.Context, opts *Options) error {
 	}
 	if out == nil {
 		// The project's own creds folder: state of the workspace, re-minted in place.
-		path := cmdutil.CredsPath(t.Project, t.Space, opts.Name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return fmt.Errorf("creds folder: %w", err)
-		}
-		out = &cmdutil.OutFile{Path: path, Force: true}
+		out = &cmdutil.OutFile{Path: cmdutil.CredsPath(t.Project, t.Space, opts.Name), Force: true}
+	}
+	if err := os.MkdirAll(filepath.Dir(out.Path), 0o700); err != nil {
+		return fmt.Errorf("creds folder: %w", err)
 	}
 	if err := out.Write(creds, 0o600); err != nil {
 		return err
