@@ -36,9 +36,15 @@ type MeshFlags struct {
 // Register adds --space, --server and --creds to fs. --space is checked as it is parsed:
 // an empty or invalid space name is a usage error of every command that takes it.
 func (m *MeshFlags) Register(fs *pflag.FlagSet) {
-	fs.Var(spaceFlag{&m.Space}, "space", "space to use (default: the project's space)")
+	SpaceVar(fs, &m.Space, "space to use (default: the project's space)")
 	fs.StringVar(&m.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
 	fs.StringVar(&m.Creds, "creds", "", "NATS creds file to connect with (default: the project's own identity)")
+}
+
+// SpaceVar adds --space to fs, stored in p: a space name checked as it is parsed, so an
+// empty or invalid one is a usage error (exit 2) before the command does anything.
+func SpaceVar(fs *pflag.FlagSet, p *string, usage string) {
+	fs.Var(spaceFlag{p}, "space", usage)
 }
 
 // spaceFlag is the value of --space: a space name, refused when empty or not a space.
