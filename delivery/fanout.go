@@ -419,12 +419,6 @@ func (f *fanout) setProgress(seq uint64) {
 	f.progress = max(f.progress, seq)
 }
 
-func (f *fanout) stats() (progress, copies uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.progress, f.copies
-}
-
 // requeue puts a membership back for a later catch-up, dropping it if the queue is full
 // (the row stays; only posts before the daemon saw it could miss their copy).
 func (f *fanout) requeue(r memberRow) {

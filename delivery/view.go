@@ -179,18 +179,6 @@ func (v *view[T, S]) sync(ctx context.Context, wait time.Duration) error {
 	}
 }
 
-// get returns the live value of key.
-func (v *view[T, S]) get(key string) (T, bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	r, ok := v.rows[key]
-	if !ok || r.deleted {
-		var zero T
-		return zero, false
-	}
-	return r.val, true
-}
-
 // snapshot returns the view's snapshot, rebuilding it when a write came in since.
 func (v *view[T, S]) snapshot() S {
 	v.mu.Lock()

@@ -109,7 +109,7 @@ func (s Subject) String() string {
 func ParseSubject(subject string) (Subject, error) {
 	t := strings.Split(subject, ".")
 	if len(t) < 3 || t[0] != Root {
-		return Subject{}, fmt.Errorf("%w %q: want %s.<space>.<kind>...", ErrMalformedSubject, subject, Root)
+		return Subject{}, fmt.Errorf("%w %q: want %s.<space>.<kind> and the tokens of the kind", ErrMalformedSubject, subject, Root)
 	}
 	for i, tok := range t {
 		if !ValidToken(tok) {

@@ -83,7 +83,8 @@ func report(w io.Writer, cmd *cobra.Command, err error) int {
 	var flagErr *cmdutil.FlagError
 	if errors.As(err, &flagErr) || isCobraUsageError(err) {
 		fmt.Fprintf(w, "error: %v\n", err)
-		if cmd != nil {
+		var r *cmdutil.Refusal
+		if cmd != nil && (!errors.As(err, &r) || r.Next == "") { // a refusal ends with its next command
 			fmt.Fprintf(w, "see `%s --help`\n", cmd.CommandPath())
 		}
 		return exitUsage
@@ -131,7 +132,33 @@ peer, anycast to whoever holds a role.`,
 		login.NewCmdLogin(f, nil),
 		meshes.NewCmdMeshes(f),
 	)
+	strictHelp(root)
 	return root
+}
+
+// strictHelp makes `cotal help <topic>` and `cotal completion <shell>` usage errors (exit
+// 2) for a topic or shell that does not exist, where cobra prints help and exits 0; and
+// `cotal completion` alone prints its help like every command group.
+func strictHelp(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "completion":
+			cmdutil.Group(c)
+		case "help":
+			show := c.Run
+			c.Run = nil
+			c.RunE = func(c *cobra.Command, args []string) error {
+				found, rest, err := c.Root().Find(args)
+				if err != nil || found == nil || len(rest) > 0 {
+					return cmdutil.RefuseUsage(fmt.Sprintf("help topic %q", strings.Join(args, " ")), "cotal has no such command", "cotal --help")
+				}
+				show(c, args)
+				return nil
+			}
+		}
+	}
 }
 
 // isCobraUsageError recognises cobra's own argument and command errors.

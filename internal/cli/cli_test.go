@@ -51,6 +51,7 @@ func TestScripts(t *testing.T) {
 			"setq":     cmdSetq,
 			"peer":     cmdPeer,
 			"posts":    cmdPosts,
+			"exits":    cmdExits,
 		},
 	})
 }

@@ -16,7 +16,7 @@ var cases = []struct{ in, want string }{
 	{"build is green", "build is green"},
 	{"héllo wörld, 日本語, עברית, العربية", "héllo wörld, 日本語, עברית, العربية"},
 	{"🎉 👍🏽 🇫🇷 👨‍👩‍👧 ❤️", "🎉 👍🏽 🇫🇷 👨‍👩‍👧 ❤️"}, // skin tone, flag, ZWJ family, variation selector
-	{"क्‍ष", "क्‍ष"},                               // a ZWJ inside Devanagari
+	{"क्\u200dष", "क्\u200dष"},                     // a ZWJ inside Devanagari
 	{`C:\tmp\x1b "quoted"`, `C:\tmp\x1b "quoted"`}, // a backslash is text
 	{"a\u00a0b", "a\u00a0b"},                       // no-break space
 	{"\ufffd", "\ufffd"},                           // the replacement character itself is printable

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -60,13 +61,9 @@ func NewCmdActor(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 names them) may act as an actor, and what that actor may read, post and do. A bearer is only
 issued for a granted actor, and a change bites at the next exchange and the next connect.
 No row means not granted: an empty ledger denies everyone.`,
-		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return cmdutil.FlagErrorf("say what to do: cotal actor grant, cotal actor revoke, or cotal actor list")
-		},
 	}
 	cmd.AddCommand(newCmdGrant(f, runF), newCmdRevoke(f, runF), newCmdList(f, runF))
-	return cmd
+	return cmdutil.Group(cmd)
 }
 
 func newCmdGrant(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
@@ -103,19 +100,20 @@ least one scope or channel.`,
 	return cmd
 }
 
-// checkGrant validates the grant's arguments and flags without I/O.
+// checkGrant validates the grant's arguments and flags without I/O; what it refuses is a
+// usage error.
 func checkGrant(r ledger.Row) error {
 	what := "granting actor " + r.Actor
 	if len(r.Subjects) == 0 {
-		return cmdutil.Refuse(what, "no --sub says which IdP subject may act as it",
+		return cmdutil.RefuseUsage(what, "no --sub says which IdP subject may act as it",
 			"cotal actor grant "+r.Actor+" --sub <idp subject> --allow-subscribe <channel>")
 	}
 	if len(r.Scopes)+len(r.AllowSubscribe)+len(r.AllowPublish) == 0 {
-		return cmdutil.Refuse(what, "it would grant nothing: give --scope, --allow-subscribe or --allow-publish",
+		return cmdutil.RefuseUsage(what, "it would grant nothing: give --scope, --allow-subscribe or --allow-publish",
 			"cotal actor grant "+r.Actor+" --sub "+r.Subjects[0]+" --allow-subscribe <channel>")
 	}
 	if err := r.Validate(); err != nil {
-		return cmdutil.Refuse(what, strings.TrimPrefix(err.Error(), ledger.ErrInvalidRow.Error()+": "),
+		return cmdutil.RefuseUsage(what, strings.TrimPrefix(err.Error(), ledger.ErrInvalidRow.Error()+": "),
 			"cotal actor grant --help")
 	}
 	return nil
@@ -138,11 +136,11 @@ system account; where it cannot, a bearer already issued lives until it expires 
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Row.Actor = args[0]
 			if !protocol.ValidActor(opts.Row.Actor) {
-				return cmdutil.Refuse("revoking actor "+opts.Row.Actor, fmt.Sprintf("it is not an actor token (1 to %d letters, digits and _)", protocol.MaxActorLength), "cotal actor list")
+				return cmdutil.RefuseUsage("revoking actor "+opts.Row.Actor, fmt.Sprintf("it is not an actor token (1 to %d letters, digits and _)", protocol.MaxActorLength), "cotal actor list")
 			}
 			if cmd.Flags().Changed("sub") {
 				if err := ledger.CheckSubject(sub); err != nil {
-					return cmdutil.Refuse("revoking actor "+opts.Row.Actor, err.Error(), "cotal actor list")
+					return cmdutil.RefuseUsage("revoking actor "+opts.Row.Actor, err.Error(), "cotal actor list")
 				}
 				opts.Row.Subjects = []string{sub}
 			}
@@ -176,13 +174,9 @@ func newCmdList(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	return cmd
 }
 
-// openLedger connects as the project's provisioner and opens the space's auth bucket. The
-// caller closes the endpoint.
-func openLedger(ctx context.Context, opts *Options) (*client.Endpoint, jetstream.KeyValue, string, error) {
-	t, err := opts.Factory.Resolve(opts.Mesh)
-	if err != nil {
-		return nil, nil, "", err
-	}
+// openLedger connects to t as the project's provisioner and opens the space's auth bucket.
+// The caller closes the endpoint.
+func openLedger(ctx context.Context, opts *Options, t cmdutil.Target) (*client.Endpoint, jetstream.KeyValue, string, error) {
 	ep, err := opts.Factory.ConnectOperator(ctx, t, trust.ProfileProvisioner)
 	if err != nil {
 		return nil, nil, "", err
@@ -204,8 +198,31 @@ func openLedger(ctx context.Context, opts *Options) (*client.Endpoint, jetstream
 // grantAttempts bounds how often grant re-reads a row that changed under it.
 const grantAttempts = 3
 
+// checkUserAuth refuses a grant in a space of the project's own mesh that is not a user-auth
+// space: no auth service reads its ledger, so the row would grant nothing. A space served
+// elsewhere is left to its own mesh to judge.
+func checkUserAuth(t cmdutil.Target, actor string) error {
+	if t.Project == nil || t.Remote != nil || t.Mesh == nil || t.Mesh.Server != t.Server || !slices.Contains(t.Mesh.Spaces, t.Space) {
+		return nil
+	}
+	_, err := authsvc.ReadPin(t.Project.AuthDir(), t.Space)
+	if errors.Is(err, authsvc.ErrNotUserAuth) {
+		return cmdutil.Refuse(fmt.Sprintf("granting actor %s in space %q", actor, t.Space),
+			"it is not a user-auth space: its peers hold static creds, and no auth service reads its actor ledger",
+			"cotal up --user-auth --idp <issuer URL> --space "+t.Space)
+	}
+	return err
+}
+
 func runGrant(ctx context.Context, opts *Options) error {
-	ep, kv, space, err := openLedger(ctx, opts)
+	t, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return err
+	}
+	if err := checkUserAuth(t, opts.Row.Actor); err != nil {
+		return err
+	}
+	ep, kv, space, err := openLedger(ctx, opts, t)
 	if err != nil {
 		return err
 	}
@@ -239,7 +256,11 @@ func runGrant(ctx context.Context, opts *Options) error {
 }
 
 func runRevoke(ctx context.Context, opts *Options) error {
-	ep, kv, space, err := openLedger(ctx, opts)
+	t, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return err
+	}
+	ep, kv, space, err := openLedger(ctx, opts, t)
 	if err != nil {
 		return err
 	}
@@ -269,7 +290,7 @@ func runRevoke(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(opts.IO.ErrOut, "! live connections not evicted (%v): the revoke bites at their next connect, and when their bearers expire (minutes)\n", err)
 		return nil
 	}
-	fmt.Fprintf(opts.IO.Out, "✓ evicted %d live connection(s); the revoke bites at every next exchange and connect\n", n)
+	fmt.Fprintf(opts.IO.Out, "✓ evicted %s; the revoke bites at every next exchange and connect\n", cmdutil.Count(n, "live connection"))
 	return nil
 }
 
@@ -331,7 +352,11 @@ type ListReport struct {
 }
 
 func runList(ctx context.Context, opts *Options) error {
-	ep, kv, space, err := openLedger(ctx, opts)
+	t, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return err
+	}
+	ep, kv, space, err := openLedger(ctx, opts, t)
 	if err != nil {
 		return err
 	}

@@ -42,9 +42,10 @@ func TestNewCmdActor(t *testing.T) {
 			cmd.SetErr(ios.ErrOut)
 			err := cmd.Execute()
 			var r *cmdutil.Refusal
+			var usage *cmdutil.FlagError
 			if tc.refused {
-				if !errors.As(err, &r) || got != nil {
-					t.Fatalf("err %v, opts %+v: want a refusal before run", err, got)
+				if !errors.As(err, &r) || !errors.As(err, &usage) || got != nil {
+					t.Fatalf("err %v, opts %+v: want a refusal that is a usage error, before run", err, got)
 				}
 				return
 			}

@@ -38,13 +38,9 @@ func NewCmdChannels(f *cmdutil.Factory, runF func(context.Context, *Options) err
 the delivery daemon, so a member gets every post it missed; live: at most once, read while
 joined), whether joining replays history and how far back, and a description and
 instructions shown to agents. Channels without an entry take the space defaults.`,
-		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return cmdutil.FlagErrorf("say what to do: cotal channels list, or cotal channels set <name> ...")
-		},
 	}
 	cmd.AddCommand(newCmdList(f, runF), newCmdSet(f, runF))
-	return cmd
+	return cmdutil.Group(cmd)
 }
 
 // Options are the arguments and flags of `cotal channels list` and `cotal channels set`.
@@ -234,9 +230,13 @@ func runList(ctx context.Context, opts *Options) error {
 		fmt.Fprintln(out, "no channels yet")
 	}
 	for _, e := range rep.Channels {
-		fmt.Fprintf(out, "#%-24s %-8s %-16s %6d messages", cmdutil.OneLine(e.Name), cmdutil.OneLine(e.Class), replayText(e.Replay, e.ReplayWindow), e.Messages)
+		fmt.Fprintf(out, "#%-24s %-8s %-16s %6d %s", cmdutil.OneLine(e.Name), cmdutil.OneLine(e.Class), replayText(e.Replay, e.ReplayWindow), e.Messages, cmdutil.Noun(e.Messages, "message"))
 		if e.Description != "" {
-			fmt.Fprintf(out, "  %s", cmdutil.OneLine(e.Description))
+			pad := "  "
+			if e.Messages == 1 {
+				pad = "   " // "message" is one letter short of "messages": keep the column
+			}
+			fmt.Fprintf(out, "%s%s", pad, cmdutil.OneLine(e.Description))
 		}
 		fmt.Fprintln(out)
 	}

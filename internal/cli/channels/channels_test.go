@@ -33,7 +33,7 @@ func TestNewCmdSet(t *testing.T) {
 		{args: []string{"set", "general"}, wantErr: "nothing to set"},
 		{args: []string{"set", "=defaults", "--desc", "x"}, wantErr: "takes no --desc"},
 		{args: []string{"list", "--json"}, check: func(o *Options) bool { return !o.Set && o.JSON }},
-		{args: nil, wantErr: "say what to do"},
+		{args: []string{"frob"}, wantErr: `unknown command "frob" for "channels": use `},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

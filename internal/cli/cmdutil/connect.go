@@ -63,12 +63,15 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 		if b == nil {
 			var err error
 			if b, err = os.ReadFile(t.Creds); err != nil {
-				return nil, fmt.Errorf("--creds: %w", err)
+				return nil, credsError(t.Creds, fmt.Errorf("--creds: %w", err))
 			}
 		}
 		c, err := trust.ReadCreds(b)
 		if err != nil {
-			return nil, fmt.Errorf("--creds %s: %w", t.Creds, err)
+			if t.Creds == "" {
+				return nil, err // a credential in hand, minted here: not the user's to fix
+			}
+			return nil, credsError(t.Creds, fmt.Errorf("--creds %s: %w", t.Creds, err))
 		}
 		if c.Principal.Validate() == nil {
 			cfg.Owner, cfg.Actor = c.Principal.Owner, c.Principal.Actor
@@ -111,7 +114,7 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 	}
 	ep, err := client.Connect(ctx, t.Server, cfg, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("space %q on %s: %w", t.Space, t.Server, err)
+		return nil, connectError(t, fmt.Errorf("space %q on %s: %w", t.Space, t.Server, err))
 	}
 	if t.Creds == "" && t.CredsData == nil && t.Auth() && as.Join {
 		if _, err := provision.Agent(ctx, ep.JetStream(), t.Space, ep.Principal(), cfg.LifecycleUID, cfg.Role); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/meshreg"
+	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -32,12 +33,42 @@ type MeshFlags struct {
 	Creds  string
 }
 
-// Register adds --space, --server and --creds to fs.
+// Register adds --space, --server and --creds to fs. --space is checked as it is parsed:
+// an empty or invalid space name is a usage error of every command that takes it.
 func (m *MeshFlags) Register(fs *pflag.FlagSet) {
-	fs.StringVar(&m.Space, "space", "", "space to use (default: the project's space)")
+	SpaceVar(fs, &m.Space, "space to use (default: the project's space)")
 	fs.StringVar(&m.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
 	fs.StringVar(&m.Creds, "creds", "", "NATS creds file to connect with (default: the project's own identity)")
 }
+
+// SpaceVar adds --space to fs, stored in p: a space name checked as it is parsed, so an
+// empty or invalid one is a usage error (exit 2) before the command does anything.
+func SpaceVar(fs *pflag.FlagSet, p *string, usage string) {
+	fs.Var(spaceFlag{p}, "space", usage)
+}
+
+// spaceFlag is the value of --space: a space name, refused when empty or not a space.
+type spaceFlag struct{ p *string }
+
+func (s spaceFlag) String() string {
+	if s.p == nil {
+		return ""
+	}
+	return *s.p
+}
+
+func (s spaceFlag) Set(v string) error {
+	if v == "" {
+		return errors.New("a space name is required; leave --space out to use the project's space")
+	}
+	if err := protocol.CheckSpace(v); err != nil {
+		return err
+	}
+	*s.p = v
+	return nil
+}
+
+func (s spaceFlag) Type() string { return "string" }
 
 // Target is the mesh a command talks to.
 type Target struct {
@@ -62,6 +93,11 @@ func (t Target) Auth() bool {
 // recorded in the project's .cotal/, found by walking up from the current folder.
 func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 	t := Target{Server: flags.Server, Space: flags.Space, Creds: flags.Creds}
+	if t.Space != "" {
+		if err := protocol.CheckSpace(t.Space); err != nil {
+			return t, FlagErrorf("space: %w", err)
+		}
+	}
 	wd, proj, err := FindProject(f.Getwd, f.Getenv)
 	if remote, rerr := f.remote(flags, proj); rerr != nil || remote != nil {
 		if rerr != nil {

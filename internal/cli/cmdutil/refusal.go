@@ -29,3 +29,28 @@ func (e *FlagError) Unwrap() error { return e.Err }
 func FlagErrorf(format string, args ...any) error {
 	return &FlagError{Err: fmt.Errorf(format, args...)}
 }
+
+// RefuseUsage builds a Refusal of bad input (an argument or flag that cannot be right): it
+// reads like any refusal, and the CLI exits 2 as for every usage error.
+func RefuseUsage(what, why, next string) error {
+	return &FlagError{Err: &Refusal{What: what, Why: why, Next: next}}
+}
+
+// NextError is a failure that names the command to run next: it reads as Err, then a
+// "next: run `<Next>`" line.
+type NextError struct {
+	Err  error
+	Next string
+}
+
+func (e *NextError) Error() string { return e.Err.Error() + "\nnext: run `" + e.Next + "`" }
+
+func (e *NextError) Unwrap() error { return e.Err }
+
+// WithNext adds the command to run next to err; a nil err stays nil.
+func WithNext(err error, next string) error {
+	if err == nil {
+		return nil
+	}
+	return &NextError{Err: err, Next: next}
+}

@@ -143,7 +143,11 @@ func (f *Factory) connectUserAuth(ctx context.Context, t Target, cfg client.Conf
 	}
 	ep, err := client.Connect(ctx, t.Server, cfg, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("user-auth space %q on %s as %s: %w", t.Space, t.Server, me, err)
+		err = fmt.Errorf("user-auth space %q on %s as %s: %w", t.Space, t.Server, me, err)
+		if refusedAuth(err) {
+			return nil, WithNext(err, "cotal login --idp "+si.issuer)
+		}
+		return nil, connectError(t, err)
 	}
 	go sess.Keep(ctx, ep.Conn())
 	return ep, nil

@@ -47,7 +47,6 @@ and its lock records each one's name, version, spec, SHA-256 and whether it is f
   cotal ext add github.com/cotal-ai/cotal-web@v0.3.0
   cotal ext list --json
   cotal ext rm hello`,
-		Args: cobra.NoArgs,
 	}
 	run := func(name string, opts *Options, def func(context.Context, *Options) error) func(*cobra.Command, []string) error {
 		return func(c *cobra.Command, _ []string) error {
@@ -116,7 +115,7 @@ place while it is at cotal's version, and reinstalls it from its path otherwise.
 	listCmd.Flags().BoolVar(&list.JSON, "json", false, "print one JSON document")
 
 	cmd.AddCommand(addCmd, rmCmd, listCmd)
-	return cmd
+	return cmdutil.Group(cmd)
 }
 
 // reservedNames are the names of root's commands, their aliases, help and completion.

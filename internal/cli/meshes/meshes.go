@@ -25,13 +25,11 @@ is refused until you remove it with cotal meshes rm. Nothing here starts or stop
   cotal login --idp https://idp.example.com/realms/team
   cotal meshes list
   cotal meshes rm team`,
-		Args: cobra.NoArgs, // an unknown subcommand is a usage error, not help
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(
 		NewCmdAdd(f, nil),
 		NewCmdList(f, nil),
 		NewCmdRm(f, nil),
 	)
-	return cmd
+	return cmdutil.Group(cmd)
 }

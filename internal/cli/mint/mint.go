@@ -31,6 +31,7 @@ type Options struct {
 	AllowPublish   []string
 	ExpiresIn      time.Duration
 	Out            string
+	Force          bool // --force: replace the --out file when it exists
 }
 
 // NewCmdMint builds `cotal mint`.
@@ -41,6 +42,7 @@ func NewCmdMint(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 		Short: "Write a creds file for one identity of a space",
 		Long: `Mint a NATS credential signed by the space's key (in .cotal/auth/) and write it as a
 standard creds file (0600), by default to .cotal/auth/creds/space.<hex>/<name>.creds.
+--out FILE writes it to FILE instead, and refuses a FILE that exists unless --force.
 
 Profiles:
   agent     posts only as itself and only to --allow-publish channels (none by default),
@@ -64,6 +66,9 @@ Connect with it: cotal join --creds FILE, or any NATS client.`,
 			if p != trust.ProfileAgent && p != trust.ProfileObserver && p != trust.ProfileAdmin {
 				return cmdutil.FlagErrorf("--profile %q: want agent, observer or admin", opts.Profile)
 			}
+			if opts.Force && opts.Out == "" {
+				return cmdutil.FlagErrorf("--force replaces the --out file: give --out FILE too")
+			}
 			if opts.ExpiresIn < 0 {
 				return cmdutil.FlagErrorf("--expires-in %s: must not be negative", opts.ExpiresIn)
 			}
@@ -85,7 +90,8 @@ Connect with it: cotal join --creds FILE, or any NATS client.`,
 	fl.StringArrayVar(&opts.AllowSubscribe, "allow-subscribe", nil, "agent: a channel (pattern) it may read (repeatable)")
 	fl.StringArrayVar(&opts.AllowPublish, "allow-publish", nil, "agent: a channel (pattern) it may post to (repeatable; default none)")
 	fl.DurationVar(&opts.ExpiresIn, "expires-in", 0, "lifetime, e.g. 24h (default: no expiry)")
-	fl.StringVar(&opts.Out, "out", "", "where to write the creds file")
+	fl.StringVar(&opts.Out, "out", "", "where to write the creds file (an existing file is refused without --force)")
+	fl.BoolVar(&opts.Force, "force", false, "with --out: replace the file if it exists")
 	return cmd
 }
 
@@ -95,7 +101,42 @@ func (o *Options) spec() trust.UserSpec {
 		AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish, ExpiresIn: o.ExpiresIn}
 }
 
+// commandLine is this mint command as a person types it, with --force when force.
+func (o *Options) commandLine(force bool) string {
+	parts := []string{"cotal mint", o.Name, "--profile", cmdutil.ShellQuote(o.Profile)}
+	add := func(flag, v string) {
+		if v != "" {
+			parts = append(parts, flag, cmdutil.ShellQuote(v))
+		}
+	}
+	add("--role", o.Role)
+	for _, ch := range o.AllowSubscribe {
+		add("--allow-subscribe", ch)
+	}
+	for _, ch := range o.AllowPublish {
+		add("--allow-publish", ch)
+	}
+	if o.ExpiresIn > 0 {
+		add("--expires-in", o.ExpiresIn.String())
+	}
+	add("--space", o.Mesh.Space)
+	add("--server", o.Mesh.Server)
+	add("--creds", o.Mesh.Creds)
+	add("--out", o.Out)
+	if force {
+		parts = append(parts, "--force")
+	}
+	return strings.Join(parts, " ")
+}
+
 func runMint(ctx context.Context, opts *Options) error {
+	var out *cmdutil.OutFile
+	if opts.Out != "" {
+		out = &cmdutil.OutFile{Path: opts.Out, Flag: "--out", Force: opts.Force, Next: opts.commandLine(true)}
+		if err := out.Check(); err != nil {
+			return err
+		}
+	}
 	t, err := opts.Factory.Resolve(opts.Mesh)
 	if err != nil {
 		return err
@@ -116,21 +157,21 @@ func runMint(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	out := opts.Out
-	if out == "" {
-		out = cmdutil.CredsPath(t.Project, t.Space, opts.Name)
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
-		return fmt.Errorf("creds folder: %w", err)
-	}
-	if err := workspace.WriteFileAtomic(out, creds, 0o600); err != nil {
-		return err
-	}
 	c, err := trust.ReadCreds(creds)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.Out, "✓ wrote %s\n", out)
+	if out == nil {
+		// The project's own creds folder: state of the workspace, re-minted in place.
+		out = &cmdutil.OutFile{Path: cmdutil.CredsPath(t.Project, t.Space, opts.Name), Force: true}
+	}
+	if err := os.MkdirAll(filepath.Dir(out.Path), 0o700); err != nil {
+		return fmt.Errorf("creds folder: %w", err)
+	}
+	if err := out.Write(creds, 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "✓ wrote %s\n", out.Path)
 	fmt.Fprintf(opts.IO.ErrOut, "  %s profile, principal %s", c.Profile, c.Principal)
 	if c.LifecycleUID != "" {
 		fmt.Fprintf(opts.IO.ErrOut, ", lifecycle uid %s", c.LifecycleUID)
@@ -138,6 +179,6 @@ func runMint(ctx context.Context, opts *Options) error {
 	if !c.Expires.IsZero() {
 		fmt.Fprintf(opts.IO.ErrOut, ", expires %s", c.Expires.UTC().Format(time.RFC3339))
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "\n  connect: cotal join --creds %s\n", out)
+	fmt.Fprintf(opts.IO.ErrOut, "\n  connect: cotal join --creds %s\n", cmdutil.ShellQuote(out.Path))
 	return nil
 }

@@ -120,7 +120,7 @@ func runList(_ context.Context, opts *ListOptions) error {
 		fmt.Fprintf(opts.IO.Out, "%s  invalid: %v\n", pf.Name, pf.Err)
 	}
 	if len(invalid) > 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "%d invalid persona file(s): fix the line named, or remove the file with `cotal personas rm <name> --force`\n", len(invalid))
+		fmt.Fprintf(opts.IO.ErrOut, "%s: fix the line named, or remove the file with `cotal personas rm <name> --force`\n", cmdutil.Count(len(invalid), "invalid persona file"))
 	}
 	return nil
 }

@@ -29,8 +29,6 @@ The format is described in docs/personas.md.`,
   cotal personas list
   cotal personas show dave
   cotal personas rm dave --force`,
-		Args: cobra.NoArgs, // an unknown subcommand is a usage error, not help
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(
 		NewCmdList(f, nil),
@@ -38,10 +36,11 @@ The format is described in docs/personas.md.`,
 		NewCmdNew(f, nil),
 		NewCmdRm(f, nil),
 	)
-	return cmd
+	return cmdutil.Group(cmd)
 }
 
-// checkName refuses a name that cannot be a persona's, suggesting one that can.
+// checkName refuses a name that cannot be a persona's, suggesting one that can: a usage
+// error.
 func checkName(verb, name string) error {
 	if workspace.CheckPersonaName(name) == nil {
 		return nil
@@ -50,7 +49,7 @@ func checkName(verb, name string) error {
 	if verb == "new" {
 		next = "cotal personas new " + suggestName(name) + " --prompt '<your prompt>'"
 	}
-	return cmdutil.Refuse(fmt.Sprintf("persona name %q", name),
+	return cmdutil.RefuseUsage(fmt.Sprintf("persona name %q", name),
 		fmt.Sprintf("a persona's name is its agent's actor: 1 to %d letters, digits or _ (no dots, dashes or spaces)", protocol.MaxActorLength),
 		next)
 }

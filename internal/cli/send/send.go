@@ -52,20 +52,13 @@ it never claims delivery, which happens when the recipient reads it.`,
 		Example: `  cotal send msg general "build is green"
   cotal send dm bob "can you review #12?"
   cotal send ask reviewer "review the auth change"`,
-		Args: cobra.ArbitraryArgs,
-		RunE: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return cmdutil.FlagErrorf("unknown send mode %q: use msg, dm or ask", args[0])
-			}
-			return cmdutil.FlagErrorf("say what to send: cotal send msg|dm|ask <to> <text>")
-		},
 	}
 	cmd.AddCommand(
 		newCmdMode(f, ModeMsg, "msg <channel> <text>", "Post to a channel (multicast)", `  cotal send msg team.backend "deploying now"`, runF),
 		newCmdMode(f, ModeDM, "dm <name> <text>", "Send a direct message to one peer (durable unicast)", `  cotal send dm alice "ping"`, runF),
 		newCmdMode(f, ModeAsk, "ask <role> <text>", "Ask whoever holds a role (anycast: exactly one holder gets it)", `  cotal send ask reviewer "please review PR 12"`, runF),
 	)
-	return cmd
+	return cmdutil.Group(cmd)
 }
 
 func newCmdMode(f *cmdutil.Factory, mode Mode, use, short, example string, runF func(context.Context, *Options) error) *cobra.Command {

@@ -23,8 +23,7 @@ func TestNewCmdSend(t *testing.T) {
 		{args: []string{"ask", "re.viewer", "x"}, wantErr: "role \"re.viewer\""},
 		{args: []string{"dm", "bob", " "}, wantErr: "text is empty"},
 		{args: []string{"dm", "bob"}, wantErr: "requires at least 2 arg"},
-		{args: []string{"shout", "x", "y"}, wantErr: "unknown send mode \"shout\""},
-		{args: nil, wantErr: "say what to send"},
+		{args: []string{"shout", "x", "y"}, wantErr: `unknown command "shout" for "send": use ask, `},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -212,7 +212,7 @@ func runStatus(ctx context.Context, opts *Options) error {
 	}
 	fmt.Fprintf(out, "\nchannels (%d)\n", len(channels))
 	for _, c := range channels {
-		fmt.Fprintf(out, "  #%-24s %d messages", cmdutil.OneLine(c.Name), c.Messages)
+		fmt.Fprintf(out, "  #%-24s %s", cmdutil.OneLine(c.Name), cmdutil.Count(c.Messages, "message"))
 		if c.Config.Description != "" {
 			fmt.Fprintf(out, "  %s", cmdutil.OneLine(c.Config.Description))
 		}
