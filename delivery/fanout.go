@@ -48,7 +48,6 @@ type fanout struct {
 	// fan-out has had its copies stored (the durable's ack floor at the session's start,
 	// then each round's last post).
 	progress uint64
-	copies   uint64 // copies stored, for the log and tests
 }
 
 // post is one CHAT message as the fan-out reads it.
@@ -354,7 +353,6 @@ func (f *fanout) round(ctx context.Context, group []jetstream.Msg) error {
 	}
 	f.mu.Lock()
 	f.progress = max(f.progress, last)
-	f.copies += uint64(futs.n)
 	f.mu.Unlock()
 	return nil
 }
@@ -511,7 +509,6 @@ func (f *fanout) catchUp(ctx context.Context, r memberRow) error {
 		return err
 	}
 	f.mu.Lock()
-	f.copies += uint64(futs.n)
 	f.mu.Unlock()
 	if futs.n > 0 {
 		f.log.Info("catch-up copied", "member", r.m.key(), "channel", r.Channel, "copies", futs.n)

@@ -103,7 +103,7 @@ func createBroker(dir, path string, bf *brokerFile, repair string) error {
 		return err
 	}
 	if len(spaces) > 0 {
-		return corrupt(path, fmt.Sprintf("it is missing, but accounts of %d space(s) it signed exist (%s)", len(spaces), strings.Join(spaces, ", ")),
+		return corrupt(path, fmt.Sprintf("it is missing, but the accounts it signed exist (%s)", strings.Join(spaces, ", ")),
 			"restore it from a backup, or move every account.*.json aside too to start a new trust chain (every credential minted so far stops working)")
 	}
 	fresh, err := newBrokerFile()

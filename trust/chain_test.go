@@ -192,7 +192,7 @@ func TestCorruptFilesAreRefusedNotReplaced(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Open(dir)
-		wantCorrupt(t, err, filepath.Join(dir, "broker.json"), "accounts of 1 space(s) it signed exist (prod)")
+		wantCorrupt(t, err, filepath.Join(dir, "broker.json"), "the accounts it signed exist (prod)")
 		if _, err := os.Stat(filepath.Join(dir, "broker.json")); !errors.Is(err, os.ErrNotExist) {
 			t.Fatal("a new broker.json was created over existing accounts")
 		}

@@ -102,7 +102,7 @@ the manifest it applied). --callout-only runs the callouts alone, all or none.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Mesh.Space, "space", "", "space to serve (default: the project's space)")
+	cmdutil.SpaceVar(fl, &opts.Mesh.Space, "space to serve (default: the project's space)")
 	fl.StringVar(&opts.Mesh.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
 	fl.StringVar(&opts.Spaces, "spaces", "", "a space manifest (JSON): one lane per space")
 	fl.BoolVar(&opts.CalloutOnly, "callout-only", false, "with --spaces: run the callouts alone, all or none")

@@ -61,7 +61,7 @@ a daemon stopped this way down until ` + "`cotal up`" + ` on the running mesh st
 		},
 	}
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 15*time.Second, "how long to wait for each process to stop")
-	cmd.Flags().StringVar(&opts.Space, "space", "", "with a component: only this space's daemon")
+	cmdutil.SpaceVar(cmd.Flags(), &opts.Space, "with a component: only this space's daemon")
 	return cmd
 }
 

@@ -154,7 +154,7 @@ func applyManifest(ctx context.Context, o *Options, chain *trust.Chain, proj *wo
 			return err
 		}
 	}
-	fmt.Fprintf(o.IO.ErrOut, "✓ %s: %d channels in the registry of %s\n", o.File, len(m.Channels), m.Space)
+	fmt.Fprintf(o.IO.ErrOut, "✓ %s: %s in the registry of %s\n", o.File, cmdutil.Count(len(m.Channels), "channel"), m.Space)
 	if acct == nil {
 		return nil
 	}

@@ -129,7 +129,7 @@ on first use: owners are derived from it, so a space is never re-pointed to anot
 	fl.BoolVar(&opts.UserAuth, "user-auth", false, "people sign in with an OIDC provider (needs --idp)")
 	fl.StringVar(&opts.IdP, "idp", "", "with --user-auth: the OIDC provider's issuer URL")
 	fl.StringVar(&opts.ClientID, "client-id", "cotal", "with --user-auth: the OIDC client id its ID tokens name")
-	fl.StringVar(&opts.Space, "space", "", "space to serve (default: the project folder's name)")
+	cmdutil.SpaceVar(fl, &opts.Space, "space to serve (default: the project folder's name)")
 	fl.StringVar(&opts.Server, "server", "", "listen URL, e.g. nats://127.0.0.1:4222 (default: loopback, 4222 or a free port)")
 	fl.StringVar(&opts.StoreDir, "store-dir", "", "JetStream store (default: .cotal/nats)")
 	fl.BoolVar(&opts.Detach, "detach", false, "run in the background and return once ready")
@@ -453,8 +453,12 @@ func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *
 	if err != nil {
 		return fmt.Errorf("jetstream on %s: %w", server, err)
 	}
-	if _, err := provision.Space(ctx, js, space, provision.Options{DefaultDeliveryClass: class}); err != nil {
+	rep, err := provision.Space(ctx, js, space, provision.Options{DefaultDeliveryClass: class})
+	if err != nil {
 		return err
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "! %s\n", n)
 	}
 	if chain == nil {
 		return nil
@@ -571,7 +575,7 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		defer stop()
 		what += ", delivery up"
 		if n := countUserAuth(chain, spaces); n > 0 {
-			what += fmt.Sprintf(", auth service up for %d user-auth space(s)", n)
+			what += ", auth service up for " + cmdutil.Count(n, "user-auth space")
 		}
 	}
 	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s, store %s)\n", readyAddr(srv.ClientURL(), srv.ListenAddr()), space, what, store)
