@@ -102,7 +102,7 @@ the manifest it applied). --callout-only runs the callouts alone, all or none.`,
 		},
 	}
 	fl := cmd.Flags()
-	cmdutil.SpaceVar(fl, &opts.Mesh.Space, "space to serve (default: the project's space)")
+	fl.StringVar(&opts.Mesh.Space, "space", "", "space to serve (default: the project's space)")
 	fl.StringVar(&opts.Mesh.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
 	fl.StringVar(&opts.Spaces, "spaces", "", "a space manifest (JSON): one lane per space")
 	fl.BoolVar(&opts.CalloutOnly, "callout-only", false, "with --spaces: run the callouts alone, all or none")
@@ -120,7 +120,7 @@ the manifest it applied). --callout-only runs the callouts alone, all or none.`,
 
 // check refuses bad flags before anything runs.
 func (o *Options) check(cmd *cobra.Command) error {
-	if o.Mesh.Space != "" {
+	if o.Mesh.Space != "" || cmd.Flags().Changed("space") {
 		if err := protocol.CheckSpace(o.Mesh.Space); err != nil {
 			return cmdutil.FlagErrorf("--space: %v", err)
 		}

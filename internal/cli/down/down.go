@@ -14,6 +14,7 @@ import (
 
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -51,6 +52,11 @@ a daemon stopped this way down until ` + "`cotal up`" + ` on the running mesh st
 					return cmdutil.FlagErrorf("unknown component %q: cotal down stops everything, or only delivery or auth", args[0])
 				}
 				opts.Component = args[0]
+				if opts.Space != "" || cmd.Flags().Changed("space") {
+					if err := protocol.CheckSpace(opts.Space); err != nil {
+						return cmdutil.FlagErrorf("--space: %v", err)
+					}
+				}
 			} else if opts.Space != "" {
 				return cmdutil.FlagErrorf("--space goes with a component: cotal down delivery --space %s", opts.Space)
 			}
@@ -61,7 +67,7 @@ a daemon stopped this way down until ` + "`cotal up`" + ` on the running mesh st
 		},
 	}
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 15*time.Second, "how long to wait for each process to stop")
-	cmdutil.SpaceVar(cmd.Flags(), &opts.Space, "with a component: only this space's daemon")
+	cmd.Flags().StringVar(&opts.Space, "space", "", "with a component: only this space's daemon")
 	return cmd
 }
 

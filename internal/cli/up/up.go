@@ -90,7 +90,7 @@ on first use: owners are derived from it, so a space is never re-pointed to anot
   cotal up                         # foreground; Ctrl-C stops it`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.Space != "" {
+			if opts.Space != "" || cmd.Flags().Changed("space") {
 				if err := protocol.CheckSpace(opts.Space); err != nil {
 					return cmdutil.FlagErrorf("--space: %v", err)
 				}
@@ -129,7 +129,7 @@ on first use: owners are derived from it, so a space is never re-pointed to anot
 	fl.BoolVar(&opts.UserAuth, "user-auth", false, "people sign in with an OIDC provider (needs --idp)")
 	fl.StringVar(&opts.IdP, "idp", "", "with --user-auth: the OIDC provider's issuer URL")
 	fl.StringVar(&opts.ClientID, "client-id", "cotal", "with --user-auth: the OIDC client id its ID tokens name")
-	cmdutil.SpaceVar(fl, &opts.Space, "space to serve (default: the project folder's name)")
+	fl.StringVar(&opts.Space, "space", "", "space to serve (default: the project folder's name)")
 	fl.StringVar(&opts.Server, "server", "", "listen URL, e.g. nats://127.0.0.1:4222 (default: loopback, 4222 or a free port)")
 	fl.StringVar(&opts.StoreDir, "store-dir", "", "JetStream store (default: .cotal/nats)")
 	fl.BoolVar(&opts.Detach, "detach", false, "run in the background and return once ready")
