@@ -13,6 +13,11 @@ const (
 	ReasonMalformedSubject Reason = "malformed-subject"
 	ReasonMalformedJSON    Reason = "malformed-json"
 	ReasonSenderMismatch   Reason = "sender-mismatch"
+	// ReasonRouteMismatch is a message whose routing field (channel, to or toService) is
+	// not the one its subject names: a channel post stored on a DM subject, say, which the
+	// server can be made to write (a push consumer's deliver subject or a request's reply
+	// subject, neither of which a permission reaches).
+	ReasonRouteMismatch Reason = "route-mismatch"
 )
 
 // RejectError is a permanent receive anomaly: the message must be terminated, never
@@ -45,8 +50,9 @@ type Received struct {
 
 // Receive runs the receive checks on one delivery: the subject parses as chat, inst or
 // svc; its sender owner is a principal owner; the body decodes; from is present and
-// from.id equals the subject's sender. The delivery kind comes from the subject, never
-// the payload.
+// from.id equals the subject's sender; the message's one routing field is the subject's
+// (channel for chat, to for inst, toService for svc). The delivery kind comes from the
+// subject, never the payload.
 func Receive(subject string, data []byte) (Received, error) {
 	s, err := ParseSubject(subject)
 	if err != nil {
@@ -76,7 +82,39 @@ func Receive(subject string, data []byte) (Received, error) {
 	if !s.Sender.is(m.From.ID) {
 		return Received{}, &RejectError{ReasonSenderMismatch, fmt.Errorf("from.id %q is not the subject sender %q", m.From.ID, s.Sender)}
 	}
+	if err := checkRoute(s, &m); err != nil {
+		return Received{}, &RejectError{ReasonRouteMismatch, err}
+	}
 	return Received{Subject: s, Kind: kind, Message: m}, nil
+}
+
+// checkRoute checks that m is addressed where subject s delivered it, and nowhere else.
+func checkRoute(s Subject, m *Message) error {
+	var field, want, got string
+	switch s.Kind {
+	case KindChat:
+		field, want, got = "channel", s.Channel, m.Channel
+		if n, err := NormalizeChannel(got); err == nil {
+			got = n
+		}
+	case KindInst:
+		field, want, got = "to", s.Recipient.String(), m.To
+	case KindSvc:
+		field, want, got = "toService", s.Role, m.ToService
+	}
+	if got != want {
+		return fmt.Errorf("%s %q arrived on subject %q, which routes to %s %q", field, got, s.String(), field, want)
+	}
+	routes := 0
+	for _, r := range []string{m.Channel, m.To, m.ToService} {
+		if r != "" {
+			routes++
+		}
+	}
+	if routes > 1 {
+		return fmt.Errorf("message names %d of channel, to and toService, want one", routes)
+	}
+	return nil
 }
 
 // is reports whether id is p's dot-form, p.String(), without building it.

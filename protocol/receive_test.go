@@ -35,11 +35,17 @@ var receiveCases = []receiveCase{
 	{"inst", instAB, body(alice.String(), `"to":"`+bob.String()+`"`), protocol.DeliveryDM, ""},
 	{"svc", svcA, body(alice.String(), `"toService":"reviewer"`), protocol.DeliveryAnycast, ""},
 	{"dev principal", protocol.ChatSubject("main", devP, "general"), body(devP.String(), `"channel":"general"`), protocol.DeliveryChannel, ""},
-	{"empty id", chatAB, strings.Replace(body(alice.String(), `"channel":"x"`), `"id":"m1"`, `"id":""`, 1), protocol.DeliveryChannel, ""},
-	// The kind comes from the subject; payload routing is advisory.
-	{"chat with a dm payload", chatAB, body(alice.String(), `"to":"`+bob.String()+`"`), protocol.DeliveryChannel, ""},
-	{"inst with a channel payload", instAB, body(alice.String(), `"channel":"team.backend"`), protocol.DeliveryDM, ""},
-	{"svc with no routing", svcA, `{"id":"m","from":{"id":"` + alice.String() + `"}}`, protocol.DeliveryAnycast, ""},
+	{"empty id", chatAB, strings.Replace(body(alice.String(), `"channel":"team.backend"`), `"id":"m1"`, `"id":""`, 1), protocol.DeliveryChannel, ""},
+	// The kind comes from the subject, and the payload's one routing field must be the
+	// subject's: a channel post the server was made to store on a DM subject (a push
+	// consumer's deliver subject, a request's reply subject) is not a DM from its sender.
+	{"chat with a dm payload", chatAB, body(alice.String(), `"to":"`+bob.String()+`"`), "", protocol.ReasonRouteMismatch},
+	{"inst with a channel payload", instAB, body(alice.String(), `"channel":"team.backend"`), "", protocol.ReasonRouteMismatch},
+	{"inst to another", instAB, body(alice.String(), `"to":"`+alice.String()+`"`), "", protocol.ReasonRouteMismatch},
+	{"chat on another channel", chatAB, body(alice.String(), `"channel":"team.frontend"`), "", protocol.ReasonRouteMismatch},
+	{"svc for another role", svcA, body(alice.String(), `"toService":"builder"`), "", protocol.ReasonRouteMismatch},
+	{"two routes", chatAB, body(alice.String(), `"channel":"team.backend","to":"`+bob.String()+`"`), "", protocol.ReasonRouteMismatch},
+	{"svc with no routing", svcA, `{"id":"m","from":{"id":"` + alice.String() + `"}}`, "", protocol.ReasonRouteMismatch},
 
 	{"ctl", "cotal.main.ctl.manager." + ownerA + ".alice", body(alice.String(), `"channel":"c"`), "", protocol.ReasonMalformedSubject},
 	{"chat without channel", "cotal.main.chat." + ownerA + ".alice", body(alice.String(), `"channel":"c"`), "", protocol.ReasonMalformedSubject},
@@ -159,7 +165,7 @@ func FuzzReceive(f *testing.F) {
 				t.Fatalf("Receive error %v (%T) is not a *RejectError", err, err)
 			}
 			switch rej.Reason {
-			case protocol.ReasonMalformedSubject, protocol.ReasonMalformedJSON, protocol.ReasonSenderMismatch:
+			case protocol.ReasonMalformedSubject, protocol.ReasonMalformedJSON, protocol.ReasonSenderMismatch, protocol.ReasonRouteMismatch:
 			default:
 				t.Fatalf("unknown reason %q", rej.Reason)
 			}
