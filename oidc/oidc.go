@@ -45,6 +45,12 @@ type Verifier struct {
 	HTTPClient *http.Client     // nil means a client with a 10 s timeout
 	Now        func() time.Time // nil means time.Now
 
+	cache keyCache
+}
+
+// keyCache holds the keys of one JWKS, fetched on first use and again for an unknown kid
+// at most once per RefetchInterval.
+type keyCache struct {
 	mu      sync.Mutex
 	keys    *jose.JSONWebKeySet // nil until the first successful fetch
 	fetched time.Time           // time of the last fetch attempt; zero means never
@@ -110,7 +116,7 @@ func (v *Verifier) verify(ctx context.Context, raw string) (string, string, erro
 			return "", "", fmt.Errorf("key header %q", k)
 		}
 	}
-	key, err := v.key(ctx, h.KeyID, h.Algorithm)
+	key, err := v.cache.key(ctx, v.now(), h.KeyID, h.Algorithm, v.fetch)
 	if err != nil {
 		return "", "", err
 	}
@@ -138,27 +144,27 @@ func (v *Verifier) now() time.Time {
 	return time.Now()
 }
 
-// key returns the JWKS key for kid usable with alg, fetching the JWKS on first use and
-// again for an unknown kid when the last fetch is RefetchInterval old.
-func (v *Verifier) key(ctx context.Context, kid, alg string) (jose.JSONWebKey, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.keys != nil {
-		if k, ok := pick(v.keys, kid, alg); ok {
+// key returns the JWKS key for kid usable with alg, fetching the JWKS with fetch on first
+// use and again for an unknown kid when the last fetch is RefetchInterval old.
+func (c *keyCache) key(ctx context.Context, now time.Time, kid, alg string, fetch func(context.Context) (*jose.JSONWebKeySet, error)) (jose.JSONWebKey, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys != nil {
+		if k, ok := pick(c.keys, kid, alg); ok {
 			return k, nil
 		}
-		if v.now().Sub(v.fetched) < RefetchInterval {
+		if now.Sub(c.fetched) < RefetchInterval {
 			return jose.JSONWebKey{}, fmt.Errorf("no key for kid %q (keys refetched less than %s ago)", kid, RefetchInterval)
 		}
-	} else if !v.fetched.IsZero() && v.now().Sub(v.fetched) < RefetchInterval {
+	} else if !c.fetched.IsZero() && now.Sub(c.fetched) < RefetchInterval {
 		return jose.JSONWebKey{}, fmt.Errorf("no keys: last fetch failed less than %s ago", RefetchInterval)
 	}
-	v.fetched = v.now()
-	keys, err := v.fetch(ctx)
+	c.fetched = now
+	keys, err := fetch(ctx)
 	if err != nil {
 		return jose.JSONWebKey{}, err
 	}
-	v.keys = keys
+	c.keys = keys
 	if k, ok := pick(keys, kid, alg); ok {
 		return k, nil
 	}
@@ -191,7 +197,7 @@ func (v *Verifier) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
 		Issuer  string `json:"issuer"`
 		JWKSURI string `json:"jwks_uri"`
 	}
-	if err := v.getJSON(ctx, strings.TrimSuffix(v.Issuer, "/")+"/.well-known/openid-configuration", &disc); err != nil {
+	if err := getJSON(ctx, v.HTTPClient, strings.TrimSuffix(v.Issuer, "/")+"/.well-known/openid-configuration", &disc); err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	if disc.Issuer != v.Issuer {
@@ -200,21 +206,26 @@ func (v *Verifier) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
 	if err := CheckIssuer(disc.JWKSURI); err != nil {
 		return nil, fmt.Errorf("discovery: jwks_uri: %w", err)
 	}
+	return fetchJWKS(ctx, v.HTTPClient, disc.JWKSURI)
+}
+
+// fetchJWKS reads the JWKS at u.
+func fetchJWKS(ctx context.Context, c *http.Client, u string) (*jose.JSONWebKeySet, error) {
 	var set jose.JSONWebKeySet
-	if err := v.getJSON(ctx, disc.JWKSURI, &set); err != nil {
+	if err := getJSON(ctx, c, u, &set); err != nil {
 		return nil, fmt.Errorf("jwks: %w", err)
 	}
 	return &set, nil
 }
 
-// getJSON GETs u and decodes its JSON body into dst.
-func (v *Verifier) getJSON(ctx context.Context, u string, dst any) error {
+// getJSON GETs u with c (nil means a client with a 10 s timeout) and decodes its JSON body
+// into dst.
+func getJSON(ctx context.Context, c *http.Client, u string, dst any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return fmt.Errorf("get %s: %w", u, err)
 	}
 	req.Header.Set("Accept", "application/json")
-	c := v.HTTPClient
 	if c == nil {
 		c = &http.Client{Timeout: defaultTimeout}
 	}
