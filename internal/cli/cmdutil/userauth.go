@@ -110,8 +110,12 @@ func localSignIn(t Target, pin authsvc.Pin) (signIn, error) {
 
 // remoteSignIn is the sign-in of a mesh registered with cotal meshes add: its public face.
 func remoteSignIn(e *meshreg.Entry) signIn {
-	return signIn{exchange: &userauth.Exchanger{URL: e.ExchangeURL}, sentinel: []byte(e.SentinelCreds),
+	si := signIn{exchange: &userauth.Exchanger{URL: e.ExchangeURL}, sentinel: []byte(e.SentinelCreds),
 		issuer: e.IdPIssuer, clientID: e.IdPClientID}
+	if e.ReferenceIdP() {
+		si.refURL = e.LoginURL()
+	}
+	return si
 }
 
 // connectUserAuth connects to a user-auth space as the person signed in with its IdP

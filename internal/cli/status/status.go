@@ -52,7 +52,11 @@ type UserAuthReport struct {
 // userAuthReport describes the target's sign-in, or nil when it is not a user-auth space.
 func userAuthReport(t cmdutil.Target) *UserAuthReport {
 	if e := t.Remote; e != nil {
-		return &UserAuthReport{IdP: e.IdPIssuer, ClientID: e.IdPClientID, Exchange: e.ExchangeURL, Public: e.ExchangeURL, Remote: true}
+		r := &UserAuthReport{IdP: e.LoginURL(), ClientID: e.IdPClientID, Exchange: e.ExchangeURL, Public: e.ExchangeURL, Remote: true}
+		if e.ReferenceIdP() {
+			r.ClientID, r.Issuer = "", e.IdPIssuer
+		}
+		return r
 	}
 	if t.Project == nil {
 		return nil
