@@ -86,55 +86,61 @@ func CheckIssuer(issuer string) error {
 // and have iss == Issuer, ClientID among its aud, an exp not past and iat and nbf not in the
 // future (each within Leeway), and a sub. Every error wraps ErrInvalid and omits the token.
 func (v *Verifier) VerifyIDToken(ctx context.Context, raw string) (issuer, subject string, err error) {
-	iss, sub, err := v.verify(ctx, raw)
-	if err != nil {
-		return "", "", fmt.Errorf("oidc %s: %w: %w", v.Issuer, ErrInvalid, err)
-	}
-	return iss, sub, nil
+	iss, sub, _, err := v.VerifyIDTokenExpiry(ctx, raw)
+	return iss, sub, err
 }
 
-func (v *Verifier) verify(ctx context.Context, raw string) (string, string, error) {
+// VerifyIDTokenExpiry is VerifyIDToken that also returns the token's exp.
+func (v *Verifier) VerifyIDTokenExpiry(ctx context.Context, raw string) (issuer, subject string, exp time.Time, err error) {
+	iss, sub, exp, err := v.verify(ctx, raw)
+	if err != nil {
+		return "", "", time.Time{}, fmt.Errorf("oidc %s: %w: %w", v.Issuer, ErrInvalid, err)
+	}
+	return iss, sub, exp, nil
+}
+
+func (v *Verifier) verify(ctx context.Context, raw string) (string, string, time.Time, error) {
 	if err := CheckIssuer(v.Issuer); err != nil {
-		return "", "", fmt.Errorf("config: %w", err)
+		return "", "", time.Time{}, fmt.Errorf("config: %w", err)
 	}
 	if v.ClientID == "" {
-		return "", "", errors.New("config: no client id")
+		return "", "", time.Time{}, errors.New("config: no client id")
 	}
 	tok, err := jwt.ParseSigned(raw, allowedAlgs)
 	if err != nil {
-		return "", "", fmt.Errorf("parse: %w", err)
+		return "", "", time.Time{}, fmt.Errorf("parse: %w", err)
 	}
 	if len(tok.Headers) != 1 {
-		return "", "", fmt.Errorf("%d signatures, want 1", len(tok.Headers))
+		return "", "", time.Time{}, fmt.Errorf("%d signatures, want 1", len(tok.Headers))
 	}
 	h := tok.Headers[0]
 	if h.JSONWebKey != nil { // the key comes from the provider's JWKS, never from the token
-		return "", "", errors.New("embedded jwk header")
+		return "", "", time.Time{}, errors.New("embedded jwk header")
 	}
 	for _, k := range []jose.HeaderKey{"jku", "x5u", "x5c"} {
 		if _, ok := h.ExtraHeaders[k]; ok {
-			return "", "", fmt.Errorf("key header %q", k)
+			return "", "", time.Time{}, fmt.Errorf("key header %q", k)
 		}
 	}
 	key, err := v.cache.key(ctx, v.now(), h.KeyID, h.Algorithm, v.fetch)
 	if err != nil {
-		return "", "", err
+		return "", "", time.Time{}, err
 	}
 	var c jwt.Claims
 	if err := tok.Claims(key.Key, &c); err != nil {
-		return "", "", fmt.Errorf("signature: %w", err)
+		return "", "", time.Time{}, fmt.Errorf("signature: %w", err)
 	}
 	if c.Expiry == nil || c.IssuedAt == nil {
-		return "", "", errors.New("missing exp or iat")
+		return "", "", time.Time{}, errors.New("missing exp or iat")
 	}
 	if c.Subject == "" {
-		return "", "", errors.New("missing sub")
+		return "", "", time.Time{}, errors.New("missing sub")
 	}
 	exp := jwt.Expected{Issuer: v.Issuer, AnyAudience: jwt.Audience{v.ClientID}, Time: v.now()}
 	if err := c.ValidateWithLeeway(exp, Leeway); err != nil {
-		return "", "", fmt.Errorf("claims: %w", err)
+		return "", "", time.Time{}, fmt.Errorf("claims: %w", err)
 	}
-	return c.Issuer, c.Subject, nil
+	return c.Issuer, c.Subject, c.Expiry.Time(), nil
 }
 
 func (v *Verifier) now() time.Time {

@@ -109,42 +109,49 @@ type PinnedVerifier struct {
 // iat are required, exp not past, nbf (if any) and iat not in the future, each within
 // PinnedLeeway; sub a non-empty string. Every error wraps ErrInvalid and omits the token.
 func (v *PinnedVerifier) VerifyIDToken(ctx context.Context, raw string) (issuer, subject string, err error) {
-	sub, err := v.verify(ctx, raw)
-	if err != nil {
-		return "", "", fmt.Errorf("idp %s: %w: %w", v.Issuer, ErrInvalid, err)
-	}
-	return v.Issuer, sub, nil
+	iss, sub, _, err := v.VerifyIDTokenExpiry(ctx, raw)
+	return iss, sub, err
 }
 
-func (v *PinnedVerifier) verify(ctx context.Context, raw string) (string, error) {
+// VerifyIDTokenExpiry is VerifyIDToken that also returns the token's exp, which the
+// reference caps a person's bearer to.
+func (v *PinnedVerifier) VerifyIDTokenExpiry(ctx context.Context, raw string) (issuer, subject string, exp time.Time, err error) {
+	sub, exp, err := v.verify(ctx, raw)
+	if err != nil {
+		return "", "", time.Time{}, fmt.Errorf("idp %s: %w: %w", v.Issuer, ErrInvalid, err)
+	}
+	return v.Issuer, sub, exp, nil
+}
+
+func (v *PinnedVerifier) verify(ctx context.Context, raw string) (string, time.Time, error) {
 	switch {
 	case v.Issuer == "" || v.Audience == "":
-		return "", errors.New("config: the pin needs an issuer and an audience")
+		return "", time.Time{}, errors.New("config: the pin needs an issuer and an audience")
 	case CheckJWKSURL(v.JWKSURI) != nil:
-		return "", fmt.Errorf("config: %w", CheckJWKSURL(v.JWKSURI))
+		return "", time.Time{}, fmt.Errorf("config: %w", CheckJWKSURL(v.JWKSURI))
 	}
 	if err := checkKeyHeaders(raw); err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	tok, err := jwt.ParseSigned(raw, parseAlgs)
 	if err != nil {
-		return "", fmt.Errorf("parse: %w", err)
+		return "", time.Time{}, fmt.Errorf("parse: %w", err)
 	}
 	if len(tok.Headers) != 1 {
-		return "", fmt.Errorf("%d signatures, want 1", len(tok.Headers))
+		return "", time.Time{}, fmt.Errorf("%d signatures, want 1", len(tok.Headers))
 	}
 	h := tok.Headers[0]
 	if h.JSONWebKey != nil {
-		return "", errors.New("embedded key material (jku/jwk/x5u/x5c) is rejected - keys resolve only via the pinned JWKS")
+		return "", time.Time{}, errors.New("embedded key material (jku/jwk/x5u/x5c) is rejected - keys resolve only via the pinned JWKS")
 	}
 	if h.Algorithm != string(jose.EdDSA) {
-		return "", fmt.Errorf("alg must be EdDSA (got %s)", h.Algorithm)
+		return "", time.Time{}, fmt.Errorf("alg must be EdDSA (got %s)", h.Algorithm)
 	}
 	key, err := v.cache.key(ctx, v.now(), h.KeyID, h.Algorithm, func(ctx context.Context) (*jose.JSONWebKeySet, error) {
 		return fetchJWKS(ctx, v.HTTPClient, v.JWKSURI)
 	})
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	var c struct {
 		jwt.Claims
@@ -152,30 +159,30 @@ func (v *PinnedVerifier) verify(ctx context.Context, raw string) (string, error)
 		Sub json.RawMessage `json:"sub"`
 	}
 	if err := tok.Claims(key.Key, &c); err != nil {
-		return "", fmt.Errorf("signature: %w", err)
+		return "", time.Time{}, fmt.Errorf("signature: %w", err)
 	}
 	now := v.now()
 	switch {
 	case c.Issuer != v.Issuer:
-		return "", fmt.Errorf("iss %q, want %q", c.Issuer, v.Issuer)
+		return "", time.Time{}, fmt.Errorf("iss %q, want %q", c.Issuer, v.Issuer)
 	case !exactAudience(c.Aud, v.Audience):
-		return "", fmt.Errorf("aud must be exactly %q - a multi-audience session proof is rejected", v.Audience)
+		return "", time.Time{}, fmt.Errorf("aud must be exactly %q - a multi-audience session proof is rejected", v.Audience)
 	case c.Expiry == nil:
-		return "", errors.New("exp is required - an IdP session proof must expire")
+		return "", time.Time{}, errors.New("exp is required - an IdP session proof must expire")
 	case !now.Before(c.Expiry.Time().Add(PinnedLeeway)):
-		return "", errors.New("expired (exp)")
+		return "", time.Time{}, errors.New("expired (exp)")
 	case c.NotBefore != nil && now.Add(PinnedLeeway).Before(c.NotBefore.Time()):
-		return "", errors.New("not yet valid (nbf)")
+		return "", time.Time{}, errors.New("not yet valid (nbf)")
 	case c.IssuedAt == nil:
-		return "", errors.New("iat is required")
+		return "", time.Time{}, errors.New("iat is required")
 	case c.IssuedAt.Time().After(now.Add(PinnedLeeway)):
-		return "", errors.New("iat is in the future")
+		return "", time.Time{}, errors.New("iat is in the future")
 	}
 	var sub string
 	if err := json.Unmarshal(c.Sub, &sub); err != nil || sub == "" {
-		return "", errors.New("sub must be a non-empty string user id")
+		return "", time.Time{}, errors.New("sub must be a non-empty string user id")
 	}
-	return sub, nil
+	return sub, c.Expiry.Time(), nil
 }
 
 // checkKeyHeaders refuses a compact JWS whose protected header names jku, jwk, x5u or
