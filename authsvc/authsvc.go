@@ -4,6 +4,7 @@
 package authsvc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -102,6 +103,9 @@ type Lane struct {
 	// IdPClientID is the audience of the IdP's ID tokens, as the discovery bundle of a
 	// public face tells clients.
 	IdPClientID string
+	// IdPURL is where people sign in (cotal login --idp), as the discovery bundle tells
+	// clients; empty means IdPIssuer.
+	IdPURL string
 	// Public, when set, is the public face: a second listener meant to sit behind an
 	// HTTPS reverse proxy (see exchange.PublicFace); Port 0 binds an ephemeral port.
 	Public *exchange.PublicFace
@@ -295,7 +299,7 @@ func (l *Lane) serveExchange(ctx, rctx context.Context, ua *trust.UserAuth, issu
 		Addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Port)), Logger: log,
 		Public: l.Public,
 		Discovery: exchange.Discovery{Space: l.Space, Server: l.Server, SentinelCreds: string(ua.SentinelCreds()),
-			IdP: exchange.BundleIdP{URL: l.IdPIssuer, Issuer: l.IdPIssuer, Audience: l.IdPClientID}},
+			IdP: exchange.BundleIdP{URL: cmp.Or(l.IdPURL, l.IdPIssuer), Issuer: l.IdPIssuer, Audience: l.IdPClientID}},
 	}
 	addrs := make(chan net.Addr, 1)
 	exReady := make(chan struct{})

@@ -12,7 +12,6 @@ import (
 	"github.com/cotal-ai/cotal/bearer"
 	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/internal/strictjson"
-	"github.com/cotal-ai/cotal/oidc"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/spacehost"
 	"github.com/cotal-ai/cotal/trust"
@@ -122,7 +121,7 @@ func (c *Config) lane(chain *trust.Chain, space string, pub exchange.PublicFace,
 		return nil, err
 	}
 	l := &Lane{Space: space, Server: c.Server, Chain: chain, Store: c.Store,
-		IdP: &oidc.Verifier{Issuer: pin.Issuer, ClientID: pin.ClientID}, IdPIssuer: pin.Issuer, IdPClientID: pin.ClientID,
+		IdP: pin.Verifier(), IdPIssuer: pin.Issuer, IdPClientID: pin.AudienceName(), IdPURL: pin.LoginURL(),
 		AuthTimeout: c.AuthTimeout, ServiceEndpoints: c.ServiceEndpoints, CalloutOnly: c.CalloutOnly, Logger: log}
 	if pub.Port > 0 {
 		l.Public = &pub

@@ -74,6 +74,13 @@ type IDTokenVerifier interface {
 	VerifyIDToken(ctx context.Context, raw string) (issuer, subject string, err error)
 }
 
+// ExpiringIDTokenVerifier is an IDTokenVerifier that also returns the token's exp. With
+// one, the exchange caps a human bearer to the ID token's remaining life and refuses a
+// token already past it, as the reference's bridge does (idp.ts exchange).
+type ExpiringIDTokenVerifier interface {
+	VerifyIDTokenExpiry(ctx context.Context, raw string) (issuer, subject string, exp time.Time, err error)
+}
+
 // Server is the loopback exchange of one space. Set fields before Run.
 type Server struct {
 	Issuer      *bearer.Issuer     // signs and verifies the space's bearers; required
@@ -91,7 +98,7 @@ type Server struct {
 	// as unavailable (503), not as a refusal.
 	Enroll func(ctx context.Context, p protocol.Principal, role string) (uid string, err error)
 	Logger *slog.Logger     // nil means discard
-	Now    func() time.Time // clock of the throttles; nil means time.Now
+	Now    func() time.Time // clock of the throttles and of the ID token expiry cap; nil means time.Now
 
 	// Public, when set, makes Run serve the public face too; its Port 0 means an ephemeral
 	// port. Run checks it with the rules of PublicFace.Check except that Port may be 0.

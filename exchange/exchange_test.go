@@ -510,3 +510,35 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+// expiringIdP is fakeIdP that also reports the ID token's exp, exp(now).
+type expiringIdP struct {
+	fakeIdP
+	exp func() time.Time
+}
+
+func (e expiringIdP) VerifyIDTokenExpiry(ctx context.Context, raw string) (string, string, time.Time, error) {
+	iss, sub, err := e.VerifyIDToken(ctx, raw)
+	return iss, sub, e.exp(), err
+}
+
+// TestHumanBearerCappedToIDToken: as the reference's bridge does, a person's bearer never
+// outlives the ID token it rests on, and an ID token past its exp mints nothing.
+func TestHumanBearerCappedToIDToken(t *testing.T) {
+	var exp time.Time
+	f := startWith(t, func(s *Server) { s.IdP = expiringIdP{exp: func() time.Time { return exp }} })
+	exp = f.clock.Now().Add(100 * time.Second)
+	res := f.ok(t, map[string]any{"idpToken": goodIDToken, "actor": "alice"})
+	if c, err := f.srv.Issuer.Verify(res.Token); err != nil || c.TTL != 100*time.Second {
+		t.Fatalf("bearer %+v %v: want the ID token's remaining 100 s", c, err)
+	}
+	res = f.ok(t, map[string]any{"idpToken": goodIDToken, "actor": "alice", "ttlSec": 30})
+	if c, err := f.srv.Issuer.Verify(res.Token); err != nil || c.TTL != 30*time.Second {
+		t.Fatalf("bearer %+v %v: want ttlSec's 30 s", c, err)
+	}
+	exp = f.clock.Now()
+	r := f.post(t, map[string]any{"idpToken": goodIDToken, "actor": "alice"})
+	if r.status != http.StatusUnauthorized || !bytes.Contains(r.body, []byte("IdP session proof has expired")) {
+		t.Fatalf("expired ID token: %d %s", r.status, r.body)
+	}
+}

@@ -264,10 +264,28 @@ func (s *Server) row(ctx context.Context, actor string) (ledger.Row, error) {
 
 // human exchanges an IdP ID token for a human bearer.
 func (s *Server) human(ctx context.Context, req Request, ttl time.Duration) (Response, error) {
-	iss, sub, err := s.IdP.VerifyIDToken(ctx, req.idpToken())
+	var iss, sub string
+	var exp time.Time
+	var err error
+	ev, capped := s.IdP.(ExpiringIDTokenVerifier)
+	if capped {
+		iss, sub, exp, err = ev.VerifyIDTokenExpiry(ctx, req.idpToken())
+	} else {
+		iss, sub, err = s.IdP.VerifyIDToken(ctx, req.idpToken())
+	}
 	if err != nil {
 		return Response{}, refuse(http.StatusUnauthorized, "refused",
 			"the ID token was not accepted (expired, wrong issuer or audience, or bad signature); log in again", err)
+	}
+	ttl = lifetime(ttl, bearer.MaxHumanLifetime)
+	if capped {
+		// The bearer never outlives the IdP proof it rests on (whole seconds, as the reference).
+		left := time.Duration(exp.Unix()-s.clock().Unix()) * time.Second
+		if left <= 0 {
+			return Response{}, refuse(http.StatusUnauthorized, "refused",
+				"the IdP session proof has expired - cannot mint a bearer; log in again", fmt.Errorf("id token exp %s", exp))
+		}
+		ttl = min(ttl, left)
 	}
 	row, err := s.row(ctx, req.Actor)
 	if err != nil {
@@ -276,7 +294,15 @@ func (s *Server) human(ctx context.Context, req Request, ttl time.Duration) (Res
 	if !s.rowHasIdentity(row, iss, sub) {
 		return Response{}, notGranted(req.Actor, fmt.Errorf("no subject of the row matches %q", sub))
 	}
-	return s.issue(ctx, row, bearer.Claims{Owner: s.OwnerSecret.Owner(iss, sub), Actor: req.Actor, Kind: bearer.KindHuman, Scope: row.Scopes, TTL: lifetime(ttl, bearer.MaxHumanLifetime)})
+	return s.issue(ctx, row, bearer.Claims{Owner: s.OwnerSecret.Owner(iss, sub), Actor: req.Actor, Kind: bearer.KindHuman, Scope: row.Scopes, TTL: ttl})
+}
+
+// clock is the server's clock (Now, else time.Now).
+func (s *Server) clock() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // agent exchanges a still-valid bearer of req.Owner for a short agent bearer.

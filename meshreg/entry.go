@@ -21,6 +21,9 @@ type Entry struct {
 	TLSRequired bool   `json:"tlsRequired"` // clients must use TLS; true for tls: and wss:
 	IdPIssuer   string `json:"idpIssuer"`   // the pinned IdP's issuer: cotal login --idp
 	IdPClientID string `json:"idpClientId"` // the audience of its ID tokens: cotal login --client-id
+	// IdPURL is the bundle's idp.url when it differs from the issuer: the base URL of an
+	// IdP pinned the reference's way, where people sign in (cotal login --idp).
+	IdPURL string `json:"idpUrl,omitempty"`
 	// ExchangeURL is the pinned public base URL the entry was added from (query, fragment
 	// and trailing slash dropped); POST /exchange is ExchangeURL + "/exchange".
 	ExchangeURL string `json:"exchangeUrl"`
@@ -46,6 +49,26 @@ func BaseURL(raw string) (string, error) {
 	return strings.TrimSuffix(u, exchange.BundlePath), nil
 }
 
+// idpURL is the IdP base URL an entry keeps: empty when it is the issuer.
+func idpURL(idp exchange.BundleIdP) string {
+	if idp.URL == idp.Issuer {
+		return ""
+	}
+	return idp.URL
+}
+
+// ReferenceIdP reports whether the mesh's IdP is pinned the reference's way (audience =
+// issuer, the IdP's origin; no client id), so people sign in with the reference's login.
+func (e *Entry) ReferenceIdP() bool { return e.IdPClientID == e.IdPIssuer }
+
+// LoginURL is what cotal login --idp takes for the mesh's IdP.
+func (e *Entry) LoginURL() string {
+	if e.IdPURL != "" {
+		return e.IdPURL
+	}
+	return e.IdPIssuer
+}
+
 // FromBundle builds the entry of a bundle fetched from the public base URL base at time now.
 func FromBundle(b exchange.Bundle, base string, now time.Time) (Entry, error) {
 	pinned, err := BaseURL(base)
@@ -54,7 +77,7 @@ func FromBundle(b exchange.Bundle, base string, now time.Time) (Entry, error) {
 	}
 	return Entry{
 		Space: b.Space, Server: b.Server, TLSRequired: b.TLSRequired,
-		IdPIssuer: b.UserAuth.IdP.Issuer, IdPClientID: b.UserAuth.IdP.Audience,
+		IdPIssuer: b.UserAuth.IdP.Issuer, IdPClientID: b.UserAuth.IdP.Audience, IdPURL: idpURL(b.UserAuth.IdP),
 		ExchangeURL: pinned, JWKSURL: b.UserAuth.Endpoints.JWKS(),
 		ManagerAuthorityURL:  b.UserAuth.Endpoints.ManagerAuthorityURL,
 		AgentProvisioningURL: b.UserAuth.Endpoints.AgentProvisioningURL,
@@ -74,6 +97,11 @@ func (e *Entry) Validate() error {
 	}
 	if e.IdPIssuer == "" || e.IdPClientID == "" {
 		return errors.New("idpIssuer and idpClientId are required")
+	}
+	if e.IdPURL != "" {
+		if _, err := exchange.BundleURL(e.IdPURL); err != nil {
+			return fmt.Errorf("idpUrl: %w", err)
+		}
 	}
 	if base, err := BaseURL(e.ExchangeURL); err != nil {
 		return fmt.Errorf("exchangeUrl: %w", err)
@@ -141,6 +169,7 @@ func (e Entry) diff(o Entry) []string {
 		{"tlsRequired", e.TLSRequired == o.TLSRequired},
 		{"idpIssuer", e.IdPIssuer == o.IdPIssuer},
 		{"idpClientId", e.IdPClientID == o.IdPClientID},
+		{"idpUrl", e.IdPURL == o.IdPURL},
 		{"exchangeUrl", e.ExchangeURL == o.ExchangeURL},
 		{"jwksUrl", e.JWKSURL == o.JWKSURL},
 		{"managerAuthorityUrl", e.ManagerAuthorityURL == o.ManagerAuthorityURL},

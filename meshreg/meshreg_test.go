@@ -131,6 +131,34 @@ func TestFromBundle(t *testing.T) {
 	}
 }
 
+// TestFromReferenceBundle: a bundle whose IdP is pinned the reference's way (url the base,
+// issuer = audience = its origin) keeps the base URL, signs in the reference's way, and
+// survives the entry file; an OIDC bundle keeps no URL beside its issuer.
+func TestFromReferenceBundle(t *testing.T) {
+	creds := trusttest.SentinelCreds(t)
+	b := exchange.Bundle{Space: "team", Server: "tls://nats.example.com:4222", TLSRequired: true,
+		UserAuth: exchange.UserAuth{Provider: exchange.BundleProvider,
+			IdP:       exchange.BundleIdP{URL: "https://idp.example.com/api/auth", Issuer: "https://idp.example.com", Audience: "https://idp.example.com"},
+			Endpoints: exchange.Endpoints{URL: "https://mesh.example.com/cotal", ManagerAuthorityURL: "https://mesh.example.com/cotal/manager-service-authority"}},
+		SentinelCreds: creds}
+	e, err := FromBundle(b, "https://mesh.example.com/cotal", added)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.IdPURL != "https://idp.example.com/api/auth" || !e.ReferenceIdP() || e.LoginURL() != "https://idp.example.com/api/auth" {
+		t.Fatalf("entry %+v", e)
+	}
+	back, err := Decode([]byte(encode(t, e)))
+	if err != nil || back.IdPURL != e.IdPURL {
+		t.Fatalf("decoded %+v %v", back, err)
+	}
+	b.UserAuth.IdP = exchange.BundleIdP{URL: "https://idp.example.com/realms/t", Issuer: "https://idp.example.com/realms/t", Audience: "cotal"}
+	e, err = FromBundle(b, "https://mesh.example.com/cotal", added)
+	if err != nil || e.IdPURL != "" || e.ReferenceIdP() || e.LoginURL() != "https://idp.example.com/realms/t" {
+		t.Fatalf("OIDC entry %+v %v", e, err)
+	}
+}
+
 func TestRegistry(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "meshes")
 	creds := trusttest.SentinelCreds(t)

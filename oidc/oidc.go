@@ -45,6 +45,12 @@ type Verifier struct {
 	HTTPClient *http.Client     // nil means a client with a 10 s timeout
 	Now        func() time.Time // nil means time.Now
 
+	cache keyCache
+}
+
+// keyCache holds the keys of one JWKS, fetched on first use and again for an unknown kid
+// at most once per RefetchInterval.
+type keyCache struct {
 	mu      sync.Mutex
 	keys    *jose.JSONWebKeySet // nil until the first successful fetch
 	fetched time.Time           // time of the last fetch attempt; zero means never
@@ -80,55 +86,61 @@ func CheckIssuer(issuer string) error {
 // and have iss == Issuer, ClientID among its aud, an exp not past and iat and nbf not in the
 // future (each within Leeway), and a sub. Every error wraps ErrInvalid and omits the token.
 func (v *Verifier) VerifyIDToken(ctx context.Context, raw string) (issuer, subject string, err error) {
-	iss, sub, err := v.verify(ctx, raw)
-	if err != nil {
-		return "", "", fmt.Errorf("oidc %s: %w: %w", v.Issuer, ErrInvalid, err)
-	}
-	return iss, sub, nil
+	iss, sub, _, err := v.VerifyIDTokenExpiry(ctx, raw)
+	return iss, sub, err
 }
 
-func (v *Verifier) verify(ctx context.Context, raw string) (string, string, error) {
+// VerifyIDTokenExpiry is VerifyIDToken that also returns the token's exp.
+func (v *Verifier) VerifyIDTokenExpiry(ctx context.Context, raw string) (issuer, subject string, exp time.Time, err error) {
+	iss, sub, exp, err := v.verify(ctx, raw)
+	if err != nil {
+		return "", "", time.Time{}, fmt.Errorf("oidc %s: %w: %w", v.Issuer, ErrInvalid, err)
+	}
+	return iss, sub, exp, nil
+}
+
+func (v *Verifier) verify(ctx context.Context, raw string) (string, string, time.Time, error) {
 	if err := CheckIssuer(v.Issuer); err != nil {
-		return "", "", fmt.Errorf("config: %w", err)
+		return "", "", time.Time{}, fmt.Errorf("config: %w", err)
 	}
 	if v.ClientID == "" {
-		return "", "", errors.New("config: no client id")
+		return "", "", time.Time{}, errors.New("config: no client id")
 	}
 	tok, err := jwt.ParseSigned(raw, allowedAlgs)
 	if err != nil {
-		return "", "", fmt.Errorf("parse: %w", err)
+		return "", "", time.Time{}, fmt.Errorf("parse: %w", err)
 	}
 	if len(tok.Headers) != 1 {
-		return "", "", fmt.Errorf("%d signatures, want 1", len(tok.Headers))
+		return "", "", time.Time{}, fmt.Errorf("%d signatures, want 1", len(tok.Headers))
 	}
 	h := tok.Headers[0]
 	if h.JSONWebKey != nil { // the key comes from the provider's JWKS, never from the token
-		return "", "", errors.New("embedded jwk header")
+		return "", "", time.Time{}, errors.New("embedded jwk header")
 	}
 	for _, k := range []jose.HeaderKey{"jku", "x5u", "x5c"} {
 		if _, ok := h.ExtraHeaders[k]; ok {
-			return "", "", fmt.Errorf("key header %q", k)
+			return "", "", time.Time{}, fmt.Errorf("key header %q", k)
 		}
 	}
-	key, err := v.key(ctx, h.KeyID, h.Algorithm)
+	key, err := v.cache.key(ctx, v.now(), h.KeyID, h.Algorithm, v.fetch)
 	if err != nil {
-		return "", "", err
+		return "", "", time.Time{}, err
 	}
 	var c jwt.Claims
 	if err := tok.Claims(key.Key, &c); err != nil {
-		return "", "", fmt.Errorf("signature: %w", err)
+		return "", "", time.Time{}, fmt.Errorf("signature: %w", err)
 	}
 	if c.Expiry == nil || c.IssuedAt == nil {
-		return "", "", errors.New("missing exp or iat")
+		return "", "", time.Time{}, errors.New("missing exp or iat")
 	}
 	if c.Subject == "" {
-		return "", "", errors.New("missing sub")
+		return "", "", time.Time{}, errors.New("missing sub")
 	}
 	exp := jwt.Expected{Issuer: v.Issuer, AnyAudience: jwt.Audience{v.ClientID}, Time: v.now()}
 	if err := c.ValidateWithLeeway(exp, Leeway); err != nil {
-		return "", "", fmt.Errorf("claims: %w", err)
+		return "", "", time.Time{}, fmt.Errorf("claims: %w", err)
 	}
-	return c.Issuer, c.Subject, nil
+	return c.Issuer, c.Subject, c.Expiry.Time(), nil
 }
 
 func (v *Verifier) now() time.Time {
@@ -138,27 +150,27 @@ func (v *Verifier) now() time.Time {
 	return time.Now()
 }
 
-// key returns the JWKS key for kid usable with alg, fetching the JWKS on first use and
-// again for an unknown kid when the last fetch is RefetchInterval old.
-func (v *Verifier) key(ctx context.Context, kid, alg string) (jose.JSONWebKey, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.keys != nil {
-		if k, ok := pick(v.keys, kid, alg); ok {
+// key returns the JWKS key for kid usable with alg, fetching the JWKS with fetch on first
+// use and again for an unknown kid when the last fetch is RefetchInterval old.
+func (c *keyCache) key(ctx context.Context, now time.Time, kid, alg string, fetch func(context.Context) (*jose.JSONWebKeySet, error)) (jose.JSONWebKey, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys != nil {
+		if k, ok := pick(c.keys, kid, alg); ok {
 			return k, nil
 		}
-		if v.now().Sub(v.fetched) < RefetchInterval {
+		if now.Sub(c.fetched) < RefetchInterval {
 			return jose.JSONWebKey{}, fmt.Errorf("no key for kid %q (keys refetched less than %s ago)", kid, RefetchInterval)
 		}
-	} else if !v.fetched.IsZero() && v.now().Sub(v.fetched) < RefetchInterval {
+	} else if !c.fetched.IsZero() && now.Sub(c.fetched) < RefetchInterval {
 		return jose.JSONWebKey{}, fmt.Errorf("no keys: last fetch failed less than %s ago", RefetchInterval)
 	}
-	v.fetched = v.now()
-	keys, err := v.fetch(ctx)
+	c.fetched = now
+	keys, err := fetch(ctx)
 	if err != nil {
 		return jose.JSONWebKey{}, err
 	}
-	v.keys = keys
+	c.keys = keys
 	if k, ok := pick(keys, kid, alg); ok {
 		return k, nil
 	}
@@ -191,7 +203,7 @@ func (v *Verifier) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
 		Issuer  string `json:"issuer"`
 		JWKSURI string `json:"jwks_uri"`
 	}
-	if err := v.getJSON(ctx, strings.TrimSuffix(v.Issuer, "/")+"/.well-known/openid-configuration", &disc); err != nil {
+	if err := getJSON(ctx, v.HTTPClient, strings.TrimSuffix(v.Issuer, "/")+"/.well-known/openid-configuration", &disc); err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	if disc.Issuer != v.Issuer {
@@ -200,21 +212,26 @@ func (v *Verifier) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
 	if err := CheckIssuer(disc.JWKSURI); err != nil {
 		return nil, fmt.Errorf("discovery: jwks_uri: %w", err)
 	}
+	return fetchJWKS(ctx, v.HTTPClient, disc.JWKSURI)
+}
+
+// fetchJWKS reads the JWKS at u.
+func fetchJWKS(ctx context.Context, c *http.Client, u string) (*jose.JSONWebKeySet, error) {
 	var set jose.JSONWebKeySet
-	if err := v.getJSON(ctx, disc.JWKSURI, &set); err != nil {
+	if err := getJSON(ctx, c, u, &set); err != nil {
 		return nil, fmt.Errorf("jwks: %w", err)
 	}
 	return &set, nil
 }
 
-// getJSON GETs u and decodes its JSON body into dst.
-func (v *Verifier) getJSON(ctx context.Context, u string, dst any) error {
+// getJSON GETs u with c (nil means a client with a 10 s timeout) and decodes its JSON body
+// into dst.
+func getJSON(ctx context.Context, c *http.Client, u string, dst any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return fmt.Errorf("get %s: %w", u, err)
 	}
 	req.Header.Set("Accept", "application/json")
-	c := v.HTTPClient
 	if c == nil {
 		c = &http.Client{Timeout: defaultTimeout}
 	}

@@ -186,7 +186,6 @@ func TestCorrupt(t *testing.T) {
 		"not json",
 		strings.Replace(string(good.Encode()), `"v":1`, `"v":2`, 1),
 		strings.Replace(string(good.Encode()), `"state":"held"`, `"state":"taken"`, 1),
-		strings.Replace(string(good.Encode()), `{`, `{"extra":1,`, 1),
 	} {
 		rev, err := m.kv.Put(ctx, Key, []byte(v))
 		if err != nil {
@@ -208,6 +207,23 @@ func TestCorrupt(t *testing.T) {
 	}
 	if row, _ := m.stored(); row.Generation != 1 {
 		t.Fatalf("after the repair: %+v", row)
+	}
+}
+
+// TestForeignRowExtraKeys: a released row another implementation wrote with a key this
+// schema does not know is read, not refused as corrupt: the next claim takes it over.
+func TestForeignRowExtraKeys(t *testing.T) {
+	m := newMesh(t)
+	ctx := t.Context()
+	rel := Row{V: Version, Generation: 3, ClaimID: "x", State: StateReleased, Ledger: fakeTuple(1), Records: fakeTuple(2), OpenedAt: 1}
+	if _, err := m.kv.Put(ctx, Key, []byte(strings.Replace(string(rel.Encode()), `{`, `{"writer":"ts-auth-7",`, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.claimer(never(t), fakeTuple(3), fakeTuple(4)).Acquire(ctx); err != nil {
+		t.Fatalf("claim over a row with an extra key: %v", err)
+	}
+	if row, _ := m.stored(); row.Generation != 4 || row.State != StateHeld {
+		t.Fatalf("after the claim: %+v", row)
 	}
 }
 

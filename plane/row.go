@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -22,7 +21,8 @@ const (
 	StateReleased = "released" // the last holder closed cleanly; anyone may claim it
 )
 
-// Row is the plane claim as stored: a closed JSON object, schema v1.
+// Row is the plane claim as stored: a JSON object, schema v1 (the reference's
+// implementations/auth/src/plane-claim.ts). It is written with exactly these keys.
 type Row struct {
 	V          int                `json:"v"`          // Version
 	Generation uint64             `json:"generation"` // >= 1, +1 per held write
@@ -76,11 +76,13 @@ func (r Row) Encode() []byte {
 	return b
 }
 
-// DecodeRow reads a stored row: exactly the schema v1 keys, a known state, a generation
-// of at least 1, a claim id and two complete tuples. Anything else is an error.
+// DecodeRow reads a stored row: one JSON object of schema v1 with a known state, a
+// generation of at least 1, a claim id and two complete tuples; anything else is an
+// error. Unknown keys are ignored (issue 13 item 12: a row another implementation wrote
+// may carry fields a later version of the schema adds without bumping v).
 func DecodeRow(b []byte) (Row, error) {
 	var r Row
-	if err := strictjson.Decode(b, &r); err != nil {
+	if err := json.Unmarshal(b, &r); err != nil {
 		return Row{}, fmt.Errorf("decode plane row: %w", err)
 	}
 	if err := r.check(); err != nil {

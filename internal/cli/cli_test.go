@@ -45,6 +45,7 @@ func TestScripts(t *testing.T) {
 			"sha256":   cmdSHA256,
 			"waitcmp":  cmdWaitCmp,
 			"idp":      cmdIdP,
+			"refidp":   cmdRefIdP,
 			"kick":     cmdKick,
 			"srvstats": cmdSrvStats,
 			"bundle":   cmdBundle,
@@ -441,6 +442,31 @@ func cmdWaitCmp(ts *testscript.TestScript, neg bool, args []string) {
 //
 //	idp start VAR [SUBJECT]   approve every device login for SUBJECT (default alice) after one poll
 //	idp deny VAR              deny every device login after one poll
+//
+// cmdRefIdP starts an IdP of the kind the TypeScript reference pins (oidctest.RefIdP:
+// Better Auth's routes under /api/auth, EdDSA tokens with iss = aud = the origin) that
+// approves every device login for SUBJECT (default alice): refidp start VAR [SUBJECT]
+// sets VAR to its base URL and VAR_ORIGIN to its origin.
+func cmdRefIdP(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 || len(args) > 3 || args[0] != "start" {
+		ts.Fatalf("usage: refidp start VAR [SUBJECT]")
+	}
+	p := &oidctest.RefIdP{AutoApprove: "alice"}
+	if len(args) == 3 {
+		p.AutoApprove = args[2]
+	}
+	if err := p.Start(); err != nil {
+		ts.Fatalf("start reference idp: %v", err)
+	}
+	ts.Defer(func() {
+		if err := p.Close(); err != nil {
+			ts.Logf("close reference idp: %v", err)
+		}
+	})
+	ts.Setenv(args[1], p.URL)
+	ts.Setenv(args[1]+"_ORIGIN", p.Origin)
+}
+
 func cmdIdP(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 2 || len(args) > 3 || (args[0] != "start" && args[0] != "deny") || (args[0] == "deny" && len(args) != 2) {
 		ts.Fatalf("usage: idp start VAR [SUBJECT] | idp deny VAR")

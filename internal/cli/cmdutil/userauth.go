@@ -52,8 +52,8 @@ func CheckStatic(t Target, what string) error {
 		return err
 	}
 	return Refuse(fmt.Sprintf("%s on user-auth space %q", what, t.Space),
-		"its peers sign in with "+pin.Issuer+" and hold the sentinel creds plus a short-lived bearer, never static creds",
-		"cotal actor grant <name> --sub <IdP subject> ...; cotal login --idp "+pin.Issuer+"; cotal join --name <name>")
+		"its peers sign in with "+pin.LoginURL()+" and hold the sentinel creds plus a short-lived bearer, never static creds",
+		"cotal actor grant <name> --sub <IdP subject> ...; cotal login --idp "+pin.LoginURL()+"; cotal join --name <name>")
 }
 
 // signIn is how a client reaches a user-auth space's auth service: its exchange, the
@@ -63,6 +63,17 @@ type signIn struct {
 	sentinel []byte
 	issuer   string // the IdP, for cotal login
 	clientID string
+	// refURL, set for an IdP pinned the reference's way, is its base URL: ID tokens come
+	// from the IdP session cotal login kept for it (login.RefIDToken).
+	refURL string
+}
+
+// idToken returns a fresh ID token of the person signed in to the space's IdP.
+func (si signIn) idToken(ctx context.Context, logins string) (string, error) {
+	if si.refURL != "" {
+		return login.RefIDToken(ctx, logins, si.refURL)
+	}
+	return login.IDToken(ctx, logins, si.issuer, si.clientID)
 }
 
 // localSignIn reads the sign-in of a user-auth space the project serves.
@@ -89,14 +100,22 @@ func localSignIn(t Target, pin authsvc.Pin) (signIn, error) {
 	if err != nil {
 		return signIn{}, err
 	}
-	return signIn{exchange: &userauth.Exchanger{URL: st.URL, Cap: st.Cap}, sentinel: sentinel,
-		issuer: pin.Issuer, clientID: pin.ClientID}, nil
+	si := signIn{exchange: &userauth.Exchanger{URL: st.URL, Cap: st.Cap}, sentinel: sentinel,
+		issuer: pin.Issuer, clientID: pin.ClientID}
+	if !pin.OIDC() {
+		si.refURL = pin.URL
+	}
+	return si, nil
 }
 
 // remoteSignIn is the sign-in of a mesh registered with cotal meshes add: its public face.
 func remoteSignIn(e *meshreg.Entry) signIn {
-	return signIn{exchange: &userauth.Exchanger{URL: e.ExchangeURL}, sentinel: []byte(e.SentinelCreds),
+	si := signIn{exchange: &userauth.Exchanger{URL: e.ExchangeURL}, sentinel: []byte(e.SentinelCreds),
 		issuer: e.IdPIssuer, clientID: e.IdPClientID}
+	if e.ReferenceIdP() {
+		si.refURL = e.LoginURL()
+	}
+	return si
 }
 
 // connectUserAuth connects to a user-auth space as the person signed in with its IdP
@@ -117,7 +136,7 @@ func (f *Factory) connectUserAuth(ctx context.Context, t Target, cfg client.Conf
 		return nil, err
 	}
 	fetch := func(ctx context.Context) (exchange.Response, error) {
-		tok, err := login.IDToken(ctx, logins, si.issuer, si.clientID)
+		tok, err := si.idToken(ctx, logins)
 		if err != nil {
 			return exchange.Response{}, err
 		}

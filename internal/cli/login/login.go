@@ -1,5 +1,5 @@
-// Package login implements `cotal login`: sign in to an OIDC provider with the device flow
-// and keep the session for the commands that join user-auth spaces.
+// Package login implements `cotal login`: sign in to an IdP with the device flow and keep
+// the session for the commands that join user-auth spaces.
 package login
 
 import (
@@ -23,8 +23,8 @@ type Options struct {
 	Now  func() time.Time                           // nil means time.Now
 	Wait func(context.Context, time.Duration) error // between polls; nil means a timer
 
-	IdP      string // issuer URL of the OIDC provider
-	ClientID string // OIDC client id the device flow runs as
+	IdP      string // base URL of a reference IdP, or issuer URL of an OIDC provider
+	ClientID string // client id the device flow runs as; "" means the default of the IdP's kind
 	Status   bool   // only show the stored session
 }
 
@@ -33,18 +33,27 @@ func NewCmdLogin(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	opts := &Options{IO: f.IO, Dir: f.LoginDir}
 	cmd := &cobra.Command{
 		Use:   "login --idp URL [--client-id ID] [--status]",
-		Short: "Sign in to an OIDC provider for user-auth spaces",
-		Long: `Sign in to the OIDC provider of a user-auth space with the device flow (RFC 8628):
-cotal shows a web address and a code; open the address in any browser, sign in and
-confirm the code. cotal then keeps the session (an ID token and a refresh token) in
-<config>/cotal/logins/ (0600, one file per provider; <config> is $XDG_CONFIG_HOME or
-~/.config), and commands that join a user-auth space take fresh ID tokens from it,
-refreshing them as they expire. Run cotal login again when they say so.
+		Short: "Sign in to the IdP of user-auth spaces",
+		Long: `Sign in to the IdP of a user-auth space with the device flow (RFC 8628): cotal shows
+a web address and a code; open the address in any browser, sign in and confirm the code.
+Commands that join a user-auth space then take fresh ID tokens from the kept session.
+Run cotal login again when they say so.
 
---idp is the provider's issuer URL (https://, or http:// on 127.0.0.1 or localhost), the
-same as the space's cotal up --user-auth --idp (cotal status shows it); its endpoints come from
-<issuer>/.well-known/openid-configuration. --client-id must be a client the provider
-allows the device flow for, and the audience the auth service expects.
+--idp is the URL the space's cotal up --user-auth --idp was given (cotal status shows it):
+https://, or http:// on 127.0.0.1 or localhost.
+
+An OIDC provider (it serves <idp>/.well-known/openid-configuration naming <idp> as its
+issuer; a space pinned with --client-id) is signed in to at the endpoints its discovery
+names; cotal keeps its ID token and refresh token in <config>/cotal/logins/ (0600, one
+file per provider; <config> is $XDG_CONFIG_HOME or ~/.config) and refreshes them as they
+expire. --client-id (default cotal) must be a client the provider allows the device flow
+for, and the audience the auth service expects.
+
+Any other IdP is signed in to as the TypeScript reference's cotal login does it (a space
+pinned without --client-id, e.g. Better Auth at <origin>/api/auth): the device flow at
+<idp>/device/code and <idp>/device/token (--client-id default cotal-cli) gives an IdP
+session, kept in <config>/cotal/logins/idp-sessions.json in the reference's form, and
+every join fetches a fresh ID token for it from <idp>/token.
 
 --status shows the stored session of the provider without contacting it.`,
 		Example: `  cotal login --idp https://idp.example.com/realms/team
@@ -58,7 +67,7 @@ allows the device flow for, and the audience the auth service expects.
 			if err := oidc.CheckIssuer(opts.IdP); err != nil {
 				return cmdutil.FlagErrorf("--idp: %v", err)
 			}
-			if opts.ClientID == "" {
+			if cmd.Flags().Changed("client-id") && opts.ClientID == "" {
 				return cmdutil.FlagErrorf("--client-id: want a non-empty client id")
 			}
 			if runF != nil {
@@ -68,8 +77,8 @@ allows the device flow for, and the audience the auth service expects.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.IdP, "idp", "", "issuer URL of the OIDC provider (required)")
-	fl.StringVar(&opts.ClientID, "client-id", oidclogin.DefaultClientID, "OIDC client id to sign in as")
+	fl.StringVar(&opts.IdP, "idp", "", "the IdP's URL, as cotal up --user-auth --idp named it (required)")
+	fl.StringVar(&opts.ClientID, "client-id", "", "client id to sign in as (default cotal for an OIDC provider, cotal-cli for a reference IdP)")
 	fl.BoolVar(&opts.Status, "status", false, "show the stored session instead of signing in")
 	return cmd
 }
@@ -83,17 +92,24 @@ func runLogin(ctx context.Context, opts *Options) error {
 	if opts.Status {
 		return showStatus(opts, st)
 	}
-	cfg := oidclogin.Config{Issuer: opts.IdP, ClientID: opts.ClientID, Now: opts.Now, Wait: opts.Wait,
-		Prompt: func(p oidclogin.Prompt) {
-			if p.VerificationURIComplete != "" {
-				fmt.Fprintf(opts.IO.ErrOut, "To sign in, open %s\nand check that it shows the code %s (valid for %s).\n",
-					p.VerificationURIComplete, p.UserCode, p.ExpiresIn)
-			} else {
-				fmt.Fprintf(opts.IO.ErrOut, "To sign in, open %s\nand enter the code %s (valid for %s).\n",
-					p.VerificationURI, p.UserCode, p.ExpiresIn)
-			}
-			fmt.Fprintln(opts.IO.ErrOut, "Waiting for approval...")
-		}}
+	prompt := func(p oidclogin.Prompt) {
+		if p.VerificationURIComplete != "" {
+			fmt.Fprintf(opts.IO.ErrOut, "To sign in, open %s\nand check that it shows the code %s (valid for %s).\n",
+				p.VerificationURIComplete, p.UserCode, p.ExpiresIn)
+		} else {
+			fmt.Fprintf(opts.IO.ErrOut, "To sign in, open %s\nand enter the code %s (valid for %s).\n",
+				p.VerificationURI, p.UserCode, p.ExpiresIn)
+		}
+		fmt.Fprintln(opts.IO.ErrOut, "Waiting for approval...")
+	}
+	cfg := oidclogin.Config{Issuer: opts.IdP, ClientID: opts.ClientID, Now: opts.Now, Wait: opts.Wait, Prompt: prompt}
+	isOIDC, err := oidclogin.IsOIDC(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("login %s: %w", opts.IdP, err)
+	}
+	if !isOIDC {
+		return refLogin(ctx, opts, st, oidclogin.RefConfig{URL: opts.IdP, ClientID: opts.ClientID, Now: opts.Now, Wait: opts.Wait, Prompt: prompt})
+	}
 	s, err := oidclogin.Login(ctx, cfg)
 	if errors.Is(err, oidclogin.ErrDenied) {
 		return cmdutil.Refuse("the login", "the sign-in was denied at "+opts.IdP, "cotal login --idp "+opts.IdP)
@@ -111,7 +127,34 @@ func runLogin(ctx context.Context, opts *Options) error {
 	return nil
 }
 
+// refLogin signs in to a reference IdP and keeps its session.
+func refLogin(ctx context.Context, opts *Options, st oidclogin.Store, cfg oidclogin.RefConfig) error {
+	s, err := oidclogin.RefLogin(ctx, cfg)
+	if errors.Is(err, oidclogin.ErrDenied) {
+		return cmdutil.Refuse("the login", "the sign-in was denied at "+opts.IdP, "cotal login --idp "+opts.IdP)
+	}
+	if errors.Is(err, oidclogin.ErrExpired) {
+		return cmdutil.Refuse("the login", "the code expired before it was approved", "cotal login --idp "+opts.IdP)
+	}
+	if err != nil {
+		return err
+	}
+	if err := st.SaveRef(opts.IdP, s); err != nil {
+		return err
+	}
+	url, _ := oidc.NormalizeIdPURL(opts.IdP) // RefLogin checked it
+	fmt.Fprintf(opts.IO.Out, "✓ logged in to %s as %s\n", url, s.Sub)
+	return nil
+}
+
 func showStatus(opts *Options, st oidclogin.Store) error {
+	if rs, err := st.LoadRef(opts.IdP); err == nil {
+		url, _ := oidc.NormalizeIdPURL(opts.IdP)
+		fmt.Fprintf(opts.IO.Out, "logged in to %s as %s (IdP session until %s)\n", url, rs.Sub, time.Unix(rs.ExpiresAt, 0).Local().Format(time.RFC3339))
+		return nil
+	} else if !errors.Is(err, oidclogin.ErrNoSession) {
+		return err
+	}
 	s, err := st.Load(opts.IdP)
 	if errors.Is(err, oidclogin.ErrNoSession) {
 		return cmdutil.Refuse("--status", "there is no login session for "+opts.IdP, "cotal login --idp "+opts.IdP)

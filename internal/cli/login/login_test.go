@@ -28,7 +28,7 @@ func TestLoginFlags(t *testing.T) {
 		t.Fatalf("options: %+v", o)
 	}
 	o, err = cmdtest.Capture(NewCmdLogin, []string{"--idp", "http://127.0.0.1:5556/dex"})
-	if err != nil || o.ClientID != "cotal" || o.Status {
+	if err != nil || o.ClientID != "" || o.Status {
 		t.Fatalf("defaults: %+v, %v", o, err)
 	}
 	for _, c := range []struct {

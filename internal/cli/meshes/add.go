@@ -117,8 +117,8 @@ func runAdd(ctx context.Context, opts *AddOptions) error {
 	if b.UserAuth.Endpoints.URL != e.ExchangeURL {
 		fmt.Fprintf(opts.IO.ErrOut, "note: the bundle names its public URL %s; cotal pinned %s, where it fetched it\n", b.UserAuth.Endpoints.URL, e.ExchangeURL)
 	}
-	login := "cotal login --idp " + e.IdPIssuer
-	if e.IdPClientID != oidclogin.DefaultClientID {
+	login := "cotal login --idp " + e.LoginURL()
+	if !e.ReferenceIdP() && e.IdPClientID != oidclogin.DefaultClientID {
 		login += " --client-id " + e.IdPClientID
 	}
 	fmt.Fprintf(opts.IO.Out, "✓ registered mesh %s: server %s, sign in with %s\n", e.Space, e.Server, login)

@@ -41,8 +41,9 @@ type Report struct {
 
 // UserAuthReport is how people sign in to a user-auth space.
 type UserAuthReport struct {
-	IdP      string `json:"idp"`                // the pinned OIDC issuer
-	ClientID string `json:"clientId"`           // the audience of its ID tokens
+	IdP      string `json:"idp"`                // where people sign in: cotal login --idp
+	ClientID string `json:"clientId,omitempty"` // an OIDC IdP: the audience of its ID tokens
+	Issuer   string `json:"issuer,omitempty"`   // an IdP pinned the reference's way: the iss (and aud) of its ID tokens
 	Exchange string `json:"exchange,omitempty"` // the exchange clients use; empty: auth service not ready
 	Public   string `json:"publicUrl,omitempty"`
 	Remote   bool   `json:"remote,omitempty"` // a mesh registered with cotal meshes add
@@ -51,7 +52,11 @@ type UserAuthReport struct {
 // userAuthReport describes the target's sign-in, or nil when it is not a user-auth space.
 func userAuthReport(t cmdutil.Target) *UserAuthReport {
 	if e := t.Remote; e != nil {
-		return &UserAuthReport{IdP: e.IdPIssuer, ClientID: e.IdPClientID, Exchange: e.ExchangeURL, Public: e.ExchangeURL, Remote: true}
+		r := &UserAuthReport{IdP: e.LoginURL(), ClientID: e.IdPClientID, Exchange: e.ExchangeURL, Public: e.ExchangeURL, Remote: true}
+		if e.ReferenceIdP() {
+			r.ClientID, r.Issuer = "", e.IdPIssuer
+		}
+		return r
 	}
 	if t.Project == nil {
 		return nil
@@ -60,7 +65,10 @@ func userAuthReport(t cmdutil.Target) *UserAuthReport {
 	if err != nil {
 		return nil
 	}
-	r := &UserAuthReport{IdP: pin.Issuer, ClientID: pin.ClientID}
+	r := &UserAuthReport{IdP: pin.LoginURL(), ClientID: pin.ClientID}
+	if !pin.OIDC() {
+		r.Issuer = pin.Issuer
+	}
 	if st, err := authsvc.ReadStatus(authsvc.StateDir(t.Project.AuthDir(), t.Space)); err == nil {
 		r.Exchange, r.Public = st.URL, st.PublicURL
 	}
@@ -185,7 +193,11 @@ func runStatus(ctx context.Context, opts *Options) error {
 		if ua.Public != "" && ua.Public != ua.Exchange {
 			where += ", public face " + ua.Public
 		}
-		fmt.Fprintf(out, "sign-in  %s (client %s); %s\n", ua.IdP, ua.ClientID, where)
+		kind := "client " + ua.ClientID
+		if ua.ClientID == "" {
+			kind = "issuer " + ua.Issuer
+		}
+		fmt.Fprintf(out, "sign-in  %s (%s); %s\n", ua.IdP, kind, where)
 	}
 	if len(rep.Daemons) > 0 {
 		fmt.Fprint(out, "daemons ")

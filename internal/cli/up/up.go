@@ -40,8 +40,8 @@ type Options struct {
 
 	Open     bool
 	UserAuth bool   // the space admits people of IdP through the auth service
-	IdP      string // with UserAuth: the OIDC issuer URL
-	ClientID string // with UserAuth: the audience of the IdP's ID tokens
+	IdP      string // with UserAuth: the IdP's base URL, or with ClientID the OIDC issuer URL
+	ClientID string // with UserAuth: the OIDC client id its ID tokens name; "" pins the reference's way
 	Space    string
 	Server   string
 	StoreDir string
@@ -77,16 +77,24 @@ unauthenticated dev mesh instead, for loopback experiments: it refuses any --ser
 beyond loopback (127.0.0.1, ::1, localhost). The mode of a running mesh
 does not change: cotal down first.
 
---user-auth --idp URL makes the space a user-auth space: people sign in with the OIDC
-provider at URL (cotal login), are granted actors with cotal actor grant, and connect
-with the space's deny-all sentinel creds plus a short-lived bearer from the space's auth
-service, which up runs in the background (log .cotal/auth-service.<hex>.log; cotal down
-auth stops it). Static creds (cotal mint) are refused on such a space. The IdP is pinned
-on first use: owners are derived from it, so a space is never re-pointed to another.`,
+--user-auth --idp URL makes the space a user-auth space: people sign in with the IdP at
+URL (cotal login), are granted actors with cotal actor grant, and connect with the space's
+deny-all sentinel creds plus a short-lived bearer from the space's auth service, which up
+runs in the background (log .cotal/auth-service.<hex>.log; cotal down auth stops it).
+Static creds (cotal mint) are refused on such a space. The IdP is pinned on first use:
+owners are derived from it, so a space is never re-pointed to another.
+
+Without --client-id the IdP is pinned as the TypeScript reference pins it, so a
+reference IdP (Better Auth with its JWT and device plugins) works unchanged: URL is its
+auth base URL (e.g. https://idp.example.com/api/auth), its ID tokens are EdDSA JWTs whose
+issuer and audience are URL's origin, checked with the keys of URL/jwks. With --client-id
+the IdP is a standard OIDC provider (Google, Okta, Keycloak, Auth0): URL is its issuer,
+its keys come from OIDC discovery and its ID tokens must name the client id.`,
 		Example: `  cotal up --detach
   cotal up --space review          # add a space to the running mesh
   cotal up --open --detach         # unauthenticated dev mesh
-  cotal up --detach --user-auth --idp https://idp.example.com --client-id cotal
+  cotal up --detach --user-auth --idp https://idp.example.com/api/auth
+  cotal up --detach --user-auth --idp https://idp.example.com/realms/team --client-id cotal
   cotal up                         # foreground; Ctrl-C stops it`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -99,17 +107,21 @@ on first use: owners are derived from it, so a space is never re-pointed to anot
 				return cmdutil.FlagErrorf("--user-auth and --open exclude each other: an open mesh has no credentials to check")
 			}
 			if opts.UserAuth && opts.IdP == "" {
-				return cmdutil.FlagErrorf("--user-auth needs --idp <issuer URL>: the OIDC provider people sign in with")
+				return cmdutil.FlagErrorf("--user-auth needs --idp <URL>: the IdP people sign in with")
 			}
 			if !opts.UserAuth && (cmd.Flags().Changed("idp") || cmd.Flags().Changed("client-id")) {
 				return cmdutil.FlagErrorf("--idp and --client-id go with --user-auth")
 			}
-			if opts.UserAuth {
+			if opts.UserAuth && cmd.Flags().Changed("client-id") {
+				if opts.ClientID == "" {
+					return cmdutil.FlagErrorf("--client-id: want the OIDC client id people sign in with, or leave it out to pin the IdP the reference's way")
+				}
 				if err := oidc.CheckIssuer(opts.IdP); err != nil {
 					return cmdutil.FlagErrorf("--idp: %v", err)
 				}
-				if opts.ClientID == "" {
-					return cmdutil.FlagErrorf("--client-id: want the OIDC client id people sign in with")
+			} else if opts.UserAuth {
+				if _, err := oidc.NormalizeIdPURL(opts.IdP); err != nil {
+					return cmdutil.FlagErrorf("--idp: %v", err)
 				}
 			}
 			if opts.DryRun && opts.File == "" {
@@ -127,8 +139,8 @@ on first use: owners are derived from it, so a space is never re-pointed to anot
 	fl := cmd.Flags()
 	fl.BoolVar(&opts.Open, "open", false, "serve the unauthenticated dev mesh (loopback only)")
 	fl.BoolVar(&opts.UserAuth, "user-auth", false, "people sign in with an OIDC provider (needs --idp)")
-	fl.StringVar(&opts.IdP, "idp", "", "with --user-auth: the OIDC provider's issuer URL")
-	fl.StringVar(&opts.ClientID, "client-id", "cotal", "with --user-auth: the OIDC client id its ID tokens name")
+	fl.StringVar(&opts.IdP, "idp", "", "with --user-auth: the IdP's auth base URL (with --client-id: the OIDC issuer URL)")
+	fl.StringVar(&opts.ClientID, "client-id", "", "with --user-auth: an OIDC provider's client id (discovery); without it the IdP is pinned the reference's way")
 	fl.StringVar(&opts.Space, "space", "", "space to serve (default: the project folder's name)")
 	fl.StringVar(&opts.Server, "server", "", "listen URL, e.g. nats://127.0.0.1:4222 (default: loopback, 4222 or a free port)")
 	fl.StringVar(&opts.StoreDir, "store-dir", "", "JetStream store (default: .cotal/nats)")
@@ -221,7 +233,11 @@ func enableUserAuth(opts *Options, proj *workspace.Project, space string) error 
 		return cmdutil.Refuse("--user-auth --idp "+opts.IdP, err.Error(),
 			"keep the IdP the space was created with, or serve the people of the new IdP in a new space (--space)")
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "user auth: space %s admits people of %s (client %s)\n", space, pin.Issuer, pin.ClientID)
+	if pin.OIDC() {
+		fmt.Fprintf(opts.IO.ErrOut, "user auth: space %s admits people of %s (client %s)\n", space, pin.Issuer, pin.ClientID)
+	} else {
+		fmt.Fprintf(opts.IO.ErrOut, "user auth: space %s admits people of %s (issuer %s, keys %s)\n", space, pin.URL, pin.Issuer, pin.JWKSURI)
+	}
 	return nil
 }
 
