@@ -72,7 +72,7 @@ Connect with it: cotal join --creds FILE, or any NATS client.`,
 			}
 			allow, err := cmdutil.ReadSetFlag("--allow-subscribe", opts.AllowSubscribe)
 			if err != nil {
-				return err
+				return cmdutil.FlagErrorf("%v", err)
 			}
 			if allow != nil && len(allow) == 0 && p != trust.ProfileAgent {
 				return cmdutil.FlagErrorf("--allow-subscribe is only for the agent profile, not %s", p)

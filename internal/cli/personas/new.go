@@ -84,7 +84,7 @@ final > for the rest; every boot join must lie within the read ACL.`,
 			}{{"--subscribe", &opts.Subscribe}, {"--allow-subscribe", &opts.AllowSubscribe}} {
 				chs, err := cmdutil.ReadSetFlag(l.flag, *l.chs)
 				if err != nil {
-					return err
+					return cmdutil.FlagErrorf("%v", err)
 				}
 				*l.chs = chs
 			}
