@@ -233,42 +233,26 @@ func (opts *NewOptions) readFrom() (data []byte, name string, err error) {
 func (opts *NewOptions) commandLine(per *workspace.Persona) string {
 	parts := []string{"cotal personas new", per.Name}
 	if opts.From != "" {
-		parts = append(parts, "--from", shellQuote(opts.From))
+		parts = append(parts, "--from", cmdutil.ShellQuote(opts.From))
 	} else {
 		parts = append(parts, "--prompt", "'<your prompt>'")
 	}
 	if per.Role != "" {
-		parts = append(parts, "--role", shellQuote(per.Role))
+		parts = append(parts, "--role", cmdutil.ShellQuote(per.Role))
 	}
 	if per.Model != "" {
-		parts = append(parts, "--model", shellQuote(per.Model))
+		parts = append(parts, "--model", cmdutil.ShellQuote(per.Model))
 	}
 	for _, l := range []struct {
 		flag string
 		chs  []string
 	}{{"--subscribe", per.Subscribe}, {"--allow-subscribe", per.AllowSubscribe}, {"--allow-publish", per.AllowPublish}} {
 		for _, ch := range l.chs {
-			parts = append(parts, l.flag, shellQuote(ch))
+			parts = append(parts, l.flag, cmdutil.ShellQuote(ch))
 		}
 		if l.chs != nil && len(l.chs) == 0 && l.flag != "--allow-publish" {
 			parts = append(parts, l.flag, "''")
 		}
 	}
 	return strings.Join(parts, " ")
-}
-
-// shellQuote quotes s for a POSIX shell when it holds anything but letters, digits and
-// -_./:@=+,.
-func shellQuote(s string) string {
-	safe := s != ""
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@=+,", r)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

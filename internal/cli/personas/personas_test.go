@@ -278,12 +278,7 @@ func TestRunNewMachineHome(t *testing.T) {
 	}
 }
 
-func TestShellQuote(t *testing.T) {
-	for in, want := range map[string]string{"general": "general", "team.>": "'team.>'", "a b": "'a b'", "it's": `'it'\''s'`, "": "''", "x.*": "'x.*'"} {
-		if got := shellQuote(in); got != want {
-			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
-		}
-	}
+func TestSuggestName(t *testing.T) {
 	if got := suggestName("bob-the.builder"); got != "bob_the_builder" {
 		t.Errorf("suggestName: %s", got)
 	}
