@@ -53,6 +53,7 @@ func TestScripts(t *testing.T) {
 			"peer":     cmdPeer,
 			"posts":    cmdPosts,
 			"exits":    cmdExits,
+			"aclrow":   cmdACLRow,
 		},
 	})
 }

@@ -2,17 +2,13 @@ package cmdutil
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/client"
-	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
@@ -57,6 +53,7 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 		}
 	}
 	var opts []nats.Option
+	var minted []byte // the credential minted here for a joining identity
 	switch {
 	case t.Creds != "" || t.CredsData != nil:
 		b := t.CredsData
@@ -102,11 +99,10 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 			}
 		}
 		spec.LifecycleUID = cfg.LifecycleUID
-		b, err := acct.Mint(spec)
-		if err != nil {
+		if minted, err = acct.Mint(spec); err != nil {
 			return nil, err
 		}
-		c, err := trust.ReadCreds(b)
+		c, err := trust.ReadCreds(minted)
 		if err != nil {
 			return nil, err
 		}
@@ -118,6 +114,10 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 	}
 	if t.Creds == "" && t.CredsData == nil && t.Auth() && as.Join {
 		if _, err := provision.Agent(ctx, ep.JetStream(), t.Space, ep.Principal(), cfg.LifecycleUID, cfg.Role); err != nil {
+			_ = ep.Close()
+			return nil, err
+		}
+		if err := RecordReadACL(ctx, ep.JetStream(), t.Space, minted); err != nil {
 			_ = ep.Close()
 			return nil, err
 		}
@@ -198,27 +198,10 @@ func (f *Factory) AgentCreds(ctx context.Context, t Target, spec trust.UserSpec)
 	if _, err := provision.Agent(ctx, op.JetStream(), t.Space, spec.Principal, spec.LifecycleUID, spec.Role); err != nil {
 		return nil, err
 	}
-	if err := commitReadACL(ctx, op.JetStream(), t.Space, spec); err != nil {
+	if err := RecordReadACL(ctx, op.JetStream(), t.Space, creds); err != nil {
 		return nil, err
 	}
 	return creds, nil
-}
-
-// commitReadACL writes the agent's read ACL row (cotal_acl_<space>, key
-// <owner>.<actor>.<uid>) as the minter, the way the reference's commitAcl does at mint:
-// the delivery daemon (Go's or the reference's) reads it at a durable join and for every
-// copy. Its channels are spec's read ACL (trust.UserSpec.ReadACL: AllowSubscribe, else
-// Subscribe, else [general] when both are omitted). A space
-// without the ACL bucket (no durable plane) gets none.
-func commitReadACL(ctx context.Context, js jetstream.JetStream, space string, spec trust.UserSpec) error {
-	kv, err := js.KeyValue(ctx, protocol.BucketACL(space))
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read ACL bucket of space %q: %w", space, err)
-	}
-	return delivery.CommitACL(ctx, kv, spec.Principal, spec.LifecycleUID, spec.ReadACL(), time.Now())
 }
 
 // Mint mints a credential for spec on the target's space from the project's signing key,

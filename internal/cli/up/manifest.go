@@ -110,7 +110,8 @@ func list(names []string) string {
 
 // applyManifest makes the running space what -f says: the channel registry (defaults and
 // every declared channel), and on an authenticated mesh one least-privilege credential per
-// agent in .cotal/auth/creds/space.<hex>/<agent>.creds with its bind-only durables.
+// agent in .cotal/auth/creds/space.<hex>/<agent>.creds with its bind-only durables and its
+// read ACL row (cmdutil.RecordReadACL).
 func applyManifest(ctx context.Context, o *Options, chain *trust.Chain, proj *workspace.Project, server string) error {
 	m := o.manifest
 	if m == nil {
@@ -176,6 +177,9 @@ func applyManifest(ctx context.Context, o *Options, chain *trust.Chain, proj *wo
 			Subscribe: x.Subscribe, AllowSubscribe: x.AllowSubscribe, AllowPublish: x.AllowPublish})
 		if err != nil {
 			return fmt.Errorf("%s: agent %s: %w", o.File, a.Name, err)
+		}
+		if err := cmdutil.RecordReadACL(ctx, js, m.Space, b); err != nil {
+			return err
 		}
 		path := filepath.Join(dir, a.Name+".creds")
 		if err := workspace.WriteFileAtomic(path, b, 0o600); err != nil {

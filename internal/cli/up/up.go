@@ -443,8 +443,8 @@ func connect(server string, creds []byte) (*nats.Conn, error) {
 
 // provisionSpace creates the space's streams and buckets, as its account's provisioner
 // on an authenticated mesh (chain set) or anonymously on an open one, and on an
-// authenticated mesh the bind-only durables of every persona of the project.
-// A persona file that does not parse is skipped with a warning on w.
+// authenticated mesh the bind-only durables of every persona of the project and, when it
+// has none yet, its read ACL row (cmdutil.SeedReadACL). A persona file that does not parse is skipped with a warning on w.
 func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, space string) error {
 	var creds []byte
 	class := provision.ClassLive // an open mesh has no delivery daemon
@@ -495,6 +495,9 @@ func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *
 		}
 		p := protocol.Principal{Owner: protocol.OwnerLocal, Actor: per.Name}
 		if _, err := provision.Agent(ctx, js, space, p, uid, per.Role); err != nil {
+			return err
+		}
+		if err := cmdutil.SeedReadACL(ctx, js, space, p, uid, per.ReadACL()); err != nil {
 			return err
 		}
 	}
