@@ -3,6 +3,7 @@ package interop
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cotal-ai/cotal/protocol"
@@ -146,4 +147,29 @@ func TestForeignReadHistory(t *testing.T) {
 	carol := m.foreign(m.agent("carol", protocol.NewLifecycleUID(), "general"))
 	sameJSON(t, "no ACL row", ask(t, carol, "carol", []byte(`{"op":"readHistory","args":{"channel":"general"},"from":{"id":"local.carol","name":"carol"}}`)),
 		[]byte(`{"ok":false,"error":"readHistory: no read ACL on record for local.carol - not permitted"}`))
+}
+
+// TestGoReadHistory: the Go SDK's ReadHistory asks the same op; its credential's read
+// ACL (recorded from its signed request) decides what it may read.
+func TestGoReadHistory(t *testing.T) {
+	m := newDLVMesh(t)
+	m.serve()
+	for i := range 3 {
+		m.post("alice", "general", textPost(fmt.Sprintf("g-%d", i), 1700000000000+i, "alice", "general", "hi"))
+	}
+	m.post("alice", "random", textPost("r-0", 1700000000000, "alice", "random", "elsewhere"))
+	bob := m.endpoint(m.agent("bob", protocol.NewLifecycleUID(), "general"))
+
+	msgs, complete, err := bob.ReadHistory(t.Context(), "general", 2)
+	if err != nil || len(msgs) != 2 || msgs[0].ID != "g-1" || msgs[1].ID != "g-2" || complete {
+		t.Fatalf("general, 2: %v complete %v: %v", msgs, complete, err)
+	}
+	msgs, complete, err = bob.ReadHistory(t.Context(), "general", 0)
+	if err != nil || len(msgs) != 3 || msgs[0].ID != "g-0" || !complete {
+		t.Fatalf("general: %v complete %v: %v", msgs, complete, err)
+	}
+	if _, _, err := bob.ReadHistory(t.Context(), "random", 0); err == nil ||
+		!strings.Contains(err.Error(), `readHistory: channel "random" is not within your read ACL [general] - refused`) {
+		t.Fatalf("random: %v", err)
+	}
 }
