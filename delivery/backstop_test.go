@@ -34,20 +34,13 @@ func TestOfflineMemberGetsEveryPostOnce(t *testing.T) {
 	}
 
 	alice := m.endpoint(m.agent("alice", "general"))
-	post := func(from, to int) {
-		for i := from; i < to; i++ {
-			if _, err := alice.Post(t.Context(), "general", client.Text(text(i))); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	post(0, 50)
+	postTexts(t, alice, 0, 50)
 	if err := d1.stop(t); err != nil { // very likely in the middle of copying
 		t.Fatalf("clean stop: %v", err)
 	}
-	post(50, 75)
+	postTexts(t, alice, 50, 75)
 	serve(t, m.lane())
-	post(75, 100)
+	postTexts(t, alice, 75, 100)
 
 	bob = m.endpoint(bobCreds)
 	if err := bob.JoinChannel(t.Context(), "general"); err != nil {
@@ -91,11 +84,7 @@ func TestLiveAndDurableDedupe(t *testing.T) {
 		t.Fatal(err)
 	}
 	alice := m.endpoint(m.agent("alice", "general"))
-	for i := range 20 {
-		if _, err := alice.Post(t.Context(), "general", client.Text(text(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	postTexts(t, alice, 0, 20)
 	for i := range 20 {
 		in := receive(t, bob)
 		if in.Text() != text(i) {
@@ -173,11 +162,7 @@ func TestOutsideReadACLGetsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	alice := m.endpoint(m.agent("alice", "general"))
-	for i := range 10 {
-		if _, err := alice.Post(t.Context(), "general", client.Text(text(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	postTexts(t, alice, 0, 10)
 	meshtest.Until(t, "bob's 10 copies", deadline, func() bool { return m.stored("bob") == 10 })
 	if n := m.stored("carol"); n != 0 {
 		t.Fatalf("carol, outside the read ACL of general, has %d copies", n)
@@ -196,11 +181,7 @@ func TestLeaveStopsCopies(t *testing.T) {
 		}
 	}
 	alice := m.endpoint(m.agent("alice", "general"))
-	for i := range 5 {
-		if _, err := alice.Post(t.Context(), "general", client.Text(text(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	postTexts(t, alice, 0, 5)
 	meshtest.Until(t, "bob's first copies", deadline, func() bool { return m.stored("bob") == 5 })
 	if err := bob.LeaveChannel("general"); err != nil {
 		t.Fatal(err)
@@ -209,11 +190,7 @@ func TestLeaveStopsCopies(t *testing.T) {
 	if err != nil || len(list) != 0 {
 		t.Fatalf("memberships after leave: %+v, %v", list, err)
 	}
-	for i := 5; i < 10; i++ {
-		if _, err := alice.Post(t.Context(), "general", client.Text(text(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	postTexts(t, alice, 5, 10)
 	meshtest.Until(t, "dave's 10 copies", deadline, func() bool { return m.stored("dave") == 10 })
 	if n := m.stored("bob"); n != 5 {
 		t.Fatalf("bob has %d copies after leaving, want the 5 from before", n)
@@ -276,11 +253,7 @@ func TestCatchUpCopiesWhatTheFanoutPassed(t *testing.T) {
 		t.Fatal(err)
 	}
 	alice := m.endpoint(m.agent("alice", "general"))
-	for i := range 8 {
-		if _, err := alice.Post(t.Context(), "general", client.Text(text(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	postTexts(t, alice, 0, 8)
 	meshtest.Until(t, "fan-out past the posts", deadline, func() bool { return m.stored("dave") == 8 })
 	// bob asks to join from sequence 3, as a client that captured it earlier would.
 	bobCreds := m.agent("bob", "general")

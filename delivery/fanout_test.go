@@ -59,11 +59,7 @@ func TestFanoutDurableIsTheReferences(t *testing.T) {
 	if err := bob.JoinChannel(t.Context(), "general"); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 5 {
-		if _, err := alice.Post(t.Context(), "general", client.Text(text(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	postTexts(t, alice, 0, 5)
 	last := m.chatLast()
 	meshtest.Until(t, "every post acked", deadline, func() bool {
 		info := m.fanoutInfo()
@@ -90,11 +86,7 @@ func TestFanoutMigratesAckAllDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	alice := m.endpoint(m.agent("alice", "general"))
-	for i := range 5 {
-		if _, err := alice.Post(t.Context(), "general", client.Text(text(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	postTexts(t, alice, 0, 5)
 	meshtest.Until(t, "five copies stored", deadline, func() bool { return m.stored("bob") == 5 })
 	if err := d.stop(t); err != nil {
 		t.Fatal(err)
@@ -111,11 +103,7 @@ func TestFanoutMigratesAckAllDurable(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for i := 5; i < 10; i++ { // stored while no daemon runs
-		if _, err := alice.Post(t.Context(), "general", client.Text(text(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	postTexts(t, alice, 5, 10) // stored while no daemon runs
 	serve(t, m.lane())
 	meshtest.Until(t, "the fan-out durable migrated", deadline, func() bool {
 		c, err := m.js.Consumer(t.Context(), chat, protocol.ConsumerFanout)

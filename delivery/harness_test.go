@@ -262,3 +262,13 @@ func args(t testing.TB, v any) json.RawMessage {
 }
 
 func text(i int) string { return fmt.Sprintf("post %03d", i) }
+
+// postTexts posts text(from) to text(to-1), in order, as ep to general.
+func postTexts(t testing.TB, ep *client.Endpoint, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if _, err := ep.Post(t.Context(), "general", client.Text(text(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -61,11 +61,7 @@ func TestSecondDaemonRefusesThenTakesOver(t *testing.T) {
 		t.Fatalf("a crashed daemon's lease: held %v, %v", held, err)
 	}
 	alice := m.endpoint(m.agent("alice", "general"))
-	for i := range 5 {
-		if _, err := alice.Post(t.Context(), "general", client.Text(text(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	postTexts(t, alice, 0, 5)
 
 	next := m.lane()
 	next.Instance = "next-daemon"

@@ -155,13 +155,30 @@ func deviceLogin(ctx context.Context, cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("device authorization: %w", err)
 	}
+	poll := url.Values{"grant_type": {grantDeviceCode}, "device_code": {da.DeviceCode}, "client_id": {cfg.clientID()}}
+	body, err = awaitDevice(ctx, cfg, da, func() (int, []byte, error) {
+		return postForm(ctx, cfg, disc.TokenURL, poll)
+	})
+	if err != nil {
+		return nil, err
+	}
+	tr, err := decodeTokenResponse(http.StatusOK, body)
+	if err != nil {
+		return nil, fmt.Errorf("poll token endpoint: %w", err)
+	}
+	return newSession(ctx, cfg, disc, tr, "")
+}
+
+// awaitDevice shows da through cfg.Prompt, then polls the token endpoint with poll every
+// interval (RFC 8628 section 3.4, honouring slow_down) until it answers 200, whose body it
+// returns, the person denies (ErrDenied), the code expires (ErrExpired) or ctx ends.
+func awaitDevice(ctx context.Context, cfg Config, da deviceAuth, poll func() (int, []byte, error)) ([]byte, error) {
 	if cfg.Prompt != nil {
 		cfg.Prompt(Prompt{VerificationURI: da.VerificationURI, VerificationURIComplete: da.VerificationURIComplete,
 			UserCode: da.UserCode, ExpiresIn: da.expiresIn})
 	}
 	deadline := cfg.now().Add(da.expiresIn)
 	interval := da.interval
-	poll := url.Values{"grant_type": {grantDeviceCode}, "device_code": {da.DeviceCode}, "client_id": {cfg.clientID()}}
 	for {
 		if err := cfg.wait(ctx, interval); err != nil {
 			return nil, fmt.Errorf("wait for approval: %w", err)
@@ -169,11 +186,11 @@ func deviceLogin(ctx context.Context, cfg Config) (*Session, error) {
 		if cfg.now().After(deadline) {
 			return nil, fmt.Errorf("wait for approval: %w (after %s)", ErrExpired, da.expiresIn)
 		}
-		status, body, err := postForm(ctx, cfg, disc.TokenURL, poll)
+		status, body, err := poll()
 		if err != nil {
 			return nil, fmt.Errorf("poll token endpoint: %w", err)
 		}
-		tr, err := decodeTokenResponse(status, body)
+		err = decodeError(status, body)
 		var oe *OAuthError
 		if errors.As(err, &oe) {
 			switch oe.Code {
@@ -191,7 +208,7 @@ func deviceLogin(ctx context.Context, cfg Config) (*Session, error) {
 		if err != nil {
 			return nil, fmt.Errorf("poll token endpoint: %w", err)
 		}
-		return newSession(ctx, cfg, disc, tr, "")
+		return body, nil
 	}
 }
 
@@ -278,20 +295,26 @@ func discover(ctx context.Context, cfg Config, device bool) (discovery, error) {
 // postForm POSTs form (RFC 8628 and RFC 6749 use form bodies) and returns the status and
 // at most maxBody bytes of the answer.
 func postForm(ctx context.Context, cfg Config, u string, form url.Values) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(form.Encode()))
+	return post(ctx, cfg, u, "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
+}
+
+// post POSTs body as contentType, accepting JSON, and returns the status and at most
+// maxBody bytes of the answer.
+func post(ctx context.Context, cfg Config, u, contentType string, body io.Reader) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
 	if err != nil {
 		return 0, nil, fmt.Errorf("post %s: %w", u, err)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Accept", "application/json")
 	resp, err := cfg.httpClient().Do(req)
 	if err != nil {
 		return 0, nil, fmt.Errorf("post %s: %w", u, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
 		return 0, nil, fmt.Errorf("post %s: read: %w", u, err)
 	}
-	return resp.StatusCode, body, nil
+	return resp.StatusCode, answer, nil
 }

@@ -91,66 +91,37 @@ func refLogin(ctx context.Context, cfg RefConfig) (*RefSession, error) {
 	if err != nil {
 		return nil, fmt.Errorf("device authorization: %w", err)
 	}
-	if cfg.Prompt != nil {
-		cfg.Prompt(Prompt{VerificationURI: da.VerificationURI, VerificationURIComplete: da.VerificationURIComplete,
-			UserCode: da.UserCode, ExpiresIn: da.expiresIn})
-	}
-	deadline := c.now().Add(da.expiresIn)
-	interval := da.interval
 	poll := map[string]string{"grant_type": grantDeviceCode, "device_code": da.DeviceCode, "client_id": cfg.clientID()}
-	for {
-		if err := c.wait(ctx, interval); err != nil {
-			return nil, fmt.Errorf("wait for approval: %w", err)
-		}
-		if c.now().After(deadline) {
-			return nil, fmt.Errorf("wait for approval: %w (after %s)", ErrExpired, da.expiresIn)
-		}
-		status, body, err := postJSON(ctx, c, base+"/device/token", poll)
-		if err != nil {
-			return nil, fmt.Errorf("poll token endpoint: %w", err)
-		}
-		if err := decodeError(status, body); err != nil {
-			var oe *OAuthError
-			if errors.As(err, &oe) {
-				switch oe.Code {
-				case "authorization_pending":
-					continue
-				case "slow_down":
-					interval = min(interval+slowDownStep, MaxInterval)
-					continue
-				case "access_denied":
-					return nil, fmt.Errorf("%w: %w", ErrDenied, oe)
-				case "expired_token":
-					return nil, fmt.Errorf("%w: %w", ErrExpired, oe)
-				}
-			}
-			return nil, fmt.Errorf("poll token endpoint: %w", err)
-		}
-		var tr struct {
-			AccessToken string `json:"access_token"`
-			ExpiresIn   int64  `json:"expires_in"`
-		}
-		if err := json.Unmarshal(body, &tr); err != nil {
-			return nil, fmt.Errorf("token response: %w", err)
-		}
-		if tr.AccessToken == "" || len(tr.AccessToken) > 16<<10 || tr.ExpiresIn <= 0 || tr.ExpiresIn > int64(maxSessionLifetime/time.Second) {
-			return nil, errors.New("token response: malformed (want access_token and 0 < expires_in <= 1 year)")
-		}
-		if looksLikeJWT(tr.AccessToken) {
-			return nil, errors.New("token response: the device access token is a JWT; the session must be an opaque revocable handle, so it is not kept")
-		}
-		s := &RefSession{Token: tr.AccessToken, ExpiresAt: c.now().Unix() + tr.ExpiresIn}
-		idt, err := RefFetchIDToken(ctx, cfg, s.Token)
-		if err != nil {
-			return nil, err
-		}
-		sub, err := unverifiedSubject(idt)
-		if err != nil {
-			return nil, fmt.Errorf("the ID token of the new session: %w", err)
-		}
-		s.Sub = sub
-		return s, nil
+	body, err = awaitDevice(ctx, c, da, func() (int, []byte, error) {
+		return postJSON(ctx, c, base+"/device/token", poll)
+	})
+	if err != nil {
+		return nil, err
 	}
+	var tr struct {
+		AccessToken string `json:"access_token"`
+		ExpiresIn   int64  `json:"expires_in"`
+	}
+	if err := json.Unmarshal(body, &tr); err != nil {
+		return nil, fmt.Errorf("token response: %w", err)
+	}
+	if tr.AccessToken == "" || len(tr.AccessToken) > 16<<10 || tr.ExpiresIn <= 0 || tr.ExpiresIn > int64(maxSessionLifetime/time.Second) {
+		return nil, errors.New("token response: malformed (want access_token and 0 < expires_in <= 1 year)")
+	}
+	if looksLikeJWT(tr.AccessToken) {
+		return nil, errors.New("token response: the device access token is a JWT; the session must be an opaque revocable handle, so it is not kept")
+	}
+	s := &RefSession{Token: tr.AccessToken, ExpiresAt: c.now().Unix() + tr.ExpiresIn}
+	idt, err := RefFetchIDToken(ctx, cfg, s.Token)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := unverifiedSubject(idt)
+	if err != nil {
+		return nil, fmt.Errorf("the ID token of the new session: %w", err)
+	}
+	s.Sub = sub
+	return s, nil
 }
 
 // RefFetchIDToken trades the session token for a fresh ID token at GET <base>/token. A 401
@@ -258,10 +229,7 @@ func (s Store) SaveRef(url string, sess *RefSession) error {
 	if err != nil {
 		return fmt.Errorf("save session: %w", err)
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("save session: %w", err)
-	}
-	if err := os.Chmod(s.Dir, 0o700); err != nil {
+	if err := s.mkdir(); err != nil {
 		return fmt.Errorf("save session: %w", err)
 	}
 	f, p, err := s.readRef()
@@ -286,22 +254,7 @@ func postJSON(ctx context.Context, cfg Config, u string, fields map[string]strin
 	if err != nil {
 		return 0, nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(b))
-	if err != nil {
-		return 0, nil, fmt.Errorf("post %s: %w", u, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	resp, err := cfg.httpClient().Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("post %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return 0, nil, fmt.Errorf("post %s: read: %w", u, err)
-	}
-	return resp.StatusCode, body, nil
+	return post(ctx, cfg, u, "application/json", bytes.NewReader(b))
 }
 
 // looksLikeJWT reports whether s parses as a compact JWS.

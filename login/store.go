@@ -99,10 +99,7 @@ func (s Store) Save(sess *Session) error {
 	if err != nil {
 		return fmt.Errorf("save session: %w", err)
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("save session: %w", err)
-	}
-	if err := os.Chmod(s.Dir, 0o700); err != nil {
+	if err := s.mkdir(); err != nil {
 		return fmt.Errorf("save session: %w", err)
 	}
 	b, err := json.MarshalIndent(sess, "", "  ")
@@ -113,6 +110,14 @@ func (s Store) Save(sess *Session) error {
 		return fmt.Errorf("save session of %s: %w", sess.Issuer, err)
 	}
 	return nil
+}
+
+// mkdir makes the login folder, or narrows an existing one, to mode 0700.
+func (s Store) mkdir() error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(s.Dir, 0o700)
 }
 
 // lock takes the exclusive lock of issuer's session, an flock on <session>.lock, waiting

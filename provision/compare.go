@@ -78,24 +78,14 @@ func compare(have, want jetstream.StreamConfig, isBucket bool) []drift {
 			fix: func(c *jetstream.StreamConfig) { c.AllowRollup = want.AllowRollup }})
 	}
 	if have.DenyDelete != want.DenyDelete {
-		d := drift{field: "deny delete", have: strconv.FormatBool(have.DenyDelete), want: strconv.FormatBool(want.DenyDelete)}
-		if want.DenyDelete {
-			d.fix = func(c *jetstream.StreamConfig) { c.DenyDelete = true }
-		} else {
-			// nats-server refuses to lift deny_delete on an existing stream; it only forbids
-			// erasing single messages by sequence, which no cotal or reference client does.
-			d.kept = "the server cannot allow deletes on an existing stream; it forbids only erasing a message by sequence, which no client does"
-		}
-		ds = append(ds, d)
+		// nats-server refuses to lift deny_delete on an existing stream; it only forbids
+		// erasing single messages by sequence, which no cotal or reference client does.
+		ds = append(ds, oneWay("deny delete", want.DenyDelete, func(c *jetstream.StreamConfig) { c.DenyDelete = true },
+			"the server cannot allow deletes on an existing stream; it forbids only erasing a message by sequence, which no client does"))
 	}
 	if have.AllowMsgTTL != want.AllowMsgTTL {
-		d := drift{field: "allow msg ttl", have: strconv.FormatBool(have.AllowMsgTTL), want: strconv.FormatBool(want.AllowMsgTTL)}
-		if want.AllowMsgTTL {
-			d.fix = func(c *jetstream.StreamConfig) { c.AllowMsgTTL = true }
-		} else {
-			d.kept = "the server cannot turn per-message TTLs off; a stream no client sends a TTL to is unchanged by them"
-		}
-		ds = append(ds, d)
+		ds = append(ds, oneWay("allow msg ttl", want.AllowMsgTTL, func(c *jetstream.StreamConfig) { c.AllowMsgTTL = true },
+			"the server cannot turn per-message TTLs off; a stream no client sends a TTL to is unchanged by them"))
 	}
 	if have.SubjectDeleteMarkerTTL != want.SubjectDeleteMarkerTTL {
 		ds = append(ds, drift{field: "subject delete marker ttl", have: have.SubjectDeleteMarkerTTL.String(), want: want.SubjectDeleteMarkerTTL.String(),
@@ -107,6 +97,19 @@ func compare(have, want jetstream.StreamConfig, isBucket bool) []drift {
 			}})
 	}
 	return ds
+}
+
+// oneWay is the drift of a flag an existing stream has as !want, when the server can turn
+// the flag on in place but never off: turning it on is fixed by on, turning it off is kept
+// with the reason why.
+func oneWay(field string, want bool, on func(*jetstream.StreamConfig), why string) drift {
+	d := drift{field: field, have: strconv.FormatBool(!want), want: strconv.FormatBool(want)}
+	if want {
+		d.fix = on
+	} else {
+		d.kept = why
+	}
+	return d
 }
 
 // perSubject orders a per-subject limit; zero and negative mean unlimited.

@@ -70,8 +70,11 @@ type UserSpec struct {
 	// agent; for an observer or admin it grants that history reader, and without it they
 	// read live traffic, presence and the registry only.
 	LifecycleUID string
-	Role         string   // agent only: the anycast role whose durable svc_<role> it may consume
-	Subscribe    []string // agent only: boot read set; must lie within AllowSubscribe
+	Role         string // agent only: the anycast role whose durable svc_<role> it may consume
+	// Subscribe is the agent's boot read set; it must lie within AllowSubscribe. With
+	// AllowSubscribe it is resolved by protocol.ReadSet: both nil read [general]; an
+	// explicit empty list reads nothing.
+	Subscribe []string
 	// AllowSubscribe is the agent's read ACL (channel patterns); empty means Subscribe.
 	AllowSubscribe []string
 	AllowPublish   []string      // agent only: post ACL (channel patterns); empty means it posts nowhere
@@ -322,13 +325,16 @@ func (g *grants) permissions() jwt.Permissions {
 	}
 }
 
-// readACL is the agent's read ACL: AllowSubscribe, or Subscribe when that is empty.
+// readACL is the agent's read ACL as protocol.ReadSet resolves it: AllowSubscribe, or
+// Subscribe when that is empty, or [general] when both are omitted.
 func (s UserSpec) readACL() []string {
-	if len(s.AllowSubscribe) > 0 {
-		return s.AllowSubscribe
-	}
-	return s.Subscribe
+	_, allow := protocol.ReadSet(s.Subscribe, s.AllowSubscribe)
+	return allow
 }
+
+// ReadACL returns the channel patterns an agent credential for s may read, with the
+// default applied (see protocol.ReadSet). It is what the minter records in the ACL row.
+func (s UserSpec) ReadACL() []string { return s.readACL() }
 
 // tags are the JWT tags of the credential: owner, actor, principal and profile.
 func (s UserSpec) tags() jwt.TagList {

@@ -417,3 +417,51 @@ func newUserKey(t *testing.T) string {
 	}
 	return pub
 }
+
+// An agent whose read set is omitted reads general (wire-protocol §11); an explicit empty
+// read set reads no channel; a given one reads exactly it.
+func TestPermissionsDefaultReadSet(t *testing.T) {
+	acct := &Account{space: "s"}
+	general, team := protocol.ChannelFilter("s", "general"), protocol.ChannelFilter("s", "team")
+	hist := func(ch string) string {
+		return api(verbConsumerCreate, protocol.StreamChat("s"), protocol.ConsumerHistory(alice, uidA), protocol.ChannelFilter("s", ch))
+	}
+	for _, tc := range []struct {
+		name           string
+		sub, allow     []string
+		general, teams bool
+	}{
+		{"omitted", nil, nil, true, false},
+		{"empty allowSubscribe", nil, []string{}, false, false},
+		{"empty subscribe", []string{}, nil, false, false},
+		{"both empty", []string{}, []string{}, false, false},
+		{"allowSubscribe given", nil, []string{"team"}, false, true},
+		{"subscribe given", []string{"team"}, nil, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := UserSpec{Name: "a", Profile: ProfileAgent, Principal: alice, LifecycleUID: uidA, Subscribe: tc.sub, AllowSubscribe: tc.allow}
+			perms, err := acct.Permissions(spec, newUserKey(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := allowed(perms.Sub, general); got != tc.general {
+				t.Errorf("live general: %v, want %v", got, tc.general)
+			}
+			if got := allowed(perms.Pub, hist("general")); got != tc.general {
+				t.Errorf("history of general: %v, want %v", got, tc.general)
+			}
+			if got := allowed(perms.Sub, team); got != tc.teams {
+				t.Errorf("live team: %v, want %v", got, tc.teams)
+			}
+			want := []string{}
+			if tc.general {
+				want = []string{"general"}
+			} else if tc.teams {
+				want = []string{"team"}
+			}
+			if got := spec.ReadACL(); !slices.Equal(got, want) {
+				t.Errorf("ReadACL %v, want %v", got, want)
+			}
+		})
+	}
+}

@@ -66,6 +66,9 @@ func (m *Manifest) Access() map[string]AgentAccess {
 // manifest role, else its persona's. With personaPermissions include (the agent's, else the
 // manifest's), a persona's subscribe, read and post entries are added when they cannot name a
 // channel the manifest declares: the manifest stays the whole truth for its own channels.
+// An agent left with no channel to join or read gets the default read set, [general]
+// (protocol.ReadSet), when its included persona (if any) omits one and the manifest does
+// not declare general; otherwise its Subscribe and AllowSubscribe are empty, non-nil lists.
 func (m *Manifest) AccessWith(personas map[string]*Persona) map[string]AgentAccess {
 	type sets struct{ sub, read, pub map[string]bool }
 	acc := make(map[string]*sets, len(m.Agents))
@@ -94,7 +97,7 @@ func (m *Manifest) AccessWith(personas map[string]*Persona) map[string]AgentAcce
 	out := make(map[string]AgentAccess, len(m.Agents))
 	for _, a := range m.Agents {
 		s, per := acc[a.Name], personas[a.Name]
-		role := a.Role
+		role, included := a.Role, false
 		if per != nil {
 			if role == "" {
 				role = per.Role
@@ -103,11 +106,11 @@ func (m *Manifest) AccessWith(personas map[string]*Persona) map[string]AgentAcce
 			if mode == "" {
 				mode = m.PersonaPermissions
 			}
-			if mode == PersonaInclude {
+			if included = mode == PersonaInclude; included {
 				for _, l := range []struct {
 					from []string
 					to   map[string]bool
-				}{{per.Subscribe, s.sub}, {per.ReadACL(), s.read}, {per.AllowPublish, s.pub}} {
+				}{{per.BootSet(), s.sub}, {per.ReadACL(), s.read}, {per.AllowPublish, s.pub}} {
 					for _, ch := range l.from {
 						if undeclared(ch) {
 							l.to[ch] = true
@@ -124,7 +127,17 @@ func (m *Manifest) AccessWith(personas map[string]*Persona) map[string]AgentAcce
 				}
 			}
 		}
-		out[a.Name] = AgentAccess{Role: role, Subscribe: keys(s.sub), AllowSubscribe: keys(s.read), AllowPublish: keys(s.pub)}
+		acc := AgentAccess{Role: role, Subscribe: keys(s.sub), AllowSubscribe: keys(s.read), AllowPublish: keys(s.pub)}
+		if acc.Subscribe == nil && acc.AllowSubscribe == nil {
+			// No channel names the agent and no included persona gives it a read set: the
+			// default read set ([general], protocol.ReadSet) when the persona omits one and
+			// the manifest leaves general undeclared; else, explicitly, nothing.
+			acc.Subscribe, acc.AllowSubscribe = []string{}, []string{}
+			if (per == nil || !included || per.ReadSetOmitted()) && undeclared(protocol.DefaultChannel) {
+				acc.Subscribe, acc.AllowSubscribe = protocol.ReadSet(nil, nil)
+			}
+		}
+		out[a.Name] = acc
 	}
 	return out
 }

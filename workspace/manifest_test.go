@@ -352,3 +352,35 @@ func FuzzParseManifest(f *testing.F) {
 		}
 	})
 }
+
+// An agent no channel names reads the default read set, [general], unless the manifest
+// declares general (it is then the whole truth for it) or the included persona gives an
+// explicit empty read set; either way its lists are non-nil, so the mint keeps them.
+func TestManifestAccessDefaultReadSet(t *testing.T) {
+	general := AgentAccess{Subscribe: []string{"general"}, AllowSubscribe: []string{"general"}}
+	nothing := AgentAccess{Subscribe: []string{}, AllowSubscribe: []string{}}
+	for _, tc := range []struct {
+		name, channels string
+		persona        *Persona
+		want           AgentAccess
+	}{
+		{"general undeclared", "  team:\n    subscribe: [a]\n", nil, general},
+		{"general declared without it", "  general:\n    subscribe: [a]\n", nil, nothing},
+		{"persona read set omitted", "  team:\n    subscribe: [a]\n", &Persona{Name: "b"}, general},
+		{"persona reads nothing", "  team:\n    subscribe: [a]\n", &Persona{Name: "b", Subscribe: []string{}}, nothing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := ParseManifest("cotal.yaml", []byte(head+"personaPermissions: include\nagents:\n  a: {model: opus}\n  b: {model: opus}\nchannels:\n"+tc.channels))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := m.AccessWith(map[string]*Persona{"b": tc.persona})["b"]
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("b: %#v, want %#v", got, tc.want)
+			}
+			if a := m.AccessWith(nil)["a"]; len(a.AllowSubscribe) != 1 {
+				t.Fatalf("a, named by a channel, reads %v", a.AllowSubscribe)
+			}
+		})
+	}
+}

@@ -37,9 +37,12 @@ type Persona struct {
 	Model       string // model the agent runs, e.g. opus
 	Agent       string // connector pin (harness), e.g. claude; "" means the launcher's default
 
-	Tags           []string // free labels
-	Subscribe      []string // channels joined at boot; within the read ACL
-	AllowSubscribe []string // read ACL (channel patterns); empty means Subscribe
+	Tags []string // free labels
+	// Subscribe is the channels joined at boot, within the read ACL; AllowSubscribe is the
+	// read ACL (channel patterns), empty meaning Subscribe. Both omitted (nil) read
+	// [general]; an explicit [] (kept non-nil) reads nothing. See protocol.ReadSet.
+	Subscribe      []string
+	AllowSubscribe []string
 	AllowPublish   []string // post ACL (channel patterns); empty means it posts nowhere
 	Capabilities   []string // spawn, run, role:<role>
 	Quiet          []string // channel patterns buffered for pull only
@@ -54,12 +57,23 @@ type Persona struct {
 }
 
 // ReadACL returns the channels the persona may read: AllowSubscribe, or Subscribe when
-// AllowSubscribe is empty.
+// AllowSubscribe is empty, or [general] when both are omitted (protocol.ReadSet).
 func (per *Persona) ReadACL() []string {
-	if len(per.AllowSubscribe) > 0 {
-		return per.AllowSubscribe
-	}
-	return per.Subscribe
+	_, allow := protocol.ReadSet(per.Subscribe, per.AllowSubscribe)
+	return allow
+}
+
+// BootSet returns the channels the persona joins at boot: Subscribe, or [general] when
+// both Subscribe and AllowSubscribe are omitted (protocol.ReadSet).
+func (per *Persona) BootSet() []string {
+	sub, _ := protocol.ReadSet(per.Subscribe, per.AllowSubscribe)
+	return sub
+}
+
+// ReadSetOmitted reports whether the persona names neither subscribe nor allowSubscribe,
+// so that it reads the default, [general].
+func (per *Persona) ReadSetOmitted() bool {
+	return per.Subscribe == nil && per.AllowSubscribe == nil
 }
 
 // UncoveredSubscribe returns the Subscribe entries outside the read ACL: when AllowSubscribe
@@ -270,6 +284,9 @@ func (y *yamlFile) personaField(per *Persona, kv keyValue) error {
 	}
 	if p, ok := listField[kv.key]; ok {
 		*p, err = y.strs(kv.value, kv.key)
+		if *p == nil && err == nil && (kv.key == "subscribe" || kv.key == "allowSubscribe") && resolve(kv.value).Kind == yaml.SequenceNode {
+			*p = []string{} // an explicit [] reads nothing; omitted or null reads the default
+		}
 		return err
 	}
 	if near := nearKey(kv.key, personaKeys()); near != "" {
@@ -333,7 +350,7 @@ func (per *Persona) Render() ([]byte, error) {
 		}
 	}
 	list := func(key string, vs []string) {
-		if len(vs) > 0 {
+		if len(vs) > 0 || (vs != nil && (key == "subscribe" || key == "allowSubscribe")) {
 			n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
 			for _, v := range vs {
 				n.Content = append(n.Content, strNode(v))

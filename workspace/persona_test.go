@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -418,4 +419,41 @@ func FuzzParsePersona(f *testing.F) {
 			t.Fatalf("round trip changed the persona\n%#v\n%#v\n%s", per, again, out)
 		}
 	})
+}
+
+// A persona that omits its read set joins and reads general; subscribe: [] (or
+// allowSubscribe: []) is kept through a render and reads nothing.
+func TestPersonaReadSet(t *testing.T) {
+	for _, tc := range []struct {
+		front       string
+		boot, read  []string
+		omitted     bool
+		renderedHas string
+	}{
+		{"", []string{"general"}, []string{"general"}, true, ""},
+		{"subscribe: ~\n", []string{"general"}, []string{"general"}, true, ""},
+		{"subscribe: []\n", []string{}, []string{}, false, "subscribe: []\n"},
+		{"allowSubscribe: []\n", []string{}, []string{}, false, "allowSubscribe: []\n"},
+		{"subscribe: [team]\n", []string{"team"}, []string{"team"}, false, "subscribe: [team]\n"},
+		{"allowSubscribe: ['t.>']\n", []string{}, []string{"t.>"}, false, "allowSubscribe: [t.>]\n"},
+	} {
+		per, err := ParsePersona("p.md", []byte("---\nname: p\n"+tc.front+"---\nHi.\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(per.BootSet(), tc.boot) || !slices.Equal(per.ReadACL(), tc.read) || per.ReadSetOmitted() != tc.omitted {
+			t.Errorf("%q: boot %v read %v omitted %v; want %v %v %v", tc.front, per.BootSet(), per.ReadACL(), per.ReadSetOmitted(), tc.boot, tc.read, tc.omitted)
+		}
+		out, err := per.Render()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.renderedHas != "" && !strings.Contains(string(out), tc.renderedHas) {
+			t.Errorf("%q: rendered without %q:\n%s", tc.front, tc.renderedHas, out)
+		}
+		again, err := ParsePersona("p.md", out)
+		if err != nil || again.ReadSetOmitted() != tc.omitted || !slices.Equal(again.ReadACL(), tc.read) {
+			t.Errorf("%q: round trip changed the read set: %v %+v\n%s", tc.front, err, again, out)
+		}
+	}
 }

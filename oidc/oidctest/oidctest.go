@@ -6,13 +6,11 @@ package oidctest
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -49,15 +47,12 @@ type Issuer struct {
 	// URL is the issuer URL (http://127.0.0.1:<port>), set by Start.
 	URL string
 
+	lb        loopback
 	mu        sync.Mutex
-	kid       string
-	key       ed25519.PrivateKey
 	byDevice  map[string]*device
 	byUser    map[string]*device
 	refresh   map[string]string // refresh token -> subject
 	refreshes int               // successful refresh grants
-	srv       *http.Server
-	done      chan struct{}
 }
 
 // device is one device authorization in flight.
@@ -78,28 +73,13 @@ func Start(t testing.TB, iss *Issuer) *Issuer {
 	if iss == nil {
 		iss = &Issuer{}
 	}
-	if err := iss.Start(); err != nil {
-		t.Fatalf("start oidc test issuer: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := iss.Close(); err != nil {
-			t.Errorf("close oidc test issuer: %v", err)
-		}
-	})
+	startForTest(t, iss, "oidc test issuer")
 	return iss
 }
 
 // Start generates the signing key, listens on 127.0.0.1 at a free port, sets URL and
 // serves until Close.
 func (i *Issuer) Start() error {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return fmt.Errorf("oidctest: signing key: %w", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("oidctest: listen: %w", err)
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PathDiscovery, i.serveDiscovery)
 	mux.HandleFunc("GET "+PathJWKS, i.serveJWKS)
@@ -109,40 +89,18 @@ func (i *Issuer) Start() error {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = fmt.Fprintln(w, "oidctest: approve the user code through the test API")
 	})
-	i.mu.Lock()
-	i.URL = "http://" + ln.Addr().String()
-	i.kid = randString(8)
-	i.key = priv
-	i.byDevice = map[string]*device{}
-	i.byUser = map[string]*device{}
-	i.refresh = map[string]string{}
-	i.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	i.done = make(chan struct{})
-	srv, done := i.srv, i.done
-	i.mu.Unlock()
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln) // returns http.ErrServerClosed after Close
-	}()
-	return nil
+	return i.lb.start(mux, func(origin string) {
+		i.mu.Lock()
+		defer i.mu.Unlock()
+		i.URL = origin
+		i.byDevice = map[string]*device{}
+		i.byUser = map[string]*device{}
+		i.refresh = map[string]string{}
+	})
 }
 
 // Close stops the server and waits until it has stopped. It is a no-op before Start.
-func (i *Issuer) Close() error {
-	i.mu.Lock()
-	srv, done := i.srv, i.done
-	i.srv = nil
-	i.mu.Unlock()
-	if srv == nil {
-		return nil
-	}
-	err := srv.Close()
-	<-done
-	if err != nil {
-		return fmt.Errorf("oidctest: close: %w", err)
-	}
-	return nil
-}
+func (i *Issuer) Close() error { return i.lb.stop() }
 
 func (i *Issuer) clientID() string {
 	if i.ClientID == "" {
@@ -224,22 +182,7 @@ func (i *Issuer) IDToken(subject string) (string, error) {
 // Sign signs claims (a jwt.Claims, a map, or any JSON-encodable struct) as a JWT with the
 // issuer's published key, for tokens a test crafts (expired, wrong audience ...).
 func (i *Issuer) Sign(claims any) (string, error) {
-	i.mu.Lock()
-	key, kid := i.key, i.kid
-	i.mu.Unlock()
-	if key == nil {
-		return "", errors.New("oidctest: sign: issuer not started")
-	}
-	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key},
-		(&jose.SignerOptions{}).WithType("JWT").WithHeader(jose.HeaderKey("kid"), kid))
-	if err != nil {
-		return "", fmt.Errorf("oidctest: signer: %w", err)
-	}
-	tok, err := jwt.Signed(sig).Claims(claims).Serialize()
-	if err != nil {
-		return "", fmt.Errorf("oidctest: sign: %w", err)
-	}
-	return tok, nil
+	return i.lb.sign("issuer", claims, nil)
 }
 
 func (i *Issuer) serveDiscovery(w http.ResponseWriter, _ *http.Request) {
@@ -256,10 +199,9 @@ func (i *Issuer) serveDiscovery(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (i *Issuer) serveJWKS(w http.ResponseWriter, _ *http.Request) {
-	i.mu.Lock()
-	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: i.key.Public(), KeyID: i.kid, Algorithm: string(jose.EdDSA), Use: "sig"}}}
-	i.mu.Unlock()
-	writeJSON(w, http.StatusOK, set)
+	k := i.lb.jwk()
+	k.Use = "sig"
+	writeJSON(w, http.StatusOK, jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k}})
 }
 
 // clientForm parses a form POST and checks its client_id; on a refusal it has answered w

@@ -1,12 +1,8 @@
 package oidctest
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -39,14 +35,11 @@ type RefIdP struct {
 	// Origin + RefBasePath. Both are set by Start.
 	Origin, URL string
 
+	lb       loopback
 	mu       sync.Mutex
-	kid      string
-	key      ed25519.PrivateKey
 	byDevice map[string]*device
 	byUser   map[string]*device
 	sessions map[string]string // session token -> subject
-	srv      *http.Server
-	done     chan struct{}
 }
 
 // StartRef serves a RefIdP on 127.0.0.1 at a free port, failing t when it cannot, and
@@ -56,69 +49,32 @@ func StartRef(t testing.TB, p *RefIdP) *RefIdP {
 	if p == nil {
 		p = &RefIdP{}
 	}
-	if err := p.Start(); err != nil {
-		t.Fatalf("start reference test idp: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("close reference test idp: %v", err)
-		}
-	})
+	startForTest(t, p, "reference test idp")
 	return p
 }
 
 // Start generates the signing key, listens on 127.0.0.1 at a free port, sets Origin and
 // URL and serves until Close.
 func (p *RefIdP) Start() error {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return fmt.Errorf("oidctest: signing key: %w", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("oidctest: listen: %w", err)
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+RefBasePath+"/jwks", p.serveJWKS)
 	mux.HandleFunc("POST "+RefBasePath+"/device/code", p.serveDevice)
 	mux.HandleFunc("POST "+RefBasePath+"/device/token", p.serveDeviceToken)
 	mux.HandleFunc("GET "+RefBasePath+"/token", p.serveToken)
 	mux.HandleFunc("POST "+RefBasePath+"/sign-out", p.serveSignOut)
-	p.mu.Lock()
-	p.Origin = "http://" + ln.Addr().String()
-	p.URL = p.Origin + RefBasePath
-	p.kid = randString(8)
-	p.key = priv
-	p.byDevice = map[string]*device{}
-	p.byUser = map[string]*device{}
-	p.sessions = map[string]string{}
-	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	p.done = make(chan struct{})
-	srv, done := p.srv, p.done
-	p.mu.Unlock()
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln) // returns http.ErrServerClosed after Close
-	}()
-	return nil
+	return p.lb.start(mux, func(origin string) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.Origin = origin
+		p.URL = origin + RefBasePath
+		p.byDevice = map[string]*device{}
+		p.byUser = map[string]*device{}
+		p.sessions = map[string]string{}
+	})
 }
 
 // Close stops the server and waits until it has stopped. It is a no-op before Start.
-func (p *RefIdP) Close() error {
-	p.mu.Lock()
-	srv, done := p.srv, p.done
-	p.srv = nil
-	p.mu.Unlock()
-	if srv == nil {
-		return nil
-	}
-	err := srv.Close()
-	<-done
-	if err != nil {
-		return fmt.Errorf("oidctest: close: %w", err)
-	}
-	return nil
-}
+func (p *RefIdP) Close() error { return p.lb.stop() }
 
 func (p *RefIdP) clientID() string {
 	if p.ClientID == "" {
@@ -153,33 +109,11 @@ func (p *RefIdP) Sign(claims any) (string, error) {
 
 // SignWith signs claims with the published key, adding the extra protected headers.
 func (p *RefIdP) SignWith(claims any, headers map[string]any) (string, error) {
-	p.mu.Lock()
-	key, kid := p.key, p.kid
-	p.mu.Unlock()
-	if key == nil {
-		return "", errors.New("oidctest: sign: idp not started")
-	}
-	o := (&jose.SignerOptions{}).WithType("JWT").WithHeader(jose.HeaderKey("kid"), kid)
-	for k, v := range headers {
-		o = o.WithHeader(jose.HeaderKey(k), v)
-	}
-	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key}, o)
-	if err != nil {
-		return "", fmt.Errorf("oidctest: signer: %w", err)
-	}
-	tok, err := jwt.Signed(sig).Claims(claims).Serialize()
-	if err != nil {
-		return "", fmt.Errorf("oidctest: sign: %w", err)
-	}
-	return tok, nil
+	return p.lb.sign("idp", claims, headers)
 }
 
 // KeyID is the kid of the published key.
-func (p *RefIdP) KeyID() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.kid
-}
+func (p *RefIdP) KeyID() string { return p.lb.keyID() }
 
 // Approve lets the device authorization showing userCode finish for subject.
 func (p *RefIdP) Approve(userCode, subject string) error {
@@ -201,10 +135,7 @@ func (p *RefIdP) SignOutAll() {
 }
 
 func (p *RefIdP) serveJWKS(w http.ResponseWriter, _ *http.Request) {
-	p.mu.Lock()
-	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: p.key.Public(), KeyID: p.kid, Algorithm: string(jose.EdDSA)}}}
-	p.mu.Unlock()
-	writeJSON(w, http.StatusOK, set)
+	writeJSON(w, http.StatusOK, jose.JSONWebKeySet{Keys: []jose.JSONWebKey{p.lb.jwk()}})
 }
 
 // jsonBody decodes a JSON POST body and checks its client_id; on a refusal it has answered w.

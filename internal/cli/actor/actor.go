@@ -73,13 +73,21 @@ func newCmdGrant(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 		Short: "Let an IdP subject act as an actor, with these permissions",
 		Long: `Grant replaces the actor's permissions (role, channels, scopes, label) with the flags given,
 and adds the --sub subjects to those already allowed to act as it. Channels are patterns
-(team.*, team.>); scopes are spawn, admin, supervise and role:<role>. A grant must give at
-least one scope or channel.`,
+(team.*, team.>); scopes are spawn, admin, supervise and role:<role>. Without
+--allow-subscribe the actor reads general (the default read set); --allow-subscribe ''
+grants no channel to read, and then the grant must give a scope or --allow-publish.`,
 		Example: `  cotal actor grant alice --sub 248289761001 --allow-subscribe 'team.>' --allow-publish team.backend
   cotal actor grant ops --sub ops@example.com --scope spawn,role:default --allow-subscribe '>'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Row.Actor = args[0]
+			allow, err := cmdutil.ReadSetFlag("--allow-subscribe", opts.Row.AllowSubscribe)
+			if err != nil {
+				return cmdutil.RefuseUsage("granting actor "+opts.Row.Actor, err.Error(), "cotal actor grant --help")
+			}
+			// The row holds the read set as the grant resolved it: the ledger stores a list,
+			// so an omitted one is written as the default, [general].
+			_, opts.Row.AllowSubscribe = protocol.ReadSet(nil, allow)
 			if err := checkGrant(opts.Row); err != nil {
 				return err
 			}
@@ -93,7 +101,7 @@ least one scope or channel.`,
 	fl := cmd.Flags()
 	fl.StringArrayVar(&opts.Row.Subjects, "sub", nil, "IdP subject allowed to act as the actor (repeatable)")
 	fl.StringVar(&opts.Row.Role, "role", "", "anycast role of the actor")
-	fl.StringArrayVar(&opts.Row.AllowSubscribe, "allow-subscribe", nil, "channel pattern the actor may read (repeatable)")
+	fl.StringArrayVar(&opts.Row.AllowSubscribe, "allow-subscribe", nil, "channel pattern the actor may read (repeatable; default general, '' for none)")
 	fl.StringArrayVar(&opts.Row.AllowPublish, "allow-publish", nil, "channel pattern the actor may post to (repeatable)")
 	fl.StringSliceVar(&opts.Row.Scopes, "scope", nil, "scopes: spawn, admin, supervise, role:<role> (comma-separated or repeated)")
 	fl.StringVar(&opts.Row.Label, "label", "", "a note for people reading the ledger")
@@ -109,7 +117,7 @@ func checkGrant(r ledger.Row) error {
 			"cotal actor grant "+r.Actor+" --sub <idp subject> --allow-subscribe <channel>")
 	}
 	if len(r.Scopes)+len(r.AllowSubscribe)+len(r.AllowPublish) == 0 {
-		return cmdutil.RefuseUsage(what, "it would grant nothing: give --scope, --allow-subscribe or --allow-publish",
+		return cmdutil.RefuseUsage(what, "it would grant nothing: give --scope, --allow-subscribe or --allow-publish (without --allow-subscribe '' it reads general)",
 			"cotal actor grant "+r.Actor+" --sub "+r.Subjects[0]+" --allow-subscribe <channel>")
 	}
 	if err := r.Validate(); err != nil {

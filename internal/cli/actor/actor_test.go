@@ -23,7 +23,12 @@ func TestNewCmdActor(t *testing.T) {
 					slices.Equal(o.Row.Scopes, []string{"spawn", "role:default"}) && slices.Equal(o.Row.AllowSubscribe, []string{"team.>"}) && o.Row.Label == "A"
 			}},
 		{"grant without sub", []string{"grant", "alice", "--scope", "spawn"}, true, nil},
-		{"grant of nothing", []string{"grant", "alice", "--sub", "s"}, true, nil},
+		{"grant of nothing", []string{"grant", "alice", "--sub", "s", "--allow-subscribe", ""}, true, nil},
+		{"grant reads general by default", []string{"grant", "alice", "--sub", "s"}, false,
+			func(o *Options) bool { return slices.Equal(o.Row.AllowSubscribe, []string{"general"}) }},
+		{"grant of no channel to read", []string{"grant", "alice", "--sub", "s", "--scope", "spawn", "--allow-subscribe", ""}, false,
+			func(o *Options) bool { return o.Row.AllowSubscribe != nil && len(o.Row.AllowSubscribe) == 0 }},
+		{"grant empty among channels", []string{"grant", "alice", "--sub", "s", "--allow-subscribe", "", "--allow-subscribe", "general"}, true, nil},
 		{"grant bad scope", []string{"grant", "alice", "--sub", "s", "--scope", "root"}, true, nil},
 		{"grant bad channel", []string{"grant", "alice", "--sub", "s", "--allow-publish", "a/b"}, true, nil},
 		{"grant bad actor", []string{"grant", "a.b", "--sub", "s", "--scope", "spawn"}, true, nil},

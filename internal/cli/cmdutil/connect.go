@@ -207,7 +207,8 @@ func (f *Factory) AgentCreds(ctx context.Context, t Target, spec trust.UserSpec)
 // commitReadACL writes the agent's read ACL row (cotal_acl_<space>, key
 // <owner>.<actor>.<uid>) as the minter, the way the reference's commitAcl does at mint:
 // the delivery daemon (Go's or the reference's) reads it at a durable join and for every
-// copy. Its channels are spec's AllowSubscribe, or Subscribe when that is empty. A space
+// copy. Its channels are spec's read ACL (trust.UserSpec.ReadACL: AllowSubscribe, else
+// Subscribe, else [general] when both are omitted). A space
 // without the ACL bucket (no durable plane) gets none.
 func commitReadACL(ctx context.Context, js jetstream.JetStream, space string, spec trust.UserSpec) error {
 	kv, err := js.KeyValue(ctx, protocol.BucketACL(space))
@@ -217,11 +218,7 @@ func commitReadACL(ctx context.Context, js jetstream.JetStream, space string, sp
 	if err != nil {
 		return fmt.Errorf("read ACL bucket of space %q: %w", space, err)
 	}
-	allow := spec.AllowSubscribe
-	if len(allow) == 0 {
-		allow = spec.Subscribe
-	}
-	return delivery.CommitACL(ctx, kv, spec.Principal, spec.LifecycleUID, allow, time.Now())
+	return delivery.CommitACL(ctx, kv, spec.Principal, spec.LifecycleUID, spec.ReadACL(), time.Now())
 }
 
 // Mint mints a credential for spec on the target's space from the project's signing key,

@@ -304,7 +304,7 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 		return nil, err
 	}
 	if !opts.channelsSet {
-		opts.Channels = per.Subscribe
+		opts.Channels = per.BootSet()
 	}
 	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: per.Kind, Description: per.Description, ReconnectFor: opts.ReconnectFor}
 	if !target.Auth() {

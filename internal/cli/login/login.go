@@ -111,14 +111,8 @@ func runLogin(ctx context.Context, opts *Options) error {
 		return refLogin(ctx, opts, st, oidclogin.RefConfig{URL: opts.IdP, ClientID: opts.ClientID, Now: opts.Now, Wait: opts.Wait, Prompt: prompt})
 	}
 	s, err := oidclogin.Login(ctx, cfg)
-	if errors.Is(err, oidclogin.ErrDenied) {
-		return cmdutil.Refuse("the login", "the sign-in was denied at "+opts.IdP, "cotal login --idp "+opts.IdP)
-	}
-	if errors.Is(err, oidclogin.ErrExpired) {
-		return cmdutil.Refuse("the login", "the code expired before it was approved", "cotal login --idp "+opts.IdP)
-	}
 	if err != nil {
-		return err
+		return loginRefusal(opts, err)
 	}
 	if err := st.Save(s); err != nil {
 		return err
@@ -130,14 +124,8 @@ func runLogin(ctx context.Context, opts *Options) error {
 // refLogin signs in to a reference IdP and keeps its session.
 func refLogin(ctx context.Context, opts *Options, st oidclogin.Store, cfg oidclogin.RefConfig) error {
 	s, err := oidclogin.RefLogin(ctx, cfg)
-	if errors.Is(err, oidclogin.ErrDenied) {
-		return cmdutil.Refuse("the login", "the sign-in was denied at "+opts.IdP, "cotal login --idp "+opts.IdP)
-	}
-	if errors.Is(err, oidclogin.ErrExpired) {
-		return cmdutil.Refuse("the login", "the code expired before it was approved", "cotal login --idp "+opts.IdP)
-	}
 	if err != nil {
-		return err
+		return loginRefusal(opts, err)
 	}
 	if err := st.SaveRef(opts.IdP, s); err != nil {
 		return err
@@ -145,6 +133,18 @@ func refLogin(ctx context.Context, opts *Options, st oidclogin.Store, cfg oidclo
 	url, _ := oidc.NormalizeIdPURL(opts.IdP) // RefLogin checked it
 	fmt.Fprintf(opts.IO.Out, "✓ logged in to %s as %s\n", url, s.Sub)
 	return nil
+}
+
+// loginRefusal turns a sign-in denied or expired at the IdP into a refusal naming the
+// command to sign in again; other errors it returns as they are.
+func loginRefusal(opts *Options, err error) error {
+	if errors.Is(err, oidclogin.ErrDenied) {
+		return cmdutil.Refuse("the login", "the sign-in was denied at "+opts.IdP, "cotal login --idp "+opts.IdP)
+	}
+	if errors.Is(err, oidclogin.ErrExpired) {
+		return cmdutil.Refuse("the login", "the code expired before it was approved", "cotal login --idp "+opts.IdP)
+	}
+	return err
 }
 
 func showStatus(opts *Options, st oidclogin.Store) error {

@@ -46,8 +46,9 @@ standard creds file (0600), by default to .cotal/auth/creds/space.<hex>/<name>.c
 
 Profiles:
   agent     posts only as itself and only to --allow-publish channels (none by default),
-            reads its --allow-subscribe channels, its own DMs and, with --role, its role's
-            anycasts; writes only its own presence. Its bind-only DM durable (and role
+            reads its --allow-subscribe channels (general when none is given;
+            --allow-subscribe '' for no channel at all), its own DMs and, with --role, its
+            role's anycasts; writes only its own presence. Its bind-only DM durable (and role
             durable) are created now, so the mesh must be running.
   observer  reads channels and presence, no DMs, publishes nothing (a console).
   admin     reads everything in the space including DMs, publishes nothing (a dashboard).
@@ -69,6 +70,14 @@ Connect with it: cotal join --creds FILE, or any NATS client.`,
 			if opts.Force && opts.Out == "" {
 				return cmdutil.FlagErrorf("--force replaces the --out file: give --out FILE too")
 			}
+			allow, err := cmdutil.ReadSetFlag("--allow-subscribe", opts.AllowSubscribe)
+			if err != nil {
+				return cmdutil.FlagErrorf("%v", err)
+			}
+			if allow != nil && len(allow) == 0 && p != trust.ProfileAgent {
+				return cmdutil.FlagErrorf("--allow-subscribe is only for the agent profile, not %s", p)
+			}
+			opts.AllowSubscribe = allow
 			if opts.ExpiresIn < 0 {
 				return cmdutil.FlagErrorf("--expires-in %s: must not be negative", opts.ExpiresIn)
 			}
@@ -87,7 +96,7 @@ Connect with it: cotal join --creds FILE, or any NATS client.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Profile, "profile", "agent", "agent, observer or admin")
 	fl.StringVar(&opts.Role, "role", "", "agent: a role whose anycasts it may take")
-	fl.StringArrayVar(&opts.AllowSubscribe, "allow-subscribe", nil, "agent: a channel (pattern) it may read (repeatable)")
+	fl.StringArrayVar(&opts.AllowSubscribe, "allow-subscribe", nil, "agent: a channel (pattern) it may read (repeatable; default general, '' for none)")
 	fl.StringArrayVar(&opts.AllowPublish, "allow-publish", nil, "agent: a channel (pattern) it may post to (repeatable; default none)")
 	fl.DurationVar(&opts.ExpiresIn, "expires-in", 0, "lifetime, e.g. 24h (default: no expiry)")
 	fl.StringVar(&opts.Out, "out", "", "where to write the creds file (an existing file is refused without --force)")
@@ -112,6 +121,9 @@ func (o *Options) commandLine(force bool) string {
 	add("--role", o.Role)
 	for _, ch := range o.AllowSubscribe {
 		add("--allow-subscribe", ch)
+	}
+	if o.AllowSubscribe != nil && len(o.AllowSubscribe) == 0 {
+		parts = append(parts, "--allow-subscribe", "''")
 	}
 	for _, ch := range o.AllowPublish {
 		add("--allow-publish", ch)

@@ -36,9 +36,9 @@ func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) err
 		Use:   "list [-v] [--json]",
 		Short: "List the project's personas with their role, read ACL and post ACL",
 		Long: `List every persona file of the project (.cotal/agents/*.md), sorted by name: its role,
-read ACL (allowSubscribe, or subscribe when that is omitted) and post ACL (allowPublish;
-"-" means it posts nowhere). A file that is not a valid persona is listed as invalid with
-the file, line and reason. -v adds the boot joins, kind, model, agent and capabilities.`,
+read ACL (allowSubscribe, or subscribe when that is omitted, or general when both are) and
+post ACL (allowPublish; "-" means it posts nowhere). A file that is not a valid persona is
+listed as invalid with the file, line and reason. -v adds the boot joins, kind, model, agent and capabilities.`,
 		Example: `  cotal personas list
   cotal personas list -v
   cotal personas list --json | jq -r '.[] | select(.error) | .path'`,
@@ -107,7 +107,7 @@ func runList(_ context.Context, opts *ListOptions) error {
 		p := pf.Persona
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s", p.Name, orDash(nonEmpty(p.Role)), orDash(p.ReadACL()), orDash(p.AllowPublish))
 		if opts.Verbose {
-			fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\t%s", orDash(p.Subscribe), p.Kind, orDash(nonEmpty(p.Model)),
+			fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\t%s", orDash(p.BootSet()), p.Kind, orDash(nonEmpty(p.Model)),
 				orDash(nonEmpty(p.Agent)), orDash(p.Capabilities))
 		}
 		fmt.Fprintln(w)

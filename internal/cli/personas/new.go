@@ -50,7 +50,8 @@ and the flags given here replace its values; any other FILE is the prompt.
 
 Access is least privilege: --subscribe are the channels joined at boot, --allow-subscribe
 the read ACL (when omitted, the agent reads exactly what it joins), --allow-publish the post
-ACL (when omitted, it posts nowhere). Channel patterns may use * for one segment and a
+ACL (when omitted, it posts nowhere). With neither --subscribe nor --allow-subscribe the
+agent joins and reads general; --subscribe '' (written subscribe: []) reads nothing. Channel patterns may use * for one segment and a
 final > for the rest; every boot join must lie within the read ACL.`,
 		Example: `  cotal personas new dave --prompt "You build the backend; keep changes small." --role builder \
       --subscribe general --subscribe team.backend \
@@ -79,6 +80,16 @@ final > for the rest; every boot join must lie within the read ACL.`,
 			}
 			for _, l := range []struct {
 				flag string
+				chs  *[]string
+			}{{"--subscribe", &opts.Subscribe}, {"--allow-subscribe", &opts.AllowSubscribe}} {
+				chs, err := cmdutil.ReadSetFlag(l.flag, *l.chs)
+				if err != nil {
+					return cmdutil.FlagErrorf("%v", err)
+				}
+				*l.chs = chs
+			}
+			for _, l := range []struct {
+				flag string
 				chs  []string
 			}{{"--subscribe", opts.Subscribe}, {"--allow-subscribe", opts.AllowSubscribe}, {"--allow-publish", opts.AllowPublish}} {
 				for _, ch := range l.chs {
@@ -98,8 +109,8 @@ final > for the rest; every boot join must lie within the read ACL.`,
 	fl.StringVar(&opts.From, "from", "", "read the prompt (or a persona to copy) from FILE; - is stdin")
 	fl.StringVar(&opts.Role, "role", "", "role: presence label and anycast address")
 	fl.StringVar(&opts.Model, "model", "", "model the agent runs")
-	fl.StringArrayVar(&opts.Subscribe, "subscribe", nil, "channel joined at boot (repeatable)")
-	fl.StringArrayVar(&opts.AllowSubscribe, "allow-subscribe", nil, "channel pattern it may read (repeatable; default: its --subscribe)")
+	fl.StringArrayVar(&opts.Subscribe, "subscribe", nil, "channel joined at boot (repeatable; default general unless --allow-subscribe, '' for none)")
+	fl.StringArrayVar(&opts.AllowSubscribe, "allow-subscribe", nil, "channel pattern it may read (repeatable; default: its --subscribe, '' for none)")
 	fl.StringArrayVar(&opts.AllowPublish, "allow-publish", nil, "channel pattern it may post to (repeatable; default: none)")
 	return cmd
 }
@@ -175,10 +186,10 @@ func (opts *NewOptions) persona() (*workspace.Persona, error) {
 	if opts.Model != "" {
 		per.Model = opts.Model
 	}
-	if len(opts.Subscribe) > 0 {
+	if opts.Subscribe != nil {
 		per.Subscribe = opts.Subscribe
 	}
-	if len(opts.AllowSubscribe) > 0 {
+	if opts.AllowSubscribe != nil {
 		per.AllowSubscribe = opts.AllowSubscribe
 	}
 	if len(opts.AllowPublish) > 0 {
@@ -222,39 +233,26 @@ func (opts *NewOptions) readFrom() (data []byte, name string, err error) {
 func (opts *NewOptions) commandLine(per *workspace.Persona) string {
 	parts := []string{"cotal personas new", per.Name}
 	if opts.From != "" {
-		parts = append(parts, "--from", shellQuote(opts.From))
+		parts = append(parts, "--from", cmdutil.ShellQuote(opts.From))
 	} else {
 		parts = append(parts, "--prompt", "'<your prompt>'")
 	}
 	if per.Role != "" {
-		parts = append(parts, "--role", shellQuote(per.Role))
+		parts = append(parts, "--role", cmdutil.ShellQuote(per.Role))
 	}
 	if per.Model != "" {
-		parts = append(parts, "--model", shellQuote(per.Model))
+		parts = append(parts, "--model", cmdutil.ShellQuote(per.Model))
 	}
 	for _, l := range []struct {
 		flag string
 		chs  []string
 	}{{"--subscribe", per.Subscribe}, {"--allow-subscribe", per.AllowSubscribe}, {"--allow-publish", per.AllowPublish}} {
 		for _, ch := range l.chs {
-			parts = append(parts, l.flag, shellQuote(ch))
+			parts = append(parts, l.flag, cmdutil.ShellQuote(ch))
+		}
+		if l.chs != nil && len(l.chs) == 0 && l.flag != "--allow-publish" {
+			parts = append(parts, l.flag, "''")
 		}
 	}
 	return strings.Join(parts, " ")
-}
-
-// shellQuote quotes s for a POSIX shell when it holds anything but letters, digits and
-// -_./:@=+,.
-func shellQuote(s string) string {
-	safe := s != ""
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@=+,", r)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -134,7 +134,7 @@ func view(per *workspace.Persona, withPrompt bool) View {
 		return l
 	}
 	v := View{Name: per.Name, Path: per.Path, Role: per.Role, Kind: per.Kind, Description: per.Description,
-		Model: per.Model, Agent: per.Agent, Tags: per.Tags, Subscribe: nonNil(per.Subscribe),
+		Model: per.Model, Agent: per.Agent, Tags: per.Tags, Subscribe: nonNil(per.BootSet()),
 		AllowSubscribe: per.AllowSubscribe, ReadACL: nonNil(per.ReadACL()), AllowPublish: nonNil(per.AllowPublish),
 		Capabilities: per.Capabilities, Quiet: per.Quiet, Muted: per.Muted, Meta: per.Meta}
 	if withPrompt {

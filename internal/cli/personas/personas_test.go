@@ -202,7 +202,7 @@ func TestRunNewListShowRm(t *testing.T) {
 	if err != nil || d2.Role != "reviewer" || d2.Prompt != "Build.\n" || !reflect.DeepEqual(d2.AllowSubscribe, []string{"general", "team.>"}) {
 		t.Fatalf("copy: %+v %v", d2, err)
 	}
-	if rev, err := proj.Persona("rev"); err != nil || rev.Prompt != "Review carefully.\n" || rev.ReadACL() != nil {
+	if rev, err := proj.Persona("rev"); err != nil || rev.Prompt != "Review carefully.\n" || !rev.ReadSetOmitted() || !reflect.DeepEqual(rev.ReadACL(), []string{"general"}) {
 		t.Fatalf("stdin: %+v %v", rev, err)
 	}
 
@@ -278,12 +278,7 @@ func TestRunNewMachineHome(t *testing.T) {
 	}
 }
 
-func TestShellQuote(t *testing.T) {
-	for in, want := range map[string]string{"general": "general", "team.>": "'team.>'", "a b": "'a b'", "it's": `'it'\''s'`, "": "''", "x.*": "'x.*'"} {
-		if got := shellQuote(in); got != want {
-			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
-		}
-	}
+func TestSuggestName(t *testing.T) {
 	if got := suggestName("bob-the.builder"); got != "bob_the_builder" {
 		t.Errorf("suggestName: %s", got)
 	}

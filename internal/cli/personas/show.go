@@ -81,14 +81,17 @@ func runShow(_ context.Context, opts *ShowOptions) error {
 		}
 	}
 	readFrom := "subscribe"
-	if len(per.AllowSubscribe) > 0 {
+	switch {
+	case per.ReadSetOmitted():
+		readFrom = "default"
+	case len(per.AllowSubscribe) > 0:
 		readFrom = "allowSubscribe"
 	}
 	line("name", per.Name)
 	line("role", per.Role)
 	line("kind", per.Kind)
 	line("description", per.Description)
-	line("joins", orDash(per.Subscribe))
+	line("joins", orDash(per.BootSet()))
 	line("read", orDash(per.ReadACL())+"  ("+readFrom+")")
 	line("post", orDash(per.AllowPublish)+"  (allowPublish)")
 	line("capabilities", strings.Join(per.Capabilities, ", "))
