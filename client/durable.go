@@ -147,6 +147,41 @@ func (e *Endpoint) Memberships(ctx context.Context) ([]protocol.MembershipInfo, 
 	return out.Memberships, nil
 }
 
+// ReadHistory reads channel's newest posts through the delivery daemon (the reference's
+// readHistory): at most limit of them (0 asks for the daemon's default, 100; more than
+// 200 is read as 200), oldest first; complete reports that nothing older is retained on
+// the stream. The daemon checks this principal's read ACL row at every call, so a
+// channel outside it is refused, never answered with an empty page.
+func (e *Endpoint) ReadHistory(ctx context.Context, channel string, limit int) (msgs []protocol.Message, complete bool, err error) {
+	if limit < 0 {
+		return nil, false, fmt.Errorf("read history: limit %d: want 0 (the default) or more", limit)
+	}
+	args := protocol.ReadHistoryArgs{Channel: channel}
+	if limit > 0 {
+		args.Limit = &limit
+	}
+	rep, err := e.deliveryRequest(ctx, protocol.OpReadHistory, args)
+	if err != nil {
+		return nil, false, err
+	}
+	var page struct {
+		Items    *[]json.RawMessage `json:"items"`
+		Complete *bool              `json:"complete"`
+	}
+	if err := json.Unmarshal(rep.Data, &page); err != nil || page.Items == nil || page.Complete == nil {
+		return nil, false, errors.New("read history: the delivery daemon returned a malformed page (expected {items, complete})")
+	}
+	msgs = make([]protocol.Message, 0, len(*page.Items))
+	for i, raw := range *page.Items {
+		m, err := protocol.DecodeMessage(raw)
+		if err != nil {
+			return nil, false, fmt.Errorf("read history: item %d: %w", i, err)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, *page.Complete, nil
+}
+
 // deliveryRequest sends op on this principal's delivery rail, in the reference's envelope
 // {op, args, from}, and waits for the answer under the request subject. The daemon takes
 // the caller from the subject; the request also carries the connection's credential and

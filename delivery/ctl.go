@@ -28,7 +28,8 @@ import (
 
 // ctl serves the delivery rail.
 type ctl struct {
-	r *run
+	r    *run
+	hist history // readHistory's reader
 }
 
 // caller is who sent a request: the subject's principal and, when the request named it,
@@ -74,6 +75,8 @@ func (c *ctl) handle(m *nats.Msg) {
 		data, err = c.durableLeave(ctx, req.Args, who)
 	case protocol.OpListMemberships:
 		data, err = c.list(ctx, req.Args, who)
+	case protocol.OpReadHistory:
+		data, err = c.readHistory(ctx, req.Args, who)
 	case protocol.OpJoin:
 		data, err = c.legacyJoin(ctx, req.Args, who)
 	case protocol.OpLeave:
@@ -127,12 +130,12 @@ func (c *ctl) readACL(ctx context.Context, op string, who caller) (member, *ACL,
 		if a := ac.byMember[m.key()]; a != nil {
 			return m, a, nil
 		}
-		return member{}, nil, fmt.Errorf("%s: no read ACL on record for %s (not provisioned for durable delivery)", op, m.key())
+		return member{}, nil, &noACLError{op: op, who: m.key()}
 	}
 	rows := ac.byPrincipal[who.p]
 	switch len(rows) {
 	case 0:
-		return member{}, nil, fmt.Errorf("%s: no read ACL on record for %s (not provisioned for durable delivery)", op, who.p)
+		return member{}, nil, &noACLError{op: op, who: who.p.String()}
 	case 1:
 		return rows[0], ac.byMember[rows[0].key()], nil
 	}
@@ -142,6 +145,16 @@ func (c *ctl) readACL(ctx context.Context, op string, who caller) (member, *ACL,
 	}
 	sort.Strings(keys)
 	return member{}, nil, fmt.Errorf("read-ACL alias %q resolves to %d live lifecycle rows (%s)", who.p.String(), len(rows), strings.Join(keys, ", "))
+}
+
+// noACLError is readACL's refusal when the caller has no ACL row.
+type noACLError struct {
+	op  string
+	who string // the principal, or the member key the request named
+}
+
+func (e *noACLError) Error() string {
+	return fmt.Sprintf("%s: no read ACL on record for %s (not provisioned for durable delivery)", e.op, e.who)
 }
 
 // decodeArgs decodes a request's args leniently (unknown fields ignored, as the

@@ -47,6 +47,11 @@ const ConsumerFanout = "fanout"
 // activation window.
 const ConsumerCatchup = "dlvcatchup"
 
+// ConsumerHistoryRead names the daemon's transient reader that serves readHistory: one
+// fixed name, so the delivery credential reads CHAT through three named consumers and no
+// other.
+const ConsumerHistoryRead = "dlvhistory"
+
 // BucketDelivery names the delivery lease KV bucket.
 func BucketDelivery(space string) string { return "cotal_delivery_" + space }
 
@@ -231,6 +236,7 @@ const (
 	OpDurableLeave      = "durableLeave"
 	OpListMemberships   = "listMemberships"
 	OpPlaneConnLiveness = "planeConnLiveness"
+	OpReadHistory       = "readHistory"
 	// OpJoin and OpLeave are the durable join and leave of earlier Go releases (args
 	// MembershipArgs, replies JoinResult and Membership); still answered, never sent.
 	OpJoin  = "join"
@@ -294,6 +300,30 @@ type MembershipInfo struct {
 // ListMembershipsResult is the data of a listMemberships answer.
 type ListMembershipsResult struct {
 	Memberships []MembershipInfo `json:"memberships"`
+}
+
+// Limits of readHistory (the reference's READ_HISTORY_DEFAULT_LIMIT and
+// READ_HISTORY_MAX_LIMIT): a request without a limit gets ReadHistoryDefaultLimit posts,
+// a larger limit is clamped to ReadHistoryMaxLimit.
+const (
+	ReadHistoryDefaultLimit = 100
+	ReadHistoryMaxLimit     = 200
+)
+
+// ReadHistoryArgs are the args of readHistory: a concrete channel and, optionally, how
+// many of its newest posts to read (a positive integer; omitted means
+// ReadHistoryDefaultLimit).
+type ReadHistoryArgs struct {
+	Channel string `json:"channel"`
+	Limit   *int   `json:"limit,omitempty"`
+}
+
+// ReadHistoryResult is the data of a readHistory answer (the reference's HistoryPage):
+// the channel's newest posts, oldest first, each authenticated for the channel
+// (AuthenticateChannelMessage); Complete when nothing older is retained on the stream.
+type ReadHistoryResult struct {
+	Items    []json.RawMessage `json:"items"`
+	Complete bool              `json:"complete"`
 }
 
 // ControlRequest is the body of a request on a ctl rail: {op, args, from}.

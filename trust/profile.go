@@ -175,12 +175,16 @@ func agentGrants(g *grants, space string, s UserSpec, inbox string) {
 func deliveryGrants(g *grants, space, inbox string) {
 	chat, dlv := protocol.StreamChat(space), protocol.StreamDLV(space)
 
-	// CHAT: its fan-out durable and its one transient catch-up reader, nothing else.
+	// CHAT: its fan-out durable and its transient catch-up reader, nothing else.
 	for _, name := range []string{protocol.ConsumerFanout, protocol.ConsumerCatchup} {
 		reader(g, chat, name)
 		g.pub(acks(chat, name))
 	}
 	g.pub(api(verbDurableCreate, chat, protocol.ConsumerFanout), api(verbConsumerReset, chat, protocol.ConsumerFanout))
+	// readHistory: one more fixed-name transient reader, acks none. A member's history is
+	// read by the daemon (after its ACL check), so no member needs a consumer for it; a
+	// Direct Get would need allow_direct on CHAT and reads any subject.
+	reader(g, chat, protocol.ConsumerHistoryRead)
 
 	// DLV: write hand-off copies, create members' bind-only durables, inspect them.
 	g.pub(protocol.DLVAll(space))
