@@ -5,7 +5,6 @@ package actor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -374,9 +373,7 @@ func runList(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(ListReport{Space: space, Actors: rows})
+		return cmdutil.WriteJSON(opts.IO.Out, ListReport{Space: space, Actors: rows})
 	}
 	out := opts.IO.Out
 	if len(rows) == 0 {

@@ -2,7 +2,6 @@ package meshes
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -75,11 +74,9 @@ func runList(_ context.Context, opts *ListOptions) error {
 				IdPIssuer: e.IdPIssuer, IdPClientID: e.IdPClientID, ExchangeURL: e.ExchangeURL, JWKSURL: e.JWKSURL,
 				AgentProvisioningURL: e.AgentProvisioningURL, AddedAt: e.AddedAt})
 		}
-		b, err := json.MarshalIndent(views, "", "  ")
-		if err != nil {
+		if err := cmdutil.WriteJSON(opts.IO.Out, views); err != nil {
 			return fmt.Errorf("encode meshes: %w", err)
 		}
-		fmt.Fprintln(opts.IO.Out, string(b))
 		return nil
 	}
 	if len(entries) == 0 {
