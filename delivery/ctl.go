@@ -126,7 +126,7 @@ func (c *ctl) readACL(ctx context.Context, op string, who caller) (member, *ACL,
 	}
 	ac := r.acls.snapshot()
 	if who.uid != "" {
-		m := member{p: who.p, uid: who.uid}
+		m := member(who)
 		if a := ac.byMember[m.key()]; a != nil {
 			return m, a, nil
 		}
@@ -335,7 +335,7 @@ func (c *ctl) legacyLeave(ctx context.Context, raw json.RawMessage, who caller) 
 	if who.uid == "" {
 		return nil, fmt.Errorf("%w: the request carries no credential (%s and %s headers)", errCredential, protocol.HeaderJWT, protocol.HeaderSig)
 	}
-	return c.leave(ctx, args.Channel, nil, &args.Cursor, member{p: who.p, uid: who.uid})
+	return c.leave(ctx, args.Channel, nil, &args.Cursor, member(who))
 }
 
 // leave tombstones mem's row for channel at the leave cursor (CHAT's last sequence, or

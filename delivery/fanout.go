@@ -508,8 +508,6 @@ func (f *fanout) catchUp(ctx context.Context, r memberRow) error {
 	if err := f.await(ctx, &futs); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	f.mu.Unlock()
 	if futs.n > 0 {
 		f.log.Info("catch-up copied", "member", r.m.key(), "channel", r.Channel, "copies", futs.n)
 	}
