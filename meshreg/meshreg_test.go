@@ -10,17 +10,16 @@ import (
 	"time"
 
 	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/internal/testclock"
 	"github.com/cotal-ai/cotal/trust/trusttest"
 )
 
-var added = time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
-
 // goodEntry is a valid entry; each case of TestDecode breaks one thing.
-func goodEntry(creds string) Entry {
+func goodEntry(t testing.TB, creds string) Entry {
 	return Entry{Space: "team", Server: "tls://nats.example.com:4222", TLSRequired: true,
 		IdPIssuer: "https://idp.example.com", IdPClientID: "cotal",
 		ExchangeURL: "https://mesh.example.com/cotal", JWKSURL: "https://mesh.example.com/cotal/jwks",
-		AgentProvisioningURL: "https://mesh.example.com/provision", SentinelCreds: creds, AddedAt: added}
+		AgentProvisioningURL: "https://mesh.example.com/provision", SentinelCreds: creds, AddedAt: testclock.Epoch(t)}
 }
 
 func encode(t testing.TB, e Entry) string {
@@ -35,11 +34,11 @@ func encode(t testing.TB, e Entry) string {
 func TestDecode(t *testing.T) {
 	creds := trusttest.SentinelCreds(t)
 	with := func(edit func(*Entry)) string {
-		e := goodEntry(creds)
+		e := goodEntry(t, creds)
 		edit(&e)
 		return encode(t, e)
 	}
-	good := encode(t, goodEntry(creds))
+	good := encode(t, goodEntry(t, creds))
 	cases := []struct {
 		name string
 		in   string
@@ -91,7 +90,7 @@ func TestDecode(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	creds := trusttest.SentinelCreds(f)
-	f.Add(encode(f, goodEntry(creds)))
+	f.Add(encode(f, goodEntry(f, creds)))
 	f.Add(`{"space":"x","tlsRequired":false}`)
 	f.Add(`{}`)
 	f.Add(`[]`)
@@ -119,14 +118,14 @@ func TestFromBundle(t *testing.T) {
 			Endpoints: exchange.Endpoints{URL: "https://mesh.example.com/cotal", JWKSURL: "https://mesh.example.com/cotal/jwks",
 				AgentProvisioningURL: "https://mesh.example.com/provision"}},
 		SentinelCreds: creds}
-	e, err := FromBundle(b, "https://mesh.example.com/cotal/?q=1#f", added.Add(123*time.Millisecond))
+	e, err := FromBundle(b, "https://mesh.example.com/cotal/?q=1#f", testclock.Epoch(t).Add(123*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := goodEntry(creds); !reflect.DeepEqual(e, want) {
+	if want := goodEntry(t, creds); !reflect.DeepEqual(e, want) {
 		t.Fatalf("entry %+v\nwant %+v", e, want)
 	}
-	if _, err := FromBundle(b, "http://mesh.example.com", added); err == nil {
+	if _, err := FromBundle(b, "http://mesh.example.com", testclock.Epoch(t)); err == nil {
 		t.Fatal("plain http base accepted")
 	}
 }
@@ -141,7 +140,7 @@ func TestFromReferenceBundle(t *testing.T) {
 			IdP:       exchange.BundleIdP{URL: "https://idp.example.com/api/auth", Issuer: "https://idp.example.com", Audience: "https://idp.example.com"},
 			Endpoints: exchange.Endpoints{URL: "https://mesh.example.com/cotal", ManagerAuthorityURL: "https://mesh.example.com/cotal/manager-service-authority"}},
 		SentinelCreds: creds}
-	e, err := FromBundle(b, "https://mesh.example.com/cotal", added)
+	e, err := FromBundle(b, "https://mesh.example.com/cotal", testclock.Epoch(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +152,7 @@ func TestFromReferenceBundle(t *testing.T) {
 		t.Fatalf("decoded %+v %v", back, err)
 	}
 	b.UserAuth.IdP = exchange.BundleIdP{URL: "https://idp.example.com/realms/t", Issuer: "https://idp.example.com/realms/t", Audience: "cotal"}
-	e, err = FromBundle(b, "https://mesh.example.com/cotal", added)
+	e, err = FromBundle(b, "https://mesh.example.com/cotal", testclock.Epoch(t))
 	if err != nil || e.IdPURL != "" || e.ReferenceIdP() || e.LoginURL() != "https://idp.example.com/realms/t" {
 		t.Fatalf("OIDC entry %+v %v", e, err)
 	}
@@ -162,7 +161,7 @@ func TestFromReferenceBundle(t *testing.T) {
 func TestRegistry(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "meshes")
 	creds := trusttest.SentinelCreds(t)
-	e := goodEntry(creds)
+	e := goodEntry(t, creds)
 
 	if l, err := List(dir); err != nil || len(l) != 0 {
 		t.Fatalf("empty list: %v %v", l, err)
@@ -187,11 +186,11 @@ func TestRegistry(t *testing.T) {
 
 	// Re-adding the same settings later keeps the first AddedAt.
 	later := e
-	later.AddedAt = added.Add(time.Hour)
+	later.AddedAt = testclock.Epoch(t).Add(time.Hour)
 	if err := Add(dir, later, false); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := Get(dir, "team"); !got.AddedAt.Equal(added) {
+	if got, _ := Get(dir, "team"); !got.AddedAt.Equal(testclock.Epoch(t)) {
 		t.Fatalf("addedAt changed to %v", got.AddedAt)
 	}
 
@@ -267,7 +266,7 @@ func TestCorruptEntries(t *testing.T) {
 		}
 	}
 	// A file whose space is not its name.
-	write("team.json", encode(t, goodEntryNamed(creds, "other")))
+	write("team.json", encode(t, goodEntryNamed(t, creds, "other")))
 	if _, err := Get(dir, "team"); err == nil || !strings.Contains(err.Error(), `records space "other"`) {
 		t.Fatalf("misnamed entry: %v", err)
 	}
@@ -285,13 +284,13 @@ func TestCorruptEntries(t *testing.T) {
 	if _, err := Get(dir, "../x"); err == nil {
 		t.Fatal("path outside the registry accepted")
 	}
-	if err := Add(dir, goodEntryNamed(creds, "x/../y"), false); err == nil {
+	if err := Add(dir, goodEntryNamed(t, creds, "x/../y"), false); err == nil {
 		t.Fatal("bad space accepted")
 	}
 }
 
-func goodEntryNamed(creds, space string) Entry {
-	e := goodEntry(creds)
+func goodEntryNamed(t testing.TB, creds, space string) Entry {
+	e := goodEntry(t, creds)
 	e.Space = space
 	return e
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cotal-ai/cotal/ext"
 	"github.com/cotal-ai/cotal/internal/cli"
+	"github.com/cotal-ai/cotal/internal/testclock"
 	"github.com/cotal-ai/cotal/update"
 )
 
@@ -60,7 +61,7 @@ func (m *machine) updater(t testing.TB, cliVersion string, notes *[]string) *upd
 		Prefix:     m.prefix, CLIVersion: cliVersion,
 		Reinstall: update.Child{Exe: testExe(t), Env: append(os.Environ(), cliEnv+"=1", "XDG_CONFIG_HOME="+m.xdg,
 			"HOME="+filepath.Join(m.root, "home"), "COTAL_HOME="+m.home)}.Reinstall,
-		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) },
+		Now: func() time.Time { return testclock.Epoch(t) },
 		Say: func(n update.Note) {
 			if notes != nil {
 				*notes = append(*notes, n.String())
@@ -344,7 +345,8 @@ func TestUpdateTwiceThenOneByte(t *testing.T) {
 
 func TestRepairConfigAndPersonas(t *testing.T) {
 	m := newMachine(t)
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := testclock.Epoch(t)
+	bak := ".bak-" + now.UTC().Format("20060102T150405Z") // the aside name RepairConfig stamps
 	cfg := filepath.Join(m.config, "config.json")
 
 	// Missing: seeded.
@@ -369,19 +371,19 @@ func TestRepairConfigAndPersonas(t *testing.T) {
 			t.Fatal(err)
 		}
 		notes, err = update.RepairConfig(m.config, now)
-		if err != nil || len(notes) != 2 || !strings.Contains(notes[0].Text, "moved it aside to "+cfg+".bak-20260102T030405Z") {
+		if err != nil || len(notes) != 2 || !strings.Contains(notes[0].Text, "moved it aside to "+cfg+bak) {
 			t.Fatalf("%q: %v %v", bad, notes, err)
 		}
 		if raw, _ := os.ReadFile(cfg); string(raw) != "{}\n" {
 			t.Fatalf("not reseeded: %s", raw)
 		}
 	}
-	for _, b := range []string{".bak-20260102T030405Z", ".bak-20260102T030405Z-2", ".bak-20260102T030405Z-3"} {
+	for _, b := range []string{bak, bak + "-2", bak + "-3"} {
 		if _, err := os.Stat(cfg + b); err != nil {
 			t.Fatalf("backup %s: %v", b, err)
 		}
 	}
-	if raw, _ := os.ReadFile(cfg + ".bak-20260102T030405Z"); string(raw) != "{half" {
+	if raw, _ := os.ReadFile(cfg + bak); string(raw) != "{half" {
 		t.Fatalf("backup lost the bytes: %s", raw)
 	}
 

@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/internal/cli/cmdtest"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/testclock"
 	"github.com/cotal-ai/cotal/meshreg"
 	"github.com/cotal-ai/cotal/trust/trusttest"
 )
@@ -180,7 +180,7 @@ func TestRunListRm(t *testing.T) {
 	if out, _, err := list(true); err != nil || out != "[]\n" {
 		t.Fatalf("empty json list: %q %v", out, err)
 	}
-	e, err := meshreg.FromBundle(bundle("team", "http://127.0.0.1:9", "cotal", creds), "http://127.0.0.1:9", addedAt())
+	e, err := meshreg.FromBundle(bundle("team", "http://127.0.0.1:9", "cotal", creds), "http://127.0.0.1:9", testclock.Epoch(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,8 +207,6 @@ func TestRunListRm(t *testing.T) {
 		t.Fatalf("rm of nothing: %v", err)
 	}
 }
-
-func addedAt() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 
 // TestRunAddReferenceBundle: a bundle as the TypeScript reference's public face composes it
 // (service.ts composeUserBundle: endpoints {url, managerAuthorityUrl}, no jwksUrl,
