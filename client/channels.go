@@ -499,9 +499,9 @@ func (e *Endpoint) replayBatch(ctx context.Context, cons jetstream.Consumer, wat
 		if !since.IsZero() && md.Timestamp.Before(since) {
 			continue
 		}
-		if r, ok := e.check(m.Subject(), m.Data()); ok && e.seen.first(r.Message.ID) {
+		if r, ok := e.check(m.Subject(), m.Data()); ok {
 			in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Historical: true, Seq: md.Sequence.Stream}
-			if !e.surface(in) {
+			if surfaced, dup := e.surfaceFirst(in); !surfaced && !dup {
 				return true, ctx.Err()
 			}
 		}

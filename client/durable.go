@@ -357,13 +357,15 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 	if !e.waitHistory(r.Subject.Channel) {
 		return // closing: left unacked, so it is redelivered to the next incarnation
 	}
-	if r.Subject.Sender == e.me || e.leftBefore(r.Subject.Channel, seq) || !e.seen.first(r.Message.ID) {
+	dup := r.Subject.Sender == e.me || e.leftBefore(r.Subject.Channel, seq)
+	if !dup {
+		_, dup = e.surfaceFirst(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, msg: m})
+	}
+	if dup {
 		if err := m.Ack(); err != nil {
 			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
 		}
-		return
 	}
-	e.surface(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, msg: m})
 }
 
 // leftBefore reports whether this endpoint left a channel matching ch, in this session,

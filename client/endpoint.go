@@ -82,6 +82,7 @@ type Endpoint struct {
 	events   <-chan ConnEvent
 	inbox    chan *Incoming
 	seen     *dedupe
+	order    sync.Mutex  // held from a dedupe claim to its hand-off into Messages()
 	replayMu sync.Mutex  // one history reader at a time
 	tap      atomic.Bool // surface own posts too (observers)
 

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -63,6 +64,7 @@ func (d *dedupe) first(id string) bool {
 	if old := d.ring[d.next]; old != "" {
 		delete(d.ids, old)
 	}
+	id = strings.Clone(id) // the id may share memory with a whole message body
 	d.ring[d.next] = id
 	d.next = (d.next + 1) % len(d.ring)
 	d.ids[id] = struct{}{}

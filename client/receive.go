@@ -26,6 +26,19 @@ func (e *Endpoint) check(subject string, data []byte) (protocol.Received, bool) 
 	return r, true
 }
 
+// surfaceFirst hands in to Messages() unless a copy with its id was surfaced before
+// (dup). The claim and the hand-off happen under one lock, so two sources carrying the
+// same posts in the same order (live and hand-off copies of a channel) never surface
+// them out of order. surfaced is false when the endpoint closed first.
+func (e *Endpoint) surfaceFirst(in *Incoming) (surfaced, dup bool) {
+	e.order.Lock()
+	defer e.order.Unlock()
+	if !e.seen.first(in.Message.ID) {
+		return false, true
+	}
+	return e.surface(in), false
+}
+
 // surface hands in to Messages(), blocking until there is room or the endpoint closes.
 func (e *Endpoint) surface(in *Incoming) bool {
 	if e.ctx.Err() != nil {
@@ -46,10 +59,10 @@ func (e *Endpoint) onLive(m *nats.Msg) {
 		return
 	}
 	// History of the channel comes first: it holds the posts before this one.
-	if !e.waitHistory(r.Subject.Channel) || !e.seen.first(r.Message.ID) {
+	if !e.waitHistory(r.Subject.Channel) {
 		return
 	}
-	e.surface(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject})
+	e.surfaceFirst(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject})
 }
 
 // onDurable handles a JetStream copy from the DM or anycast durable. The durable copy
@@ -63,19 +76,15 @@ func (e *Endpoint) onDurable(m jetstream.Msg) {
 		}
 		return
 	}
-	if !e.seen.first(r.Message.ID) {
-		if err := m.Ack(); err != nil {
-			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
-		}
-		return
-	}
 	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, msg: m}
 	if md, err := m.Metadata(); err == nil {
 		in.Seq = md.Sequence.Stream
 	}
-	if !e.surface(in) {
-		// Closing: leave it unacked so it is redelivered to the next incarnation.
-		return
+	// Closing leaves it unacked, so it is redelivered to the next incarnation.
+	if _, dup := e.surfaceFirst(in); dup {
+		if err := m.Ack(); err != nil {
+			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
+		}
 	}
 }
 
