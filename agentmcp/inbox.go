@@ -170,3 +170,10 @@ func (b *inbox) pushable() []*client.Incoming {
 	}
 	return out
 }
+
+// snapshot lists what is held without removing it.
+func (b *inbox) snapshot() []*client.Incoming {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]*client.Incoming(nil), b.items...)
+}

@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -31,6 +31,10 @@ type Server struct {
 	// declare the claude/channel capability (Claude Code does not declare it; its
 	// launcher sets COTAL_CHANNEL=1). A client that declares it gets them either way.
 	Channel     bool
+	// KeepHeld is how often held durable copies are marked in progress, so the broker
+	// does not redeliver them while they wait for the model; 0 means 20 s. It must be
+	// below the ack wait of the agent's durables (client.Config.AckWait).
+	KeepHeld    time.Duration
 	WindowItems int    // messages one cotal_inbox returns at most; 0 means DefaultWindowItems
 	WindowBytes int    // text bytes one cotal_inbox returns at most; 0 means DefaultWindowBytes
 	Hold        int    // messages held before reading stops; 0 means DefaultHold
@@ -43,11 +47,9 @@ type Server struct {
 	box     *inbox
 	nt      *notifyTransport
 	srv     *mcp.Server
-	push    atomic.Bool // the session takes channel notifications
-	ready   atomic.Bool // the session is initialized: notifications may flow
-	kick    chan struct{}
-	watchMu sync.Mutex
-	watched bool // a client subscribed to InboxURI
+	push  atomic.Bool // the session takes channel notifications
+	ready atomic.Bool // the session is initialized: notifications may flow
+	kick  chan struct{}
 }
 
 // Run joins the space, serves the tools on t until the client goes away (closes stdin)
@@ -71,23 +73,24 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 			Tools:        &mcp.ToolCapabilities{},
 			Resources:    &mcp.ResourceCapabilities{Subscribe: true},
 		},
-		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
-			if s.Channel || wantsChannel(req.Session.InitializeParams()) {
-				s.push.Store(true)
-			}
-			s.ready.Store(true)
-			s.wake()
-		},
 		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
 			if req.Params.URI != InboxURI {
 				return fmt.Errorf("no resource %s; subscribe to %s", req.Params.URI, InboxURI)
 			}
-			s.watchMu.Lock()
-			s.watched = true
-			s.watchMu.Unlock()
 			return nil
 		},
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	// The session is ready for notifications once it is initialized: after the
+	// initialized notification (the legacy handshake), or the first request after
+	// server/discover (SEP-2575), which has no such notification.
+	s.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			s.markReady(method, req) // a request of the new protocol carries the parameters
+			res, err := next(ctx, method, req)
+			s.markReady(method, req) // server/discover sets them as it runs
+			return res, err
+		}
 	})
 	s.addTools()
 	s.srv.AddResource(&mcp.Resource{URI: InboxURI, Name: "inbox", MIMEType: "text/plain",
@@ -140,6 +143,9 @@ func (s *Server) defaults() {
 	if s.Hold <= 0 {
 		s.Hold = DefaultHold
 	}
+	if s.KeepHeld <= 0 {
+		s.KeepHeld = 20 * time.Second
+	}
 	if s.Version == "" {
 		s.Version = "dev"
 	}
@@ -148,6 +154,24 @@ func (s *Server) defaults() {
 	}
 	s.box = newInbox(s.Hold)
 	s.kick = make(chan struct{}, 1)
+}
+
+// markReady marks the session ready for notifications once it has its initialize
+// parameters, outside the initialize request itself, and decides whether it takes
+// channel notifications.
+func (s *Server) markReady(method string, req mcp.Request) {
+	if method == "initialize" || s.ready.Load() {
+		return
+	}
+	ss, ok := req.GetSession().(*mcp.ServerSession)
+	if !ok {
+		return
+	}
+	if p := ss.InitializeParams(); p != nil {
+		s.push.Store(s.Channel || wantsChannel(p))
+		s.ready.Store(true)
+		s.wake()
+	}
 }
 
 // wake asks the pump to push what it holds.
@@ -163,12 +187,17 @@ func (s *Server) wake() {
 // waits on the broker.
 func (s *Server) pump(ctx context.Context) {
 	msgs := s.Endpoint.Messages()
+	keep := time.NewTicker(s.KeepHeld)
+	defer keep.Stop()
 	for {
 		if s.box.full() {
 			select {
 			case <-ctx.Done():
 				return
 			case <-s.box.room:
+				continue
+			case <-keep.C:
+				s.keepHeld()
 				continue
 			case <-s.kick:
 				s.flush(ctx)
@@ -178,6 +207,8 @@ func (s *Server) pump(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-keep.C:
+			s.keepHeld()
 		case in := <-msgs:
 			s.box.add(in)
 			s.flush(ctx)
@@ -199,28 +230,38 @@ func (s *Server) flush(ctx context.Context) {
 		return
 	}
 	for _, in := range s.box.pushable() {
+		// Claimed before it is written, so a cotal_inbox racing the push cannot
+		// return it a second time.
+		if !s.box.remove(in) {
+			continue // taken by cotal_inbox meanwhile
+		}
 		if err := s.nt.notify(ctx, ChannelMethod, channelParams(in)); err != nil {
 			s.Logger.Debug("push", "id", in.ID, "err", err)
-			return // the client is gone or going: the copy stays held
+			s.box.add(in) // the client is gone or going: the copy stays held
+			return
 		}
-		if s.box.remove(in) {
-			s.ack(in)
-		}
+		s.ack(in)
 	}
 	s.notifyInbox(ctx) // history may remain
 }
 
-// notifyInbox sends resources/updated for InboxURI to a subscribed client while the
-// inbox holds anything.
+// notifyInbox sends resources/updated for InboxURI (the SDK sends it to subscribed
+// sessions only) while the inbox holds anything.
 func (s *Server) notifyInbox(ctx context.Context) {
-	s.watchMu.Lock()
-	watched := s.watched
-	s.watchMu.Unlock()
-	if n, _ := s.box.counts(); !watched || n == 0 {
+	if n, _ := s.box.counts(); n == 0 {
 		return
 	}
 	if err := s.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: InboxURI}); err != nil {
 		s.Logger.Debug("resource updated", "err", err)
+	}
+}
+
+// keepHeld restarts the ack wait of every held durable copy.
+func (s *Server) keepHeld() {
+	for _, in := range s.box.snapshot() {
+		if err := in.InProgress(); err != nil {
+			s.Logger.Debug("keep held", "id", in.ID, "err", err)
+		}
 	}
 }
 

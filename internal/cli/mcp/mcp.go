@@ -212,6 +212,7 @@ func runMCP(ctx context.Context, opts *Options) error {
 	defer ep.Close()
 	srv := &agentmcp.Server{
 		Endpoint: ep, Channels: opts.Channels, Channel: opts.Push, Version: opts.Version, Logger: log,
+		KeepHeld: keepHeld,
 	}
 	t := &sdk.IOTransport{Reader: io.NopCloser(opts.IO.In), Writer: nopWriteCloser{opts.IO.Out}}
 	runErr := srv.Run(ctx, t)
@@ -224,6 +225,13 @@ func runMCP(ctx context.Context, opts *Options) error {
 	}
 	return nil
 }
+
+// The ack wait of the durables cotal mcp creates, and how often it marks the copies it
+// holds in progress: a killed server's copies come back to the next one within ackWait.
+const (
+	ackWait  = 10 * time.Second
+	keepHeld = 3 * time.Second
+)
 
 type nopWriteCloser struct{ io.Writer }
 
@@ -239,7 +247,7 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 		meta = map[string]any{"connector": opts.Harness}
 	}
 	if opts.Persona == "" {
-		return f.Connect(ctx, *target, client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor},
+		return f.Connect(ctx, *target, client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait},
 			cmdutil.As{Profile: trust.ProfileProvisioner, Join: true, Person: true})
 	}
 	if target.Project == nil {
@@ -252,7 +260,7 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 	if !opts.channelsSet {
 		opts.Channels = per.BootSet()
 	}
-	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: protocol.CardAgent, Description: per.Description, Meta: meta, ReconnectFor: opts.ReconnectFor}
+	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: protocol.CardAgent, Description: per.Description, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait}
 	if !target.Auth() {
 		return f.Connect(ctx, *target, cfg, cmdutil.As{})
 	}
