@@ -30,7 +30,7 @@ type Server struct {
 	// Channel pushes Claude Code channel notifications even to a client that did not
 	// declare the claude/channel capability (Claude Code does not declare it; its
 	// launcher sets COTAL_CHANNEL=1). A client that declares it gets them either way.
-	Channel     bool
+	Channel bool
 	// KeepHeld is how often held durable copies are marked in progress, so the broker
 	// does not redeliver them while they wait for the model; 0 means 20 s. It must be
 	// below the ack wait of the agent's durables (client.Config.AckWait).
@@ -44,9 +44,9 @@ type Server struct {
 	Ready  func()
 	Logger *slog.Logger // nil means discard
 
-	box     *inbox
-	nt      *notifyTransport
-	srv     *mcp.Server
+	box   *inbox
+	nt    *notifyTransport
+	srv   *mcp.Server
 	push  atomic.Bool // the session takes channel notifications
 	ready atomic.Bool // the session is initialized: notifications may flow
 	kick  chan struct{}

@@ -568,4 +568,3 @@ func pendingDM(t *testing.T, js jetstream.JetStream, p protocol.Principal) int {
 	}
 	return n
 }
-
