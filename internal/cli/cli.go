@@ -30,6 +30,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/personas"
 	"github.com/cotal-ai/cotal/internal/cli/send"
 	"github.com/cotal-ai/cotal/internal/cli/setup"
+	"github.com/cotal-ai/cotal/internal/cli/spawn"
 	"github.com/cotal-ai/cotal/internal/cli/status"
 	"github.com/cotal-ai/cotal/internal/cli/up"
 	"github.com/cotal-ai/cotal/internal/cli/update"
@@ -131,6 +132,7 @@ peer, anycast to whoever holds a role.`,
 		authservice.NewCmdAuthService(f, nil),
 		login.NewCmdLogin(f, nil),
 		meshes.NewCmdMeshes(f),
+		spawn.NewCmdSpawn(f, nil),
 	)
 	strictHelp(root)
 	return root
