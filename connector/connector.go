@@ -78,6 +78,9 @@ const (
 	EnvCreds     = "COTAL_CREDS"
 	EnvSubscribe = "COTAL_SUBSCRIBE"
 	EnvHarness   = "COTAL_HARNESS"
+	// EnvChannel=1 makes `cotal mcp` push Claude Code channel notifications: Claude Code
+	// takes them (with --dangerously-load-development-channels) but does not declare it.
+	EnvChannel = "COTAL_CHANNEL"
 	// EnvMCPConfig is the path of the Claude-style MCP configuration given to a command.
 	EnvMCPConfig = "COTAL_MCP_CONFIG"
 )
@@ -125,6 +128,9 @@ func (l Launch) MCPEnv(harness string) map[string]string {
 	}
 	if l.CredsPath != "" {
 		env[EnvCreds] = l.CredsPath
+	}
+	if harness == "claude" {
+		env[EnvChannel] = "1"
 	}
 	return env
 }

@@ -28,6 +28,9 @@ var wantEnv = map[string]string{
 
 func withHarness(h string) map[string]string {
 	m := map[string]string{"COTAL_HARNESS": h}
+	if h == "claude" {
+		m["COTAL_CHANNEL"] = "1"
+	}
 	for k, v := range wantEnv {
 		m[k] = v
 	}
