@@ -71,19 +71,20 @@ func resolve(opts *Options) (*plan, error) {
 	}
 	p := &plan{target: target, persona: per}
 
-	agent, from := opts.Agent, "--agent"
+	agent, from := opts.Agent, fmt.Sprintf("--agent %q", opts.Agent)
 	if agent == "" {
-		agent, from = per.Agent, "agent: of "+per.Path
+		agent, from = per.Agent, fmt.Sprintf("agent: %s in %s", per.Agent, per.Path)
 	}
 	if agent == "" {
-		agent, from = getenv(f, "COTAL_DEFAULT_AGENT"), "$COTAL_DEFAULT_AGENT"
+		agent = getenv(f, "COTAL_DEFAULT_AGENT")
+		from = fmt.Sprintf("$COTAL_DEFAULT_AGENT %q", agent)
 	}
 	if agent == "" {
 		agent = "claude"
 	}
 	con, ok := connector.Lookup(agent)
 	if !ok {
-		return nil, unknownAgent(agent, from)
+		return nil, unknownAgent(from)
 	}
 	if agent == "command" && len(opts.Args) == 0 {
 		return nil, cmdutil.RefuseUsage("agent command without a program", "the program to run goes after --", "cotal spawn --agent command --name bot -- ./my-agent")
@@ -116,12 +117,6 @@ func resolve(opts *Options) (*plan, error) {
 		return nil, cmdutil.RefuseUsage("spawning "+l.Name+" with "+agent, err.Error(), "cotal spawn --help")
 	}
 
-	if path, err := opts.LookPath(p.spec.Command); err == nil {
-		p.program = path
-	} else if !opts.DryRun {
-		return nil, notInstalled(con, p.spec.Command)
-	}
-
 	p.cwd = opts.Cwd
 	if p.cwd != "" {
 		st, err := os.Stat(p.cwd)
@@ -132,6 +127,12 @@ func resolve(opts *Options) (*plan, error) {
 			return nil, fmt.Errorf("--cwd: %w", err)
 		}
 	}
+	if path, err := opts.LookPath(p.spec.Command); err == nil {
+		p.program = path
+	} else if !opts.DryRun {
+		return nil, notInstalled(con, p.spec.Command)
+	}
+
 	return p, nil
 }
 

@@ -94,7 +94,7 @@ Arguments after -- go to the harness (for command: the program and its arguments
 			}
 			if opts.Agent != "" {
 				if _, ok := connector.Lookup(opts.Agent); !ok {
-					return unknownAgent(opts.Agent, "--agent")
+					return unknownAgent(fmt.Sprintf("--agent %q", opts.Agent))
 				}
 			}
 			if cmd.Flags().Changed("name") && !protocol.ValidActor(opts.Name) {
@@ -130,9 +130,9 @@ Arguments after -- go to the harness (for command: the program and its arguments
 	return cmd
 }
 
-// unknownAgent refuses a harness name no connector has.
-func unknownAgent(name, from string) error {
-	return cmdutil.RefuseUsage(fmt.Sprintf("%s %q", from, name), "cotal has no connector of that name; it knows "+strings.Join(connector.Names(), ", "),
+// unknownAgent refuses a harness name no connector has; what names it and where it came from.
+func unknownAgent(what string) error {
+	return cmdutil.RefuseUsage(what, "cotal has no connector of that name; it knows "+strings.Join(connector.Names(), ", "),
 		"cotal spawn --agent claude")
 }
 
