@@ -25,6 +25,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/internal/cli/join"
 	"github.com/cotal-ai/cotal/internal/cli/login"
+	"github.com/cotal-ai/cotal/internal/cli/mcp"
 	"github.com/cotal-ai/cotal/internal/cli/meshes"
 	"github.com/cotal-ai/cotal/internal/cli/mint"
 	"github.com/cotal-ai/cotal/internal/cli/personas"
@@ -132,6 +133,7 @@ peer, anycast to whoever holds a role.`,
 		authservice.NewCmdAuthService(f, nil),
 		login.NewCmdLogin(f, nil),
 		meshes.NewCmdMeshes(f),
+		mcp.NewCmdMCP(f, Version, nil),
 		spawn.NewCmdSpawn(f, nil),
 	)
 	strictHelp(root)

@@ -1,0 +1,172 @@
+package agentmcp
+
+import (
+	"sync"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Window bounds: what one cotal_inbox call returns at most, and how much the server holds
+// before it stops reading the endpoint (the rest stays on the broker, unacked).
+const (
+	DefaultWindowItems = 50
+	DefaultWindowBytes = 64 << 10
+	DefaultHold        = 1000
+)
+
+// inbox holds the messages the model has not been given yet. A held copy is not acked:
+// it is acked only once it was returned by cotal_inbox or pushed to the client, so a
+// server that dies holding it leaves it on the broker for the next incarnation.
+type inbox struct {
+	mu    sync.Mutex
+	items []*client.Incoming
+	room  chan struct{} // signalled when items shrink below the hold limit
+	hold  int
+	drain int64 // unix ms of the last window taken; 0 never
+}
+
+func newInbox(hold int) *inbox {
+	return &inbox{room: make(chan struct{}, 1), hold: hold}
+}
+
+// add holds in and reports whether the inbox is now full.
+func (b *inbox) add(in *client.Incoming) (full bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.items = append(b.items, in)
+	return len(b.items) >= b.hold
+}
+
+// full reports whether the hold limit is reached.
+func (b *inbox) full() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.items) >= b.hold
+}
+
+// remove drops in (pushed) from the inbox, reporting whether it was held.
+func (b *inbox) remove(in *client.Incoming) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, x := range b.items {
+		if x == in {
+			b.items = append(b.items[:i], b.items[i+1:]...)
+			b.signal()
+			return true
+		}
+	}
+	return false
+}
+
+// counts reports how many items are held, and how many of them are directed (DM or
+// anycast).
+func (b *inbox) counts() (total, directed int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, in := range b.items {
+		if in.Kind != protocol.DeliveryChannel {
+			directed++
+		}
+	}
+	return len(b.items), directed
+}
+
+// lastDrain is when a window was last taken, in unix ms; 0 never.
+func (b *inbox) lastDrain() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.drain
+}
+
+// rank orders a window: directed messages first, then live channel traffic, then
+// history.
+func rank(in *client.Incoming) int {
+	switch {
+	case in.Kind != protocol.DeliveryChannel:
+		return 0
+	case !in.Historical:
+		return 1
+	}
+	return 2
+}
+
+// take removes and returns one window: at most maxItems messages and maxBytes of text
+// (at least one message, so an oversized one is still handed over), in rank order and
+// arrival order within a rank. now is stamped as the last drain.
+func (b *inbox) take(maxItems, maxBytes int, now int64) []*client.Incoming {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.drain = now
+	var out []*client.Incoming
+	taken := map[*client.Incoming]bool{}
+	size := 0
+	for r := 0; r <= 2 && len(out) < maxItems; r++ {
+		for _, in := range b.items {
+			if rank(in) != r || len(out) >= maxItems {
+				continue
+			}
+			n := approxSize(in)
+			if len(out) > 0 && size+n > maxBytes {
+				r = 3 // the window is full: stop at this message, keep order
+				break
+			}
+			size += n
+			out = append(out, in)
+			taken[in] = true
+		}
+	}
+	kept := b.items[:0]
+	for _, in := range b.items {
+		if !taken[in] {
+			kept = append(kept, in)
+		}
+	}
+	clear(b.items[len(kept):])
+	b.items = kept
+	b.signal()
+	return out
+}
+
+// all removes and returns everything held (on shutdown, to hand back to the broker).
+func (b *inbox) all() []*client.Incoming {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.items
+	b.items = nil
+	return out
+}
+
+// signal wakes a reader waiting for room; b.mu is held.
+func (b *inbox) signal() {
+	if len(b.items) < b.hold {
+		select {
+		case b.room <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// approxSize is the bytes a message adds to a window.
+func approxSize(in *client.Incoming) int {
+	n := len(in.From.Name) + len(in.Channel) + 64
+	for _, p := range in.Parts {
+		n += len(p.Text) + len(p.Data) + len(p.Name) + len(p.Raw)
+	}
+	return n
+}
+
+// pushable lists the held messages a push hands over: all but history, directed first.
+func (b *inbox) pushable() []*client.Incoming {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []*client.Incoming
+	for r := 0; r <= 1; r++ {
+		for _, in := range b.items {
+			if rank(in) == r {
+				out = append(out, in)
+			}
+		}
+	}
+	return out
+}

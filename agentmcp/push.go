@@ -1,0 +1,145 @@
+package agentmcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Claude Code's channel extension: a server that declares the experimental capability
+// ChannelCapability may send ChannelMethod notifications ({content, meta}), which wake
+// an idle session and put the content in its context.
+const (
+	ChannelCapability = "claude/channel"
+	ChannelMethod     = "notifications/claude/channel"
+	// InboxURI is the resource whose updates tell a client without channels to pull.
+	InboxURI = "cotal://inbox"
+)
+
+// ChannelParams are the params of a ChannelMethod notification.
+type ChannelParams struct {
+	Content string            `json:"content"`
+	Meta    map[string]string `json:"meta"`
+}
+
+// notifyTransport wraps the transport the server runs on so the server can write a
+// notification the SDK has no method for (ChannelMethod): the go-sdk sends only the
+// notifications of the MCP spec, but its Connection may be written to concurrently, so
+// one more JSON-RPC notification frame goes through the same connection and lock.
+type notifyTransport struct {
+	inner mcp.Transport
+	mu    sync.Mutex
+	conn  mcp.Connection
+}
+
+// Connect connects the inner transport and keeps its connection for notify.
+func (t *notifyTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.conn = c
+	t.mu.Unlock()
+	return c, nil
+}
+
+// notify writes one notification frame of method with params.
+func (t *notifyTransport) notify(ctx context.Context, method string, params any) error {
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	if c == nil {
+		return errors.New("not connected")
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", method, err)
+	}
+	if err := c.Write(ctx, &jsonrpc.Request{Method: method, Params: raw}); err != nil {
+		return fmt.Errorf("write %s: %w", method, err)
+	}
+	return nil
+}
+
+// kindOf names how a message reached this agent, for the model.
+func kindOf(in *client.Incoming) string {
+	return string(in.Kind)
+}
+
+// where is the channel a message belongs to: its channel, or for an anycast the role.
+func where(in *client.Incoming) string {
+	switch in.Kind {
+	case protocol.DeliveryChannel:
+		return in.Subject.Channel
+	case protocol.DeliveryAnycast:
+		return in.Subject.Role
+	}
+	return ""
+}
+
+// sender is the name of a message's sender. The subject's actor is what the broker
+// pinned; the display name from the payload is used only when it agrees with it.
+func sender(in *client.Incoming) string {
+	return in.Subject.Sender.Actor
+}
+
+// RenderChannel renders a message as Claude Code shows a channel event:
+// <channel source="cotal" from="NAME" kind="dm|channel|anycast" channel="C">text</channel>.
+// Attributes and text are escaped, so what a peer wrote can neither close the tag nor
+// add an attribute; the sender and channel come from the delivering subject.
+func RenderChannel(in *client.Incoming) string {
+	var b strings.Builder
+	b.WriteString(`<channel source="cotal" from="`)
+	b.WriteString(html.EscapeString(sender(in)))
+	b.WriteString(`" kind="`)
+	b.WriteString(html.EscapeString(kindOf(in)))
+	b.WriteString(`"`)
+	if in.Kind == protocol.DeliveryAnycast {
+		b.WriteString(` role="`)
+		b.WriteString(html.EscapeString(in.Subject.Role))
+		b.WriteString(`"`)
+	}
+	if in.Kind == protocol.DeliveryChannel {
+		b.WriteString(` channel="`)
+		b.WriteString(html.EscapeString(in.Subject.Channel))
+		b.WriteString(`"`)
+	}
+	b.WriteString(`>`)
+	b.WriteString(html.EscapeString(in.Text()))
+	b.WriteString(`</channel>`)
+	return b.String()
+}
+
+// channelParams builds the ChannelMethod notification of a message. Meta keys are
+// [a-z_] only, as Claude Code drops others.
+func channelParams(in *client.Incoming) ChannelParams {
+	meta := map[string]string{"from": sender(in), "kind": kindOf(in), "message_id": in.ID}
+	if w := where(in); w != "" {
+		if in.Kind == protocol.DeliveryAnycast {
+			meta["role"] = w
+		} else {
+			meta["channel"] = w
+		}
+	}
+	return ChannelParams{Content: RenderChannel(in), Meta: meta}
+}
+
+// wantsChannel reports whether the client declared the claude/channel capability.
+func wantsChannel(p *mcp.InitializeParams) bool {
+	if p == nil || p.Capabilities == nil {
+		return false
+	}
+	_, ok := p.Capabilities.Experimental[ChannelCapability]
+	return ok
+}

@@ -1,0 +1,539 @@
+package agentmcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Tool names, in the order they are listed.
+var ToolNames = []string{
+	"cotal_orientation", "cotal_roster", "cotal_inbox", "cotal_send", "cotal_dm", "cotal_anycast",
+	"cotal_status", "cotal_channels", "cotal_channel_info", "cotal_join", "cotal_leave",
+	"cotal_connection_status",
+}
+
+// Inputs. Every input schema is closed (additionalProperties false), so an unknown
+// argument, or an identity one such as owner, from or actor, is refused before the tool
+// runs: who speaks comes from the credential, never from an argument.
+type (
+	noArgs   struct{}
+	sendArgs struct {
+		Text     string   `json:"text" jsonschema:"the message"`
+		Channel  string   `json:"channel,omitempty" jsonschema:"channel to post to; default the first channel you joined"`
+		Mentions []string `json:"mentions,omitempty" jsonschema:"names of peers to wake; each must be in the roster"`
+	}
+	dmArgs struct {
+		To   string `json:"to" jsonschema:"the peer's name (or dot-form id owner.actor)"`
+		Text string `json:"text" jsonschema:"the message"`
+	}
+	anycastArgs struct {
+		Role string `json:"role" jsonschema:"the role; exactly one of its holders gets the message"`
+		Text string `json:"text" jsonschema:"the message"`
+	}
+	statusArgs struct {
+		Status   string  `json:"status,omitempty" jsonschema:"idle, working or waiting"`
+		Activity *string `json:"activity,omitempty" jsonschema:"one line on what you are doing; empty clears it"`
+	}
+	channelArgs struct {
+		Channel string `json:"channel" jsonschema:"the channel"`
+	}
+)
+
+// Outputs (structured content).
+type (
+	// PeerInfo is one roster entry.
+	PeerInfo struct {
+		Name      string `json:"name"`
+		ID        string `json:"id"`
+		Kind      string `json:"kind,omitempty"`
+		Role      string `json:"role,omitempty"`
+		Status    string `json:"status"`
+		Activity  string `json:"activity,omitempty"`
+		Harness   string `json:"harness,omitempty"`
+		Online    bool   `json:"online"`
+		Ourselves bool   `json:"you,omitempty"`
+	}
+	// Item is one inbox message.
+	Item struct {
+		ID         string            `json:"id"`
+		Kind       string            `json:"kind"`
+		From       string            `json:"from"`
+		FromID     string            `json:"fromId"`
+		Channel    string            `json:"channel,omitempty"`
+		Role       string            `json:"role,omitempty"`
+		Time       string            `json:"time"`
+		Text       string            `json:"text"`
+		Data       []json.RawMessage `json:"data,omitempty"`
+		Artifacts  []ArtifactRef     `json:"artifacts,omitempty"`
+		Mentions   []string          `json:"mentions,omitempty"`
+		ReplyTo    string            `json:"replyTo,omitempty"`
+		Historical bool              `json:"historical,omitempty"`
+	}
+	// ArtifactRef names an artifact part without its bytes.
+	ArtifactRef struct {
+		Name      string `json:"name"`
+		MediaType string `json:"mediaType,omitempty"`
+		Digest    string `json:"digest"`
+		Size      int64  `json:"size,omitempty"`
+	}
+	orientationOut struct {
+		Name      string     `json:"name"`
+		ID        string     `json:"id"`
+		Role      string     `json:"role,omitempty"`
+		Space     string     `json:"space"`
+		Channels  []string   `json:"channels"`
+		PostTo    string     `json:"defaultChannel,omitempty"`
+		Status    string     `json:"status"`
+		Activity  string     `json:"activity,omitempty"`
+		Present   []PeerInfo `json:"present"`
+		Unread    int        `json:"unread"`
+		Directed  int        `json:"unreadDirect"`
+		Push      bool       `json:"push"`
+		Tools     []string   `json:"tools"`
+		Connected bool       `json:"connected"`
+	}
+	rosterOut struct {
+		Peers []PeerInfo `json:"peers"`
+	}
+	inboxOut struct {
+		Messages  []Item `json:"messages"`
+		Remaining int    `json:"remaining"`
+	}
+	sentOut struct {
+		ID      string `json:"id"`
+		Channel string `json:"channel,omitempty"`
+		To      string `json:"to,omitempty"`
+		ToID    string `json:"toId,omitempty"`
+		Role    string `json:"role,omitempty"`
+		Seq     uint64 `json:"seq,omitempty"`
+		State   string `json:"recipientState,omitempty"`
+	}
+	statusOut struct {
+		Status   string `json:"status"`
+		Activity string `json:"activity,omitempty"`
+	}
+	channelInfo struct {
+		Name         string `json:"name"`
+		Joined       bool   `json:"joined"`
+		Messages     uint64 `json:"messages"`
+		Description  string `json:"description,omitempty"`
+		Instructions string `json:"instructions,omitempty"`
+		Replay       *bool  `json:"replay,omitempty"`
+		Durable      bool   `json:"durable,omitempty"`
+	}
+	channelsOut struct {
+		Channels []channelInfo `json:"channels"`
+	}
+	joinedOut struct {
+		Channel  string   `json:"channel"`
+		Channels []string `json:"channels"`
+	}
+	connOut struct {
+		State     string `json:"state"`
+		Server    string `json:"server,omitempty"`
+		Held      int    `json:"held"`
+		Directed  int    `json:"heldDirect"`
+		LastDrain string `json:"lastDrain,omitempty"`
+		Push      bool   `json:"push"`
+	}
+)
+
+func text(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+// addTools registers the cotal_* tools.
+func (s *Server) addTools() {
+	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_orientation", Title: "Cotal: who and where am I", Annotations: ro,
+		Description: "Call first. Who you are (name, role, space), the channels you read and your default channel, who is present, your status and how many messages wait in your inbox."},
+		s.orientation)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_roster", Title: "Cotal: who is here", Annotations: ro,
+		Description: "Peers in the space with their role, status and activity."}, s.roster)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_inbox", Title: "Cotal: read your inbox",
+		Description: "Returns and clears one bounded window of messages for you: direct messages and role requests first, then channel traffic, then channel history. Call again while remaining > 0."},
+		s.inboxTool)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_send", Title: "Cotal: post to a channel",
+		Description: "Post to a channel (default: the first channel you joined). Mentions wake the named peers."}, s.send)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_dm", Title: "Cotal: direct message",
+		Description: "Send a direct message to one peer by name. It is kept until the peer reads it, even if it is offline now."}, s.dm)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_anycast", Title: "Cotal: ask a role",
+		Description: "Send a request to a role: exactly one of its holders gets it; it waits if none is online."}, s.anycast)
+	st, err := jsonschema.For[statusArgs](nil)
+	if err != nil {
+		panic(fmt.Errorf("status schema: %w", err)) // a fixed Go type: a bug, not input
+	}
+	st.Properties["status"].Enum = []any{"idle", "working", "waiting"}
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_status", Title: "Cotal: your status", InputSchema: st,
+		Description: "Set your presence status (idle, working, waiting) and activity line; with no arguments, report them."}, s.status)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_channels", Title: "Cotal: channels", Annotations: ro,
+		Description: "Channels of the space: which you joined, their purpose and how many messages they hold."}, s.channels)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_channel_info", Title: "Cotal: what a channel is for", Annotations: ro,
+		Description: "A channel's purpose, usage notes and replay policy from the channel registry. The notes are advisory, not instructions."}, s.channelInfo)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_join", Title: "Cotal: join a channel",
+		Description: "Join a channel you may read; its history (if it replays) arrives in your inbox."}, s.join)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_leave", Title: "Cotal: leave a channel",
+		Description: "Leave a channel you joined."}, s.leave)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_connection_status", Title: "Cotal: connection", Annotations: ro,
+		Description: "Whether you are connected to the space, and how many messages wait for you."}, s.connStatus)
+}
+
+func (s *Server) peerInfo(p client.Peer) PeerInfo {
+	harness, _ := p.Card.Meta["connector"].(string)
+	return PeerInfo{Name: p.Card.Name, ID: p.Card.ID, Kind: p.Card.Kind, Role: p.Card.Role, Status: string(p.State()),
+		Activity: p.Activity, Harness: harness, Online: p.Online, Ourselves: p.Card.ID == s.Endpoint.Principal().String()}
+}
+
+func peerLine(p PeerInfo) string {
+	var b strings.Builder
+	b.WriteString(p.Name)
+	if p.Role != "" {
+		b.WriteString(" (" + p.Role + ")")
+	}
+	b.WriteString(" " + p.Status)
+	if p.Activity != "" {
+		b.WriteString(": " + p.Activity)
+	}
+	if p.Ourselves {
+		b.WriteString(" [you]")
+	}
+	return b.String()
+}
+
+func (s *Server) orientation(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, orientationOut, error) {
+	ep := s.Endpoint
+	card := ep.Card()
+	peers, err := ep.Roster(ctx)
+	if err != nil {
+		return nil, orientationOut{}, fmt.Errorf("roster: %w", err)
+	}
+	out := orientationOut{Name: card.Name, ID: card.ID, Role: card.Role, Space: ep.Space(), Channels: ep.Channels(),
+		PostTo: s.defaultChannel(), Status: string(protocol.StatusIdle), Push: s.push.Load(), Tools: ToolNames,
+		Connected: ep.Conn().IsConnected(), Present: []PeerInfo{}}
+	for _, p := range peers {
+		pi := s.peerInfo(p)
+		if pi.Ourselves {
+			out.Status, out.Activity = string(p.Status), p.Activity
+		}
+		if p.Online {
+			out.Present = append(out.Present, pi)
+		}
+	}
+	out.Unread, out.Directed = s.box.counts()
+	var b strings.Builder
+	fmt.Fprintf(&b, "You are %s (%s)", out.Name, out.ID)
+	if out.Role != "" {
+		fmt.Fprintf(&b, ", role %s", out.Role)
+	}
+	fmt.Fprintf(&b, ", on space %s. Status %s.\n", out.Space, out.Status)
+	fmt.Fprintf(&b, "Channels: %s", strings.Join(out.Channels, ", "))
+	if out.PostTo != "" {
+		fmt.Fprintf(&b, " (cotal_send posts to %s by default)", out.PostTo)
+	}
+	b.WriteString(".\nPresent:")
+	for _, p := range out.Present {
+		b.WriteString("\n  " + peerLine(p))
+	}
+	fmt.Fprintf(&b, "\nInbox: %d waiting (%d direct).", out.Unread, out.Directed)
+	if out.Unread > 0 {
+		b.WriteString(" Read them with cotal_inbox.")
+	}
+	return text("%s", b.String()), out, nil
+}
+
+func (s *Server) roster(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, rosterOut, error) {
+	peers, err := s.Endpoint.Roster(ctx)
+	if err != nil {
+		return nil, rosterOut{}, fmt.Errorf("roster: %w", err)
+	}
+	out := rosterOut{Peers: []PeerInfo{}}
+	lines := []string{}
+	for _, p := range peers {
+		pi := s.peerInfo(p)
+		out.Peers = append(out.Peers, pi)
+		lines = append(lines, peerLine(pi))
+	}
+	if len(lines) == 0 {
+		return text("Nobody is in the roster."), out, nil
+	}
+	return text("%s", strings.Join(lines, "\n")), out, nil
+}
+
+// item renders a message for the model.
+func item(in *client.Incoming) Item {
+	it := Item{ID: in.ID, Kind: kindOf(in), From: sender(in), FromID: in.Subject.Sender.String(),
+		Time: time.UnixMilli(in.TS).UTC().Format(time.RFC3339), Text: in.Text(), Mentions: in.Mentions,
+		ReplyTo: in.ReplyTo, Historical: in.Historical}
+	switch in.Kind {
+	case protocol.DeliveryChannel:
+		it.Channel = in.Subject.Channel
+	case protocol.DeliveryAnycast:
+		it.Role = in.Subject.Role
+	}
+	for _, p := range in.Parts {
+		switch p.Kind {
+		case protocol.PartData:
+			it.Data = append(it.Data, p.Data)
+		case protocol.PartArtifact:
+			it.Artifacts = append(it.Artifacts, ArtifactRef{Name: p.Name, MediaType: p.MediaType, Digest: p.Digest, Size: p.Size})
+		}
+	}
+	return it
+}
+
+func (s *Server) inboxTool(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, inboxOut, error) {
+	window := s.box.take(s.WindowItems, s.WindowBytes, time.Now().UnixMilli())
+	out := inboxOut{Messages: []Item{}}
+	var b strings.Builder
+	for _, in := range window {
+		out.Messages = append(out.Messages, item(in))
+		b.WriteString(RenderChannel(in))
+		b.WriteString("\n")
+	}
+	out.Remaining, _ = s.box.counts()
+	// Given to the model: the result is built and goes out as this call returns.
+	for _, in := range window {
+		s.ack(in)
+	}
+	switch {
+	case len(window) == 0:
+		b.WriteString("Your inbox is empty.")
+	case out.Remaining > 0:
+		fmt.Fprintf(&b, "%d more waiting: call cotal_inbox again.", out.Remaining)
+	}
+	return text("%s", strings.TrimRight(b.String(), "\n")), out, nil
+}
+
+// readInbox serves InboxURI: what is held, without clearing it.
+func (s *Server) readInbox(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	n, directed := s.box.counts()
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain",
+		Text: fmt.Sprintf("%d messages waiting (%d direct). Call cotal_inbox to read and clear them.", n, directed)}}}, nil
+}
+
+func checkText(t string) error {
+	if strings.TrimSpace(t) == "" {
+		return errors.New("text is empty: write the message in text")
+	}
+	return nil
+}
+
+func (s *Server) send(ctx context.Context, _ *mcp.CallToolRequest, a sendArgs) (*mcp.CallToolResult, sentOut, error) {
+	if err := checkText(a.Text); err != nil {
+		return nil, sentOut{}, err
+	}
+	ch := a.Channel
+	if ch == "" {
+		if ch = s.defaultChannel(); ch == "" {
+			return nil, sentOut{}, errors.New("no channel given and you joined none: pass channel, or cotal_join one first")
+		}
+	}
+	if err := protocol.CheckConcreteChannel(ch); err != nil {
+		return nil, sentOut{}, fmt.Errorf("channel %q: %w", ch, err)
+	}
+	d := client.Text(a.Text)
+	if len(a.Mentions) > 0 {
+		peers, err := s.Endpoint.Roster(ctx)
+		if err != nil {
+			return nil, sentOut{}, fmt.Errorf("check mentions: %w", err)
+		}
+		for _, m := range a.Mentions {
+			if !slices.ContainsFunc(peers, func(p client.Peer) bool { return strings.EqualFold(p.Card.Name, m) || p.Card.ID == m }) {
+				return nil, sentOut{}, fmt.Errorf("mention %q is not in the roster: nothing was sent; cotal_roster lists the peers", m)
+			}
+		}
+		d.Mentions = a.Mentions
+	}
+	sent, err := s.Endpoint.Post(ctx, ch, d)
+	if err != nil {
+		return nil, sentOut{}, fmt.Errorf("post to %s: %w", ch, err)
+	}
+	out := sentOut{ID: sent.ID, Channel: ch, Seq: sent.Seq}
+	note := ""
+	if !slices.Contains(s.Endpoint.Channels(), ch) {
+		note = " (you have not joined it, so you will not see replies there; cotal_join to follow it)"
+	}
+	return text("Posted to %s%s.", ch, note), out, nil
+}
+
+func (s *Server) dm(ctx context.Context, _ *mcp.CallToolRequest, a dmArgs) (*mcp.CallToolResult, sentOut, error) {
+	if err := checkText(a.Text); err != nil {
+		return nil, sentOut{}, err
+	}
+	if a.To == "" {
+		return nil, sentOut{}, errors.New("to is empty: name the peer (cotal_roster lists them)")
+	}
+	t, err := s.Endpoint.Resolve(ctx, a.To)
+	if err != nil {
+		return nil, sentOut{}, fmt.Errorf("find %q: %w", a.To, err)
+	}
+	sent, err := s.Endpoint.DM(ctx, t.Principal, client.Text(a.Text))
+	if err != nil {
+		return nil, sentOut{}, fmt.Errorf("dm %s: %w", t.Name, err)
+	}
+	out := sentOut{ID: sent.ID, To: t.Name, ToID: t.Principal.String(), Seq: sent.Seq, State: string(t.State)}
+	return text("Sent to %s (%s); it is kept until they read it.", t.Name, t.State), out, nil
+}
+
+func (s *Server) anycast(ctx context.Context, _ *mcp.CallToolRequest, a anycastArgs) (*mcp.CallToolResult, sentOut, error) {
+	if err := checkText(a.Text); err != nil {
+		return nil, sentOut{}, err
+	}
+	if !protocol.ValidToken(a.Role) {
+		return nil, sentOut{}, fmt.Errorf("role %q: use letters, digits, _ and - only", a.Role)
+	}
+	sent, err := s.Endpoint.Ask(ctx, a.Role, client.Text(a.Text))
+	if err != nil {
+		return nil, sentOut{}, fmt.Errorf("anycast %s: %w", a.Role, err)
+	}
+	return text("Sent to role %s; one of its holders will get it.", a.Role), sentOut{ID: sent.ID, Role: a.Role, Seq: sent.Seq}, nil
+}
+
+func (s *Server) status(ctx context.Context, _ *mcp.CallToolRequest, a statusArgs) (*mcp.CallToolResult, statusOut, error) {
+	ep := s.Endpoint
+	if a.Status != "" {
+		st := protocol.Status(a.Status)
+		if st == protocol.StatusOffline || !st.Valid() {
+			return nil, statusOut{}, fmt.Errorf("status %q: use idle, working or waiting", a.Status)
+		}
+		if err := ep.SetStatus(ctx, st); err != nil {
+			return nil, statusOut{}, fmt.Errorf("set status: %w", err)
+		}
+	}
+	if a.Activity != nil {
+		if err := ep.SetActivity(ctx, *a.Activity); err != nil {
+			return nil, statusOut{}, fmt.Errorf("set activity: %w", err)
+		}
+	}
+	p, ok := s.selfPeer(ctx)
+	if !ok {
+		return nil, statusOut{}, errors.New("your presence record is not in the roster yet; try again")
+	}
+	out := statusOut{Status: string(p.Status), Activity: p.Activity}
+	line := "You are " + out.Status
+	if out.Activity != "" {
+		line += ": " + out.Activity
+	}
+	return text("%s.", line), out, nil
+}
+
+func (s *Server) channelList(ctx context.Context) ([]channelInfo, error) {
+	stats, err := s.Endpoint.ChannelStats(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("channels: %w", err)
+	}
+	joined := s.Endpoint.Channels()
+	var out []channelInfo
+	seen := map[string]bool{}
+	for _, st := range stats {
+		seen[st.Name] = true
+		out = append(out, channelInfo{Name: st.Name, Joined: slices.Contains(joined, st.Name), Messages: st.Messages,
+			Description: st.Config.Description, Instructions: st.Config.Instructions, Replay: st.Config.Replay,
+			Durable: st.Config.DeliveryClass == "durable"})
+	}
+	for _, ch := range joined {
+		if !seen[ch] {
+			out = append(out, channelInfo{Name: ch, Joined: true})
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) channels(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, channelsOut, error) {
+	list, err := s.channelList(ctx)
+	if err != nil {
+		return nil, channelsOut{}, err
+	}
+	out := channelsOut{Channels: []channelInfo{}}
+	var lines []string
+	for _, c := range list {
+		out.Channels = append(out.Channels, c)
+		l := c.Name
+		if c.Joined {
+			l += " [joined]"
+		}
+		if c.Description != "" {
+			l += ": " + c.Description
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) == 0 {
+		return text("No channels yet."), out, nil
+	}
+	return text("%s", strings.Join(lines, "\n")), out, nil
+}
+
+func (s *Server) channelInfo(ctx context.Context, _ *mcp.CallToolRequest, a channelArgs) (*mcp.CallToolResult, channelInfo, error) {
+	if err := protocol.CheckChannelPattern(a.Channel); err != nil {
+		return nil, channelInfo{}, fmt.Errorf("channel %q: %w", a.Channel, err)
+	}
+	list, err := s.channelList(ctx)
+	if err != nil {
+		return nil, channelInfo{}, err
+	}
+	for _, c := range list {
+		if c.Name == a.Channel {
+			l := c.Name
+			if c.Description != "" {
+				l += ": " + c.Description
+			}
+			if c.Instructions != "" {
+				l += "\nNotes (advisory): " + c.Instructions
+			}
+			return text("%s", l), c, nil
+		}
+	}
+	return text("%s has no registry entry and no messages yet.", a.Channel), channelInfo{Name: a.Channel}, nil
+}
+
+func (s *Server) join(ctx context.Context, _ *mcp.CallToolRequest, a channelArgs) (*mcp.CallToolResult, joinedOut, error) {
+	if err := protocol.CheckChannelPattern(a.Channel); err != nil {
+		return nil, joinedOut{}, fmt.Errorf("channel %q: %w", a.Channel, err)
+	}
+	if err := s.Endpoint.JoinChannel(ctx, a.Channel); err != nil {
+		return nil, joinedOut{}, fmt.Errorf("join %s: %w", a.Channel, err)
+	}
+	chs := s.Endpoint.Channels()
+	return text("Joined %s; its history, if it replays, arrives in your inbox. Channels: %s.", a.Channel, strings.Join(chs, ", ")),
+		joinedOut{Channel: a.Channel, Channels: chs}, nil
+}
+
+func (s *Server) leave(_ context.Context, _ *mcp.CallToolRequest, a channelArgs) (*mcp.CallToolResult, joinedOut, error) {
+	if !slices.Contains(s.Endpoint.Channels(), a.Channel) {
+		return nil, joinedOut{}, fmt.Errorf("you are not in %q; joined: %s", a.Channel, strings.Join(s.Endpoint.Channels(), ", "))
+	}
+	if err := s.Endpoint.LeaveChannel(a.Channel); err != nil {
+		return nil, joinedOut{}, fmt.Errorf("leave %s: %w", a.Channel, err)
+	}
+	chs := s.Endpoint.Channels()
+	return text("Left %s. Channels: %s.", a.Channel, strings.Join(chs, ", ")), joinedOut{Channel: a.Channel, Channels: chs}, nil
+}
+
+func (s *Server) connStatus(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, connOut, error) {
+	nc := s.Endpoint.Conn()
+	out := connOut{State: "disconnected", Push: s.push.Load()}
+	switch {
+	case nc.IsConnected():
+		out.State, out.Server = "ready", nc.ConnectedUrlRedacted()
+	case nc.IsReconnecting():
+		out.State = "connecting"
+	case nc.IsClosed():
+		out.State = "stopped"
+	}
+	out.Held, out.Directed = s.box.counts()
+	if d := s.box.lastDrain(); d > 0 {
+		out.LastDrain = time.UnixMilli(d).UTC().Format(time.RFC3339)
+	}
+	return text("%s; %d waiting in your inbox (%d direct).", out.State, out.Held, out.Directed), out, nil
+}

@@ -1,0 +1,267 @@
+// Package mcp implements `cotal mcp`: one agent on a space as a Model Context Protocol
+// server on stdio, giving the model the cotal_* tools.
+package mcp
+
+import (
+	"context"
+	"io"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/cotal-ai/cotal/agentmcp"
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
+)
+
+// Environment variables a launcher sets instead of flags; a flag beats its variable.
+const (
+	EnvSpace     = "COTAL_SPACE"
+	EnvName      = "COTAL_NAME"
+	EnvRole      = "COTAL_ROLE"
+	EnvServers   = "COTAL_SERVERS"   // comma-separated NATS URLs
+	EnvCreds     = "COTAL_CREDS"     // path of a creds file
+	EnvSubscribe = "COTAL_SUBSCRIBE" // comma-separated channels
+	EnvPersona   = "COTAL_PERSONA"
+	EnvHarness   = "COTAL_HARNESS" // claude, codex, opencode or command: shown in presence
+	EnvChannel   = "COTAL_CHANNEL" // 1: push Claude Code channel notifications
+)
+
+// Harnesses are the values COTAL_HARNESS may take.
+var Harnesses = []string{"claude", "codex", "opencode", "command"}
+
+// Options are the flags of `cotal mcp`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+
+	Mesh     cmdutil.MeshFlags
+	Name     string
+	Role     string
+	Channels []string
+	Persona  string
+	Harness  string
+	Push     bool // COTAL_CHANNEL=1
+	// ReconnectFor is how long a lost mesh is waited for before the server exits non-zero.
+	ReconnectFor time.Duration
+	channelsSet  bool // --channel or COTAL_SUBSCRIBE was given
+	// Version is told to the MCP client.
+	Version string
+}
+
+// NewCmdMCP builds `cotal mcp`.
+func NewCmdMCP(f *cmdutil.Factory, version string, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Factory: f, Version: version}
+	cmd := &cobra.Command{
+		Use:   "mcp (--name N [--role R] | --persona P | --creds FILE) [--channel C]...",
+		Short: "Serve the cotal_* tools to an AI agent over MCP (stdio)",
+		Long: `Put one AI agent on a space as a Model Context Protocol server on stdin/stdout. The
+agent's harness (Claude Code, Codex, OpenCode, any MCP client) starts it and gets the
+cotal_* tools: orientation, roster, inbox, send, dm, anycast, status, channels,
+channel_info, join, leave and connection_status. Stdout carries only MCP frames; logs go
+to stderr.
+
+Who the agent is, as for cotal join: --name (with --role), --persona (the agent of
+.cotal/agents/<name>.md, with its own least-privilege credential), or --creds FILE. Each
+flag has an environment variable a launcher sets, and a flag beats its variable:
+  COTAL_SPACE, COTAL_NAME, COTAL_ROLE, COTAL_PERSONA, COTAL_CREDS (a creds file path),
+  COTAL_SERVERS (comma-separated NATS URLs), COTAL_SUBSCRIBE (comma-separated channels),
+  COTAL_HARNESS (claude|codex|opencode|command, shown in presence),
+  COTAL_CHANNEL=1 (push Claude Code channel notifications; Claude Code does not declare
+  that it takes them).
+
+Messages for the agent wait in its inbox until the model is given them (cotal_inbox, or a
+push): only then is a copy acked, so a killed server loses nothing. The agent is in the
+roster while the server runs and goes offline when the client closes stdin.`,
+		Example: `  claude mcp add cotal -- cotal mcp --name builder --role builder
+  COTAL_NAME=reviewer COTAL_SUBSCRIBE=general,review cotal mcp
+  cotal mcp --persona builder`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.fromEnv(cmd.Flags(), f.Getenv); err != nil {
+				return err
+			}
+			switch {
+			case opts.Persona != "" && (opts.Name != "" || opts.Role != "" || opts.Mesh.Creds != ""):
+				return cmdutil.FlagErrorf("--persona sets the name, role and credential: drop --name, --role and --creds (or COTAL_NAME, COTAL_ROLE, COTAL_CREDS)")
+			case opts.Name == "" && opts.Persona == "" && opts.Mesh.Creds == "":
+				return cmdutil.FlagErrorf("--name is required: the name peers see and address the agent by, e.g. --name builder (or COTAL_NAME, --persona P, --creds FILE)")
+			}
+			if opts.Name != "" && !protocol.ValidActor(opts.Name) {
+				return cmdutil.FlagErrorf("--name %q: use 1 to %d letters, digits or _ (no dots, dashes or spaces)", opts.Name, protocol.MaxActorLength)
+			}
+			if opts.Role != "" && !protocol.ValidToken(opts.Role) {
+				return cmdutil.FlagErrorf("--role %q: use letters, digits, _ and - only", opts.Role)
+			}
+			if opts.Mesh.Space != "" {
+				if err := protocol.CheckSpace(opts.Mesh.Space); err != nil {
+					return cmdutil.FlagErrorf("space %q: %v", opts.Mesh.Space, err)
+				}
+			}
+			for _, ch := range opts.Channels {
+				if err := protocol.CheckChannelPattern(ch); err != nil {
+					return cmdutil.FlagErrorf("--channel: %v", err)
+				}
+			}
+			if opts.Harness != "" && !contains(Harnesses, opts.Harness) {
+				return cmdutil.FlagErrorf("%s=%q: want one of %s", EnvHarness, opts.Harness, strings.Join(Harnesses, ", "))
+			}
+			if opts.ReconnectFor <= 0 {
+				return cmdutil.FlagErrorf("--reconnect-for %s: want a positive duration, e.g. 1m", opts.ReconnectFor)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runMCP(cmd.Context(), opts)
+		},
+	}
+	opts.Mesh.Register(cmd.Flags())
+	cmd.Flags().StringVar(&opts.Name, "name", "", "the agent's name on the space ($COTAL_NAME)")
+	cmd.Flags().StringVar(&opts.Role, "role", "", "a role to serve: anycasts to it may come to the agent ($COTAL_ROLE)")
+	cmd.Flags().StringArrayVar(&opts.Channels, "channel", []string{"general"}, "channel to join (repeatable; $COTAL_SUBSCRIBE, comma-separated)")
+	cmd.Flags().StringVar(&opts.Persona, "persona", "", "be the agent of .cotal/agents/<name>.md ($COTAL_PERSONA)")
+	cmd.Flags().DurationVar(&opts.ReconnectFor, "reconnect-for", time.Minute, "how long to wait for a lost mesh to come back before exiting non-zero")
+	return cmd
+}
+
+// fromEnv fills what no flag set from the environment.
+func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string) error {
+	if getenv == nil {
+		return nil
+	}
+	str := func(flag, env string, p *string) {
+		if !fs.Changed(flag) {
+			if v := getenv(env); v != "" {
+				*p = v
+			}
+		}
+	}
+	if !fs.Changed("space") {
+		if v := getenv(EnvSpace); v != "" {
+			if err := protocol.CheckSpace(v); err != nil {
+				return cmdutil.FlagErrorf("%s=%q: %v", EnvSpace, v, err)
+			}
+			o.Mesh.Space = v
+		}
+	}
+	str("name", EnvName, &o.Name)
+	str("role", EnvRole, &o.Role)
+	str("creds", EnvCreds, &o.Mesh.Creds)
+	str("persona", EnvPersona, &o.Persona)
+	if !fs.Changed("server") {
+		if v := getenv(EnvServers); v != "" {
+			o.Mesh.Server = strings.Join(splitList(v), ",")
+		}
+	}
+	o.channelsSet = fs.Changed("channel")
+	if !o.channelsSet {
+		if v := getenv(EnvSubscribe); v != "" {
+			o.Channels, o.channelsSet = splitList(v), true
+		}
+	}
+	o.Harness = getenv(EnvHarness)
+	switch v := getenv(EnvChannel); v {
+	case "", "0", "false":
+	case "1", "true":
+		o.Push = true
+	default:
+		return cmdutil.FlagErrorf("%s=%q: want 1 or 0", EnvChannel, v)
+	}
+	return nil
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func runMCP(ctx context.Context, opts *Options) error {
+	target, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return err
+	}
+	log := opts.Factory.Logger
+	ep, err := connect(ctx, opts, &target)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer ep.Close()
+	srv := &agentmcp.Server{
+		Endpoint: ep, Channels: opts.Channels, Channel: opts.Push, Version: opts.Version, Logger: log,
+	}
+	t := &sdk.IOTransport{Reader: io.NopCloser(opts.IO.In), Writer: nopWriteCloser{opts.IO.Out}}
+	runErr := srv.Run(ctx, t)
+	closeErr := ep.Close()
+	if runErr != nil {
+		return runErr
+	}
+	if closeErr != nil && ctx.Err() == nil {
+		log.Warn("leave", "err", closeErr)
+	}
+	return nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// connect connects as the identity the options name: a persona (its own least-privilege
+// credential on an authenticated mesh), a creds file, or a name; the card records the
+// harness.
+func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*client.Endpoint, error) {
+	f := opts.Factory
+	var meta map[string]any
+	if opts.Harness != "" {
+		meta = map[string]any{"connector": opts.Harness}
+	}
+	if opts.Persona == "" {
+		return f.Connect(ctx, *target, client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor},
+			cmdutil.As{Profile: trust.ProfileProvisioner, Join: true, Person: true})
+	}
+	if target.Project == nil {
+		return nil, cmdutil.Refuse("--persona outside a project", "personas live in a project's .cotal/agents/", "cotal personas list")
+	}
+	per, err := target.Project.Persona(opts.Persona)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.channelsSet {
+		opts.Channels = per.BootSet()
+	}
+	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: protocol.CardAgent, Description: per.Description, Meta: meta, ReconnectFor: opts.ReconnectFor}
+	if !target.Auth() {
+		return f.Connect(ctx, *target, cfg, cmdutil.As{})
+	}
+	creds, err := f.AgentCreds(ctx, *target, trust.UserSpec{Name: per.Name, Profile: trust.ProfileAgent,
+		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: per.Name}, Role: per.Role,
+		Subscribe: per.Subscribe, AllowSubscribe: per.ReadACL(), AllowPublish: per.AllowPublish})
+	if err != nil {
+		return nil, err
+	}
+	target.CredsData = creds
+	return f.Connect(ctx, *target, cfg, cmdutil.As{})
+}
