@@ -31,6 +31,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/personas"
 	"github.com/cotal-ai/cotal/internal/cli/send"
 	"github.com/cotal-ai/cotal/internal/cli/setup"
+	"github.com/cotal-ai/cotal/internal/cli/spawn"
 	"github.com/cotal-ai/cotal/internal/cli/status"
 	"github.com/cotal-ai/cotal/internal/cli/up"
 	"github.com/cotal-ai/cotal/internal/cli/update"
@@ -133,6 +134,7 @@ peer, anycast to whoever holds a role.`,
 		login.NewCmdLogin(f, nil),
 		meshes.NewCmdMeshes(f),
 		mcp.NewCmdMCP(f, Version, nil),
+		spawn.NewCmdSpawn(f, nil),
 	)
 	strictHelp(root)
 	return root

@@ -28,7 +28,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"cotal": func() { os.Exit(cli.Main()) }})
+	testscript.Main(m, map[string]func(){
+		"cotal":    func() { os.Exit(cli.Main()) },
+		"mcpagent": func() { os.Exit(mcpAgent()) },
+	})
 }
 
 func TestScripts(t *testing.T) {

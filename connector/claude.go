@@ -1,0 +1,43 @@
+package connector
+
+import (
+	"fmt"
+	"strings"
+)
+
+// claude launches Claude Code with only the cotal MCP server (--strict-mcp-config), the
+// server's channel turned on so a message wakes an idle session, and the persona appended
+// to the system prompt from a private file (never argv).
+func claude() Connector {
+	return Connector{Name: "claude", Program: "claude", Install: "npm i -g @anthropic-ai/claude-code", Build: buildClaude}
+}
+
+func buildClaude(l Launch) (Spec, error) {
+	if err := l.check(); err != nil {
+		return Spec{}, err
+	}
+	// A provider/model name belongs to another harness: claude would start on a different
+	// model than the one named. A Bedrock ARN carries a slash and is served.
+	if strings.Contains(l.Model, "/") && !strings.HasPrefix(l.Model, "arn:") {
+		return Spec{}, fmt.Errorf("--model %s: a provider/model name belongs to another harness (use --agent opencode); claude takes a Claude model such as opus or sonnet", l.Model)
+	}
+	cfg, err := l.mcpConfigFile("claude")
+	if err != nil {
+		return Spec{}, err
+	}
+	s := Spec{Command: "claude", Env: map[string]string{}, Files: []File{cfg}}
+	if l.HasPrompt {
+		s.Args = append(s.Args, l.Prompt) // the leading positional is the first turn
+	}
+	s.Args = append(s.Args, "--mcp-config", cfg.Path, "--strict-mcp-config",
+		"--dangerously-load-development-channels", "server:"+ServerName)
+	if pf := l.promptFile(); pf != nil {
+		s.Files = append(s.Files, *pf)
+		s.Args = append(s.Args, "--append-system-prompt-file", pf.Path)
+	}
+	if l.Model != "" {
+		s.Args = append(s.Args, "--model", l.Model)
+	}
+	s.Args = append(s.Args, l.Args...)
+	return s, nil
+}

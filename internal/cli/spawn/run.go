@@ -1,0 +1,411 @@
+package spawn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/cotal-ai/cotal/connector"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// plan is one resolved spawn: who, with which harness, and how it is launched.
+type plan struct {
+	target  cmdutil.Target
+	persona *workspace.Persona
+	con     connector.Connector
+	launch  connector.Launch
+	spec    connector.Spec
+	program string // the harness found on PATH; "" when it is not installed (dry run only)
+	cwd     string
+}
+
+func runSpawn(ctx context.Context, opts *Options) error {
+	p, err := resolve(opts)
+	if err != nil {
+		return err
+	}
+	if opts.DryRun {
+		return printPlan(opts.IO.Out, opts.IO.ErrOut, p)
+	}
+	return launch(ctx, opts, p)
+}
+
+// resolve checks everything a spawn needs before anything is minted or written: the
+// mesh, the persona, the harness and that it is installed, the working folder.
+func resolve(opts *Options) (*plan, error) {
+	f := opts.Factory
+	target, err := f.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server})
+	if err != nil {
+		return nil, err
+	}
+	if target.Project == nil {
+		return nil, cmdutil.Refuse("spawning outside a project", "personas and the agent's run files live in a project's .cotal/", "cotal personas new default --prompt '<your prompt>'")
+	}
+	name := opts.Persona
+	if name == "" {
+		name = getenv(f, "COTAL_DEFAULT_PERSONA")
+	}
+	if name == "" {
+		name = "default"
+	}
+	per, err := target.Project.Persona(name)
+	switch {
+	case errors.Is(err, workspace.ErrNoPersona):
+		return nil, cmdutil.RefuseUsage(fmt.Sprintf("persona %q", name), "there is no "+target.Project.PersonaPath(name),
+			"cotal personas new "+cmdutil.ShellQuote(name)+" --prompt '<your prompt>'")
+	case err != nil:
+		return nil, err
+	}
+	p := &plan{target: target, persona: per}
+
+	agent, from := opts.Agent, fmt.Sprintf("--agent %q", opts.Agent)
+	if agent == "" {
+		agent, from = per.Agent, fmt.Sprintf("agent: %s in %s", per.Agent, per.Path)
+	}
+	if agent == "" {
+		agent = getenv(f, "COTAL_DEFAULT_AGENT")
+		from = fmt.Sprintf("$COTAL_DEFAULT_AGENT %q", agent)
+	}
+	if agent == "" {
+		agent = "claude"
+	}
+	con, ok := connector.Lookup(agent)
+	if !ok {
+		return nil, unknownAgent(from)
+	}
+	if agent == "command" && len(opts.Args) == 0 {
+		return nil, cmdutil.RefuseUsage("agent command without a program", "the program to run goes after --", "cotal spawn --agent command --name bot -- ./my-agent")
+	}
+	p.con = con
+
+	l := connector.Launch{
+		Space: target.Space, Name: per.Name, Role: per.Role, Servers: target.Server,
+		Subscribe: per.BootSet(), Model: per.Model, Prompt: opts.Prompt, HasPrompt: opts.HasPrompt,
+		SystemPrompt: per.Prompt, Args: opts.Args, DataDir: target.Project.Dir(), Getenv: f.Getenv,
+	}
+	if opts.Name != "" {
+		l.Name = opts.Name
+	}
+	if opts.Role != "" {
+		l.Role = opts.Role
+	}
+	if opts.Model != "" {
+		l.Model = opts.Model
+	}
+	if l.Exe, err = opts.Self(); err != nil {
+		return nil, fmt.Errorf("find the cotal executable for the MCP server: %w", err)
+	}
+	l.RunDir = runDir(target.Project, l.Name)
+	if target.Auth() {
+		l.CredsPath = filepath.Join(l.RunDir, "creds")
+	}
+	p.launch = l
+	if p.spec, err = con.Build(l); err != nil {
+		return nil, cmdutil.RefuseUsage("spawning "+l.Name+" with "+agent, err.Error(), "cotal spawn --help")
+	}
+
+	p.cwd = opts.Cwd
+	if p.cwd != "" {
+		st, err := os.Stat(p.cwd)
+		if err != nil || !st.IsDir() {
+			return nil, cmdutil.RefuseUsage("--cwd "+p.cwd, "it is not a folder", "mkdir -p "+cmdutil.ShellQuote(p.cwd))
+		}
+		if p.cwd, err = filepath.Abs(p.cwd); err != nil {
+			return nil, fmt.Errorf("--cwd: %w", err)
+		}
+	}
+	if path, err := opts.LookPath(p.spec.Command); err == nil {
+		p.program = path
+	} else if !opts.DryRun {
+		return nil, notInstalled(con, p.spec.Command)
+	}
+
+	return p, nil
+}
+
+// notInstalled refuses a harness that is not on PATH, saying how to install it.
+func notInstalled(con connector.Connector, program string) error {
+	if con.Name == "command" {
+		return cmdutil.Refuse("running "+program, "there is no such program on PATH or at that path", "cotal spawn --agent command --name <name> -- /path/to/program")
+	}
+	return cmdutil.Refuse("spawning with "+con.Name, program+" is not installed (not found on PATH)", con.Install)
+}
+
+// runDir is the private folder of one running agent's files: its creds and configuration.
+func runDir(proj *workspace.Project, name string) string {
+	return filepath.Join(proj.Dir(), "run", name)
+}
+
+func getenv(f *cmdutil.Factory, k string) string {
+	if f.Getenv == nil {
+		return ""
+	}
+	return f.Getenv(k)
+}
+
+// printPlan shows what spawn would run and write. Secrets are never in it: the credential
+// shows as the path it would be minted to.
+func printPlan(w, errOut io.Writer, p *plan) error {
+	l, s := p.launch, p.spec
+	if p.program == "" {
+		fmt.Fprintf(errOut, "! %s is not installed (not found on PATH); install it with: %s\n", s.Command, p.con.Install)
+	}
+	fmt.Fprintf(w, "agent %s (persona %s, role %s) with %s on space %s at %s\n", l.Name, p.persona.Name, orNone(l.Role), p.con.Name, l.Space, l.Servers)
+	if l.CredsPath != "" {
+		fmt.Fprintf(w, "credential: %s (0600, minted at launch, removed at exit)\n", l.CredsPath)
+	} else {
+		fmt.Fprintln(w, "credential: none (open mesh)")
+	}
+	cwd := p.cwd
+	if cwd == "" {
+		cwd = "."
+	}
+	fmt.Fprintf(w, "run in %s:\n  %s\n", cwd, commandLine(s))
+	if len(s.Env) > 0 {
+		fmt.Fprintln(w, "environment:")
+		for _, k := range sortedKeys(s.Env) {
+			fmt.Fprintf(w, "  %s=%s\n", k, cmdutil.ShellQuote(s.Env[k]))
+		}
+	}
+	for _, f := range s.Files {
+		if f.Link != "" {
+			fmt.Fprintf(w, "link %s -> %s (when it exists)\n", f.Path, f.Link)
+			continue
+		}
+		fmt.Fprintf(w, "write %s (0600):\n", f.Path)
+		for _, line := range strings.SplitAfter(strings.TrimRight(string(f.Data), "\n"), "\n") {
+			fmt.Fprintf(w, "  %s", strings.TrimRight(line, "\n")+"\n")
+		}
+	}
+	fmt.Fprintln(w, "dry run: nothing minted, nothing written")
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// commandLine is the spec's command as a shell would read it.
+func commandLine(s connector.Spec) string {
+	parts := []string{cmdutil.ShellQuote(s.Command)}
+	for _, a := range s.Args {
+		parts = append(parts, cmdutil.ShellQuote(a))
+	}
+	return strings.Join(parts, " ")
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// launch claims the agent's run folder, mints its credential, writes the harness's files,
+// runs the harness in the foreground and, once it has exited, removes what it wrote.
+func launch(ctx context.Context, opts *Options, p *plan) (err error) {
+	l, s := p.launch, p.spec
+	release, err := claimRunDir(p.target.Project, l.Name, l.RunDir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		var errs []error
+		for _, path := range s.Remove {
+			if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				errs = append(errs, rerr)
+			}
+		}
+		if rerr := release(); rerr != nil {
+			errs = append(errs, rerr)
+		}
+		if cerr := errors.Join(errs...); cerr != nil {
+			cerr = fmt.Errorf("clean up after %s: %w", l.Name, cerr)
+			if err == nil {
+				err = cerr
+			} else {
+				fmt.Fprintf(opts.IO.ErrOut, "! %v\n", cerr)
+			}
+		}
+	}()
+	if l.CredsPath != "" {
+		if err := mint(ctx, opts, p); err != nil {
+			return err
+		}
+	}
+	if err := writeFiles(s); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "spawning %s (role %s) with %s on space %s\n", l.Name, orNone(l.Role), p.con.Name, l.Space)
+	code, err := run(ctx, opts, p)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "%s exited (%s status %d); its credential and configuration are removed\n", l.Name, p.con.Name, code)
+	if code != 0 {
+		return &cmdutil.ExitError{Code: code}
+	}
+	return nil
+}
+
+// claimRunDir makes the agent's private run folder, refusing while another spawn of that
+// name runs from this project; a folder a dead spawn left (its credential with it) is
+// removed first. release removes the folder and everything in it.
+func claimRunDir(proj *workspace.Project, name, dir string) (release func() error, err error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return nil, fmt.Errorf("run folder: %w", err)
+	}
+	pidfile := filepath.Join(dir, "spawn.pid")
+	for attempt := 0; ; attempt++ {
+		err := os.Mkdir(dir, 0o700)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || attempt > 0 {
+			return nil, fmt.Errorf("run folder: %w", err)
+		}
+		if rec, rerr := workspace.ReadPidfile(pidfile); rerr == nil {
+			if alive, aerr := rec.Alive(); aerr != nil || alive {
+				return nil, cmdutil.Refuse(fmt.Sprintf("spawning %s", name),
+					fmt.Sprintf("%s is already running from this project (cotal spawn pid %d)", name, rec.PID),
+					"cotal spawn --name "+suggestName(name+"_2"))
+			}
+		}
+		if err := os.RemoveAll(dir); err != nil { // a dead spawn's leftovers, its creds with them
+			return nil, fmt.Errorf("remove stale run folder: %w", err)
+		}
+	}
+	release = func() error { return os.RemoveAll(dir) }
+	if err := workspace.WritePidfile(pidfile, os.Getpid()); err != nil {
+		return nil, errors.Join(err, release())
+	}
+	return release, nil
+}
+
+// mint mints the persona's least-privilege credential, as `cotal join --persona` does,
+// under the spawn's name and role, into the 0600 creds file.
+func mint(ctx context.Context, opts *Options, p *plan) error {
+	l, per := p.launch, p.persona
+	creds, err := opts.Factory.AgentCreds(ctx, p.target, trust.UserSpec{Name: l.Name, Profile: trust.ProfileAgent,
+		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: l.Name}, Role: l.Role,
+		Subscribe: per.Subscribe, AllowSubscribe: per.ReadACL(), AllowPublish: per.AllowPublish})
+	if err != nil {
+		return err
+	}
+	if err := workspace.WriteFileAtomic(l.CredsPath, creds, 0o600); err != nil {
+		return fmt.Errorf("write creds: %w", err)
+	}
+	return nil
+}
+
+// writeFiles makes the spec's private folders and writes its files, 0600.
+func writeFiles(s connector.Spec) error {
+	for _, d := range s.Dirs {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("harness folder: %w", err)
+		}
+		if st, err := os.Lstat(d); err != nil || !st.IsDir() {
+			return fmt.Errorf("harness folder %s: not a folder (a symbolic link?)", d)
+		}
+	}
+	for _, f := range s.Files {
+		if f.Link != "" {
+			if err := os.Remove(f.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("link %s: %w", f.Path, err)
+			}
+			if _, err := os.Stat(f.Link); err != nil {
+				continue // nothing to link to
+			}
+			if err := os.Symlink(f.Link, f.Path); err != nil {
+				return fmt.Errorf("link %s: %w", f.Path, err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
+			return fmt.Errorf("write %s: %w", f.Path, err)
+		}
+		if err := workspace.WriteFileAtomic(f.Path, f.Data, 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", f.Path, err)
+		}
+	}
+	return nil
+}
+
+// childEnv is the launcher's environment without its COTAL_* variables (the agent's
+// identity is its own, never the operator's), plus the spec's.
+func childEnv(environ []string, set map[string]string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "COTAL_") {
+			continue
+		}
+		if _, ok := set[k]; ok {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, k := range sortedKeys(set) {
+		out = append(out, k+"="+set[k])
+	}
+	return out
+}
+
+// run starts the harness on this terminal and waits for it. SIGTERM, SIGHUP and SIGQUIT
+// are passed on; SIGINT too when stdin is not a terminal (on a terminal, Ctrl-C already
+// reaches the harness, which shares the foreground process group). It returns the
+// harness's exit code, 128+signal when a signal ended it.
+func run(ctx context.Context, opts *Options, p *plan) (int, error) {
+	cmd := exec.Command(p.program, p.spec.Args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.IO.In, opts.IO.Out, opts.IO.ErrOut
+	cmd.Env = childEnv(opts.Environ(), p.spec.Env)
+	cmd.Dir = p.cwd
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start %s: %w", p.spec.Command, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == os.Interrupt && opts.IO.IsStdinTTY() {
+				continue
+			}
+			_ = cmd.Process.Signal(sig) // it may have just exited; Wait reports that
+		case err := <-done:
+			var exitErr *exec.ExitError
+			switch {
+			case err == nil:
+				return 0, nil
+			case errors.As(err, &exitErr):
+				if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					return 128 + int(ws.Signal()), nil
+				}
+				return exitErr.ExitCode(), nil
+			default:
+				return 0, fmt.Errorf("%s: %w", p.spec.Command, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,182 @@
+// Package spawn implements `cotal spawn`: run a coding agent (Claude Code, Codex, OpenCode
+// or any program) in the foreground as a peer on the mesh.
+package spawn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cotal-ai/cotal/connector"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// Options are the flags of `cotal spawn`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+	// LookPath finds a harness on PATH; Environ is the environment the harness inherits
+	// (minus COTAL_*); Self is this binary, which the harness starts as `<Self> mcp`.
+	LookPath func(string) (string, error)
+	Environ  func() []string
+	Self     func() (string, error)
+
+	Space     string
+	Server    string
+	Persona   string // the positional; "" means $COTAL_DEFAULT_PERSONA, else default
+	Agent     string // "" means the persona's agent:, else $COTAL_DEFAULT_AGENT, else claude
+	Name      string
+	Role      string
+	Model     string
+	Prompt    string
+	HasPrompt bool
+	Cwd       string
+	DryRun    bool
+	Args      []string // after --
+}
+
+// NewCmdSpawn builds `cotal spawn`.
+func NewCmdSpawn(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Factory: f, LookPath: exec.LookPath, Environ: os.Environ, Self: selfPath(f)}
+	cmd := &cobra.Command{
+		Use:   "spawn [<persona>] [--agent claude|codex|opencode|command] [--name N] [-- ARGS...]",
+		Short: "Run a coding agent in this terminal as a peer on the mesh",
+		Long: `Run a coding agent in the foreground as a peer: it shows in the roster, reads its
+channels and takes DMs and anycasts to its role through the cotal_* tools of ` + "`cotal mcp`" + `.
+
+The agent is the persona .cotal/agents/<persona>.md (default: $COTAL_DEFAULT_PERSONA, else
+default). On an authenticated mesh spawn mints the persona's least-privilege credential
+into .cotal/run/<name>/creds (0600), writes the harness's MCP configuration pointing at
+this binary's ` + "`cotal mcp`" + ` (the credential travels only as that file's path), runs the
+harness with the persona's prompt added to its system prompt, and removes the credential
+and the configuration when the harness exits, with the harness's exit code.
+
+Harnesses (--agent; default: the persona's agent:, else $COTAL_DEFAULT_AGENT, else claude):
+  claude     Claude Code: --mcp-config with only cotal, its channel on (a message wakes an
+             idle session), the persona via --append-system-prompt-file
+  codex      Codex CLI: a private CODEX_HOME in .cotal/codex/<name>/ whose config.toml
+             holds [mcp_servers.cotal] and the persona as developer_instructions
+  opencode   OpenCode: OPENCODE_CONFIG_CONTENT with an mcp entry for cotal and the
+             persona as an instructions file
+  command    any program, named after --: COTAL_MCP_CONFIG is the path of a Claude-style
+             MCP configuration file that starts cotal mcp as this agent, and COTAL_SPACE,
+             COTAL_NAME, COTAL_ROLE, COTAL_SERVERS, COTAL_CREDS, COTAL_SUBSCRIBE are set
+
+Arguments after -- go to the harness (for command: the program and its arguments).
+--dry-run prints the command line and the files it would write, and changes nothing.`,
+		Example: `  cotal spawn                                # the default persona in Claude Code
+  cotal spawn reviewer --agent codex --prompt 'Review the open pull request'
+  cotal spawn builder --name builder_2 --model opus
+  cotal spawn --agent command --name bot -- ./my-agent --verbose
+  cotal spawn reviewer --dry-run`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pos := args
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				pos, opts.Args = args[:dash], args[dash:]
+			}
+			if len(pos) > 1 {
+				return cmdutil.FlagErrorf("spawn takes one persona, got %q; arguments for the harness go after --", strings.Join(pos, " "))
+			}
+			if len(pos) == 1 {
+				if err := workspace.CheckPersonaName(pos[0]); err != nil {
+					return cmdutil.FlagErrorf("persona %v", err)
+				}
+				opts.Persona = pos[0]
+			}
+			if opts.Agent != "" {
+				if _, ok := connector.Lookup(opts.Agent); !ok {
+					return unknownAgent(fmt.Sprintf("--agent %q", opts.Agent))
+				}
+			}
+			if cmd.Flags().Changed("name") && !protocol.ValidActor(opts.Name) {
+				return cmdutil.RefuseUsage(fmt.Sprintf("--name %q", opts.Name),
+					fmt.Sprintf("a name is 1 to %d letters, digits or _ (no dots, dashes or spaces): it becomes the agent's actor", protocol.MaxActorLength),
+					"cotal spawn --name "+suggestName(opts.Name))
+			}
+			if cmd.Flags().Changed("role") && !protocol.ValidToken(opts.Role) {
+				return cmdutil.RefuseUsage(fmt.Sprintf("--role %q", opts.Role), "a role is letters, digits, _ and - only (it names the anycast queue)", "cotal spawn --role reviewer")
+			}
+			opts.HasPrompt = cmd.Flags().Changed("prompt")
+			if opts.HasPrompt && strings.TrimSpace(opts.Prompt) == "" {
+				return cmdutil.RefuseUsage("an empty --prompt", "there is no first turn to submit", "cotal spawn --prompt 'Start with the open issues'")
+			}
+			if opts.Agent == "command" && len(opts.Args) == 0 {
+				return cmdutil.RefuseUsage("--agent command without a program", "the program to run goes after --", "cotal spawn --agent command --name bot -- ./my-agent")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runSpawn(cmd.Context(), opts)
+		},
+	}
+	cmdutil.SpaceVar(cmd.Flags(), &opts.Space, "space to join (default: the project's space)")
+	cmd.Flags().StringVar(&opts.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	cmd.Flags().StringVar(&opts.Agent, "agent", "", "harness: "+strings.Join(connector.Names(), ", ")+" (default: the persona's agent:, else $COTAL_DEFAULT_AGENT, else claude)")
+	cmd.Flags().StringVar(&opts.Name, "name", "", "presence name (default: the persona's name)")
+	cmd.Flags().StringVar(&opts.Role, "role", "", "role to serve (default: the persona's role)")
+	cmd.Flags().StringVar(&opts.Model, "model", "", "model (default: the persona's model, else the harness's)")
+	cmd.Flags().StringVar(&opts.Prompt, "prompt", "", "first turn, submitted when the agent starts")
+	cmd.Flags().StringVar(&opts.Cwd, "cwd", "", "folder the agent works in (default: the current folder)")
+	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print the command line and the files it would write; mint and write nothing")
+	return cmd
+}
+
+// unknownAgent refuses a harness name no connector has; what names it and where it came from.
+func unknownAgent(what string) error {
+	return cmdutil.RefuseUsage(what, "cotal has no connector of that name; it knows "+strings.Join(connector.Names(), ", "),
+		"cotal spawn --agent claude")
+}
+
+// suggestName turns s into a valid actor name for a refusal's next command.
+func suggestName(s string) string {
+	out := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
+	if len(out) > protocol.MaxActorLength {
+		out = out[:protocol.MaxActorLength]
+	}
+	if out == "" || !protocol.ValidActor(out) {
+		return "agent_1"
+	}
+	return out
+}
+
+// selfPath is this binary as the shell named it (os.Args[0], resolved on PATH), so the
+// harness starts the same cotal; the running executable when that cannot be found.
+func selfPath(f *cmdutil.Factory) func() (string, error) {
+	return func() (string, error) {
+		if a := os.Args[0]; a != "" {
+			p := a
+			if !strings.ContainsRune(a, filepath.Separator) {
+				if lp, err := exec.LookPath(a); err == nil {
+					p = lp
+				} else {
+					p = ""
+				}
+			}
+			if p != "" {
+				if abs, err := filepath.Abs(p); err == nil {
+					if st, err := os.Stat(abs); err == nil && st.Mode().IsRegular() {
+						return abs, nil
+					}
+				}
+			}
+		}
+		if f.Executable == nil {
+			return "", errors.New("cannot find the cotal executable")
+		}
+		return f.Executable()
+	}
+}
