@@ -97,12 +97,13 @@ type Endpoint struct {
 	channels map[string]*nats.Subscription
 	presence jetstream.KeyValue
 	stops    []func()
-	backstop map[string]string // joined channel -> "" when its durable backstop is established, else why not
-	left     map[string]uint64 // channel left in this session -> the CHAT sequence it was left at
-	handoff  string            // the hand-off durable this endpoint consumes, once bound
-	gates    map[string]*gate  // channel whose history is replaying -> its gate
-	shown    Shown             // history shown per channel, for the next session
-	joinedAt map[string]uint64 // channel joined this session -> its watermark, once replayed
+	backstop map[string]string   // joined channel -> "" when its durable backstop is established, else why not
+	left     map[string]uint64   // channel left in this session -> the CHAT sequence it was left at
+	handoff  string              // the hand-off durable this endpoint consumes, once bound
+	gates    map[string]*gate    // channel whose history is replaying -> its gate
+	shown    Shown               // history shown per channel, for the next session
+	joinedAt map[string]uint64   // channel joined this session -> its watermark, once replayed
+	inboxes  map[string]struct{} // DM recipients whose inbox was confirmed (bounded)
 
 	ctx    context.Context // the endpoint's lifetime; cancelled by Close
 	cancel context.CancelFunc
@@ -331,6 +332,7 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 		left:     map[string]uint64{},
 		gates:    map[string]*gate{},
 		joinedAt: map[string]uint64{},
+		inboxes:  map[string]struct{}{},
 	}, nil
 }
 
