@@ -38,9 +38,18 @@ type Config struct {
 	Callout bool
 
 	Heartbeat time.Duration // presence heartbeat; 0 means protocol.HeartbeatInterval
-	AckWait   time.Duration // JetStream ack wait for DM and anycast copies; 0 means 60 s
-	InboxSize int           // capacity of Messages(); 0 means 256
-	Logger    *slog.Logger  // nil means discard
+	AckWait   time.Duration // JetStream ack wait of a DM durable this endpoint creates; 0 means 60 s
+	// AskAckWait is the ack wait of the role's anycast durable when this endpoint creates
+	// it (open mode; a provisioned one keeps its own); 0 means protocol.AnycastAckWait.
+	// While this endpoint holds an ask it extends the wait (InProgress) by itself, so the
+	// wait only decides how soon the asks of a holder that died go to another.
+	AskAckWait time.Duration
+	// MaxAsks is how many asks of its role this endpoint takes at once: pulled and not
+	// yet acked, naked or terminated. A holder that dies strands only these until the
+	// ack wait ends; the others wait in the role's queue for a live holder. 0 means 1.
+	MaxAsks   int
+	InboxSize int          // capacity of Messages(); 0 means 256
+	Logger    *slog.Logger // nil means discard
 	// DeliveryTimeout bounds a request to the delivery daemon (durable join and leave);
 	// 0 means 3 s.
 	DeliveryTimeout time.Duration
@@ -305,6 +314,12 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 	}
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = 60 * time.Second
+	}
+	if cfg.AskAckWait <= 0 {
+		cfg.AskAckWait = protocol.AnycastAckWait
+	}
+	if cfg.MaxAsks <= 0 {
+		cfg.MaxAsks = 1
 	}
 	if cfg.InboxSize <= 0 {
 		cfg.InboxSize = 256
