@@ -40,9 +40,10 @@ func NewID() string {
 // maxIDLength bounds a caller's message id.
 const maxIDLength = 128
 
-// checkID accepts a caller's message id: 1 to 128 printable ASCII characters without
-// spaces, so it travels unchanged in the Nats-Msg-Id header.
-func checkID(id string) error {
+// CheckID accepts a caller's message id: empty (a fresh one is made) or 1 to 128
+// printable ASCII characters without spaces, so it travels unchanged in the Nats-Msg-Id
+// header.
+func CheckID(id string) error {
 	if len(id) > maxIDLength {
 		return fmt.Errorf("message id %q: want at most %d characters", id[:16]+"…", maxIDLength)
 	}
@@ -72,7 +73,7 @@ func (e *Endpoint) Post(ctx context.Context, channel string, d Draft) (Sent, err
 	if err := protocol.CheckConcreteChannel(channel); err != nil {
 		return Sent{}, fmt.Errorf("post: %w", err)
 	}
-	if err := checkID(d.ID); err != nil {
+	if err := CheckID(d.ID); err != nil {
 		return Sent{}, fmt.Errorf("post: %w", err)
 	}
 	m := e.Envelope(d)
@@ -88,7 +89,7 @@ func (e *Endpoint) DM(ctx context.Context, to protocol.Principal, d Draft) (Sent
 	if err := to.Validate(); err != nil {
 		return Sent{}, fmt.Errorf("dm: %w", err)
 	}
-	if err := checkID(d.ID); err != nil {
+	if err := CheckID(d.ID); err != nil {
 		return Sent{}, fmt.Errorf("dm: %w", err)
 	}
 	if err := e.checkInbox(ctx, to); err != nil {
@@ -104,7 +105,7 @@ func (e *Endpoint) Ask(ctx context.Context, role string, d Draft) (Sent, error) 
 	if !protocol.ValidToken(role) {
 		return Sent{}, fmt.Errorf("ask: role %q: use letters, digits, _ and - only", role)
 	}
-	if err := checkID(d.ID); err != nil {
+	if err := CheckID(d.ID); err != nil {
 		return Sent{}, fmt.Errorf("ask: %w", err)
 	}
 	m := e.Envelope(d)
