@@ -296,7 +296,9 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
+	// A send abandons the future of an attempt whose ack did not come (see publish); the
+	// timeout drops such futures, well after the resends have ended.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(2*sendRetrySpan))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}

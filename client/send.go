@@ -64,7 +64,8 @@ type Sent struct {
 	Stream string
 	Seq    uint64 // stream sequence
 	// Duplicate reports that the broker already held a message with this id (a retry of
-	// a send that was stored): Seq is the stored copy's, and nothing new was stored.
+	// a send that was stored, the caller's or the send's own resend after a lost ack):
+	// Seq is the stored copy's, and nothing new was stored.
 	Duplicate bool
 }
 
@@ -146,7 +147,7 @@ func (e *Endpoint) encode(subject string, m *protocol.Message) (*nats.Msg, error
 // duplicate window keeps one copy. Retries stop after sendRetrySpan, well inside the
 // 2-minute window, or when ctx ends.
 const (
-	sendAttempt   = 3 * time.Second
+	sendAttempt   = 5 * time.Second
 	sendBackoff   = 250 * time.Millisecond
 	sendRetrySpan = time.Minute
 )
