@@ -38,9 +38,18 @@ type Config struct {
 	Callout bool
 
 	Heartbeat time.Duration // presence heartbeat; 0 means protocol.HeartbeatInterval
-	AckWait   time.Duration // JetStream ack wait for DM and anycast copies; 0 means 60 s
-	InboxSize int           // capacity of Messages(); 0 means 256
-	Logger    *slog.Logger  // nil means discard
+	AckWait   time.Duration // JetStream ack wait of a DM durable this endpoint creates; 0 means 60 s
+	// AskAckWait is the ack wait of the role's anycast durable when this endpoint creates
+	// it (open mode; a provisioned one keeps its own); 0 means protocol.AnycastAckWait.
+	// While this endpoint holds an ask it extends the wait (InProgress) by itself, so the
+	// wait only decides how soon the asks of a holder that died go to another.
+	AskAckWait time.Duration
+	// MaxAsks is how many asks of its role this endpoint takes at once: pulled and not
+	// yet acked, naked or terminated. A holder that dies strands only these until the
+	// ack wait ends; the others wait in the role's queue for a live holder. 0 means 1.
+	MaxAsks   int
+	InboxSize int          // capacity of Messages(); 0 means 256
+	Logger    *slog.Logger // nil means discard
 	// DeliveryTimeout bounds a request to the delivery daemon (durable join and leave);
 	// 0 means 3 s.
 	DeliveryTimeout time.Duration
@@ -97,12 +106,13 @@ type Endpoint struct {
 	channels map[string]*nats.Subscription
 	presence jetstream.KeyValue
 	stops    []func()
-	backstop map[string]string // joined channel -> "" when its durable backstop is established, else why not
-	left     map[string]uint64 // channel left in this session -> the CHAT sequence it was left at
-	handoff  string            // the hand-off durable this endpoint consumes, once bound
-	gates    map[string]*gate  // channel whose history is replaying -> its gate
-	shown    Shown             // history shown per channel, for the next session
-	joinedAt map[string]uint64 // channel joined this session -> its watermark, once replayed
+	backstop map[string]string   // joined channel -> "" when its durable backstop is established, else why not
+	left     map[string]uint64   // channel left in this session -> the CHAT sequence it was left at
+	handoff  string              // the hand-off durable this endpoint consumes, once bound
+	gates    map[string]*gate    // channel whose history is replaying -> its gate
+	shown    Shown               // history shown per channel, for the next session
+	joinedAt map[string]uint64   // channel joined this session -> its watermark, once replayed
+	inboxes  map[string]struct{} // DM recipients whose inbox was confirmed (bounded)
 
 	ctx    context.Context // the endpoint's lifetime; cancelled by Close
 	cancel context.CancelFunc
@@ -286,7 +296,9 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
+	// A send abandons the future of an attempt whose ack did not come (see publish); the
+	// timeout drops such futures, well after the resends have ended.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(2*sendRetrySpan))
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
@@ -304,6 +316,12 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 	}
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = 60 * time.Second
+	}
+	if cfg.AskAckWait <= 0 {
+		cfg.AskAckWait = protocol.AnycastAckWait
+	}
+	if cfg.MaxAsks <= 0 {
+		cfg.MaxAsks = 1
 	}
 	if cfg.InboxSize <= 0 {
 		cfg.InboxSize = 256
@@ -331,6 +349,7 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 		left:     map[string]uint64{},
 		gates:    map[string]*gate{},
 		joinedAt: map[string]uint64{},
+		inboxes:  map[string]struct{}{},
 	}, nil
 }
 

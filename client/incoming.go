@@ -17,8 +17,12 @@ type Incoming struct {
 	Historical bool   // a replayed channel message from before this endpoint joined
 	Durable    bool   // Ack commits a JetStream copy
 	Seq        uint64 // stream sequence of a JetStream copy, 0 for a live copy
+	// Delivered counts the deliveries of a JetStream copy: 1 the first time, more when it
+	// was redelivered (an ask whose holder died, a DM not acked in time); 0 for a live copy.
+	Delivered uint64
 
-	msg jetstream.Msg // the JetStream copy that Ack and Nak settle; nil for a live copy
+	msg    jetstream.Msg // the JetStream copy that Ack and Nak settle; nil for a live copy
+	settle func()        // called once when the copy is settled (frees an ask slot); may be nil
 }
 
 // Ack confirms a durable copy was handled, so it is not redelivered. It is a no-op for
@@ -27,6 +31,7 @@ func (in *Incoming) Ack() error {
 	if in.msg == nil {
 		return nil
 	}
+	defer in.settled()
 	return in.msg.Ack()
 }
 
@@ -35,7 +40,24 @@ func (in *Incoming) Nak() error {
 	if in.msg == nil {
 		return nil
 	}
+	defer in.settled()
 	return in.msg.Nak()
+}
+
+// InProgress tells the broker the application is still working on a durable copy, which
+// restarts its ack wait. The endpoint does this by itself for the asks it holds, until
+// they are acked or naked; it is a no-op for live copies.
+func (in *Incoming) InProgress() error {
+	if in.msg == nil {
+		return nil
+	}
+	return in.msg.InProgress()
+}
+
+func (in *Incoming) settled() {
+	if in.settle != nil {
+		in.settle()
+	}
 }
 
 // dedupe remembers the last n non-empty message ids.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -78,7 +80,7 @@ func (e *Endpoint) onDurable(m jetstream.Msg) {
 	}
 	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, msg: m}
 	if md, err := m.Metadata(); err == nil {
-		in.Seq = md.Sequence.Stream
+		in.Seq, in.Delivered = md.Sequence.Stream, md.NumDelivered
 	}
 	// Closing leaves it unacked, so it is redelivered to the next incarnation.
 	if _, dup := e.surfaceFirst(in); dup {
@@ -184,25 +186,154 @@ func (e *Endpoint) findDMDurable(ctx context.Context, p protocol.Principal) (str
 	return found, nil
 }
 
-// bindRole finds or creates the role-shared anycast durable and consumes it, one message
-// at a time so the role's holders share the load.
+// bindRole finds or creates the role-shared anycast durable and takes its asks, at most
+// Config.MaxAsks at a time (see takeAsks).
 func (e *Endpoint) bindRole(ctx context.Context) error {
 	stream := protocol.StreamTask(e.cfg.Space)
 	cfg := jetstream.ConsumerConfig{
 		Durable:       protocol.ConsumerRole(e.cfg.Role),
 		FilterSubject: protocol.RoleFilter(e.cfg.Space, e.cfg.Role),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       e.cfg.AckWait,
+		AckWait:       e.cfg.AskAckWait,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
-	if _, err := e.js.Consumer(ctx, stream, cfg.Durable); errors.Is(err, jetstream.ErrConsumerNotFound) {
-		if _, err := e.js.CreateConsumer(ctx, stream, cfg); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+	cons, err := e.js.Consumer(ctx, stream, cfg.Durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cons, err = e.js.CreateConsumer(ctx, stream, cfg)
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			cons, err = e.js.Consumer(ctx, stream, cfg.Durable)
+		}
+		if err != nil {
 			return fmt.Errorf("create %s on %s: %w", cfg.Durable, stream, err)
 		}
 	} else if err != nil {
 		return e.streamErr(stream, err)
 	}
-	return e.consume(ctx, stream, cfg.Durable, jetstream.PullMaxMessages(1))
+	ackWait := cons.CachedInfo().Config.AckWait
+	if ackWait <= 0 {
+		ackWait = 30 * time.Second // the server's default
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errors.New("the endpoint is closed")
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.takeAsks(cons, ackWait)
+	}()
+	return nil
+}
+
+// askPoll bounds one pull of the role's durable; askRetry is the pause after a failed one.
+const (
+	askPoll  = 10 * time.Second
+	askRetry = 500 * time.Millisecond
+)
+
+// takeAsks pulls the role's asks one at a time, and only while fewer than
+// Config.MaxAsks are held (pulled and not yet settled by Ack, Nak or Term), so asks never
+// queue up in a holder: those it has not taken stay in the role's queue for any live
+// holder, and a holder that dies strands only what it held. It runs until Close.
+func (e *Endpoint) takeAsks(cons jetstream.Consumer, ackWait time.Duration) {
+	slots := make(chan struct{}, e.cfg.MaxAsks)
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-e.ctx.Done():
+			return
+		}
+		release := sync.OnceFunc(func() { <-slots })
+		m, err := e.pullAsk(cons)
+		if m == nil {
+			release()
+			if err != nil {
+				e.log.Debug("take ask", "role", e.cfg.Role, "err", err)
+				select {
+				case <-time.After(askRetry):
+				case <-e.ctx.Done():
+					return
+				}
+			}
+			continue
+		}
+		e.onAsk(m, release, ackWait)
+	}
+}
+
+// pullAsk waits up to askPoll for one ask; nil and no error means none came.
+func (e *Endpoint) pullAsk(cons jetstream.Consumer) (jetstream.Msg, error) {
+	ctx, cancel := context.WithTimeout(e.ctx, askPoll)
+	defer cancel()
+	batch, err := cons.Fetch(1, jetstream.FetchContext(ctx))
+	if err != nil {
+		if e.ctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, err
+	}
+	for m := range batch.Messages() {
+		return m, nil
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && e.ctx.Err() == nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// onAsk surfaces one ask the endpoint now holds, and keeps its ack wait extended until
+// it is settled; release frees its slot once it is.
+func (e *Endpoint) onAsk(m jetstream.Msg, release func(), ackWait time.Duration) {
+	r, ok := e.check(m.Subject(), m.Data())
+	if !ok {
+		if err := m.Term(); err != nil {
+			e.log.Warn("term", "subject", m.Subject(), "err", err)
+		}
+		release()
+		return
+	}
+	settled := make(chan struct{})
+	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, msg: m,
+		settle: sync.OnceFunc(func() { close(settled); release() })}
+	if md, err := m.Metadata(); err == nil {
+		in.Seq, in.Delivered = md.Sequence.Stream, md.NumDelivered
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.holdAsk(in, settled, ackWait)
+	}()
+	surfaced, dup := e.surfaceFirst(in)
+	switch {
+	case dup:
+		if err := in.Ack(); err != nil {
+			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
+		}
+	case !surfaced: // closing: hand it to another holder now, not after the ack wait
+		if err := in.Nak(); err != nil {
+			e.log.Debug("nak ask", "id", r.Message.ID, "err", err)
+		}
+	}
+}
+
+// holdAsk tells the broker every third of the ack wait that a held ask is still being
+// worked on, until it is settled or the endpoint closes.
+func (e *Endpoint) holdAsk(in *Incoming, settled <-chan struct{}, ackWait time.Duration) {
+	t := time.NewTicker(max(ackWait/3, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-settled:
+			return
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+			if err := in.InProgress(); err != nil {
+				e.log.Debug("extend ask", "id", in.ID, "err", err)
+			}
+		}
+	}
 }
 
 func (e *Endpoint) streamErr(stream string, err error) error {

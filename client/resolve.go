@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -14,6 +16,63 @@ var ErrUnknownPeer = errors.New("unknown peer")
 
 // ErrAmbiguousPeer reports a name held by more than one online peer.
 var ErrAmbiguousPeer = errors.New("ambiguous peer")
+
+// ErrNoInbox reports a DM recipient with no inbox on the space: it never joined, and no
+// inbox was provisioned for it, so a DM sent now would never be read.
+var ErrNoInbox = errors.New("no inbox")
+
+// maxKnownInboxes bounds the endpoint's memory of recipients whose inbox it has seen.
+const maxKnownInboxes = 4096
+
+// checkInbox confirms that p has an inbox a DM is kept in: this endpoint itself, a
+// principal seen with an inbox before, one with a presence record (it joined, binding its
+// inbox), or one with a DM durable. On an authenticated connection inboxes are provisioned
+// with the credential and an agent may not list them, so only a principal with neither a
+// presence record nor a credential escapes the check there (see docs/interop.md).
+func (e *Endpoint) checkInbox(ctx context.Context, p protocol.Principal) error {
+	key := p.String()
+	if p == e.me {
+		return nil
+	}
+	e.mu.Lock()
+	_, known := e.inboxes[key]
+	e.mu.Unlock()
+	if known {
+		return nil
+	}
+	found := false
+	kv, err := e.presenceBucket(ctx)
+	if err != nil {
+		return err
+	}
+	entry, err := kv.Get(ctx, key)
+	switch {
+	case err == nil && entry.Operation() == jetstream.KeyValuePut:
+		found = true
+	case err != nil && !errors.Is(err, jetstream.ErrKeyNotFound):
+		return fmt.Errorf("presence of %s: %w", key, e.refused(err))
+	}
+	if !found && (e.nc.Opts.UserJWT != nil || e.cfg.Callout) {
+		return nil // provisioned with the credential; this credential may not list inboxes
+	}
+	if !found {
+		name, err := e.findDMDurable(ctx, p)
+		if err != nil {
+			return err
+		}
+		if name == "" {
+			return fmt.Errorf("%w: %s never joined space %q and has no inbox there, so it would never read this message; nothing was sent. Send it once %s has joined (`cotal status` shows who is here)",
+				ErrNoInbox, key, e.cfg.Space, p.Actor)
+		}
+	}
+	e.mu.Lock()
+	if len(e.inboxes) >= maxKnownInboxes {
+		clear(e.inboxes)
+	}
+	e.inboxes[key] = struct{}{}
+	e.mu.Unlock()
+	return nil
+}
 
 // Target is a resolved DM recipient and its state at resolution time.
 type Target struct {

@@ -20,6 +20,39 @@ type Draft struct {
 	Mentions  []string // peer names to wake; routing is unchanged
 	ReplyTo   string   // id of the message this answers
 	ContextID string   // conversation correlation id
+	// ID is the message id; "" means a fresh one. A caller that must retry a send whose
+	// outcome it does not know (a timeout, a lost connection) sets it once, for example
+	// to NewID(), and sends the same Draft again: the broker keeps one copy of an id
+	// within the stream's duplicate window (2 minutes), and Sent.Duplicate reports a
+	// retry of a send that was in fact stored.
+	ID string
+}
+
+// NewID returns a fresh message id (a UUIDv7, so ids sort by creation time).
+func NewID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		id = uuid.New()
+	}
+	return id.String()
+}
+
+// maxIDLength bounds a caller's message id.
+const maxIDLength = 128
+
+// CheckID accepts a caller's message id: empty (a fresh one is made) or 1 to 128
+// printable ASCII characters without spaces, so it travels unchanged in the Nats-Msg-Id
+// header.
+func CheckID(id string) error {
+	if len(id) > maxIDLength {
+		return fmt.Errorf("message id %q: want at most %d characters", id[:16]+"…", maxIDLength)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("message id %q: use printable ASCII without spaces (a UUID from client.NewID fits)", id)
+		}
+	}
+	return nil
 }
 
 // Text is a draft holding one text part.
@@ -30,11 +63,18 @@ type Sent struct {
 	ID     string // message id, also its Nats-Msg-Id
 	Stream string
 	Seq    uint64 // stream sequence
+	// Duplicate reports that the broker already held a message with this id (a retry of
+	// a send that was stored, the caller's or the send's own resend after a lost ack):
+	// Seq is the stored copy's, and nothing new was stored.
+	Duplicate bool
 }
 
 // Post multicasts d to a concrete channel.
 func (e *Endpoint) Post(ctx context.Context, channel string, d Draft) (Sent, error) {
 	if err := protocol.CheckConcreteChannel(channel); err != nil {
+		return Sent{}, fmt.Errorf("post: %w", err)
+	}
+	if err := CheckID(d.ID); err != nil {
 		return Sent{}, fmt.Errorf("post: %w", err)
 	}
 	m := e.Envelope(d)
@@ -43,9 +83,18 @@ func (e *Endpoint) Post(ctx context.Context, channel string, d Draft) (Sent, err
 }
 
 // DM sends d to one principal; it is stored in the recipient's durable inbox until acked.
+// A principal that has no inbox on the space (it never joined, and none was provisioned
+// for it) is refused with ErrNoInbox before anything is sent: its first join would start
+// its inbox after the message, so it would never read it.
 func (e *Endpoint) DM(ctx context.Context, to protocol.Principal, d Draft) (Sent, error) {
 	if err := to.Validate(); err != nil {
 		return Sent{}, fmt.Errorf("dm: %w", err)
+	}
+	if err := CheckID(d.ID); err != nil {
+		return Sent{}, fmt.Errorf("dm: %w", err)
+	}
+	if err := e.checkInbox(ctx, to); err != nil {
+		return Sent{}, fmt.Errorf("dm %s: %w", to, err)
 	}
 	m := e.Envelope(d)
 	m.To = to.String()
@@ -57,21 +106,24 @@ func (e *Endpoint) Ask(ctx context.Context, role string, d Draft) (Sent, error) 
 	if !protocol.ValidToken(role) {
 		return Sent{}, fmt.Errorf("ask: role %q: use letters, digits, _ and - only", role)
 	}
+	if err := CheckID(d.ID); err != nil {
+		return Sent{}, fmt.Errorf("ask: %w", err)
+	}
 	m := e.Envelope(d)
 	m.ToService = role
 	return e.publish(ctx, protocol.SvcSubject(e.cfg.Space, role, e.me), m)
 }
 
-// Envelope builds an unaddressed message from d with a fresh id, this endpoint as the
-// sender and the current time. Set exactly one of Channel, To and ToService, then send it
-// with PublishAsync on the matching subject.
+// Envelope builds an unaddressed message from d with its id (a fresh one when d.ID is
+// empty), this endpoint as the sender and the current time. Set exactly one of Channel,
+// To and ToService, then send it with PublishAsync on the matching subject.
 func (e *Endpoint) Envelope(d Draft) *protocol.Message {
-	id, err := uuid.NewV7()
-	if err != nil {
-		id = uuid.New()
+	id := d.ID
+	if id == "" {
+		id = NewID()
 	}
 	return &protocol.Message{
-		ID: id.String(), TS: time.Now().UnixMilli(), Space: e.cfg.Space,
+		ID: id, TS: time.Now().UnixMilli(), Space: e.cfg.Space,
 		From:     protocol.EndpointRef{ID: e.me.String(), Name: e.cfg.Name, Role: e.cfg.Role},
 		Mentions: protocol.NormalizeMentions(d.Mentions), Parts: d.Parts,
 		ReplyTo: d.ReplyTo, ContextID: d.ContextID,
@@ -90,6 +142,16 @@ func (e *Endpoint) encode(subject string, m *protocol.Message) (*nats.Msg, error
 	return &nats.Msg{Subject: subject, Data: b, Header: nats.Header{jetstream.MsgIDHeader: {m.ID}}}, nil
 }
 
+// Send retries: a publish whose ack does not come within sendAttempt, or that no stream
+// answered (a broker restarting), is sent again with the same message, so the broker's
+// duplicate window keeps one copy. Retries stop after sendRetrySpan, well inside the
+// 2-minute window, or when ctx ends.
+const (
+	sendAttempt   = 5 * time.Second
+	sendBackoff   = 250 * time.Millisecond
+	sendRetrySpan = time.Minute
+)
+
 func (e *Endpoint) publish(ctx context.Context, subject string, m *protocol.Message) (Sent, error) {
 	msg, err := e.encode(subject, m)
 	if err != nil {
@@ -100,23 +162,53 @@ func (e *Endpoint) publish(ctx context.Context, subject string, m *protocol.Mess
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	f, err := e.js.PublishMsgAsync(msg)
-	if err != nil {
-		return Sent{}, fmt.Errorf("send %s: %w", subject, err)
+	start := time.Now()
+	var last error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 && time.Since(start) > sendRetrySpan {
+			return Sent{}, fmt.Errorf("send %s: id %s: no ack after %s of retries: %w", subject, m.ID, sendRetrySpan, last)
+		}
+		f, err := e.js.PublishMsgAsync(msg)
+		if err != nil {
+			return Sent{}, fmt.Errorf("send %s: %w", subject, err)
+		}
+		sent, retry, err := e.awaitAck(ctx, subject, m.ID, f)
+		if !retry {
+			return sent, err
+		}
+		last = err
+		e.log.Debug("send retried with the same id", "subject", subject, "id", m.ID, "err", err)
 	}
+}
+
+// awaitAck waits for f's ack; retry means the outcome is unknown or transient and the
+// same message may be sent again.
+func (e *Endpoint) awaitAck(ctx context.Context, subject, id string, f jetstream.PubAckFuture) (sent Sent, retry bool, err error) {
+	attempt := time.NewTimer(sendAttempt)
+	defer attempt.Stop()
 	for {
 		select {
 		case ack := <-f.Ok():
-			return Sent{ID: m.ID, Stream: ack.Stream, Seq: ack.Sequence}, nil
+			return Sent{ID: id, Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate}, false, nil
 		case err := <-f.Err():
-			return Sent{}, fmt.Errorf("send %s: %w", subject, err)
+			if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout) {
+				return Sent{}, false, fmt.Errorf("send %s: %w", subject, err)
+			}
+			select { // no stream answered: give a restarting broker a moment
+			case <-time.After(sendBackoff):
+				return Sent{}, true, err
+			case <-ctx.Done():
+				return Sent{}, false, fmt.Errorf("send %s: id %s: %w (last: %v)", subject, id, ctx.Err(), err)
+			}
 		case err := <-e.denied:
 			// A refusal names its subject; another publish's refusal is not ours.
 			if strings.Contains(err.Error(), `"`+subject+`"`) {
-				return Sent{}, fmt.Errorf("%w: the broker refused the post to %s: your credential may not publish there", ErrRefused, subject)
+				return Sent{}, false, fmt.Errorf("%w: the broker refused the post to %s: your credential may not publish there", ErrRefused, subject)
 			}
+		case <-attempt.C:
+			return Sent{}, true, fmt.Errorf("no ack within %s", sendAttempt)
 		case <-ctx.Done():
-			return Sent{}, fmt.Errorf("send %s: %w", subject, ctx.Err())
+			return Sent{}, false, fmt.Errorf("send %s: id %s: %w", subject, id, ctx.Err())
 		}
 	}
 }

@@ -13,7 +13,11 @@ const ProtocolVersion = "0.4"
 // Presence timing defaults.
 const (
 	HeartbeatInterval = 2 * time.Second // how often a live peer rewrites its record
-	LivenessWindow    = 6 * time.Second // a record older than this means offline; also the KV TTL
+	// AnycastAckWait is the ack wait of a role's anycast durable svc_<role> (the
+	// reference's is 60 s): how long an ask taken by a holder that died waits before
+	// another holder gets it. A live holder extends it while it works (InProgress).
+	AnycastAckWait = 30 * time.Second
+	LivenessWindow = 6 * time.Second // a record older than this means offline; also the KV TTL
 )
 
 // Status is what a peer says it is doing.

@@ -11,7 +11,8 @@ import (
 	"github.com/cotal-ai/cotal/protocol"
 )
 
-// AckWait is how long a DM or anycast copy waits for its ack before redelivery.
+// AckWait is how long a DM copy waits for its ack before redelivery. An anycast copy waits
+// protocol.AnycastAckWait (shorter: a live holder extends it while it works).
 const AckWait = 60 * time.Second
 
 // Agent pre-creates the durables an agent credential may only bind, never create: its DM
@@ -55,7 +56,7 @@ func Agent(ctx context.Context, js jetstream.JetStream, space string, p protocol
 		Durable:       protocol.ConsumerRole(role),
 		FilterSubject: protocol.RoleFilter(space, role),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       AckWait,
+		AckWait:       protocol.AnycastAckWait,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}, &rep)
 	if err != nil {

@@ -3,6 +3,7 @@ package send
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -37,6 +38,7 @@ type Options struct {
 	Name    string // sender display name
 	Actor   string // sender actor
 	ReplyTo string
+	ID      string // message id; "" means a fresh one
 }
 
 // NewCmdSend builds `cotal send` and its three subcommands.
@@ -48,7 +50,11 @@ func NewCmdSend(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 		Long: `Send one message as the person at the keyboard (<login>@<host>) and exit.
 
 A DM reports the sequence the broker stored it at and the recipient's state at send time;
-it never claims delivery, which happens when the recipient reads it.`,
+it never claims delivery, which happens when the recipient reads it.
+
+A send whose outcome is unknown (a timeout, a broker restarting) is retried with the same
+message id, so the broker stores it once. If the command still fails, it prints the
+command to run again with --id: within 2 minutes that retry is stored at most once too.`,
 		Example: `  cotal send msg general "build is green"
   cotal send dm bob "can you review #12?"
   cotal send ask reviewer "review the auth change"`,
@@ -81,6 +87,9 @@ func newCmdMode(f *cmdutil.Factory, mode Mode, use, short, example string, runF 
 					return cmdutil.FlagErrorf("role %q: use letters, digits, _ and - only", opts.To)
 				}
 			}
+			if err := client.CheckID(opts.ID); err != nil {
+				return cmdutil.FlagErrorf("--id: %v", err)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -89,6 +98,7 @@ func newCmdMode(f *cmdutil.Factory, mode Mode, use, short, example string, runF 
 	}
 	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.ReplyTo, "reply-to", "", "id of the message this answers")
+	cmd.Flags().StringVar(&opts.ID, "id", "", "message id, to retry a send that failed (the failure prints it); default a fresh one")
 	return cmd
 }
 
@@ -104,13 +114,23 @@ func runSend(ctx context.Context, opts *Options) error {
 	defer ep.Close()
 	d := client.Text(opts.Text)
 	d.ReplyTo = opts.ReplyTo
+	d.ID = opts.ID
+	if d.ID == "" {
+		d.ID = client.NewID()
+	}
+	stored := func(sent client.Sent) string {
+		if sent.Duplicate {
+			return fmt.Sprintf("already stored at seq %d (id %s: this retry stored nothing new)", sent.Seq, sent.ID)
+		}
+		return fmt.Sprintf("stored seq %d", sent.Seq)
+	}
 	switch opts.Mode {
 	case ModeMsg:
 		sent, err := ep.Post(ctx, opts.To, d)
 		if err != nil {
-			return err
+			return retryable(opts, d.ID, err)
 		}
-		fmt.Fprintf(opts.IO.Out, "→ #%s  stored seq %d  %s\n", opts.To, sent.Seq, cmdutil.OneLine(opts.Text))
+		fmt.Fprintf(opts.IO.Out, "→ #%s  %s  %s\n", opts.To, stored(sent), cmdutil.OneLine(opts.Text))
 	case ModeDM:
 		t, err := ep.Resolve(ctx, opts.To)
 		if err != nil {
@@ -118,16 +138,39 @@ func runSend(ctx context.Context, opts *Options) error {
 		}
 		sent, err := ep.DM(ctx, t.Principal, d)
 		if err != nil {
-			return err
+			return retryable(opts, d.ID, err)
 		}
-		fmt.Fprintf(opts.IO.Out, "→ %s  stored seq %d; recipient %s at send; delivery not confirmed  %s\n",
-			cmdutil.OneLine(t.Name), sent.Seq, t.State, cmdutil.OneLine(opts.Text))
+		fmt.Fprintf(opts.IO.Out, "→ %s  %s; recipient %s at send; delivery not confirmed  %s\n",
+			cmdutil.OneLine(t.Name), stored(sent), t.State, cmdutil.OneLine(opts.Text))
 	case ModeAsk:
 		sent, err := ep.Ask(ctx, opts.To, d)
 		if err != nil {
-			return err
+			return retryable(opts, d.ID, err)
 		}
-		fmt.Fprintf(opts.IO.Out, "→ anycast %s  stored seq %d  %s\n", opts.To, sent.Seq, cmdutil.OneLine(opts.Text))
+		fmt.Fprintf(opts.IO.Out, "→ anycast %s  %s  %s\n", opts.To, stored(sent), cmdutil.OneLine(opts.Text))
 	}
 	return ep.Close()
+}
+
+// retryable turns a failed send into a refusal whose next step resends it with the same
+// id: the broker may have stored it, and the same id is stored at most once. A refusal
+// that stored nothing (bad input, permission, no inbox) is returned as it is.
+func retryable(opts *Options, id string, err error) error {
+	if errors.Is(err, client.ErrRefused) || errors.Is(err, client.ErrNoInbox) || errors.Is(err, client.ErrUnknownPeer) {
+		return err
+	}
+	args := []string{"cotal", "send", string(opts.Mode), opts.To, opts.Text, "--id", id}
+	if opts.ReplyTo != "" {
+		args = append(args, "--reply-to", opts.ReplyTo)
+	}
+	for _, f := range [][2]string{{"--space", opts.Mesh.Space}, {"--server", opts.Mesh.Server}, {"--creds", opts.Mesh.Creds}} {
+		if f[1] != "" {
+			args = append(args, f[0], f[1])
+		}
+	}
+	for i, a := range args {
+		args[i] = cmdutil.ShellQuote(a)
+	}
+	return cmdutil.Refuse("to report this send as done", fmt.Sprintf("%v; it may have been stored all the same, so resend it with the same id (within 2 minutes the broker keeps one copy)", err),
+		strings.Join(args, " "))
 }
