@@ -92,13 +92,3 @@ func (d *dedupe) first(id string) bool {
 	d.ids[id] = struct{}{}
 	return true
 }
-
-// InProgress tells the broker a durable copy is still being handled, restarting its ack
-// wait, so a holder that hands copies on later (an agent's inbox) keeps them without
-// redelivery. It is a no-op for live and historical copies.
-func (in *Incoming) InProgress() error {
-	if in.msg == nil {
-		return nil
-	}
-	return in.msg.InProgress()
-}
