@@ -121,7 +121,10 @@ func RenderChannel(in *client.Incoming) string {
 	return b.String()
 }
 
-// channelParams builds the ChannelMethod notification of a message. Meta keys are
+// channelParams builds the ChannelMethod notification of a message. Claude Code wraps the
+// content in its own tag, <channel source="cotal" ...meta>content</channel> (source is the
+// server's name in its MCP config), so the content is the message's text alone, escaped
+// so that a peer cannot close that tag, and the attributes go in meta. Meta keys are
 // [a-z_] only, as Claude Code drops others.
 func channelParams(in *client.Incoming) ChannelParams {
 	meta := map[string]string{"from": sender(in), "kind": kindOf(in), "message_id": in.ID}
@@ -132,7 +135,7 @@ func channelParams(in *client.Incoming) ChannelParams {
 			meta["channel"] = w
 		}
 	}
-	return ChannelParams{Content: RenderChannel(in), Meta: meta}
+	return ChannelParams{Content: html.EscapeString(in.Text()), Meta: meta}
 }
 
 // wantsChannel reports whether the client declared the claude/channel capability.

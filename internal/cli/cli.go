@@ -59,6 +59,7 @@ func Main() int {
 		Getwd:      os.Getwd,
 		Executable: os.Executable,
 		Getenv:     os.Getenv,
+		LookupEnv:  os.LookupEnv,
 		Logger:     slog.New(cmdutil.LogHandler(ios.ErrOut, level)),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -23,7 +23,22 @@ type Factory struct {
 	Getwd      func() (string, error)
 	Executable func() (string, error)
 	Getenv     func(string) string
-	Logger     *slog.Logger // diagnostics of libraries (stderr); nil means discard
+	// LookupEnv tells a variable set to "" from one not set; nil reads Getenv, where the
+	// two look alike.
+	LookupEnv func(string) (string, bool)
+	Logger    *slog.Logger // diagnostics of libraries (stderr); nil means discard
+}
+
+// Lookup returns the environment variable key and whether it is set, even to "".
+func (f *Factory) Lookup(key string) (string, bool) {
+	if f.LookupEnv != nil {
+		return f.LookupEnv(key)
+	}
+	if f.Getenv == nil {
+		return "", false
+	}
+	v := f.Getenv(key)
+	return v, v != ""
 }
 
 // MeshFlags are the flags of every command that talks to a mesh.

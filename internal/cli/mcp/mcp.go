@@ -84,7 +84,7 @@ roster while the server runs and goes offline when the client closes stdin.`,
   cotal mcp --persona builder`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := opts.fromEnv(cmd.Flags(), f.Getenv); err != nil {
+			if err := opts.fromEnv(cmd.Flags(), f.Getenv, f.Lookup); err != nil {
 				return err
 			}
 			switch {
@@ -130,8 +130,9 @@ roster while the server runs and goes offline when the client closes stdin.`,
 	return cmd
 }
 
-// fromEnv fills what no flag set from the environment.
-func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string) error {
+// fromEnv fills what no flag set from the environment. COTAL_SUBSCRIBE set to "" is an
+// empty read set (a persona with `subscribe: []`), not an unset one.
+func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string, lookup func(string) (string, bool)) error {
 	if getenv == nil {
 		return nil
 	}
@@ -161,7 +162,7 @@ func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string) error {
 	}
 	o.channelsSet = fs.Changed("channel")
 	if !o.channelsSet {
-		if v := getenv(EnvSubscribe); v != "" {
+		if v, ok := lookup(EnvSubscribe); ok {
 			o.Channels, o.channelsSet = splitList(v), true
 		}
 	}

@@ -64,8 +64,11 @@ func resolve(opts *Options) (*plan, error) {
 	per, err := target.Project.Persona(name)
 	switch {
 	case errors.Is(err, workspace.ErrNoPersona):
-		return nil, cmdutil.RefuseUsage(fmt.Sprintf("persona %q", name), "there is no "+target.Project.PersonaPath(name),
-			"cotal personas new "+cmdutil.ShellQuote(name)+" --prompt '<your prompt>'")
+		next := "cotal personas new " + cmdutil.ShellQuote(name) + " --prompt '<your prompt>'"
+		if name == "default" {
+			next = "cotal setup --yes" // it writes the default persona
+		}
+		return nil, cmdutil.RefuseUsage(fmt.Sprintf("persona %q", name), "there is no "+target.Project.PersonaPath(name), next)
 	case err != nil:
 		return nil, err
 	}
