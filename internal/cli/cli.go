@@ -33,6 +33,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/status"
 	"github.com/cotal-ai/cotal/internal/cli/up"
 	"github.com/cotal-ai/cotal/internal/cli/update"
+	"github.com/cotal-ai/cotal/internal/cli/web"
 )
 
 // Version is the CLI version, set at build time with -ldflags "-X ...cli.Version=v1.2.3".
@@ -131,6 +132,7 @@ peer, anycast to whoever holds a role.`,
 		authservice.NewCmdAuthService(f, nil),
 		login.NewCmdLogin(f, nil),
 		meshes.NewCmdMeshes(f),
+		web.NewCmdWeb(f, nil),
 	)
 	strictHelp(root)
 	return root
