@@ -75,6 +75,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/dms", s.dms)
 	mux.HandleFunc("POST /api/post", s.post)
 	mux.HandleFunc("GET /feed", s.feed)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not-found", "no such page: "+strconv.QuoteToASCII(r.URL.Path))
+	})
 	return s.guard(mux)
 }
 

@@ -89,7 +89,7 @@ then needs the token printed at start. Stop a detached dashboard with ` + "`cota
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Host, "host", "127.0.0.1", "address to listen on (loopback unless --allow-remote)")
 	fl.IntVar(&opts.Port, "port", DefaultPort, "port to listen on (0: any free port)")
-	fl.BoolVar(&opts.Detach, "detach", false, "run in the background (stop with `cotal down web`)")
+	fl.BoolVar(&opts.Detach, "detach", false, "run in the background; cotal down web stops it")
 	fl.BoolVar(&opts.NoOpen, "no-open", false, "do not open a browser")
 	fl.BoolVar(&opts.AllowRemote, "allow-remote", false, "allow a non-loopback --host; every request then needs the printed token")
 	fl.StringVar(&opts.PidFile, "pidfile", "", "pidfile to write once serving (used by --detach)")
