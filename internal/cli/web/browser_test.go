@@ -71,7 +71,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](
-		`[...document.querySelectorAll('#messages .msg .text')].some(e => e.textContent === ` + jsString(hostile) + `)`)); err != nil {
+		`[...document.querySelectorAll('#messages .msg .text')].some(e => e.textContent === `+jsString(hostile)+`)`)); err != nil {
 		t.Fatalf("alice's message not on the page: %v", err)
 	}
 	imgs, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#messages img').length`))
