@@ -172,7 +172,7 @@
     else if (m.kind === 'dm') where = ' → ' + nameOf(m.to);
     else where = ' → role ' + m.role;
     meta.appendChild(el('span', 'where', where));
-    meta.appendChild(el('span', 'meta', new Date(m.ts).toLocaleTimeString()));
+    meta.appendChild(el('span', 'time', ' ' + new Date(m.ts).toLocaleTimeString()));
     li.appendChild(meta);
     li.appendChild(el('div', 'text', m.text));
     return li;
