@@ -25,8 +25,8 @@ import (
 const (
 	DefaultChannelDepth = 200  // recent messages kept per channel
 	DefaultDMDepth      = 500  // direct and anycast messages kept
-	DefaultEventDepth   = 2048 // events kept for a feed to resume from
-	subscriberBuffer    = 256  // events queued for one feed before it is dropped
+	DefaultEventDepth   = 4096 // events kept for a feed to resume from
+	subscriberBuffer    = 1024 // events queued for one feed before it is dropped
 )
 
 // Config tunes a Model. Zero values take the defaults.
