@@ -211,9 +211,9 @@ func (t *tui) render() string {
 	}
 	for i, tab := range tabs {
 		if i == t.tab {
-			tabs[i] = style("1", "[" + tab + "]")
+			tabs[i] = style("1", "["+tab+"]")
 		} else {
-			tabs[i] = style("90", " " + tab + " ")
+			tabs[i] = style("90", " "+tab+" ")
 		}
 	}
 	b.WriteString(strings.Join(tabs, " ") + "\n")

@@ -44,7 +44,9 @@ func TestTUIRendersTheSpace(t *testing.T) {
 	defer stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- (&meshview.Watcher{Endpoint: observer, Model: model, DMs: true}).Run(ctx, func() { close(ready) }) }()
+	go func() {
+		done <- (&meshview.Watcher{Endpoint: observer, Model: model, DMs: true}).Run(ctx, func() { close(ready) })
+	}()
 	defer func() { cancel(); <-done }()
 	<-ready
 
