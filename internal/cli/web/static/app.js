@@ -187,9 +187,10 @@
   function setView(v, title) {
     state.view = v;
     $('title').textContent = title;
-    $('detail').hidden = v.kind !== 'agent';
-    $('graph').hidden = v.kind !== 'graph';
-    $('messages').hidden = v.kind === 'graph';
+    // toggleAttribute, not .hidden: the graph is an SVG element, which has no .hidden.
+    $('detail').toggleAttribute('hidden', v.kind !== 'agent');
+    $('graph').toggleAttribute('hidden', v.kind !== 'graph');
+    $('messages').toggleAttribute('hidden', v.kind === 'graph');
     for (const li of document.querySelectorAll('#channels li')) li.classList.toggle('sel', v.kind === 'channel' && li.dataset.channel === v.name);
   }
   function showMessages(list) { $('messages').replaceChildren(...list.map(messageItem)); $('messages').scrollTop = $('messages').scrollHeight; }
