@@ -35,6 +35,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/status"
 	"github.com/cotal-ai/cotal/internal/cli/up"
 	"github.com/cotal-ai/cotal/internal/cli/update"
+	"github.com/cotal-ai/cotal/internal/cli/web"
 )
 
 // Version is the CLI version, set at build time with -ldflags "-X ...cli.Version=v1.2.3".
@@ -136,6 +137,7 @@ peer, anycast to whoever holds a role.`,
 		meshes.NewCmdMeshes(f),
 		mcp.NewCmdMCP(f, Version, nil),
 		spawn.NewCmdSpawn(f, nil),
+		web.NewCmdWeb(f, nil),
 	)
 	strictHelp(root)
 	return root

@@ -1,5 +1,7 @@
-// Package console implements `cotal console --plain`: a timestamped stream of presence
-// changes and channel messages.
+// Package console implements `cotal console`: on a terminal, a live view of a space
+// (roster, feed, channel tabs, needs-you, DMs, search, a line to post) over a
+// meshview.Model; with --plain or a stdout that is not a terminal, a timestamped stream
+// of presence changes and channel messages.
 package console
 
 import (
@@ -33,9 +35,16 @@ type Options struct {
 func NewCmdConsole(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
-		Use:   "console --plain [--channel PATTERN]",
-		Short: "Watch a space: presence changes and channel messages as timestamped lines",
-		Long: `Watch a space without joining it: you do not appear in presence. Each presence change
+		Use:   "console [--plain [--channel PATTERN]]",
+		Short: "Watch a space: a terminal UI, or presence changes and messages as timestamped lines",
+		Long: `Watch a space without joining it: you do not appear in presence.
+
+On a terminal it shows the roster (state as shape and colour), a live feed with channel tabs
+(1-9, [ and ]), the agents waiting for a person (n), direct messages (d, with the admin view
+minted on an authenticated mesh), search (/) and a line to post to the current channel as
+the project's identity (i, then Enter). q quits.
+
+With --plain, or when stdout is not a terminal, each presence change
 (a peer joins, changes status or activity, goes offline) and each channel message prints as
 one timestamped line until Ctrl-C. Direct messages and anycasts are private and not shown.
 If the mesh goes away, console says so once, reconnects when it returns, and exits
@@ -44,15 +53,14 @@ non-zero once it has been gone for --reconnect-for.`,
   cotal console --plain --channel 'team.>'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !opts.Plain {
-				return cmdutil.Refuse("`cotal console` without --plain",
-					"the terminal UI is not in this build; the plain line stream is", "cotal console --plain")
-			}
 			if opts.ReconnectFor <= 0 {
 				return cmdutil.FlagErrorf("--reconnect-for %s: want a positive duration, e.g. 1m", opts.ReconnectFor)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
+			}
+			if !opts.Plain && opts.IO.IsStdoutTTY() {
+				return runTUI(cmd.Context(), opts)
 			}
 			return runConsole(cmd.Context(), opts)
 		},

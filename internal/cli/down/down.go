@@ -33,7 +33,7 @@ type Options struct {
 func NewCmdDown(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv}
 	cmd := &cobra.Command{
-		Use:   "down [delivery | auth [--space S]]",
+		Use:   "down [delivery | auth [--space S] | web]",
 		Short: "Stop the mesh this project started",
 		Long: `Stop the broker that ` + "`cotal up`" + ` started for this project (found by walking up from the
 current folder to .cotal/). The pidfile is checked against the process start time, so a
@@ -41,15 +41,22 @@ reused pid is never signalled. Stored messages stay in the store for the next ` 
 The auth services and delivery daemons stop first, releasing what they hold.
 ` + "`cotal down delivery`" + ` stops only the delivery daemons and ` + "`cotal down auth`" + ` only the auth
 services of user-auth spaces (of one space with --space); the broker keeps serving and holds
-a daemon stopped this way down until ` + "`cotal up`" + ` on the running mesh starts it again.`,
+a daemon stopped this way down until ` + "`cotal up`" + ` on the running mesh starts it again.
+` + "`cotal down web`" + ` stops only the dashboard ` + "`cotal web --detach`" + ` started; a bare ` + "`cotal down`" + ` stops it too.`,
 		Example: `  cotal down
   cotal down delivery --space team
-  cotal down auth --space team`,
+  cotal down auth --space team
+  cotal down web`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
+			if len(args) == 1 && args[0] == "web" {
+				if opts.Space != "" {
+					return cmdutil.FlagErrorf("--space goes with delivery or auth; cotal down web stops the project's one dashboard")
+				}
+				opts.Component = "web"
+			} else if len(args) == 1 {
 				if _, ok := workspace.DaemonNamed(args[0]); !ok {
-					return cmdutil.FlagErrorf("unknown component %q: cotal down stops everything, or only delivery or auth", args[0])
+					return cmdutil.FlagErrorf("unknown component %q: cotal down stops everything, or only delivery, auth or web", args[0])
 				}
 				opts.Component = args[0]
 				if opts.Space != "" || cmd.Flags().Changed("space") {
@@ -79,6 +86,18 @@ func runDown(ctx context.Context, opts *Options) error {
 	if err != nil {
 		fmt.Fprintf(opts.IO.Out, "nothing to stop: no .cotal/ found from %s upward\n", wd)
 		return nil
+	}
+	if opts.Component == "web" {
+		stopped, err := stopWeb(ctx, opts, proj)
+		if err == nil && !stopped {
+			fmt.Fprintf(opts.IO.Out, "nothing to stop: no dashboard runs for %s\n", proj.Root)
+		}
+		return err
+	}
+	if opts.Component == "" {
+		if _, err := stopWeb(ctx, opts, proj); err != nil { // the dashboard first: it watches the mesh
+			return err
+		}
 	}
 	if c, ok := workspace.DaemonNamed(opts.Component); ok {
 		stopped, err := stopDaemons(ctx, opts, proj, c, false)
@@ -218,4 +237,29 @@ func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project, c 
 		fmt.Fprintf(opts.IO.Out, "✓ stopped the %s (pid %d)\n", c.Title, rec.PID)
 	}
 	return n, nil
+}
+
+// webPidFile is the pidfile `cotal web --detach` writes (internal/cli/web.PidFileName).
+const webPidFile = "web.pid"
+
+// stopWeb stops the project's detached dashboard, if one runs, and says whether it did.
+// A stale pidfile is removed.
+func stopWeb(ctx context.Context, opts *Options, proj *workspace.Project) (bool, error) {
+	path := filepath.Join(proj.Dir(), webPidFile)
+	rec, err := workspace.ReadPidfile(path)
+	if errors.Is(err, workspace.ErrNoPidfile) {
+		return false, nil
+	}
+	if err != nil {
+		return false, cmdutil.Refuse("stopping the dashboard", err.Error()+"; it cannot be told apart from another process",
+			"rm "+path+"*  # after checking no cotal web runs for "+proj.Root)
+	}
+	if alive, err := rec.Alive(); err != nil || !alive {
+		return false, workspace.RemovePidfile(path)
+	}
+	if err := stop(ctx, rec, opts.Timeout); err != nil {
+		return false, fmt.Errorf("the dashboard (pid %d): %w", rec.PID, err)
+	}
+	fmt.Fprintf(opts.IO.Out, "✓ stopped the dashboard (pid %d)\n", rec.PID)
+	return true, workspace.RemovePidfile(path)
 }

@@ -1,0 +1,79 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/meshview"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
+)
+
+// runTUI runs the terminal UI until q, Ctrl-C or a lost mesh.
+func runTUI(ctx context.Context, opts *Options) error {
+	target, err := opts.Factory.Resolve(opts.Mesh)
+	if err != nil {
+		return err
+	}
+	ep, err := opts.Factory.Connect(ctx, target, client.Config{
+		Name: "console", Actor: "console_" + strconv.Itoa(os.Getpid()), Kind: protocol.CardEndpoint, ReconnectFor: opts.ReconnectFor},
+		cmdutil.As{Profile: trust.ProfileAdmin})
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	dms := target.Creds == "" && target.CredsData == nil
+	model := meshview.New(meshview.Config{Logger: opts.Factory.Logger})
+	w := &meshview.Watcher{Endpoint: ep, Model: model, DMs: dms, Logger: opts.Factory.Logger}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, stop := model.Subscribe()
+	defer stop()
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, func() { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		return err
+	}
+	t := &tui{model: model, events: events, dms: dms, now: time.Now,
+		post: func(channel, text string) error {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			op, err := opts.Factory.ConnectPerson(pctx, target, trust.ProfileProvisioner)
+			if err != nil {
+				return err
+			}
+			defer op.Close()
+			if _, err := op.Post(pctx, channel, client.Text(text)); err != nil {
+				return err
+			}
+			return op.Close()
+		}}
+	p := tea.NewProgram(t, tea.WithContext(ctx), tea.WithInput(opts.IO.In), tea.WithOutput(opts.IO.Out))
+	go func() {
+		if err := <-done; err != nil {
+			p.Send(closedMsg{})
+			done <- err
+			return
+		}
+		done <- nil
+	}()
+	_, err = p.Run()
+	cancel()
+	if werr := <-done; werr != nil {
+		return fmt.Errorf("console: %w", werr)
+	}
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	return nil
+}

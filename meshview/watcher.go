@@ -1,0 +1,154 @@
+package meshview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// Watcher feeds a Model from a space. Set fields before Run.
+type Watcher struct {
+	// Endpoint is the observer's connection. It must not Join: a watcher is hidden from
+	// the roster and takes no work. Run does not close it.
+	Endpoint *client.Endpoint
+	Model    *Model
+	// DMs taps direct messages and anycasts too (inst.> and svc.>), which needs an admin
+	// credential on an authenticated mesh; false taps the chat plane only.
+	DMs bool
+	// History, when set, reads each known channel's recent posts once at start (for
+	// example client.Endpoint.ReadHistory through the delivery daemon). A failure is kept
+	// in HistoryErr, never passed over silently.
+	History func(ctx context.Context, channel string) ([]protocol.Message, error)
+	Logger  *slog.Logger // nil means discard
+
+	mu         sync.Mutex
+	historyErr error
+}
+
+// HistoryErr is why the start-up history read failed, or nil.
+func (w *Watcher) HistoryErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.historyErr
+}
+
+// Run taps the space until ctx ends: the presence watch, and one plain subscription per
+// messaging plane. It calls ready once every subscription is live and returns nil when
+// ctx ends, or an error naming what failed.
+func (w *Watcher) Run(ctx context.Context, ready func()) error {
+	if w.Endpoint == nil || w.Model == nil {
+		return errors.New("meshview: a watcher needs an Endpoint and a Model")
+	}
+	log := w.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ep := w.Endpoint
+	space := ep.Space()
+	changes, err := ep.WatchPresence(ctx)
+	if err != nil {
+		return fmt.Errorf("meshview %s: presence: %w", space, err)
+	}
+	msgs := make(chan *nats.Msg, 4096)
+	subjects := []string{protocol.ChatAll(space)}
+	if w.DMs {
+		subjects = append(subjects, protocol.InstAll(space), protocol.SvcAll(space))
+	}
+	for _, s := range subjects {
+		sub, err := ep.Conn().Subscribe(s, func(m *nats.Msg) {
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("meshview %s: subscribe %s: %w", space, s, err)
+		}
+		if err := sub.SetPendingLimits(-1, 64<<20); err != nil {
+			return fmt.Errorf("meshview %s: subscribe %s: %w", space, s, err)
+		}
+		defer func() { _ = sub.Unsubscribe() }() // the tap is over; nothing to report to
+	}
+	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+	err = ep.Conn().FlushWithContext(fctx)
+	fcancel()
+	if err != nil {
+		return fmt.Errorf("meshview %s: subscribe: %w", space, err)
+	}
+	if err := ep.Conn().LastError(); err != nil && errors.Is(err, nats.ErrPermissionViolation) {
+		return fmt.Errorf("meshview %s: the broker refused the tap: %w", space, err)
+	}
+	if w.History != nil {
+		w.prefill(ctx, log)
+	}
+	if ready != nil {
+		ready()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ep.Lost():
+			return fmt.Errorf("meshview %s: connection lost: %w", space, ep.LostErr())
+		case c, ok := <-changes:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("meshview %s: presence watch ended: %w", space, ep.LostErr())
+			}
+			w.Model.ApplyPeer(c.Peer)
+		case m := <-msgs:
+			r, err := protocol.Receive(m.Subject, m.Data)
+			if err != nil {
+				log.Warn("message dropped", "subject", m.Subject, "err", err)
+				continue
+			}
+			w.Model.ApplyMessage(r)
+		}
+	}
+}
+
+// prefill reads the recent posts of every channel the space holds into the model.
+func (w *Watcher) prefill(ctx context.Context, log *slog.Logger) {
+	stats, err := w.Endpoint.ChannelStats(ctx)
+	if err != nil {
+		w.setHistoryErr(fmt.Errorf("list channels: %w", err))
+		return
+	}
+	for _, st := range stats {
+		if st.Messages == 0 {
+			continue
+		}
+		page, err := w.History(ctx, st.Name)
+		if err != nil {
+			w.setHistoryErr(fmt.Errorf("history of %s: %w", st.Name, err))
+			log.Warn("channel history not read", "channel", st.Name, "err", err)
+			return // the same cause would refuse every channel
+		}
+		for _, m := range page {
+			p, err := protocol.ParsePrincipal(m.From.ID)
+			if err != nil || m.Channel != st.Name {
+				continue // the daemon checked it; an odd item is not shown
+			}
+			w.Model.ApplyMessage(protocol.Received{Kind: protocol.DeliveryChannel, Message: m,
+				Subject: protocol.Subject{Space: w.Endpoint.Space(), Kind: protocol.KindChat, Sender: p, Channel: st.Name}})
+		}
+	}
+}
+
+func (w *Watcher) setHistoryErr(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.historyErr = err
+}
