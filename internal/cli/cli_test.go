@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -58,6 +59,33 @@ func TestScripts(t *testing.T) {
 			"exits":    cmdExits,
 			"aclrow":   cmdACLRow,
 		},
+	})
+}
+
+// logDaemonsOnFailure logs the tail of every log file a failed script's meshes and daemons
+// wrote (under any .cotal/ in the work dir), which the script's own output does not show.
+func logDaemonsOnFailure(env *testscript.Env) {
+	t, ok := env.T().(interface {
+		Failed() bool
+		Log(...any)
+	})
+	if !ok || !t.Failed() {
+		return
+	}
+	_ = filepath.WalkDir(env.WorkDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".log" || !strings.Contains(path, ".cotal") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		const tail = 4 << 10
+		if len(b) > tail {
+			b = b[len(b)-tail:]
+		}
+		t.Log("--- tail of " + path + " ---\n" + string(b))
+		return nil
 	})
 }
 
@@ -106,6 +134,7 @@ func setup(env *testscript.Env) error {
 	ps := &procs{m: map[string]*proc{}}
 	env.Values[procsKey{}] = ps
 	env.Defer(func() {
+		logDaemonsOnFailure(env)
 		ps.mu.Lock()
 		defer ps.mu.Unlock()
 		for _, p := range ps.m {
