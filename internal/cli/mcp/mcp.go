@@ -238,6 +238,15 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
+// mintsAgent reports whether a --name agent connects with an agent credential minted from
+// the project's keys: on a project's own authenticated mesh with static creds. Elsewhere
+// it connects as cotal join --name does (an open mesh; a user-auth space, where it signs
+// in; a creds file).
+func mintsAgent(t cmdutil.Target) bool {
+	return t.Auth() && t.Project != nil && t.Remote == nil && t.Creds == "" && t.CredsData == nil &&
+		cmdutil.CheckStatic(t, "an agent credential") == nil
+}
+
 // connect connects as the identity the options name: a persona (its own least-privilege
 // credential on an authenticated mesh), a creds file, or a name; the card records the
 // harness.
@@ -248,8 +257,21 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 		meta = map[string]any{"connector": opts.Harness}
 	}
 	if opts.Persona == "" {
-		return f.Connect(ctx, *target, client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait},
-			cmdutil.As{Profile: trust.ProfileProvisioner, Join: true, Person: true})
+		cfg := client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait}
+		if !mintsAgent(*target) {
+			return f.Connect(ctx, *target, cfg, cmdutil.As{Profile: trust.ProfileProvisioner, Join: true, Person: true})
+		}
+		// An AI agent named on a project's authenticated mesh gets an agent credential, not
+		// the operator's: it reads and posts on any channel but cannot mint, administer or
+		// read another's mail.
+		creds, err := f.AgentCreds(ctx, *target, trust.UserSpec{Name: opts.Name, Profile: trust.ProfileAgent,
+			Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: opts.Name}, Role: opts.Role,
+			Subscribe: opts.Channels, AllowSubscribe: []string{">"}, AllowPublish: []string{">"}})
+		if err != nil {
+			return nil, err
+		}
+		target.CredsData = creds
+		return f.Connect(ctx, *target, cfg, cmdutil.As{})
 	}
 	if target.Project == nil {
 		return nil, cmdutil.Refuse("--persona outside a project", "personas live in a project's .cotal/agents/", "cotal personas list")

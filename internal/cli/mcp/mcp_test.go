@@ -152,8 +152,13 @@ func (l *lockedBuf) String() string {
 
 func startAgent(t *testing.T, url string, caps *sdk.ClientCapabilities, env []string, args ...string) *agent {
 	t.Helper()
-	home := t.TempDir()
-	cmd := exec.Command(binary, append([]string{"mcp", "--server", url, "--space", space}, args...)...)
+	return startAgentIn(t, t.TempDir(), caps, env, append([]string{"--server", url, "--space", space}, args...)...)
+}
+
+// startAgentIn starts `cotal mcp args...` in dir (also its HOME) and connects to it.
+func startAgentIn(t *testing.T, home string, caps *sdk.ClientCapabilities, env []string, args ...string) *agent {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"mcp"}, args...)...)
 	cmd.Dir = home
 	cmd.Env = append([]string{"HOME=" + home, "COTAL_HOME=" + filepath.Join(home, ".cotal"),
 		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "PATH=" + os.Getenv("PATH")}, env...)
