@@ -38,9 +38,14 @@ type ChannelParams struct {
 // one more JSON-RPC notification frame goes through the same connection and lock.
 type notifyTransport struct {
 	inner mcp.Transport
-	mu    sync.Mutex
-	conn  mcp.Connection
+	// onSubscribed is called after the server acknowledged a subscriptions/listen stream.
+	onSubscribed func()
+	mu           sync.Mutex
+	conn         mcp.Connection
 }
+
+// subscriptionsAcked is the notification a server sends once it holds a subscription.
+const subscriptionsAcked = "notifications/subscriptions/acknowledged"
 
 // Connect connects the inner transport and keeps its connection for notify.
 func (t *notifyTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -48,10 +53,26 @@ func (t *notifyTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
+	c = &watchedConn{Connection: c, onSubscribed: t.onSubscribed}
 	t.mu.Lock()
 	t.conn = c
 	t.mu.Unlock()
 	return c, nil
+}
+
+// watchedConn is a connection that reports the server's subscription acknowledgments.
+type watchedConn struct {
+	mcp.Connection
+	onSubscribed func()
+}
+
+// Write writes msg and, once a subscription acknowledgment is out, calls onSubscribed.
+func (c *watchedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	if r, ok := msg.(*jsonrpc.Request); ok && err == nil && r.Method == subscriptionsAcked && c.onSubscribed != nil {
+		c.onSubscribed()
+	}
+	return err
 }
 
 // notify writes one notification frame of method with params.

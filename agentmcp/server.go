@@ -89,6 +89,9 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 			s.markReady(method, req) // a request of the new protocol carries the parameters
 			res, err := next(ctx, method, req)
 			s.markReady(method, req) // server/discover sets them as it runs
+			if method == "resources/subscribe" && err == nil {
+				s.wake() // a new subscriber hears at once of what arrived before
+			}
 			return res, err
 		}
 	})
@@ -97,7 +100,9 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 		Description: "Messages waiting for you. Updated when one arrives; read it with cotal_inbox, which also clears what it returns."},
 		s.readInbox)
 
-	s.nt = &notifyTransport{inner: t}
+	// Under the newer protocol a subscription is a subscriptions/listen stream the server
+	// acknowledges once it holds it: the subscriber hears then of what arrived before.
+	s.nt = &notifyTransport{inner: t, onSubscribed: s.wake}
 	ss, err := s.srv.Connect(ctx, s.nt, nil)
 	if err != nil {
 		return fmt.Errorf("agentmcp: connect transport: %w", err)
