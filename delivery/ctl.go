@@ -77,6 +77,8 @@ func (c *ctl) handle(m *nats.Msg) {
 		data, err = c.list(ctx, req.Args, who)
 	case protocol.OpReadHistory:
 		data, err = c.readHistory(ctx, req.Args, who)
+	case protocol.OpConfirmPosition:
+		data, err = c.confirmPosition(ctx, req.Args, who)
 	case protocol.OpJoin:
 		data, err = c.legacyJoin(ctx, req.Args, who)
 	case protocol.OpLeave:
@@ -187,6 +189,7 @@ func (c *ctl) durableJoin(ctx context.Context, raw json.RawMessage, who caller) 
 	res := protocol.DurableJoinResult{Durable: true, Generation: row.Generation}
 	if a.Cursor != nil { // a Go caller, which reads the join cursor back; a reference caller sees its own shape
 		res.JoinCursor = &row.JoinCursor
+		res.Position = row.Position
 	}
 	return res, nil
 }
@@ -372,6 +375,58 @@ func (c *ctl) leave(ctx context.Context, channel string, gen, cursor *uint64, me
 	return row, nil
 }
 
+// confirmPosition records what a member was given of a channel (a Go extension): the
+// position of its active row of that generation moves up to the one confirmed (never past
+// CHAT's last sequence, never down), so the fan-out makes no copy of what the member read
+// live. Only the member itself asks, on its own subject; a position it claims wrongly
+// costs only its own copies.
+func (c *ctl) confirmPosition(ctx context.Context, raw json.RawMessage, who caller) (any, error) {
+	var a protocol.ConfirmPositionArgs
+	if err := decodeArgs(protocol.OpConfirmPosition, raw, &a); err != nil {
+		return nil, err
+	}
+	if err := protocol.CheckChannelPattern(a.Channel); err != nil {
+		return nil, fmt.Errorf("confirmPosition: channel: %w", err)
+	}
+	if !protocol.ValidLifecycleUID(a.LifecycleUID) {
+		return nil, fmt.Errorf("confirmPosition: args.lifecycleUid %q: want 26 to 32 of a-z 0-9", a.LifecycleUID)
+	}
+	if who.uid != "" && who.uid != a.LifecycleUID {
+		return nil, fmt.Errorf("confirmPosition: args.lifecycleUid %s is not the presented credential's %s", a.LifecycleUID, who.uid)
+	}
+	mem := member{p: who.p, uid: a.LifecycleUID}
+	key := protocol.MembershipKey(a.Channel, mem.p, mem.uid)
+	last, err := c.r.chatLast(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var werr error
+	for range 5 { // a concurrent write moved the revision: read again
+		row, rev, err := c.readRow(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if row == nil || !row.Active() || row.Generation != a.Generation {
+			return nil, fmt.Errorf("confirmPosition: no active membership of %s on %s at generation %d", mem.key(), a.Channel, a.Generation)
+		}
+		at := min(a.Position, last)
+		if at <= row.Position {
+			return struct {
+				Position uint64 `json:"position"`
+			}{row.Position}, nil
+		}
+		row.Position = at
+		err = c.writeRow(ctx, key, row, rev)
+		if err == nil {
+			return struct {
+				Position uint64 `json:"position"`
+			}{at}, nil
+		}
+		werr = err
+	}
+	return nil, fmt.Errorf("confirmPosition: %w", werr)
+}
+
 // list is the reference's listMemberships: the caller's active rows of the named
 // incarnation (the presented one's when the args name none), sorted by channel.
 func (c *ctl) list(ctx context.Context, raw json.RawMessage, who caller) (any, error) {
@@ -394,7 +449,7 @@ func (c *ctl) list(ctx context.Context, raw json.RawMessage, who caller) (any, e
 	for _, row := range c.r.roster.snapshot().byMember[mem.key()] {
 		if row.Active() {
 			out = append(out, protocol.MembershipInfo{Channel: row.Channel, Generation: row.Generation,
-				Activated: row.Activated != nil && *row.Activated})
+				Activated: row.Activated != nil && *row.Activated, Position: row.Position})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Channel < out[j].Channel })

@@ -112,7 +112,7 @@ func plan(p post, cl classes, ro roster, ac acls, only *member, now time.Time) [
 	}
 	if cl.class(p.channel) == provision.ClassDurable {
 		ro.rows(p.channel, func(r memberRow) {
-			if r.Covers(p.seq) {
+			if r.Covers(p.seq) && !given(ro, r.m, p) {
 				add(r.m, protocol.HandoffDurableChannel)
 			}
 		})
@@ -124,6 +124,17 @@ func plan(p post, cl classes, ro roster, ac acls, only *member, now time.Time) [
 		}
 	}
 	return out
+}
+
+// given reports whether m confirmed it was given p already (a row of m matching p's
+// channel holds a position at or past it): m read it live, so no copy is made.
+func given(ro roster, m member, p post) bool {
+	for _, r := range ro.byMember[m.key()] {
+		if r.Position >= p.seq && protocol.ChannelMatches(r.Channel, p.channel) {
+			return true
+		}
+	}
+	return false
 }
 
 // generation is the dedupe generation of m's copy of p: the lowest generation among m's
