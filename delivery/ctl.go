@@ -190,6 +190,11 @@ func (c *ctl) durableJoin(ctx context.Context, raw json.RawMessage, who caller) 
 	if a.Cursor != nil { // a Go caller, which reads the join cursor back; a reference caller sees its own shape
 		res.JoinCursor = &row.JoinCursor
 		res.Position = row.Position
+		// A Go member reads the channel live from now on and confirms its position: the
+		// fan-out defers its copies for the grace (readers).
+		if p, err := protocol.ParsePrincipal(row.Owner); err == nil {
+			c.r.readers.heard(member{p: p, uid: row.UID}, row.Channel, row.Generation, row.Position)
+		}
 	}
 	return res, nil
 }
@@ -371,6 +376,7 @@ func (c *ctl) leave(ctx context.Context, channel string, gen, cursor *uint64, me
 	if err := c.writeRow(ctx, key, row, rev); err != nil {
 		return nil, err
 	}
+	r.readers.gone(mem, channel)
 	r.log.Info("durable leave", "member", mem.key(), "channel", channel, "cursor", at)
 	return row, nil
 }
@@ -395,6 +401,18 @@ func (c *ctl) confirmPosition(ctx context.Context, raw json.RawMessage, who call
 		return nil, fmt.Errorf("confirmPosition: args.lifecycleUid %s is not the presented credential's %s", a.LifecycleUID, who.uid)
 	}
 	mem := member{p: who.p, uid: a.LifecycleUID}
+	if a.Closing {
+		// The member stops reading live: its copies are written at once from now on.
+		defer c.r.readers.gone(mem, a.Channel)
+	}
+	type answer struct {
+		Position uint64 `json:"position"`
+	}
+	if at, ok := c.r.readers.known(mem, a.Channel, a.Generation); ok && a.Position <= at && !a.Closing {
+		// Nothing moved (a keep-alive): the member is still reading; no row to write.
+		c.r.readers.heard(mem, a.Channel, a.Generation, at)
+		return answer{at}, nil
+	}
 	key := protocol.MembershipKey(a.Channel, mem.p, mem.uid)
 	last, err := c.r.chatLast(ctx)
 	if err != nil {
@@ -411,16 +429,18 @@ func (c *ctl) confirmPosition(ctx context.Context, raw json.RawMessage, who call
 		}
 		at := min(a.Position, last)
 		if at <= row.Position {
-			return struct {
-				Position uint64 `json:"position"`
-			}{row.Position}, nil
+			if !a.Closing {
+				c.r.readers.heard(mem, a.Channel, row.Generation, row.Position)
+			}
+			return answer{row.Position}, nil
 		}
 		row.Position = at
 		err = c.writeRow(ctx, key, row, rev)
 		if err == nil {
-			return struct {
-				Position uint64 `json:"position"`
-			}{at}, nil
+			if !a.Closing {
+				c.r.readers.heard(mem, a.Channel, row.Generation, at)
+			}
+			return answer{at}, nil
 		}
 		werr = err
 	}

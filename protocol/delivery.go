@@ -282,6 +282,9 @@ type ConfirmPositionArgs struct {
 	Generation   uint64 `json:"generation"`
 	LifecycleUID string `json:"lifecycleUid"`
 	Position     uint64 `json:"position"`
+	// Closing says the member stops reading the channel live (its endpoint closes): the
+	// daemon writes its copies at once from then on instead of deferring them.
+	Closing bool `json:"closing,omitempty"`
 }
 
 // DurableLeaveArgs are the args of durableLeave: the channel, the membership's generation
