@@ -345,8 +345,9 @@ func (e *Endpoint) bindExistingHandoff(ctx context.Context) {
 // onHandoff handles a copy from the hand-off durable: the reference's frame or, for
 // copies stored before an upgrade, the earlier Go frame (protocol.DecodeHandoff). The
 // daemon alone writes there; the post then passes the same receive checks as a live copy.
-// A copy already seen live, of this endpoint's own post, or of a channel it left (posted
-// after the leave) is acked at once; a frame that does not decode is terminated.
+// A copy of this endpoint's own post, or of a channel it left (posted after the leave),
+// is acked at once; one already seen live is acked once the application took the live
+// copy (holdCopy); a frame that does not decode is terminated.
 func (e *Endpoint) onHandoff(m jetstream.Msg) {
 	h := m.Headers()
 	ho, err := protocol.DecodeHandoff(e.cfg.Space, h.Get, m.Data())
@@ -370,7 +371,13 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 		return // closing: left unacked, so it is redelivered to the next incarnation
 	}
 	ch := r.Subject.Channel
-	dup := r.Subject.Sender == e.me || e.leftBefore(ch, seq) || e.pos.givenAt(ch, seq)
+	if r.Subject.Sender == e.me || e.leftBefore(ch, seq) {
+		if err := m.Ack(); err != nil {
+			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
+		}
+		return
+	}
+	dup := e.pos.givenAt(ch, seq)
 	if !dup && e.pos.liveMayCover(ch, seq) {
 		// The post may have been read live past what the id window remembers: confirm
 		// how far live reading got (it holds every post stored by now) and judge again.
@@ -384,7 +391,9 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 			e.pos.surfacedHandoff(ch, seq)
 		}
 	}
-	if dup {
+	// A post surfaced live but still unread is acked only once the application takes it
+	// (position.go), so a Close before that leaves the copy to the next incarnation.
+	if dup && !e.holdCopy(ch, seq, m) {
 		if err := m.Ack(); err != nil {
 			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
 		}

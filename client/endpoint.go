@@ -408,7 +408,7 @@ func (e *Endpoint) Close() error {
 	e.noteLeaving()
 	// What was read live is confirmed while the subscriptions still hold it, so the daemon
 	// does not hand it to this incarnation again.
-	e.confirmAndReport(context.Background())
+	e.confirmAndReport(context.Background(), true)
 	e.mu.Lock()
 	joined := e.joined
 	stops := e.stops
@@ -425,6 +425,7 @@ func (e *Endpoint) Close() error {
 		stop()
 	}
 	e.wg.Wait() // history readers and the heartbeat end with e.ctx
+	e.nakHeld() // hand-off copies of posts never taken come back to the next incarnation
 	if joined {
 		e.requeueUnread()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

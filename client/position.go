@@ -4,9 +4,11 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/protocol"
 )
@@ -25,18 +27,40 @@ import (
 // then, every post in (watermark at subscribe, L] has been surfaced. Where that order is
 // not known to hold (the connection is not on the stream leader's server) or the
 // subscription dropped messages (slow consumer), no live position is claimed.
+//
+// What reached Messages() is not yet what the application took: only a position whose
+// posts were all taken is confirmed to the daemon (a window), so a post still unread in
+// the inbox at Close is copied to the next incarnation. The inbox is FIFO: when s
+// messages were surfaced in all and n are still queued, the first s-n were taken; a
+// window records how many had been surfaced once its posts all were, and is taken when
+// that many were. A hand-off copy of a post surfaced live but not yet taken is held
+// unacked until it is, and naked at Close, so it comes back to the next incarnation.
+
+// window is a position whose posts were all surfaced once need messages were.
+type window struct {
+	pos  uint64
+	need uint64
+}
+
+// heldCopy is a hand-off copy of a post surfaced live and not yet taken.
+type heldCopy struct {
+	need uint64
+	msg  jetstream.Msg
+}
 
 // posTrack is the position record of one joined durable channel.
 type posTrack struct {
 	channel  string
 	sub      *nats.Subscription
-	from     uint64 // live reading covers posts after this sequence (the watermark at subscribe)
-	join     uint64 // the membership's join cursor
-	gen      uint64 // the membership's generation
-	row      uint64 // the membership's confirmed position when joined
-	live     uint64 // every post in (from, live] was surfaced live
-	reported uint64 // the last position the daemon accepted
-	broken   bool   // the subscription dropped messages: live reading is incomplete
+	from     uint64   // live reading covers posts after this sequence (the watermark at subscribe)
+	join     uint64   // the membership's join cursor
+	gen      uint64   // the membership's generation
+	row      uint64   // the membership's confirmed position when joined
+	live     uint64   // every post in (from, live] was surfaced live
+	reported uint64   // the last position the daemon accepted
+	broken   bool     // the subscription dropped messages: live reading is incomplete
+	windows  []window // live positions not yet all taken, in order
+	taken    uint64   // every post in (from, taken] was taken by the application
 }
 
 // positions is the endpoint's position state.
@@ -47,6 +71,10 @@ type positions struct {
 	tracks   map[string]*posTrack          // joined durable channel -> its record
 	rows     map[string]uint64             // membership channel -> position listed at connect
 	handoff  map[string]uint64             // concrete channel -> highest sequence of a hand-off copy surfaced
+	hwin     map[string][]window           // concrete channel -> hand-off positions not yet all taken
+	htaken   map[string]uint64             // concrete channel -> highest hand-off copy taken
+	held     []heldCopy                    // copies acked once taken (settle)
+	surfaced atomic.Uint64                 // messages handed to Messages(), from every source
 	kick     chan struct{}
 	start    sync.Once
 	refused  bool       // the daemon does not take confirmPosition (a reference daemon)
@@ -55,7 +83,23 @@ type positions struct {
 
 func newPositions() *positions {
 	return &positions{done: map[*nats.Subscription]uint64{}, tracks: map[string]*posTrack{},
-		rows: map[string]uint64{}, handoff: map[string]uint64{}, kick: make(chan struct{}, 1)}
+		rows: map[string]uint64{}, handoff: map[string]uint64{}, hwin: map[string][]window{},
+		htaken: map[string]uint64{}, kick: make(chan struct{}, 1)}
+}
+
+// noteSurfaced counts one message handed to Messages().
+func (e *Endpoint) noteSurfaced() { e.pos.surfaced.Add(1) }
+
+// taken is how many surfaced messages the application has taken from Messages(), at
+// least: the count is read before the queue, so a message surfaced in between is only
+// counted as not taken.
+func (e *Endpoint) taken() uint64 {
+	s := e.pos.surfaced.Load()
+	n := uint64(len(e.inbox))
+	if n > s {
+		return 0
+	}
+	return s - n
 }
 
 // liveHandled counts one live message of sub as handled (surfaced or dropped).
@@ -160,9 +204,94 @@ func (p *positions) liveMayCover(ch string, seq uint64) bool {
 // Messages(). A channel's copies arrive in CHAT order (a new membership's catch-up copies
 // only posts its live subscription also read), so every copy of ch below seq came first.
 func (p *positions) surfacedHandoff(ch string, seq uint64) {
+	need := p.surfaced.Load() // counts this copy: it was surfaced before
 	p.mu.Lock()
 	p.handoff[ch] = max(p.handoff[ch], seq)
+	p.hwin[ch] = append(p.hwin[ch], window{pos: seq, need: need})
 	p.mu.Unlock()
+}
+
+// settleTaken moves the taken positions up to the windows the application took all of
+// (taken messages), and returns the held copies now taken, to ack. p.mu is held.
+func (p *positions) settleTaken(taken uint64) []jetstream.Msg {
+	for _, t := range p.tracks {
+		n := 0
+		for _, w := range t.windows {
+			if w.need > taken {
+				break
+			}
+			t.taken = max(t.taken, w.pos)
+			n++
+		}
+		t.windows = t.windows[n:]
+	}
+	for ch, ws := range p.hwin {
+		n := 0
+		for _, w := range ws {
+			if w.need > taken {
+				break
+			}
+			p.htaken[ch] = max(p.htaken[ch], w.pos)
+			n++
+		}
+		if n == len(ws) {
+			delete(p.hwin, ch)
+		} else {
+			p.hwin[ch] = ws[n:]
+		}
+	}
+	var acks []jetstream.Msg
+	n := 0
+	for _, h := range p.held {
+		if h.need <= taken {
+			acks = append(acks, h.msg)
+		} else {
+			p.held[n] = h
+			n++
+		}
+	}
+	p.held = p.held[:n]
+	return acks
+}
+
+// holdCopy decides the ack of a hand-off copy of the post at seq on ch found given: a
+// copy of a post surfaced live and not yet taken by the application is held (acked once
+// it is taken, naked at Close) and holdCopy reports true; otherwise the caller acks it.
+func (e *Endpoint) holdCopy(ch string, seq uint64, m jetstream.Msg) bool {
+	p := e.pos
+	taken := e.taken()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.tracks {
+		if !protocol.ChannelMatches(t.channel, ch) || seq <= t.from || seq <= t.taken {
+			continue
+		}
+		for _, w := range t.windows { // the first window holding seq
+			if seq <= w.pos {
+				if w.need <= taken {
+					return false
+				}
+				p.held = append(p.held, heldCopy{need: w.need, msg: m})
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nakHeld asks for the held copies to be redelivered (the endpoint closes with their
+// posts unread), so the next incarnation is given them.
+func (e *Endpoint) nakHeld() {
+	p := e.pos
+	p.mu.Lock()
+	held := p.held
+	p.held = nil
+	p.mu.Unlock()
+	for _, h := range held {
+		if err := h.msg.Nak(); err != nil {
+			e.log.Debug("nak held copy", "err", err)
+		}
+	}
 }
 
 // received is how many messages sub has taken off the connection: those handed to its
@@ -227,7 +356,11 @@ func (e *Endpoint) confirmLive(ctx context.Context) {
 		for {
 			p.mu.Lock()
 			if p.done[w.t.sub] >= w.target {
-				w.t.live = max(w.t.live, last)
+				if last > w.t.live {
+					w.t.live = last
+					// Every post up to last was handled, so surfaced ones are counted.
+					w.t.windows = append(w.t.windows, window{pos: last, need: p.surfaced.Load()})
+				}
 				p.mu.Unlock()
 				break
 			}
@@ -246,30 +379,41 @@ func (e *Endpoint) confirmLive(ctx context.Context) {
 }
 
 // reportLoop confirms positions to the daemon after live traffic, at most once per
-// PositionEvery, until the endpoint closes.
+// PositionEvery, and at least every keepAlive periods while connected (the daemon counts
+// the member as reading live while it hears from it, and defers its copies), until the
+// endpoint closes.
 func (e *Endpoint) reportLoop() {
 	defer e.wg.Done()
 	p := e.pos
+	keep := time.NewTicker(keepAlive * e.cfg.PositionEvery)
+	defer keep.Stop()
 	for {
 		select {
 		case <-e.ctx.Done():
 			return
+		case <-keep.C:
 		case <-p.kick:
+			t := time.NewTimer(e.cfg.PositionEvery)
+			select {
+			case <-e.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
 		}
-		t := time.NewTimer(e.cfg.PositionEvery)
-		select {
-		case <-e.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		e.confirmAndReport(e.ctx)
+		e.confirmAndReport(e.ctx, false)
 	}
 }
 
-// confirmAndReport confirms the live positions and sends the daemon every position that
-// moved.
-func (e *Endpoint) confirmAndReport(ctx context.Context) {
+// keepAlive is how many PositionEvery periods pass at most between two confirmations
+// while connected (1 s by default, within the daemon's 5 s reader ttl).
+const keepAlive = 10
+
+// confirmAndReport confirms the live positions and sends the daemon the position of every
+// tracked channel that the application took (even when it did not move: the daemon keeps
+// counting the member as reading live). closing says the endpoint closes: the daemon then
+// stops deferring its copies.
+func (e *Endpoint) confirmAndReport(ctx context.Context, closing bool) {
 	p := e.pos
 	p.mu.Lock()
 	none := len(p.tracks) == 0
@@ -286,27 +430,29 @@ func (e *Endpoint) confirmAndReport(ctx context.Context) {
 		pos uint64
 	}
 	var out []report
+	taken := e.taken()
 	p.mu.Lock()
+	acks := p.settleTaken(taken)
 	if p.refused || uid == "" {
 		p.mu.Unlock()
+		e.ackAll(acks)
 		return
 	}
 	for _, t := range p.tracks {
-		// Given for sure: what the row confirmed and the hand-off copies surfaced (every
-		// copy up to the last one, in CHAT order); the live interval adds to it only once
-		// it joins on, i.e. nothing before the subscribe is missing.
-		pos := max(t.row, p.handoff[t.channel])
-		if t.live > 0 && t.from <= max(pos, t.join) {
-			pos = max(pos, t.live)
+		// Given for sure: what the row confirmed and the hand-off copies the application
+		// took (every copy up to the last one, in CHAT order); the live interval taken adds
+		// to it only once it joins on, i.e. nothing before the subscribe is missing.
+		pos := max(t.row, p.htaken[t.channel])
+		if t.taken > 0 && t.from <= max(pos, t.join) {
+			pos = max(pos, t.taken)
 		}
-		if pos > t.reported && pos > t.join {
-			out = append(out, report{t, pos})
-		}
+		out = append(out, report{t, max(pos, t.reported)})
 	}
 	p.mu.Unlock()
+	e.ackAll(acks)
 	for _, r := range out {
 		_, err := e.deliveryRequest(ctx, protocol.OpConfirmPosition, protocol.ConfirmPositionArgs{Channel: r.t.channel,
-			Generation: r.t.gen, LifecycleUID: uid, Position: r.pos})
+			Generation: r.t.gen, LifecycleUID: uid, Position: r.pos, Closing: closing})
 		if err != nil {
 			if strings.Contains(err.Error(), "not supported") {
 				p.mu.Lock()
@@ -320,5 +466,14 @@ func (e *Endpoint) confirmAndReport(ctx context.Context) {
 		p.mu.Lock()
 		r.t.reported = max(r.t.reported, r.pos)
 		p.mu.Unlock()
+	}
+}
+
+// ackAll acks copies whose posts the application took.
+func (e *Endpoint) ackAll(acks []jetstream.Msg) {
+	for _, m := range acks {
+		if err := m.Ack(); err != nil {
+			e.log.Debug("ack held copy", "err", err)
+		}
 	}
 }

@@ -46,6 +46,7 @@ func (e *Endpoint) surface(in *Incoming) bool {
 	}
 	select {
 	case e.inbox <- in:
+		e.noteSurfaced() // position.go: what the application took is counted from it
 		return true
 	case <-e.ctx.Done():
 		return false
