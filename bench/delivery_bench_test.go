@@ -132,22 +132,27 @@ func (m *durableMesh) endpoint(b *testing.B, spec trust.UserSpec) *client.Endpoi
 // fanoutMember is one member of both channels as the benchmark reads it: an endpoint whose
 // application counts each post it is shown once, per channel, and any post shown again.
 type fanoutMember struct {
-	spec    trust.UserSpec
-	ep      *client.Endpoint
-	mu      sync.Mutex
-	seen    map[string]bool // ids shown
-	shown   map[string]*atomic.Int64
-	dups    atomic.Int64
-	stopped chan struct{}
+	spec  trust.UserSpec
+	ep    *client.Endpoint
+	mu    sync.Mutex
+	seen  map[string]bool // ids shown
+	shown map[string]*atomic.Int64
+	dups  atomic.Int64
+	quit  chan struct{} // closed to stop read
 }
 
 func (fm *fanoutMember) count(ch string) int64 { return fm.shown[ch].Load() }
 
 // read is the member's application: it takes every message, acks durable copies and
-// counts what it was shown, until the endpoint closes.
+// counts what it was shown, until quit closes.
 func (fm *fanoutMember) read() {
-	defer close(fm.stopped)
-	for in := range fm.ep.Messages() {
+	for {
+		var in *client.Incoming
+		select {
+		case in = <-fm.ep.Messages():
+		case <-fm.quit:
+			return
+		}
 		if in.Durable {
 			_ = in.Ack()
 		}
@@ -186,7 +191,7 @@ func BenchmarkDurableFanout(b *testing.B) {
 	members := make([]*fanoutMember, fanoutMembers)
 	for i := range members {
 		spec := m.agent(b, "member"+strconv.Itoa(i))
-		fm := &fanoutMember{spec: spec, ep: m.endpoint(b, spec), seen: map[string]bool{}, stopped: make(chan struct{}),
+		fm := &fanoutMember{spec: spec, ep: m.endpoint(b, spec), seen: map[string]bool{}, quit: make(chan struct{}),
 			shown: map[string]*atomic.Int64{"general": {}, "lively": {}}}
 		if err := fm.ep.Join(b.Context(), "general", "lively"); err != nil { // general: the durable join
 			b.Fatal(err)
@@ -218,10 +223,10 @@ func BenchmarkDurableFanout(b *testing.B) {
 		offline bool
 	}{{"post", false, false}, {"burst", true, false}, {"post-one-offline", false, true}, {"burst-one-offline", true, true}} {
 		if c.offline && offline.ep != nil {
+			close(offline.quit)
 			if err := offline.ep.Close(); err != nil {
 				b.Fatal(err)
 			}
-			<-offline.stopped
 			offline.ep = nil
 		}
 		connected := members
