@@ -174,11 +174,12 @@ func (fm *fanoutMember) read() {
 // live one (lively), each an endpoint whose application takes every message. Each round
 // the poster sends 1000 posts to lively (the baseline) and then 1000 to general; a round
 // is timed from its first post until every connected member was shown every post once
-// (and, with a member offline, until the delivery daemon stored that member's copy of
-// every post). It reports the rates in posts shown per second and shown/live: the durable
+// (and, with a member offline, until the delivery daemon passed every post, so that
+// member's copy of each is stored). It reports the rates in posts shown per second and shown/live: the durable
 // channel's cost over live delivery, all members connected and one offline. "post" sends
 // each post with Post, which waits for the broker's stored ack as an agent does; "burst"
-// sends them with PublishAsync as fast as the poster can. dups counts posts shown twice.
+// sends them with PublishAsync as fast as the poster can. dups counts posts shown twice,
+// copies/post the hand-off copies written per durable post (10 before position tracking).
 func BenchmarkDurableFanout(b *testing.B) {
 	m := newDurableMesh(b)
 	kv, err := m.js.KeyValue(b.Context(), protocol.BucketChannels(space))
@@ -208,13 +209,29 @@ func BenchmarkDurableFanout(b *testing.B) {
 		b.Fatal(err)
 	}
 	offline := members[0]
-	offSubject := protocol.DLVSubject(space, offline.spec.Principal, offline.spec.LifecycleUID)
-	stored := func() uint64 {
-		info, err := dlv.Info(b.Context(), jetstream.WithSubjectFilter(offSubject))
+	chat, err := m.js.Stream(b.Context(), protocol.StreamChat(space))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fan, err := m.js.Consumer(b.Context(), protocol.StreamChat(space), protocol.ConsumerFanout)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// passed: the fan-out acked every post stored, so each copy it owed is stored.
+	passed := func() bool {
+		ci, err := chat.Info(b.Context())
 		if err != nil {
-			return 0
+			return false
 		}
-		return info.State.Subjects[offSubject]
+		fi, err := fan.Info(b.Context())
+		return err == nil && fi.NumPending == 0 && fi.NumAckPending == 0 && fi.AckFloor.Stream >= ci.State.LastSeq
+	}
+	copies := func() uint64 {
+		info, err := dlv.Info(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		return info.State.LastSeq
 	}
 
 	for _, c := range []struct {
@@ -251,6 +268,7 @@ func BenchmarkDurableFanout(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			var live, shown time.Duration
 			rounds := 0
+			copies0 := copies()
 			dups0 := int64(0)
 			for _, fm := range members {
 				dups0 += fm.dups.Load()
@@ -261,14 +279,13 @@ func BenchmarkDurableFanout(b *testing.B) {
 					for _, fm := range connected {
 						base[fm] = fm.count(ch)
 					}
-					off0 := stored()
 					done := func() bool {
 						for _, fm := range connected {
 							if fm.count(ch)-base[fm] < fanoutPosts {
 								return false
 							}
 						}
-						return !c.offline || ch != "general" || stored()-off0 >= fanoutPosts
+						return !c.offline || ch != "general" || passed()
 					}
 					start := time.Now()
 					send(b, ch)
@@ -291,6 +308,7 @@ func BenchmarkDurableFanout(b *testing.B) {
 			b.ReportMetric(shownRate, "durable-msgs/s")
 			b.ReportMetric(shownRate/liveRate, "durable/live")
 			b.ReportMetric(float64(dups), "dups")
+			b.ReportMetric(float64(copies()-copies0)/float64(fanoutPosts*rounds), "copies/post")
 		})
 	}
 }

@@ -88,7 +88,11 @@ func newPositions() *positions {
 }
 
 // noteSurfaced counts one message handed to Messages().
-func (e *Endpoint) noteSurfaced() { e.pos.surfaced.Add(1) }
+func (e *Endpoint) noteSurfaced() {
+	if e.pos != nil { // an endpoint made without New (tests) tracks nothing
+		e.pos.surfaced.Add(1)
+	}
+}
 
 // taken is how many surfaced messages the application has taken from Messages(), at
 // least: the count is read before the queue, so a message surfaced in between is only
