@@ -178,4 +178,7 @@ func (h signalHandler) Handle(ctx context.Context, r slog.Record) error {
 
 type testLog struct{ t *testing.T }
 
-func (w testLog) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
