@@ -49,6 +49,10 @@ type Options struct {
 	File     string // cotal.yaml to apply
 	DryRun   bool
 
+	ClusterName   string // with ClusterListen and Routes: the embedded broker is a node of this cluster
+	ClusterListen string // host:port the node's routes listen on
+	Routes        string // comma-separated route URLs of the cluster's nodes
+
 	manifest *workspace.Manifest // read from File
 }
 
@@ -130,6 +134,9 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 			if _, _, err := listenAddr(opts.Server); err != nil {
 				return cmdutil.FlagErrorf("--server: %v", err)
 			}
+			if err := opts.checkCluster(); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -147,7 +154,56 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 	fl.BoolVar(&opts.Detach, "detach", false, "run in the background and return once ready")
 	fl.StringVarP(&opts.File, "file", "f", "", "a team manifest (cotal.yaml) whose space, channels and agents up owns")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "with -f: print what would be created and change nothing")
+	fl.StringVar(&opts.ClusterName, "cluster-name", "", "make the embedded broker a node of this NATS cluster (the same name on every node)")
+	fl.StringVar(&opts.ClusterListen, "cluster-listen", "", "with --cluster-name: HOST:PORT this node's routes listen on, e.g. 0.0.0.0:6222")
+	fl.StringVar(&opts.Routes, "routes", "", "with --cluster-name: the route URLs of the cluster's nodes, nats://a:6222,nats://b:6222,nats://c:6222 (the same list on every node)")
 	return cmd
+}
+
+// checkCluster checks the cluster flags: all three or none.
+func (o *Options) checkCluster() error {
+	if o.ClusterName == "" && o.ClusterListen == "" && o.Routes == "" {
+		return nil
+	}
+	const example = "e.g. --cluster-name team --cluster-listen 0.0.0.0:6222 --routes nats://a:6222,nats://b:6222,nats://c:6222"
+	if o.ClusterName == "" {
+		return cmdutil.FlagErrorf("--cluster-listen and --routes go with --cluster-name, the cluster's name (%s)", example)
+	}
+	if o.ClusterListen == "" || o.Routes == "" {
+		return cmdutil.FlagErrorf("--cluster-name needs --cluster-listen HOST:PORT and --routes, the route URLs of every node (%s)", example)
+	}
+	if _, _, err := clusterAddr(o.ClusterListen); err != nil {
+		return cmdutil.FlagErrorf("--cluster-listen: %v", err)
+	}
+	if _, err := broker.ParseRoutes(o.Routes); err != nil {
+		return cmdutil.FlagErrorf("--routes: %v", err)
+	}
+	return nil
+}
+
+// clusterAddr reads --cluster-listen HOST:PORT into a host and a broker.Cluster port (0:
+// any free port, which only a node that no other node lists may use).
+func clusterAddr(listen string) (string, int, error) {
+	host, portText, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q is not HOST:PORT, e.g. 0.0.0.0:6222", listen)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%q: port %q is not 0 to 65535", listen, portText)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	return host, port, nil
+}
+
+// clusterArgs are the cluster flags, for the background child.
+func (o *Options) clusterArgs() []string {
+	if o.ClusterName == "" {
+		return nil
+	}
+	return []string{"--cluster-name", o.ClusterName, "--cluster-listen", o.ClusterListen, "--routes", o.Routes}
 }
 
 // listenAddr reads --server into a host and a broker.Server port.
@@ -331,6 +387,11 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 		return cmdutil.Refuse("`"+strings.TrimSuffix(upCommand(opts.mode()), " --detach")+"` on a running "+modeName(mesh.Mode),
 			"the mode of a running mesh does not change", "cotal down && "+upCommand(opts.mode()))
 	}
+	if opts.ClusterName != "" {
+		return cmdutil.Refuse("--cluster-name "+opts.ClusterName+" on a running mesh",
+			"the broker of this project already runs at "+mesh.Server+" and does not join a cluster while it runs",
+			"cotal down && cotal up --detach "+strings.Join(opts.clusterArgs(), " "))
+	}
 	if opts.Server != "" && opts.Server != mesh.Server {
 		return cmdutil.Refuse("--server "+opts.Server, "the mesh of this project already runs at "+mesh.Server,
 			"cotal down && cotal up --server "+opts.Server)
@@ -513,6 +574,12 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		store = proj.StoreDir()
 	}
 	srv := &broker.Server{Dir: store, Host: host, Port: port}
+	if opts.ClusterName != "" {
+		chost, cport, _ := clusterAddr(opts.ClusterListen) // checked by the command
+		routes, _ := broker.ParseRoutes(opts.Routes)
+		srv.Cluster = &broker.Cluster{Name: opts.ClusterName, Host: chost, Port: cport, Routes: routes}
+		srv.Logger = slog.New(cmdutil.LogHandler(opts.IO.ErrOut, slog.LevelWarn))
+	}
 	spaces := []string{space}
 	var chain *trust.Chain
 	if !opts.Open {
@@ -537,11 +604,24 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		}
 		srv.OperatorJWT, srv.SystemAccount = chain.OperatorJWT(), chain.SystemAccount()
 		srv.ResolverDir = filepath.Join(proj.AuthDir(), "accounts")
+		if srv.Cluster != nil {
+			srv.Cluster.Secret = chain.RouteSecret()
+		}
 	}
 	if err := srv.Start(ctx); err != nil {
 		return fmt.Errorf("start broker: %w", err)
 	}
 	defer srv.Close()
+	clusterNote := ""
+	if srv.Cluster != nil {
+		err := srv.WaitJetStream(ctx, func(what string) {
+			fmt.Fprintf(opts.IO.ErrOut, "%s: start cotal up on the other nodes (routes %s)\n", what, opts.Routes)
+		})
+		if err != nil {
+			return err
+		}
+		clusterNote = fmt.Sprintf(", cluster %s node %s routes on %s", opts.ClusterName, srv.Name(), srv.ClusterAddr())
+	}
 	for _, s := range spaces {
 		if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s); err != nil {
 			return err
@@ -597,8 +677,12 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 			what += ", auth service up for " + cmdutil.Count(n, "user-auth space")
 		}
 	}
-	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s, store %s)\n", readyAddr(srv.ClientURL(), srv.ListenAddr()), space, what, store)
-	if err := cmdutil.SignalReady(opts.Getenv, srv.ClientURL()+" "+srv.ListenAddr()); err != nil {
+	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s%s, store %s)\n", readyAddr(srv.ClientURL(), srv.ListenAddr()), space, what, clusterNote, store)
+	ready := srv.ClientURL() + " " + srv.ListenAddr()
+	if srv.Cluster != nil {
+		ready += " " + srv.Name() + " " + srv.ClusterAddr()
+	}
+	if err := cmdutil.SignalReady(opts.Getenv, ready); err != nil {
 		return err
 	}
 	select {
