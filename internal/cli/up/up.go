@@ -48,6 +48,7 @@ type Options struct {
 	Detach   bool
 	File     string // cotal.yaml to apply
 	DryRun   bool
+	Replicas int // of every stream and bucket a space gets; 0 means 3 on a JetStream cluster of 3 or more servers, else 1
 
 	manifest *workspace.Manifest // read from File
 }
@@ -130,6 +131,9 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 			if _, _, err := listenAddr(opts.Server); err != nil {
 				return cmdutil.FlagErrorf("--server: %v", err)
 			}
+			if cmd.Flags().Changed("replicas") && opts.Replicas != 1 && opts.Replicas != 3 {
+				return cmdutil.FlagErrorf("--replicas %d: want 1 (one copy of each stream) or 3 (a JetStream cluster of 3 or more servers)", opts.Replicas)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -147,6 +151,7 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 	fl.BoolVar(&opts.Detach, "detach", false, "run in the background and return once ready")
 	fl.StringVarP(&opts.File, "file", "f", "", "a team manifest (cotal.yaml) whose space, channels and agents up owns")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "with -f: print what would be created and change nothing")
+	fl.IntVar(&opts.Replicas, "replicas", 0, "replicas of every stream and bucket of the space: 1 or 3 (default: 3 on a JetStream cluster of 3 or more servers, else 1)")
 	return cmd
 }
 
@@ -352,7 +357,7 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 			return err
 		}
 	}
-	if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, mesh.Server, space); err != nil {
+	if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, mesh.Server, space, opts.Replicas); err != nil {
 		return err
 	}
 	if err := applyManifest(ctx, opts, chain, proj, mesh.Server); err != nil {
@@ -445,7 +450,8 @@ func connect(server string, creds []byte) (*nats.Conn, error) {
 // on an authenticated mesh (chain set) or anonymously on an open one, and on an
 // authenticated mesh the bind-only durables of every persona of the project and, when it
 // has none yet, its read ACL row (cmdutil.SeedReadACL). A persona file that does not parse is skipped with a warning on w.
-func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, space string) error {
+// replicas is --replicas (0: the default for the server, see spaceReplicas).
+func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, space string, replicas int) error {
 	var creds []byte
 	class := provision.ClassLive // an open mesh has no delivery daemon
 	if chain != nil {
@@ -469,9 +475,14 @@ func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *
 	if err != nil {
 		return fmt.Errorf("jetstream on %s: %w", server, err)
 	}
-	rep, err := provision.Space(ctx, js, space, provision.Options{DefaultDeliveryClass: class})
+	popts, err := spaceReplicas(ctx, chain, nc, replicas)
 	if err != nil {
 		return err
+	}
+	popts.DefaultDeliveryClass = class
+	rep, err := provision.Space(ctx, js, space, popts)
+	if err != nil {
+		return replicasRefusal(err, server, space, popts.Replicas)
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "! %s\n", n)
@@ -543,7 +554,7 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 	}
 	defer srv.Close()
 	for _, s := range spaces {
-		if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s); err != nil {
+		if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s, opts.Replicas); err != nil {
 			return err
 		}
 	}
