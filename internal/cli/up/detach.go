@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -53,6 +54,9 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		args = append(args, "--store-dir", opts.StoreDir)
 	}
 	args = append(args, opts.clusterArgs()...)
+	if opts.Replicas != 0 {
+		args = append(args, "--replicas", strconv.Itoa(opts.Replicas))
+	}
 	child := exec.Command(exe, args...)
 	child.Args[0] = os.Args[0]
 	child.Dir = proj.Root

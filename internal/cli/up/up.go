@@ -48,6 +48,7 @@ type Options struct {
 	Detach   bool
 	File     string // cotal.yaml to apply
 	DryRun   bool
+	Replicas int // of every stream and bucket a space gets; 0 means 3 on a JetStream cluster of 3 or more servers, else 1
 
 	ClusterName   string // with ClusterListen and Routes: the embedded broker is a node of this cluster
 	ClusterListen string // host:port the node's routes listen on
@@ -137,6 +138,9 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 			if err := opts.checkCluster(); err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("replicas") && opts.Replicas != 1 && opts.Replicas != 3 {
+				return cmdutil.FlagErrorf("--replicas %d: want 1 (one copy of each stream) or 3 (a JetStream cluster of 3 or more servers)", opts.Replicas)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -157,6 +161,7 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 	fl.StringVar(&opts.ClusterName, "cluster-name", "", "make the embedded broker a node of this NATS cluster (the same name on every node)")
 	fl.StringVar(&opts.ClusterListen, "cluster-listen", "", "with --cluster-name: HOST:PORT this node's routes listen on, e.g. 0.0.0.0:6222")
 	fl.StringVar(&opts.Routes, "routes", "", "with --cluster-name: the route URLs of the cluster's nodes, nats://a:6222,nats://b:6222,nats://c:6222 (the same list on every node)")
+	fl.IntVar(&opts.Replicas, "replicas", 0, "replicas of every stream and bucket of the space: 1 or 3 (default: 3 on a JetStream cluster of 3 or more servers, else 1)")
 	return cmd
 }
 
@@ -413,7 +418,7 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 			return err
 		}
 	}
-	if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, mesh.Server, space); err != nil {
+	if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, mesh.Server, space, opts.Replicas); err != nil {
 		return err
 	}
 	if err := applyManifest(ctx, opts, chain, proj, mesh.Server); err != nil {
@@ -506,7 +511,8 @@ func connect(server string, creds []byte) (*nats.Conn, error) {
 // on an authenticated mesh (chain set) or anonymously on an open one, and on an
 // authenticated mesh the bind-only durables of every persona of the project and, when it
 // has none yet, its read ACL row (cmdutil.SeedReadACL). A persona file that does not parse is skipped with a warning on w.
-func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, space string) error {
+// replicas is --replicas (0: the default for the server, see spaceReplicas).
+func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, space string, replicas int) error {
 	var creds []byte
 	class := provision.ClassLive // an open mesh has no delivery daemon
 	if chain != nil {
@@ -530,9 +536,14 @@ func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *
 	if err != nil {
 		return fmt.Errorf("jetstream on %s: %w", server, err)
 	}
-	rep, err := provision.Space(ctx, js, space, provision.Options{DefaultDeliveryClass: class})
+	popts, err := spaceReplicas(ctx, chain, nc, replicas)
 	if err != nil {
 		return err
+	}
+	popts.DefaultDeliveryClass = class
+	rep, err := provision.Space(ctx, js, space, popts)
+	if err != nil {
+		return replicasRefusal(err, server, space, popts.Replicas)
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "! %s\n", n)
@@ -623,7 +634,7 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		clusterNote = fmt.Sprintf(", cluster %s node %s routes on %s", opts.ClusterName, srv.Name(), srv.ClusterAddr())
 	}
 	for _, s := range spaces {
-		if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s); err != nil {
+		if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s, opts.Replicas); err != nil {
 			return err
 		}
 	}
