@@ -15,6 +15,7 @@ import (
 
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -40,27 +41,34 @@ type ExportOptions struct {
 	Getwd  func() (string, error)
 	Getenv func(string) string
 
-	Out   string // archive file; "-" is stdout
-	Force bool   // replace Out when it exists
+	Out    string   // archive file; "-" is stdout
+	Force  bool     // replace Out when it exists
+	Spaces []string // spaces whose accounts are made (when missing) before the export
 }
 
 // NewCmdExport builds `cotal broker export`.
 func NewCmdExport(f *cmdutil.Factory, runF func(context.Context, *ExportOptions) error) *cobra.Command {
 	opts := &ExportOptions{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv}
 	cmd := &cobra.Command{
-		Use:   "export <file.tar | -> [--force]",
+		Use:   "export <file.tar | -> [--space S]... [--force]",
 		Short: "Write the project's trust chain to a tar archive",
 		Long: `Write the trust chain of this project's broker (.cotal/auth/) to a tar archive (0600), or to
 stdout with -. A project without a chain gets one first (the project is the nearest .cotal/
 above the current folder, or a new one here): the first node of a cluster makes the chain
-the others import. Creds minted on this machine and the broker's resolver folder are left out.
+the others import. --space S makes the account of space S first, when the chain has none:
+every node of a cluster must hold the account of each space it serves. Creds minted on this machine and the broker's resolver folder are left out.
 The archive holds every secret of the mesh: move it over a channel you trust and delete it
 once imported. A file that exists is refused unless --force.`,
-		Example: `  cotal broker export trust.tar
+		Example: `  cotal broker export --space team trust.tar
   cotal broker export - | ssh b 'cd team && cotal broker import -'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Out = args[0]
+			for _, sp := range opts.Spaces {
+				if err := protocol.CheckSpace(sp); err != nil {
+					return cmdutil.FlagErrorf("--space: %v", err)
+				}
+			}
 			if opts.Force && opts.Out == "-" {
 				return cmdutil.FlagErrorf("--force replaces a file: it does not go with -")
 			}
@@ -71,6 +79,7 @@ once imported. A file that exists is refused unless --force.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "replace the file when it exists")
+	cmd.Flags().StringArrayVar(&opts.Spaces, "space", nil, "make the account of this space first when the chain has none (repeatable)")
 	return cmd
 }
 
@@ -96,6 +105,17 @@ func runExport(opts *ExportOptions) error {
 			return err
 		}
 		fmt.Fprintf(opts.IO.ErrOut, "created a new trust chain in %s\n", proj.AuthDir())
+	}
+	if len(opts.Spaces) > 0 {
+		chain, err := trust.Open(proj.AuthDir())
+		if err != nil {
+			return err
+		}
+		for _, sp := range opts.Spaces {
+			if _, err := chain.Space(sp); err != nil {
+				return err
+			}
+		}
 	}
 	var buf bytes.Buffer
 	n, err := trust.Export(proj.AuthDir(), &buf)

@@ -203,6 +203,35 @@ func clusterAddr(listen string) (string, int, error) {
 	return host, port, nil
 }
 
+// checkClusterChain refuses to start a node of an authenticated cluster whose project
+// does not hold the shared trust chain with the space's account: a chain or an account
+// made here would be this node's alone, and the other nodes would refuse its peers.
+func checkClusterChain(opts *Options, proj *workspace.Project, space string) error {
+	if opts.ClusterName == "" || opts.Open || cmdutil.MeshRunning(proj) {
+		return nil
+	}
+	what := "to start a node of cluster " + opts.ClusterName + " for space " + space
+	if _, err := os.Stat(filepath.Join(proj.AuthDir(), "broker.json")); errors.Is(err, os.ErrNotExist) {
+		return cmdutil.Refuse(what,
+			"this project has no trust chain; every node must share one, made on the first node with cotal broker export --space "+space,
+			"cotal broker import trust.tar")
+	}
+	chain, err := trust.Open(proj.AuthDir())
+	if err != nil {
+		return err
+	}
+	known, err := chain.Spaces()
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(known, space) {
+		return cmdutil.Refuse(what,
+			"the trust chain of this project holds no account for space "+space+"; an account made here would be this node's alone",
+			"cotal broker export --space "+space+" trust.tar` on the node that made the chain, then `cotal broker import trust.tar --force")
+	}
+	return nil
+}
+
 // clusterArgs are the cluster flags, for the background child.
 func (o *Options) clusterArgs() []string {
 	if o.ClusterName == "" {
@@ -263,6 +292,9 @@ func runUp(ctx context.Context, opts *Options) error {
 		if err := checkDefaultSpace(proj); err != nil {
 			return err
 		}
+	}
+	if err := checkClusterChain(opts, proj, space); err != nil {
+		return err
 	}
 	if opts.UserAuth {
 		if err := enableUserAuth(opts, proj, space); err != nil {
@@ -634,7 +666,15 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		clusterNote = fmt.Sprintf(", cluster %s node %s routes on %s", opts.ClusterName, srv.Name(), srv.ClusterAddr())
 	}
 	for _, s := range spaces {
-		if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s, opts.Replicas); err != nil {
+		provision := func() error {
+			return provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s, opts.Replicas)
+		}
+		if srv.Cluster != nil {
+			provision = func() error {
+				return provisionClustered(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s, opts.Replicas)
+			}
+		}
+		if err := provision(); err != nil {
 			return err
 		}
 	}
@@ -672,7 +712,8 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		defer lifeR.Close()
 		dctx, stop := context.WithCancel(ctx)
 		for _, kind := range []daemonKind{deliveryKind(chain, proj, srv.ClientURL()), authKind(chain, proj, srv.ClientURL())} {
-			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log, life: lifeR}
+			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log, life: lifeR,
+				standby: srv.Cluster != nil}
 			// Deferred after srv.Close, so it runs first: daemons release what they hold
 			// while the broker still serves.
 			defer d.wait()
@@ -702,6 +743,32 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		return nil
 	case <-srv.Done():
 		return fmt.Errorf("broker at %s stopped unexpectedly; see %s", srv.ClientURL(), proj.LogFile())
+	}
+}
+
+// clusterProvisionWait bounds how long a cluster node retries provisioning a space while
+// the cluster settles (stream leaders elected, peers joining).
+const clusterProvisionWait = 60 * time.Second
+
+// provisionClustered provisions space on a node of a cluster that just formed: every node
+// provisions at once, and a JetStream request may go unanswered while a new stream elects
+// its leader, so a failure that is not a refusal is retried until clusterProvisionWait.
+func provisionClustered(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, space string, replicas int) error {
+	deadline := time.Now().Add(clusterProvisionWait)
+	wait := 200 * time.Millisecond
+	for {
+		err := provisionSpace(ctx, w, chain, proj, server, space, replicas)
+		var refusal *cmdutil.Refusal
+		if err == nil || errors.As(err, &refusal) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		fmt.Fprintf(w, "provision space %s: the cluster is settling, trying again: %v\n", space, err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
 }
 
