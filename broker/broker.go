@@ -58,6 +58,14 @@ type Server struct {
 	Accounts      map[string]string // account public key -> JWT, stored in the resolver at start
 	ResolverDir   string            // where the account resolver keeps JWTs; "" means <Dir>/accounts
 
+	// NodeName is the server's name; "" means ServerName on a standalone server and, in a
+	// cluster, a name made on first start and kept in <Dir>/server-name, so every node has
+	// its own and keeps it across restarts (JetStream knows a peer by its name).
+	NodeName string
+	// Cluster, when set, makes the server a node of a NATS cluster: it listens for routes
+	// and dials the other nodes, and JetStream replicates across them.
+	Cluster *Cluster
+
 	once sync.Once // runs start, or marks the server closed when Close comes first
 	err  error     // result of the first Start
 
@@ -70,6 +78,8 @@ type Server struct {
 	watchDone chan struct{}  // closed when the fatal watcher has returned
 	url       string
 	listen    string // host:port the client listener is bound to
+	cluster   string // host:port the route listener is bound to ("" standalone)
+	name      string // the server name it runs under
 }
 
 // init makes the channels that exist before Start.
@@ -163,12 +173,22 @@ func (s *Server) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
+	name, err := s.serverName()
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	var routes *routeListen
+	if s.Cluster != nil {
+		if routes, err = s.Cluster.listen(ctx, host, s.OperatorJWT == ""); err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+	}
 	if port == server.RANDOM_PORT && s.Port == 0 {
 		log.Info("default port busy, using a free port", "port", DefaultPort)
 	}
 
 	debug := log.Enabled(ctx, slog.LevelDebug)
-	opts, err := s.options(host, port, debug)
+	opts, err := s.options(host, port, name, routes, debug)
 	if err != nil {
 		return fmt.Errorf("broker: configure: %w", err)
 	}
@@ -242,15 +262,24 @@ func (s *Server) start(ctx context.Context) error {
 	s.ns, s.watchDone = ns, watch
 	s.url = "nats://" + net.JoinHostPort(dialHost(host), strconv.Itoa(addr.Port))
 	s.listen = net.JoinHostPort(host, strconv.Itoa(addr.Port))
+	s.name = name
+	if ca := ns.ClusterAddr(); ca != nil && s.Cluster != nil {
+		s.cluster = net.JoinHostPort(routes.host, strconv.Itoa(ca.Port))
+	}
 	s.mu.Unlock()
+	if s.Cluster != nil {
+		log.Info("broker ready", "url", s.ClientURL(), "listen", s.ListenAddr(), "dir", s.Dir,
+			"name", name, "cluster", s.Cluster.Name, "cluster_listen", s.ClusterAddr(), "routes", len(s.Cluster.Routes))
+		return nil
+	}
 	log.Info("broker ready", "url", s.ClientURL(), "listen", s.ListenAddr(), "dir", s.Dir)
 	return nil
 }
 
 // options builds the nats-server configuration.
-func (s *Server) options(host string, port int, debug bool) (*server.Options, error) {
+func (s *Server) options(host string, port int, name string, routes *routeListen, debug bool) (*server.Options, error) {
 	opts := &server.Options{
-		ServerName:             ServerName,
+		ServerName:             name,
 		Host:                   host,
 		Port:                   port,
 		JetStream:              true,
@@ -260,6 +289,9 @@ func (s *Server) options(host string, port int, debug bool) (*server.Options, er
 		Debug:                  debug,
 		MaxControlLine:         MaxControlLine,
 		DisableJetStreamBanner: true,
+	}
+	if routes != nil {
+		routes.apply(opts)
 	}
 	if s.OperatorJWT == "" {
 		return opts, nil

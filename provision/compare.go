@@ -20,6 +20,9 @@ type drift struct {
 	// lower is set when the per-subject limit would go down to this value; inspect allows
 	// it (sets fix) when no subject holds more.
 	lower int64
+	// scale is set for a replica count raised in place; when the server refuses the
+	// update, the error names the stream and how to migrate it.
+	scale bool
 }
 
 func (d drift) String() string {
@@ -37,6 +40,16 @@ func compare(have, want jetstream.StreamConfig, isBucket bool) []drift {
 	var ds []drift
 	if !sameSet(have.Subjects, want.Subjects) {
 		ds = append(ds, drift{field: "subjects", have: fmt.Sprint(have.Subjects), want: fmt.Sprint(want.Subjects)})
+	}
+	if h, w := replicaCount(have.Replicas), replicaCount(want.Replicas); h != w {
+		d := drift{field: "replicas", have: strconv.Itoa(h), want: strconv.Itoa(w)}
+		if h < w { // a stream update of num_replicas: the server copies it to new peers
+			d.fix = func(c *jetstream.StreamConfig) { c.Replicas = w }
+			d.scale = true
+		} else {
+			d.kept = "more replicas lose nothing; lower them by hand with `nats stream edit " + have.Name + " --replicas " + strconv.Itoa(w) + "` if that is meant"
+		}
+		ds = append(ds, d)
 	}
 	if have.Retention != want.Retention {
 		ds = append(ds, drift{field: "retention", have: have.Retention.String(), want: want.Retention.String()})
@@ -110,6 +123,14 @@ func oneWay(field string, want bool, on func(*jetstream.StreamConfig), why strin
 		d.kept = why
 	}
 	return d
+}
+
+// replicaCount reads a stream's replica count; 0 means 1.
+func replicaCount(n int) int {
+	if n < 1 {
+		return 1
+	}
+	return n
 }
 
 // perSubject orders a per-subject limit; zero and negative mean unlimited.

@@ -142,16 +142,26 @@ func (p plan) notes() []string {
 func (p plan) repair(ctx context.Context, js jetstream.JetStream) (outcome, error) {
 	cfg := *p.have
 	var what []string
+	scale := false
 	for _, d := range p.drifts {
 		if d.fix != nil {
 			d.fix(&cfg)
 			what = append(what, d.String())
+			scale = scale || d.scale
 		}
 	}
 	if len(what) == 0 {
 		return existing, nil
 	}
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		if scale {
+			// The stream keeps its replicas and its messages: scaling it is the
+			// operator's move (more servers, or a copy into a new stream).
+			return 0, fmt.Errorf("%w: %s has %d replica(s), want %d: the server refused to scale it in place (%v); its messages are unchanged: "+
+				"add JetStream servers to the cluster and run cotal up again, or move it with `nats stream backup %s` and `nats stream restore --replicas %d`, "+
+				"or keep %d replica(s) with `cotal up --replicas %d`",
+				ErrScale, p.have.Name, replicaCount(p.have.Replicas), cfg.Replicas, err, p.have.Name, cfg.Replicas, replicaCount(p.have.Replicas), replicaCount(p.have.Replicas))
+		}
 		return 0, fmt.Errorf("update %s: %w", strings.Join(what, "; "), err)
 	}
 	return updated, nil

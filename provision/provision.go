@@ -20,6 +20,14 @@ import (
 type Options struct {
 	DefaultDeliveryClass string        // written under "=defaults" in the channel registry only when absent: "live" (open mesh) or "durable" (auth mesh); "" means "durable"
 	LeaseTTL             time.Duration // TTL of the delivery lease bucket; 0 means LeaseTTL (30 s)
+	// Replicas is the replica count of every stream and bucket; 0 means 1. More than 1
+	// needs a JetStream cluster: Space refuses it on a single server (ErrNotClustered)
+	// and, when Peers is known, beyond Peers (ErrNotEnoughPeers). An existing stream with
+	// fewer replicas is scaled up in place; one with more keeps them (a note says so).
+	Replicas int
+	// Peers is the size of the server's JetStream cluster when the caller knows it
+	// (JetStreamPeers); 0 means unknown, and then the server alone judges a count.
+	Peers int
 }
 
 // Report says what Space did: names created, names whose drifted config it repaired, and
@@ -59,7 +67,11 @@ func Space(ctx context.Context, js jetstream.JetStream, space string, opts Optio
 	if leaseTTL == 0 {
 		leaseTTL = LeaseTTL
 	}
-	res := resources(space, leaseTTL)
+	replicas, err := opts.replicas(js)
+	if err != nil {
+		return Report{}, fmt.Errorf("provision space %q: %w", space, err)
+	}
+	res := resources(space, leaseTTL, replicas)
 	plans := make([]plan, 0, len(res))
 	var conflicts []error
 	for _, r := range res {

@@ -43,8 +43,21 @@ func (r resource) wrap(space string, err error) error {
 }
 
 // resources lists a space's footprint in creation order (wire-protocol §6.1, §7.1, §8).
-// leaseTTL is the delivery lease bucket's TTL.
-func resources(space string, leaseTTL time.Duration) []resource {
+// leaseTTL is the delivery lease bucket's TTL; replicas is every stream's and bucket's
+// replica count.
+func resources(space string, leaseTTL time.Duration, replicas int) []resource {
+	out := footprint(space, leaseTTL)
+	for i := range out {
+		out[i].want.Replicas = replicas
+		if out[i].kv != nil {
+			out[i].kv.Replicas = replicas
+		}
+	}
+	return out
+}
+
+// footprint is resources with one replica each.
+func footprint(space string, leaseTTL time.Duration) []resource {
 	chat := baseStream(protocol.StreamChat(space), protocol.ChatAll(space))
 	chat.MaxMsgsPerSubject = chatPerSubject
 	chat.AllowDirect = true

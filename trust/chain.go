@@ -1,6 +1,8 @@
 package trust
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -375,4 +377,14 @@ func mustSeed(kp nkeys.KeyPair) string {
 		panic(fmt.Sprintf("trust: seed of a valid key pair: %v", err))
 	}
 	return string(seed)
+}
+
+// RouteSecret is the password the routes of a cluster of embedded brokers that share this
+// chain authenticate with (broker.Cluster.Secret): derived from the operator's signing key,
+// so every node holding the same chain (cotal broker export/import) knows it and nothing
+// else has to be copied, and a node of another chain cannot join.
+func (c *Chain) RouteSecret() string {
+	m := hmac.New(sha256.New, []byte(mustSeed(c.signer)))
+	m.Write([]byte("cotal cluster route v1"))
+	return hex.EncodeToString(m.Sum(nil))
 }

@@ -285,3 +285,24 @@ func decodeCreds(t *testing.T, creds []byte) *jwt.UserClaims {
 	}
 	return uc
 }
+
+// TestRouteSecret: the route secret is the same for every copy of one chain and differs
+// between chains.
+func TestRouteSecret(t *testing.T) {
+	dir := t.TempDir()
+	a, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := a.RouteSecret(); len(s) != 64 || s != b.RouteSecret() || s == other.RouteSecret() {
+		t.Fatalf("secrets %q %q %q", s, b.RouteSecret(), other.RouteSecret())
+	}
+}

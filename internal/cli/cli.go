@@ -16,6 +16,7 @@ import (
 
 	"github.com/cotal-ai/cotal/internal/cli/actor"
 	"github.com/cotal-ai/cotal/internal/cli/authservice"
+	"github.com/cotal-ai/cotal/internal/cli/brokercmd"
 	"github.com/cotal-ai/cotal/internal/cli/channels"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/console"
@@ -138,6 +139,7 @@ peer, anycast to whoever holds a role.`,
 		mcp.NewCmdMCP(f, Version, nil),
 		spawn.NewCmdSpawn(f, nil),
 		web.NewCmdWeb(f, nil),
+		brokercmd.NewCmdBroker(f),
 	)
 	strictHelp(root)
 	return root

@@ -58,6 +58,7 @@ func TestScripts(t *testing.T) {
 			"posts":    cmdPosts,
 			"exits":    cmdExits,
 			"aclrow":   cmdACLRow,
+			"streams":  cmdStreams,
 		},
 	})
 }

@@ -87,6 +87,9 @@ type daemons struct {
 	// daemon inherits it (cmdutil.ParentFDEnv) and stops at its end-of-file, so no daemon
 	// outlives a broker process that was killed.
 	life *os.File
+	// standby: start does not wait for a daemon to serve. On a cluster every node runs the
+	// space's daemons and one of them holds each lease; the others stand by.
+	standby bool
 
 	mu      sync.Mutex
 	running map[string]bool
@@ -113,6 +116,10 @@ func (d *daemons) start(ctx context.Context, space string) error {
 		defer d.wg.Done()
 		d.supervise(ctx, space, args, ready)
 	}()
+	if d.standby {
+		d.log.Info(d.kind.Title+" started; on a cluster it serves once it holds the space's lease", "space", space)
+		return nil
+	}
 	select {
 	case err := <-ready:
 		return err

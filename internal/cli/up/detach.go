@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -52,6 +53,10 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 	if opts.StoreDir != "" {
 		args = append(args, "--store-dir", opts.StoreDir)
 	}
+	args = append(args, opts.clusterArgs()...)
+	if opts.Replicas != 0 {
+		args = append(args, "--replicas", strconv.Itoa(opts.Replicas))
+	}
 	child := exec.Command(exe, args...)
 	child.Args[0] = os.Args[0]
 	child.Dir = proj.Root
@@ -74,9 +79,10 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 	}()
 	select {
 	case l := <-line:
-		// "ready <client URL> <bound host:port>"
+		// "ready <client URL> <bound host:port>[ <node name> <route host:port>]"
 		rest, ok := strings.CutPrefix(l, "ready ")
-		url, listen, _ := strings.Cut(rest, " ")
+		f := append(strings.Fields(rest), "", "", "", "")
+		url, listen := f[0], f[1]
 		if !ok {
 			err := <-exited
 			return fmt.Errorf("background broker did not start (%v):\n%s", err, tail(proj.LogFile(), start))
@@ -87,6 +93,9 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		}
 		if _, err := authsvc.ReadPin(proj.AuthDir(), space); err == nil && !opts.Open {
 			what += ", auth service up" // a user-auth space's, which the child also waited for
+		}
+		if f[2] != "" {
+			what += fmt.Sprintf(", cluster %s node %s routes on %s", opts.ClusterName, f[2], f[3])
 		}
 		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", readyAddr(url, listen), space, what, child.Process.Pid)
 		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down`\n", proj.LogFile())

@@ -48,6 +48,11 @@ type Options struct {
 	Detach   bool
 	File     string // cotal.yaml to apply
 	DryRun   bool
+	Replicas int // of every stream and bucket a space gets; 0 means 3 on a JetStream cluster of 3 or more servers, else 1
+
+	ClusterName   string // with ClusterListen and Routes: the embedded broker is a node of this cluster
+	ClusterListen string // host:port the node's routes listen on
+	Routes        string // comma-separated route URLs of the cluster's nodes
 
 	manifest *workspace.Manifest // read from File
 }
@@ -130,6 +135,12 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 			if _, _, err := listenAddr(opts.Server); err != nil {
 				return cmdutil.FlagErrorf("--server: %v", err)
 			}
+			if err := opts.checkCluster(); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("replicas") && opts.Replicas != 1 && opts.Replicas != 3 {
+				return cmdutil.FlagErrorf("--replicas %d: want 1 (one copy of each stream) or 3 (a JetStream cluster of 3 or more servers)", opts.Replicas)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -147,7 +158,86 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 	fl.BoolVar(&opts.Detach, "detach", false, "run in the background and return once ready")
 	fl.StringVarP(&opts.File, "file", "f", "", "a team manifest (cotal.yaml) whose space, channels and agents up owns")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "with -f: print what would be created and change nothing")
+	fl.StringVar(&opts.ClusterName, "cluster-name", "", "make the embedded broker a node of this NATS cluster (the same name on every node)")
+	fl.StringVar(&opts.ClusterListen, "cluster-listen", "", "with --cluster-name: HOST:PORT this node's routes listen on, e.g. 0.0.0.0:6222")
+	fl.StringVar(&opts.Routes, "routes", "", "with --cluster-name: the route URLs of the cluster's nodes, nats://a:6222,nats://b:6222,nats://c:6222 (the same list on every node)")
+	fl.IntVar(&opts.Replicas, "replicas", 0, "replicas of every stream and bucket of the space: 1 or 3 (default: 3 on a JetStream cluster of 3 or more servers, else 1)")
 	return cmd
+}
+
+// checkCluster checks the cluster flags: all three or none.
+func (o *Options) checkCluster() error {
+	if o.ClusterName == "" && o.ClusterListen == "" && o.Routes == "" {
+		return nil
+	}
+	const example = "e.g. --cluster-name team --cluster-listen 0.0.0.0:6222 --routes nats://a:6222,nats://b:6222,nats://c:6222"
+	if o.ClusterName == "" {
+		return cmdutil.FlagErrorf("--cluster-listen and --routes go with --cluster-name, the cluster's name (%s)", example)
+	}
+	if o.ClusterListen == "" || o.Routes == "" {
+		return cmdutil.FlagErrorf("--cluster-name needs --cluster-listen HOST:PORT and --routes, the route URLs of every node (%s)", example)
+	}
+	if _, _, err := clusterAddr(o.ClusterListen); err != nil {
+		return cmdutil.FlagErrorf("--cluster-listen: %v", err)
+	}
+	if _, err := broker.ParseRoutes(o.Routes); err != nil {
+		return cmdutil.FlagErrorf("--routes: %v", err)
+	}
+	return nil
+}
+
+// clusterAddr reads --cluster-listen HOST:PORT into a host and a broker.Cluster port (0:
+// any free port, which only a node that no other node lists may use).
+func clusterAddr(listen string) (string, int, error) {
+	host, portText, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q is not HOST:PORT, e.g. 0.0.0.0:6222", listen)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%q: port %q is not 0 to 65535", listen, portText)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	return host, port, nil
+}
+
+// checkClusterChain refuses to start a node of an authenticated cluster whose project
+// does not hold the shared trust chain with the space's account: a chain or an account
+// made here would be this node's alone, and the other nodes would refuse its peers.
+func checkClusterChain(opts *Options, proj *workspace.Project, space string) error {
+	if opts.ClusterName == "" || opts.Open || cmdutil.MeshRunning(proj) {
+		return nil
+	}
+	what := "to start a node of cluster " + opts.ClusterName + " for space " + space
+	if _, err := os.Stat(filepath.Join(proj.AuthDir(), "broker.json")); errors.Is(err, os.ErrNotExist) {
+		return cmdutil.Refuse(what,
+			"this project has no trust chain; every node must share one, made on the first node with cotal broker export --space "+space,
+			"cotal broker import trust.tar")
+	}
+	chain, err := trust.Open(proj.AuthDir())
+	if err != nil {
+		return err
+	}
+	known, err := chain.Spaces()
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(known, space) {
+		return cmdutil.Refuse(what,
+			"the trust chain of this project holds no account for space "+space+"; an account made here would be this node's alone",
+			"cotal broker export --space "+space+" trust.tar` on the node that made the chain, then `cotal broker import trust.tar --force")
+	}
+	return nil
+}
+
+// clusterArgs are the cluster flags, for the background child.
+func (o *Options) clusterArgs() []string {
+	if o.ClusterName == "" {
+		return nil
+	}
+	return []string{"--cluster-name", o.ClusterName, "--cluster-listen", o.ClusterListen, "--routes", o.Routes}
 }
 
 // listenAddr reads --server into a host and a broker.Server port.
@@ -202,6 +292,9 @@ func runUp(ctx context.Context, opts *Options) error {
 		if err := checkDefaultSpace(proj); err != nil {
 			return err
 		}
+	}
+	if err := checkClusterChain(opts, proj, space); err != nil {
+		return err
 	}
 	if opts.UserAuth {
 		if err := enableUserAuth(opts, proj, space); err != nil {
@@ -331,6 +424,11 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 		return cmdutil.Refuse("`"+strings.TrimSuffix(upCommand(opts.mode()), " --detach")+"` on a running "+modeName(mesh.Mode),
 			"the mode of a running mesh does not change", "cotal down && "+upCommand(opts.mode()))
 	}
+	if opts.ClusterName != "" {
+		return cmdutil.Refuse("--cluster-name "+opts.ClusterName+" on a running mesh",
+			"the broker of this project already runs at "+mesh.Server+" and does not join a cluster while it runs",
+			"cotal down && cotal up --detach "+strings.Join(opts.clusterArgs(), " "))
+	}
 	if opts.Server != "" && opts.Server != mesh.Server {
 		return cmdutil.Refuse("--server "+opts.Server, "the mesh of this project already runs at "+mesh.Server,
 			"cotal down && cotal up --server "+opts.Server)
@@ -352,7 +450,7 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 			return err
 		}
 	}
-	if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, mesh.Server, space); err != nil {
+	if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, mesh.Server, space, opts.Replicas); err != nil {
 		return err
 	}
 	if err := applyManifest(ctx, opts, chain, proj, mesh.Server); err != nil {
@@ -445,7 +543,8 @@ func connect(server string, creds []byte) (*nats.Conn, error) {
 // on an authenticated mesh (chain set) or anonymously on an open one, and on an
 // authenticated mesh the bind-only durables of every persona of the project and, when it
 // has none yet, its read ACL row (cmdutil.SeedReadACL). A persona file that does not parse is skipped with a warning on w.
-func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, space string) error {
+// replicas is --replicas (0: the default for the server, see spaceReplicas).
+func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, space string, replicas int) error {
 	var creds []byte
 	class := provision.ClassLive // an open mesh has no delivery daemon
 	if chain != nil {
@@ -469,9 +568,14 @@ func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *
 	if err != nil {
 		return fmt.Errorf("jetstream on %s: %w", server, err)
 	}
-	rep, err := provision.Space(ctx, js, space, provision.Options{DefaultDeliveryClass: class})
+	popts, err := spaceReplicas(ctx, chain, nc, replicas)
 	if err != nil {
 		return err
+	}
+	popts.DefaultDeliveryClass = class
+	rep, err := provision.Space(ctx, js, space, popts)
+	if err != nil {
+		return replicasRefusal(err, server, space, popts.Replicas)
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "! %s\n", n)
@@ -513,6 +617,12 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		store = proj.StoreDir()
 	}
 	srv := &broker.Server{Dir: store, Host: host, Port: port}
+	if opts.ClusterName != "" {
+		chost, cport, _ := clusterAddr(opts.ClusterListen) // checked by the command
+		routes, _ := broker.ParseRoutes(opts.Routes)
+		srv.Cluster = &broker.Cluster{Name: opts.ClusterName, Host: chost, Port: cport, Routes: routes}
+		srv.Logger = slog.New(cmdutil.LogHandler(opts.IO.ErrOut, slog.LevelWarn))
+	}
 	spaces := []string{space}
 	var chain *trust.Chain
 	if !opts.Open {
@@ -537,13 +647,34 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		}
 		srv.OperatorJWT, srv.SystemAccount = chain.OperatorJWT(), chain.SystemAccount()
 		srv.ResolverDir = filepath.Join(proj.AuthDir(), "accounts")
+		if srv.Cluster != nil {
+			srv.Cluster.Secret = chain.RouteSecret()
+		}
 	}
 	if err := srv.Start(ctx); err != nil {
 		return fmt.Errorf("start broker: %w", err)
 	}
 	defer srv.Close()
+	clusterNote := ""
+	if srv.Cluster != nil {
+		err := srv.WaitJetStream(ctx, func(what string) {
+			fmt.Fprintf(opts.IO.ErrOut, "%s: start cotal up on the other nodes (routes %s)\n", what, opts.Routes)
+		})
+		if err != nil {
+			return err
+		}
+		clusterNote = fmt.Sprintf(", cluster %s node %s routes on %s", opts.ClusterName, srv.Name(), srv.ClusterAddr())
+	}
 	for _, s := range spaces {
-		if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s); err != nil {
+		provision := func() error {
+			return provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s, opts.Replicas)
+		}
+		if srv.Cluster != nil {
+			provision = func() error {
+				return provisionClustered(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s, opts.Replicas)
+			}
+		}
+		if err := provision(); err != nil {
 			return err
 		}
 	}
@@ -581,7 +712,8 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		defer lifeR.Close()
 		dctx, stop := context.WithCancel(ctx)
 		for _, kind := range []daemonKind{deliveryKind(chain, proj, srv.ClientURL()), authKind(chain, proj, srv.ClientURL())} {
-			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log, life: lifeR}
+			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log, life: lifeR,
+				standby: srv.Cluster != nil}
 			// Deferred after srv.Close, so it runs first: daemons release what they hold
 			// while the broker still serves.
 			defer d.wait()
@@ -597,8 +729,12 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 			what += ", auth service up for " + cmdutil.Count(n, "user-auth space")
 		}
 	}
-	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s, store %s)\n", readyAddr(srv.ClientURL(), srv.ListenAddr()), space, what, store)
-	if err := cmdutil.SignalReady(opts.Getenv, srv.ClientURL()+" "+srv.ListenAddr()); err != nil {
+	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s%s, store %s)\n", readyAddr(srv.ClientURL(), srv.ListenAddr()), space, what, clusterNote, store)
+	ready := srv.ClientURL() + " " + srv.ListenAddr()
+	if srv.Cluster != nil {
+		ready += " " + srv.Name() + " " + srv.ClusterAddr()
+	}
+	if err := cmdutil.SignalReady(opts.Getenv, ready); err != nil {
 		return err
 	}
 	select {
@@ -607,6 +743,32 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		return nil
 	case <-srv.Done():
 		return fmt.Errorf("broker at %s stopped unexpectedly; see %s", srv.ClientURL(), proj.LogFile())
+	}
+}
+
+// clusterProvisionWait bounds how long a cluster node retries provisioning a space while
+// the cluster settles (stream leaders elected, peers joining).
+const clusterProvisionWait = 60 * time.Second
+
+// provisionClustered provisions space on a node of a cluster that just formed: every node
+// provisions at once, and a JetStream request may go unanswered while a new stream elects
+// its leader, so a failure that is not a refusal is retried until clusterProvisionWait.
+func provisionClustered(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, space string, replicas int) error {
+	deadline := time.Now().Add(clusterProvisionWait)
+	wait := 200 * time.Millisecond
+	for {
+		err := provisionSpace(ctx, w, chain, proj, server, space, replicas)
+		var refusal *cmdutil.Refusal
+		if err == nil || errors.As(err, &refusal) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		fmt.Fprintf(w, "provision space %s: the cluster is settling, trying again: %v\n", space, err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
 }
 

@@ -23,6 +23,12 @@ func TestNewCmdUp(t *testing.T) {
 		{args: []string{"--open", "--server", "nats://127.0.0.1"}, wantErr: "needs a port"},
 		{args: []string{"--open", "--server", "nats://127.0.0.1:70000"}, wantErr: "is not 0 to 65535"},
 		{args: []string{"--open", "extra"}, wantErr: "unknown command"},
+		{args: []string{"--cluster-name", "c", "--cluster-listen", "127.0.0.1:6222", "--routes", "nats://127.0.0.1:6222,nats://127.0.0.1:6223"},
+			want: Options{ClusterName: "c", ClusterListen: "127.0.0.1:6222", Routes: "nats://127.0.0.1:6222,nats://127.0.0.1:6223"}},
+		{args: []string{"--cluster-name", "c"}, wantErr: "--cluster-name needs --cluster-listen HOST:PORT and --routes"},
+		{args: []string{"--routes", "nats://a:6222"}, wantErr: "--cluster-listen and --routes go with --cluster-name"},
+		{args: []string{"--cluster-name", "c", "--cluster-listen", "6222", "--routes", "nats://a:6222"}, wantErr: "is not HOST:PORT"},
+		{args: []string{"--cluster-name", "c", "--cluster-listen", ":6222", "--routes", "nats://a"}, wantErr: "needs a port"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -31,7 +37,8 @@ func TestNewCmdUp(t *testing.T) {
 				return
 			}
 			if got.Open != tt.want.Open || got.Space != tt.want.Space || got.Server != tt.want.Server ||
-				got.Detach != tt.want.Detach || got.StoreDir != tt.want.StoreDir {
+				got.Detach != tt.want.Detach || got.StoreDir != tt.want.StoreDir ||
+				got.ClusterName != tt.want.ClusterName || got.ClusterListen != tt.want.ClusterListen || got.Routes != tt.want.Routes {
 				t.Fatalf("opts %+v, want %+v", got, tt.want)
 			}
 		})
