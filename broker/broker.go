@@ -58,6 +58,14 @@ type Server struct {
 	Accounts      map[string]string // account public key -> JWT, stored in the resolver at start
 	ResolverDir   string            // where the account resolver keeps JWTs; "" means <Dir>/accounts
 
+	// TLS: with TLSCert and TLSKey set (PEM files), the client port serves TLS only and
+	// ClientURL names tls://. TLSCA, when set, is the CA file clients' certificates would
+	// be checked against (client certificates are not required). ClusterTLS asks for the
+	// same certificate on the cluster (route) port, for the cluster options to use
+	// (RouteTLSConfig).
+	TLSCert, TLSKey, TLSCA string
+	ClusterTLS             bool
+
 	once sync.Once // runs start, or marks the server closed when Close comes first
 	err  error     // result of the first Start
 
@@ -156,6 +164,9 @@ func (s *Server) start(ctx context.Context) error {
 	if host == "" {
 		host = "127.0.0.1"
 	}
+	if (s.TLSCert == "") != (s.TLSKey == "") {
+		return fmt.Errorf("broker: tls: %w", ErrTLSPair)
+	}
 	if !IsLoopback(host) && s.OperatorJWT == "" {
 		return fmt.Errorf("broker: listen on %s: %w", host, ErrOpenOffLoopback)
 	}
@@ -240,7 +251,11 @@ func (s *Server) start(ctx context.Context) error {
 	}()
 	s.mu.Lock()
 	s.ns, s.watchDone = ns, watch
-	s.url = "nats://" + net.JoinHostPort(dialHost(host), strconv.Itoa(addr.Port))
+	scheme := "nats://"
+	if s.TLSCert != "" {
+		scheme = "tls://"
+	}
+	s.url = scheme + net.JoinHostPort(dialHost(host), strconv.Itoa(addr.Port))
 	s.listen = net.JoinHostPort(host, strconv.Itoa(addr.Port))
 	s.mu.Unlock()
 	log.Info("broker ready", "url", s.ClientURL(), "listen", s.ListenAddr(), "dir", s.Dir)
@@ -260,6 +275,14 @@ func (s *Server) options(host string, port int, debug bool) (*server.Options, er
 		Debug:                  debug,
 		MaxControlLine:         MaxControlLine,
 		DisableJetStreamBanner: true,
+	}
+	if s.TLSCert != "" || s.TLSKey != "" {
+		tc, err := s.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, tc, tlsTimeout.Seconds()
+		opts.TLSCert, opts.TLSKey, opts.TLSCaCert = s.TLSCert, s.TLSKey, s.TLSCA
 	}
 	if s.OperatorJWT == "" {
 		return opts, nil

@@ -58,6 +58,8 @@ func TestScripts(t *testing.T) {
 			"posts":    cmdPosts,
 			"exits":    cmdExits,
 			"aclrow":   cmdACLRow,
+			"tlscerts": cmdTLSCerts,
+			"meshurl":  cmdMeshURL,
 		},
 	})
 }
