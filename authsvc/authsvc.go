@@ -25,8 +25,8 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/cotal-ai/cotal/bearer"
-	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/callout"
+	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/ledger"

@@ -21,7 +21,7 @@ type Entry struct {
 	TLSRequired bool   `json:"tlsRequired"` // clients must use TLS; true for tls: and wss:
 	// TLSCA is the CA file (PEM) the broker's TLS certificate is checked against
 	// (cotal meshes add --tls-ca); "" means the system's roots.
-	TLSCA string `json:"tlsCA,omitempty"`
+	TLSCA       string `json:"tlsCA,omitempty"`
 	IdPIssuer   string `json:"idpIssuer"`   // the pinned IdP's issuer: cotal login --idp
 	IdPClientID string `json:"idpClientId"` // the audience of its ID tokens: cotal login --client-id
 	// IdPURL is the bundle's idp.url when it differs from the issuer: the base URL of an
