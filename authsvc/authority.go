@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cotal-ai/cotal/client"
 	"log/slog"
 	"sync"
 	"time"
@@ -125,10 +126,10 @@ func (l *Lane) openAuthority(ctx context.Context, data *trust.Account, f *fence,
 			a.close(log)
 		}
 	}()
-	if a.ledger, err = connect(l.Server, creds, "cotal:auth-service:"+l.Space+":ledger", f.watched("ledger")...); err != nil {
+	if a.ledger, err = connect(l.Server, creds, "cotal:auth-service:"+l.Space+":ledger", append(client.TLSOptions(l.TLSCA), f.watched("ledger")...)...); err != nil {
 		return nil, fmt.Errorf("data account: %w", err)
 	}
-	if a.records, err = connect(l.Server, creds, "cotal:auth-service:"+l.Space+":records", f.watched("records")...); err != nil {
+	if a.records, err = connect(l.Server, creds, "cotal:auth-service:"+l.Space+":records", append(client.TLSOptions(l.TLSCA), f.watched("records")...)...); err != nil {
 		return nil, fmt.Errorf("data account: %w", err)
 	}
 	js, err := jetstream.New(a.ledger)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/cotal-ai/cotal/bearer"
 	"github.com/cotal-ai/cotal/callout"
+	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/ledger"
@@ -89,6 +90,7 @@ func ReadStatus(dir string) (Status, error) {
 type Lane struct {
 	Space  string       // the space; its callout account must be loadable from Chain
 	Server string       // broker URL
+	TLSCA  string       // CA file (PEM) the broker's TLS certificate is checked against; "" means the system's roots
 	Chain  *trust.Chain // the broker's trust chain
 	// Dir is the state folder (StatusFile); empty means StateDir(Chain.Dir(), Space).
 	Dir string
@@ -203,7 +205,7 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 	if err != nil {
 		return fmt.Errorf("auth service: %w", err)
 	}
-	calloutConn, err := connect(l.Server, ua.CalloutCreds(), "cotal:auth-service:"+l.Space+":callout", f.watched("callout")...)
+	calloutConn, err := connect(l.Server, ua.CalloutCreds(), "cotal:auth-service:"+l.Space+":callout", append(client.TLSOptions(l.TLSCA), f.watched("callout")...)...)
 	if err != nil {
 		return fmt.Errorf("auth service: callout account: %w", err)
 	}
@@ -360,7 +362,7 @@ func (l *Lane) pushCalloutAccount(ctx context.Context, ua *trust.UserAuth) error
 	if err != nil {
 		return err
 	}
-	sys, err := connect(l.Server, sysCreds, "cotal-auth-push")
+	sys, err := connect(l.Server, sysCreds, "cotal-auth-push", client.TLSOptions(l.TLSCA)...)
 	if err != nil {
 		return fmt.Errorf("system account: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 type Config struct {
 	TrustDir string // the broker's trust folder (.cotal/auth); required
 	Server   string // broker URL; required
+	TLSCA    string // CA file (PEM) the broker's TLS certificate is checked against; "" means the system's roots
 	Space    string // one space; exclusive with Spaces
 	// Spaces is the path of a space manifest (see spacehost.ParseSpaceManifest): version 2
 	// entries may name a public face (ParseEntry). Its lanes start serve-what-you-can;
@@ -120,7 +121,7 @@ func (c *Config) lane(chain *trust.Chain, space string, pub exchange.PublicFace,
 	if err != nil {
 		return nil, err
 	}
-	l := &Lane{Space: space, Server: c.Server, Chain: chain, Store: c.Store,
+	l := &Lane{Space: space, Server: c.Server, TLSCA: c.TLSCA, Chain: chain, Store: c.Store,
 		IdP: pin.Verifier(), IdPIssuer: pin.Issuer, IdPClientID: pin.AudienceName(), IdPURL: pin.LoginURL(),
 		AuthTimeout: c.AuthTimeout, ServiceEndpoints: c.ServiceEndpoints, CalloutOnly: c.CalloutOnly, Logger: log}
 	if pub.Port > 0 {

@@ -65,6 +65,13 @@ type Server struct {
 	// Cluster, when set, makes the server a node of a NATS cluster: it listens for routes
 	// and dials the other nodes, and JetStream replicates across them.
 	Cluster *Cluster
+	// TLS: with TLSCert and TLSKey set (PEM files), the client port serves TLS only and
+	// ClientURL names tls://. TLSCA, when set, is the CA file clients' certificates would
+	// be checked against (client certificates are not required). ClusterTLS asks for the
+	// same certificate on the cluster (route) port, for the cluster options to use
+	// (RouteTLSConfig).
+	TLSCert, TLSKey, TLSCA string
+	ClusterTLS             bool
 
 	once sync.Once // runs start, or marks the server closed when Close comes first
 	err  error     // result of the first Start
@@ -166,6 +173,9 @@ func (s *Server) start(ctx context.Context) error {
 	if host == "" {
 		host = "127.0.0.1"
 	}
+	if (s.TLSCert == "") != (s.TLSKey == "") {
+		return fmt.Errorf("broker: tls: %w", ErrTLSPair)
+	}
 	if !IsLoopback(host) && s.OperatorJWT == "" {
 		return fmt.Errorf("broker: listen on %s: %w", host, ErrOpenOffLoopback)
 	}
@@ -260,7 +270,11 @@ func (s *Server) start(ctx context.Context) error {
 	}()
 	s.mu.Lock()
 	s.ns, s.watchDone = ns, watch
-	s.url = "nats://" + net.JoinHostPort(dialHost(host), strconv.Itoa(addr.Port))
+	scheme := "nats://"
+	if s.TLSCert != "" {
+		scheme = "tls://"
+	}
+	s.url = scheme + net.JoinHostPort(dialHost(host), strconv.Itoa(addr.Port))
 	s.listen = net.JoinHostPort(host, strconv.Itoa(addr.Port))
 	s.name = name
 	if ca := ns.ClusterAddr(); ca != nil && s.Cluster != nil {
@@ -292,6 +306,14 @@ func (s *Server) options(host string, port int, name string, routes *routeListen
 	}
 	if routes != nil {
 		routes.apply(opts)
+	}
+	if s.TLSCert != "" || s.TLSKey != "" {
+		tc, err := s.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, tc, tlsTimeout.Seconds()
+		opts.TLSCert, opts.TLSKey, opts.TLSCaCert = s.TLSCert, s.TLSKey, s.TLSCA
 	}
 	if s.OperatorJWT == "" {
 		return opts, nil

@@ -289,7 +289,7 @@ func Dial(ctx context.Context, url string, opts ...nats.Option) (*nats.Conn, err
 		timeout = time.Until(d)
 	}
 	opts = append([]nats.Option{nats.Timeout(timeout), nats.MaxReconnects(60), nats.ReconnectWait(time.Second)}, opts...)
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(ServerURL(url), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", url, err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 )
@@ -68,6 +69,7 @@ var (
 type Lane struct {
 	Space  string // space token; required
 	Server string // NATS URL of the broker; required
+	TLSCA  string // CA file (PEM) the broker's TLS certificate is checked against; "" means the system's roots
 	// Creds is the daemon's credential (profile delivery) of the space's account, in creds
 	// file format; required. It never mints: members' ACLs come from their own credentials.
 	Creds []byte
@@ -359,7 +361,7 @@ func (r *run) dial(creds trust.Creds) error {
 		default:
 		}
 	}
-	nc, err := nats.Connect(r.cfg.Server,
+	nc, err := nats.Connect(r.cfg.Server, append(client.TLSOptions(r.cfg.TLSCA),
 		nats.UserJWTAndSeed(creds.JWT, creds.Seed), nats.CustomInboxPrefix(creds.InboxPrefix),
 		nats.Name("cotal delivery "+r.space), nats.Timeout(r.opTimeout),
 		nats.MaxReconnects(-1), nats.ReconnectWait(r.cfg.ReconnectWait),
@@ -382,7 +384,7 @@ func (r *run) dial(creds trust.Creds) error {
 			}
 			r.log.Warn("broker error", "subscription", subj, "err", err)
 		}),
-	)
+	)...)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", r.cfg.Server, err)
 	}
@@ -507,8 +509,8 @@ func (r *run) newOracle() (*oracle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("system credential: %w", err)
 	}
-	nc, err := nats.Connect(r.cfg.Server, nats.UserJWTAndSeed(sc.JWT, sc.Seed), nats.Name("cotal delivery oracle "+r.space),
-		nats.Timeout(r.opTimeout), nats.MaxReconnects(-1), nats.ReconnectWait(r.cfg.ReconnectWait))
+	nc, err := nats.Connect(r.cfg.Server, append(client.TLSOptions(r.cfg.TLSCA), nats.UserJWTAndSeed(sc.JWT, sc.Seed), nats.Name("cotal delivery oracle "+r.space),
+		nats.Timeout(r.opTimeout), nats.MaxReconnects(-1), nats.ReconnectWait(r.cfg.ReconnectWait))...)
 	if err != nil {
 		r.log.Warn("the liveness oracle cannot sweep", "err", err)
 		o.nc, o.note = nil, "no system connection: "+err.Error()

@@ -19,6 +19,9 @@ type Entry struct {
 	Space       string `json:"space"`       // the space (protocol.CheckSpace)
 	Server      string `json:"server"`      // broker URL: nats:, tls:, ws: or wss:
 	TLSRequired bool   `json:"tlsRequired"` // clients must use TLS; true for tls: and wss:
+	// TLSCA is the CA file (PEM) the broker's TLS certificate is checked against
+	// (cotal meshes add --tls-ca); "" means the system's roots.
+	TLSCA       string `json:"tlsCA,omitempty"`
 	IdPIssuer   string `json:"idpIssuer"`   // the pinned IdP's issuer: cotal login --idp
 	IdPClientID string `json:"idpClientId"` // the audience of its ID tokens: cotal login --client-id
 	// IdPURL is the bundle's idp.url when it differs from the issuer: the base URL of an
@@ -167,6 +170,7 @@ func (e Entry) diff(o Entry) []string {
 	}{
 		{"server", e.Server == o.Server},
 		{"tlsRequired", e.TLSRequired == o.TLSRequired},
+		{"tlsCA", e.TLSCA == o.TLSCA},
 		{"idpIssuer", e.IdPIssuer == o.IdPIssuer},
 		{"idpClientId", e.IdPClientID == o.IdPClientID},
 		{"idpUrl", e.IdPURL == o.IdPURL},

@@ -31,6 +31,9 @@ type Mesh struct {
 	Root     string    `json:"root"`          // project folder that started the broker
 	PID      int       `json:"pid,omitempty"` // broker process, when it runs detached
 	Started  time.Time `json:"ts"`            // when the broker started
+	// TLSCA is the CA file (PEM) clients check the broker's TLS certificate against, when
+	// it serves TLS and was started with --tls-ca; "" means the system's roots.
+	TLSCA string `json:"tlsCA,omitempty"`
 }
 
 // Validate checks that m names a server, a known mode, at least one valid space, a root and

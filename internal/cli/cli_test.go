@@ -59,6 +59,8 @@ func TestScripts(t *testing.T) {
 			"exits":    cmdExits,
 			"aclrow":   cmdACLRow,
 			"streams":  cmdStreams,
+			"tlscerts": cmdTLSCerts,
+			"meshurl":  cmdMeshURL,
 		},
 	})
 }

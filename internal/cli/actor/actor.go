@@ -344,7 +344,7 @@ func evict(ctx context.Context, opts *Options, space, actor, sub string) (int, e
 	if err != nil {
 		return 0, err
 	}
-	nc, err := nats.Connect(t.Server, append(c.Options(), nats.Timeout(5*time.Second))...)
+	nc, err := nats.Connect(t.Server, append(append(c.Options(), nats.Timeout(5*time.Second)), t.TLSOptions()...)...)
 	if err != nil {
 		return 0, fmt.Errorf("system account: %w", err)
 	}

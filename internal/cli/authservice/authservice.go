@@ -104,6 +104,7 @@ the manifest it applied). --callout-only runs the callouts alone, all or none.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Mesh.Space, "space", "", "space to serve (default: the project's space)")
 	fl.StringVar(&opts.Mesh.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	fl.StringVar(&opts.Mesh.TLSCA, "tls-ca", "", "CA file (PEM) the mesh's TLS certificate is signed by (default: the one the mesh was started with)")
 	fl.StringVar(&opts.Spaces, "spaces", "", "a space manifest (JSON): one lane per space")
 	fl.BoolVar(&opts.CalloutOnly, "callout-only", false, "with --spaces: run the callouts alone, all or none")
 	fl.IntVar(&opts.Port, "port", 0, "loopback port of the exchange (0: ephemeral)")
@@ -168,7 +169,7 @@ func run(ctx context.Context, opts *Options) error {
 			"the auth service needs the project's trust chain (.cotal/auth)", "cd into the project and run cotal auth-service --space "+t.Space)
 	}
 	h := opts.Factory.DaemonLog()
-	cfg := authsvc.Config{TrustDir: t.Project.AuthDir(), Server: t.Server, Port: opts.Port, AuthTimeout: opts.AuthTimeout,
+	cfg := authsvc.Config{TrustDir: t.Project.AuthDir(), Server: t.Server, TLSCA: t.TLSCA, Port: opts.Port, AuthTimeout: opts.AuthTimeout,
 		ServiceEndpoints: opts.Service, Public: opts.Public}
 	if opts.Spaces != "" {
 		cfg.Spaces, cfg.CalloutOnly = opts.Spaces, opts.CalloutOnly

@@ -108,7 +108,7 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 		}
 		opts = c.Options()
 	}
-	ep, err := client.Connect(ctx, t.Server, cfg, opts...)
+	ep, err := client.Connect(ctx, t.Server, cfg, append(opts, t.TLSOptions()...)...)
 	if err != nil {
 		return nil, connectError(t, fmt.Errorf("space %q on %s: %w", t.Space, t.Server, err))
 	}

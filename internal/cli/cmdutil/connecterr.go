@@ -2,7 +2,10 @@ package cmdutil
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -35,6 +38,12 @@ func connectError(t Target, err error) error {
 			// The project's own keys were turned away: the broker runs another trust chain.
 			return WithNext(err, "cotal down && cotal up --detach")
 		}
+	case untrustedTLS(err):
+		why := errors.New("the server's TLS certificate is not signed by a CA this machine trusts")
+		if t.TLSCA != "" {
+			why = errors.New("the server's TLS certificate is not signed by the CA in " + t.TLSCA)
+		}
+		return WithNext(fmt.Errorf("%w: %w", err, why), "cotal <command> --tls-ca <the CA file (PEM) of the mesh's certificate>")
 	case unreachable(err):
 		switch {
 		case t.Remote != nil:
@@ -53,6 +62,14 @@ func connectError(t Target, err error) error {
 // refusedAuth reports whether err says the broker turned the credential away.
 func refusedAuth(err error) bool {
 	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked)
+}
+
+// untrustedTLS reports whether err says the server's TLS certificate could not be checked.
+func untrustedTLS(err error) bool {
+	var ua x509.UnknownAuthorityError
+	var cv *tls.CertificateVerificationError
+	var hn x509.HostnameError
+	return errors.As(err, &ua) || errors.As(err, &cv) || errors.As(err, &hn)
 }
 
 // unreachable reports whether err says no server answered.

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
 
+	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/meshreg"
 	"github.com/cotal-ai/cotal/protocol"
@@ -46,6 +48,7 @@ type MeshFlags struct {
 	Space  string
 	Server string
 	Creds  string
+	TLSCA  string // --tls-ca: the CA file the mesh's TLS certificate is checked against
 }
 
 // Register adds --space, --server and --creds to fs. --space is checked as it is parsed:
@@ -54,6 +57,7 @@ func (m *MeshFlags) Register(fs *pflag.FlagSet) {
 	SpaceVar(fs, &m.Space, "space to use (default: the project's space)")
 	fs.StringVar(&m.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
 	fs.StringVar(&m.Creds, "creds", "", "NATS creds file to connect with (default: the project's own identity)")
+	fs.StringVar(&m.TLSCA, "tls-ca", "", "CA file (PEM) the mesh's TLS certificate is signed by (default: the one the mesh was registered or started with, else the system's)")
 }
 
 // SpaceVar adds --space to fs, stored in p: a space name checked as it is parsed, so an
@@ -96,7 +100,14 @@ type Target struct {
 	// Remote is the registered remote mesh of Space (cotal meshes add), when the project
 	// does not serve the space itself; clients sign in through its public face.
 	Remote *meshreg.Entry
+	// TLSCA is the CA file the server's TLS certificate is checked against: --tls-ca, else
+	// the one the project's mesh or the registered remote mesh recorded; "" means the
+	// system's roots.
+	TLSCA string
 }
+
+// TLSOptions are the connect options for the target's TLS (none without a CA file).
+func (t Target) TLSOptions() []nats.Option { return client.TLSOptions(t.TLSCA) }
 
 // Auth reports whether the target is an authenticated mesh: a creds file was given, or
 // the project's mesh record says so.
@@ -107,7 +118,7 @@ func (t Target) Auth() bool {
 // Resolve picks the mesh: --server and --space when given, otherwise the running mesh
 // recorded in the project's .cotal/, found by walking up from the current folder.
 func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
-	t := Target{Server: flags.Server, Space: flags.Space, Creds: flags.Creds}
+	t := Target{Server: client.ServerURL(flags.Server), Space: flags.Space, Creds: flags.Creds, TLSCA: flags.TLSCA}
 	if t.Space != "" {
 		if err := protocol.CheckSpace(t.Space); err != nil {
 			return t, FlagErrorf("space: %w", err)
@@ -121,6 +132,9 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 		t.Project, t.Remote = proj, remote
 		if t.Server == "" {
 			t.Server = remote.Server
+		}
+		if t.TLSCA == "" {
+			t.TLSCA = remote.TLSCA
 		}
 		return t, nil
 	}
@@ -143,6 +157,9 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 		return t, err
 	default:
 		t.Mesh = mesh
+		if t.TLSCA == "" && (t.Server == "" || t.Server == mesh.Server) {
+			t.TLSCA = mesh.TLSCA
+		}
 	}
 	if t.Server == "" {
 		if t.Mesh == nil || !MeshRunning(proj) {

@@ -160,7 +160,7 @@ func (f *Factory) connectUserAuth(ctx context.Context, t Target, cfg client.Conf
 	if cfg.Name == "" {
 		cfg.Name = actor
 	}
-	ep, err := client.Connect(ctx, t.Server, cfg, opts...)
+	ep, err := client.Connect(ctx, t.Server, cfg, append(opts, t.TLSOptions()...)...)
 	if err != nil {
 		err = fmt.Errorf("user-auth space %q on %s as %s: %w", t.Space, t.Server, me, err)
 		if refusedAuth(err) {

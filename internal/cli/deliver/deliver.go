@@ -143,7 +143,7 @@ func runDeliver(ctx context.Context, opts *Options) error {
 			return fmt.Errorf("--system-creds: %w", err)
 		}
 	}
-	lane := &delivery.Lane{Space: t.Space, Server: t.Server, Creds: creds, SystemCreds: sys, Logger: slog.New(opts.Factory.DaemonLog()),
+	lane := &delivery.Lane{Space: t.Space, Server: t.Server, TLSCA: t.TLSCA, Creds: creds, SystemCreds: sys, Logger: slog.New(opts.Factory.DaemonLog()),
 		WaitForLease: opts.Wait, BrokerGone: opts.BrokerGone}
 	pid := &cmdutil.Pidfile{Path: opts.Pidfile}
 	defer pid.Remove(opts.IO.ErrOut)

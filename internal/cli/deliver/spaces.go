@@ -51,7 +51,7 @@ func runDeliverSpaces(ctx context.Context, opts *Options) error {
 			if err != nil {
 				return nil, err
 			}
-			return &delivery.Lane{Space: e.Space, Server: t.Server, Creds: creds, SystemCreds: sys, Logger: laneLog,
+			return &delivery.Lane{Space: e.Space, Server: t.Server, TLSCA: t.TLSCA, Creds: creds, SystemCreds: sys, Logger: laneLog,
 				BrokerGone: opts.BrokerGone}, nil
 		},
 	}

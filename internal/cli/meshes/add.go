@@ -27,6 +27,7 @@ type AddOptions struct {
 	Space string
 	From  string // the mesh's public base URL, as given
 	Force bool
+	TLSCA string // --tls-ca: the CA file (PEM) of the mesh's TLS certificate, recorded as an absolute path
 }
 
 // NewCmdAdd builds `cotal meshes add`.
@@ -60,6 +61,13 @@ Then sign in with the IdP the bundle names: cotal prints the cotal login command
 			if _, err := meshreg.BaseURL(opts.From); err != nil {
 				return cmdutil.FlagErrorf("--from: %v", err)
 			}
+			if opts.TLSCA != "" {
+				abs, err := cmdutil.CAFile(opts.TLSCA)
+				if err != nil {
+					return cmdutil.FlagErrorf("--tls-ca: %v", err)
+				}
+				opts.TLSCA = abs
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -68,6 +76,7 @@ Then sign in with the IdP the bundle names: cotal prints the cotal login command
 	}
 	cmd.Flags().StringVar(&opts.From, "from", "", "public URL of the mesh's auth service (required)")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "replace a registered entry whose bundle changed (same URL only)")
+	cmd.Flags().StringVar(&opts.TLSCA, "tls-ca", "", "CA file (PEM) the mesh's TLS certificate is signed by; recorded, so its clients trust it")
 	return cmd
 }
 
@@ -100,6 +109,9 @@ func runAdd(ctx context.Context, opts *AddOptions) error {
 	e, err := meshreg.FromBundle(b, opts.From, now())
 	if err != nil {
 		return fmt.Errorf("add mesh %q: %w", opts.Space, err)
+	}
+	if opts.TLSCA != "" {
+		e.TLSCA, e.TLSRequired = opts.TLSCA, true
 	}
 	var pinned *meshreg.PinnedError
 	var exists *meshreg.ExistsError

@@ -54,6 +54,17 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		args = append(args, "--store-dir", opts.StoreDir)
 	}
 	args = append(args, opts.clusterArgs()...)
+	for _, f := range []struct{ flag, v string }{{"--tls-cert", opts.TLSCert}, {"--tls-key", opts.TLSKey}, {"--tls-ca", opts.TLSCA}} {
+		if f.v != "" {
+			args = append(args, f.flag, f.v)
+		}
+	}
+	if opts.ClusterTLS {
+		args = append(args, "--cluster-tls")
+	}
+	if opts.InsecureNoTLS {
+		args = append(args, "--insecure-no-tls")
+	}
 	if opts.Replicas != 0 {
 		args = append(args, "--replicas", strconv.Itoa(opts.Replicas))
 	}

@@ -18,7 +18,7 @@ import (
 // (--replicas) or, when none was, 3 on a JetStream cluster of 3 or more servers and 1
 // otherwise. The cluster's size is asked of the server over a system connection on an
 // authenticated mesh (chain set); an open mesh has none, so there it is unknown.
-func spaceReplicas(ctx context.Context, chain *trust.Chain, nc *nats.Conn, asked int) (provision.Options, error) {
+func spaceReplicas(ctx context.Context, chain *trust.Chain, nc *nats.Conn, ca string, asked int) (provision.Options, error) {
 	clustered := nc.ConnectedClusterName() != ""
 	peers := 0
 	if !clustered {
@@ -28,7 +28,7 @@ func spaceReplicas(ctx context.Context, chain *trust.Chain, nc *nats.Conn, asked
 		if err != nil {
 			return provision.Options{}, err
 		}
-		sys, err := connect(nc.ConnectedUrl(), creds)
+		sys, err := connect(nc.ConnectedUrl(), creds, ca)
 		if err != nil {
 			return provision.Options{}, err
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/broker"
+	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/oidc"
@@ -48,7 +49,14 @@ type Options struct {
 	Detach   bool
 	File     string // cotal.yaml to apply
 	DryRun   bool
-	Replicas int // of every stream and bucket a space gets; 0 means 3 on a JetStream cluster of 3 or more servers, else 1
+	// TLS: TLSCert and TLSKey make the broker serve TLS on its client port; TLSCA is the CA
+	// (PEM) that signed it, which up's own clients and the mesh record's readers trust;
+	// ClusterTLS asks the same on the cluster port. InsecureNoTLS allows a bind beyond
+	// loopback without TLS.
+	TLSCert, TLSKey, TLSCA string
+	ClusterTLS             bool
+	InsecureNoTLS          bool
+	Replicas               int // of every stream and bucket a space gets; 0 means 3 on a JetStream cluster of 3 or more servers, else 1
 
 	ClusterName   string // with ClusterListen and Routes: the embedded broker is a node of this cluster
 	ClusterListen string // host:port the node's routes listen on
@@ -138,6 +146,31 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 			if err := opts.checkCluster(); err != nil {
 				return err
 			}
+			if err := cmdutil.CheckTLSPair(opts.TLSCert, opts.TLSKey); err != nil {
+				return cmdutil.FlagErrorf("%v", err)
+			}
+			if opts.TLSCA != "" {
+				abs, err := cmdutil.CAFile(opts.TLSCA)
+				if err != nil {
+					return cmdutil.FlagErrorf("--tls-ca: %v", err)
+				}
+				opts.TLSCA = abs
+			}
+			for _, f := range []*string{&opts.TLSCert, &opts.TLSKey} {
+				if *f != "" {
+					abs, err := filepath.Abs(*f)
+					if err != nil {
+						return cmdutil.FlagErrorf("--tls-cert/--tls-key %s: %v", *f, err)
+					}
+					*f = abs
+				}
+			}
+			if opts.ClusterTLS && (opts.TLSCert == "" || opts.TLSCA == "") {
+				return cmdutil.FlagErrorf("--cluster-tls needs --tls-cert, --tls-key and --tls-ca: routes check each other's certificate against the CA")
+			}
+			if opts.InsecureNoTLS && opts.TLSCert != "" {
+				return cmdutil.FlagErrorf("--insecure-no-tls and --tls-cert exclude each other")
+			}
 			if cmd.Flags().Changed("replicas") && opts.Replicas != 1 && opts.Replicas != 3 {
 				return cmdutil.FlagErrorf("--replicas %d: want 1 (one copy of each stream) or 3 (a JetStream cluster of 3 or more servers)", opts.Replicas)
 			}
@@ -161,6 +194,11 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 	fl.StringVar(&opts.ClusterName, "cluster-name", "", "make the embedded broker a node of this NATS cluster (the same name on every node)")
 	fl.StringVar(&opts.ClusterListen, "cluster-listen", "", "with --cluster-name: HOST:PORT this node's routes listen on, e.g. 0.0.0.0:6222")
 	fl.StringVar(&opts.Routes, "routes", "", "with --cluster-name: the route URLs of the cluster's nodes, nats://a:6222,nats://b:6222,nats://c:6222 (the same list on every node)")
+	fl.StringVar(&opts.TLSCert, "tls-cert", "", "serve TLS on the client port with this certificate (PEM; needs --tls-key)")
+	fl.StringVar(&opts.TLSKey, "tls-key", "", "the private key (PEM) of --tls-cert")
+	fl.StringVar(&opts.TLSCA, "tls-ca", "", "the CA (PEM) that signed --tls-cert, which local clients and daemons trust")
+	fl.BoolVar(&opts.ClusterTLS, "cluster-tls", false, "serve TLS on the cluster (route) port too, with --tls-cert, checked against --tls-ca")
+	fl.BoolVar(&opts.InsecureNoTLS, "insecure-no-tls", false, "allow listening beyond loopback without TLS (credentials and messages cross the network in clear text)")
 	fl.IntVar(&opts.Replicas, "replicas", 0, "replicas of every stream and bucket of the space: 1 or 3 (default: 3 on a JetStream cluster of 3 or more servers, else 1)")
 	return cmd
 }
@@ -272,6 +310,9 @@ func runUp(ctx context.Context, opts *Options) error {
 	if err := opts.checkOpenHost(); err != nil {
 		return err
 	}
+	if err := opts.checkTLSHost(); err != nil {
+		return err
+	}
 	if opts.DryRun {
 		wd, proj, err := cmdutil.FindProject(opts.Getwd, opts.Getenv)
 		if err != nil && wd == "" {
@@ -379,10 +420,30 @@ func (o *Options) checkOpenHost() error {
 		"cotal up --detach --server "+o.Server)
 }
 
+// checkTLSHost refuses an authenticated mesh listening beyond loopback without TLS,
+// unless --insecure-no-tls: its credentials' signatures and every message would cross
+// the network in clear text.
+func (o *Options) checkTLSHost() error {
+	if o.Open || o.TLSCert != "" || o.InsecureNoTLS {
+		return nil
+	}
+	host, _, err := listenAddr(o.Server)
+	if err != nil {
+		return cmdutil.FlagErrorf("--server: %v", err)
+	}
+	if broker.IsLoopback(host) {
+		return nil
+	}
+	return cmdutil.Refuse("a mesh on "+host+" without TLS",
+		"beyond loopback, messages and connections would cross the network in clear text; serve TLS with a certificate for the names clients dial, "+
+			"or pass --insecure-no-tls to accept that (nothing was started or written)",
+		"cotal up --detach --server "+o.Server+" --tls-cert <cert.pem> --tls-key <key.pem> --tls-ca <ca.pem>")
+}
+
 // readyAddr is how a ready line names where the broker serves: the URL local clients
 // dial, and the address bound when that differs from it (0.0.0.0:4222, every interface).
 func readyAddr(url, listen string) string {
-	if listen == "" || strings.TrimPrefix(url, "nats://") == listen {
+	if listen == "" || strings.TrimPrefix(strings.TrimPrefix(url, "nats://"), "tls://") == listen {
 		return url
 	}
 	return url + ", listening on " + listen
@@ -420,6 +481,9 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 	if err != nil {
 		return err
 	}
+	if opts.TLSCA == "" {
+		opts.TLSCA = mesh.TLSCA // the running mesh's CA, for up's own connections
+	}
 	if mesh.Mode != opts.mode() {
 		return cmdutil.Refuse("`"+strings.TrimSuffix(upCommand(opts.mode()), " --detach")+"` on a running "+modeName(mesh.Mode),
 			"the mode of a running mesh does not change", "cotal down && "+upCommand(opts.mode()))
@@ -446,11 +510,11 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 		if chain, err = trust.Open(proj.AuthDir()); err != nil {
 			return err
 		}
-		if err := pushAccount(ctx, chain, mesh.Server, space); err != nil {
+		if err := pushAccount(ctx, chain, mesh.Server, opts.TLSCA, space); err != nil {
 			return err
 		}
 	}
-	if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, mesh.Server, space, opts.Replicas); err != nil {
+	if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, mesh.Server, opts.TLSCA, space, opts.Replicas); err != nil {
 		return err
 	}
 	if err := applyManifest(ctx, opts, chain, proj, mesh.Server); err != nil {
@@ -505,7 +569,7 @@ func checkWritable(what string, dirs ...string) error {
 }
 
 // pushAccount creates the space's account if needed and hands it to the running broker.
-func pushAccount(ctx context.Context, chain *trust.Chain, server, space string) error {
+func pushAccount(ctx context.Context, chain *trust.Chain, server, ca, space string) error {
 	acct, err := chain.Space(space)
 	if err != nil {
 		return err
@@ -514,7 +578,7 @@ func pushAccount(ctx context.Context, chain *trust.Chain, server, space string) 
 	if err != nil {
 		return err
 	}
-	sys, err := connect(server, sysCreds)
+	sys, err := connect(server, sysCreds, ca)
 	if err != nil {
 		return err
 	}
@@ -522,9 +586,10 @@ func pushAccount(ctx context.Context, chain *trust.Chain, server, space string) 
 	return trust.PushAccount(ctx, sys, acct.JWT())
 }
 
-// connect dials server with creds (nil: no credential).
-func connect(server string, creds []byte) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Timeout(5 * time.Second)}
+// connect dials server with creds (nil: no credential), trusting the CA file ca for TLS
+// ("": the system's roots).
+func connect(server string, creds []byte, ca string) (*nats.Conn, error) {
+	opts := append([]nats.Option{nats.Timeout(5 * time.Second)}, client.TLSOptions(ca)...)
 	if creds != nil {
 		c, err := trust.ReadCreds(creds)
 		if err != nil {
@@ -544,7 +609,7 @@ func connect(server string, creds []byte) (*nats.Conn, error) {
 // authenticated mesh the bind-only durables of every persona of the project and, when it
 // has none yet, its read ACL row (cmdutil.SeedReadACL). A persona file that does not parse is skipped with a warning on w.
 // replicas is --replicas (0: the default for the server, see spaceReplicas).
-func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, space string, replicas int) error {
+func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, ca, space string, replicas int) error {
 	var creds []byte
 	class := provision.ClassLive // an open mesh has no delivery daemon
 	if chain != nil {
@@ -559,7 +624,7 @@ func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *
 		}
 		class = provision.ClassDurable
 	}
-	nc, err := connect(server, creds)
+	nc, err := connect(server, creds, ca)
 	if err != nil {
 		return err
 	}
@@ -568,7 +633,7 @@ func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *
 	if err != nil {
 		return fmt.Errorf("jetstream on %s: %w", server, err)
 	}
-	popts, err := spaceReplicas(ctx, chain, nc, replicas)
+	popts, err := spaceReplicas(ctx, chain, nc, ca, replicas)
 	if err != nil {
 		return err
 	}
@@ -616,7 +681,8 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 	if store == "" {
 		store = proj.StoreDir()
 	}
-	srv := &broker.Server{Dir: store, Host: host, Port: port}
+	srv := &broker.Server{Dir: store, Host: host, Port: port,
+		TLSCert: opts.TLSCert, TLSKey: opts.TLSKey, TLSCA: opts.TLSCA, ClusterTLS: opts.ClusterTLS}
 	if opts.ClusterName != "" {
 		chost, cport, _ := clusterAddr(opts.ClusterListen) // checked by the command
 		routes, _ := broker.ParseRoutes(opts.Routes)
@@ -667,11 +733,11 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 	}
 	for _, s := range spaces {
 		provision := func() error {
-			return provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s, opts.Replicas)
+			return provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas)
 		}
 		if srv.Cluster != nil {
 			provision = func() error {
-				return provisionClustered(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), s, opts.Replicas)
+				return provisionClustered(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas)
 			}
 		}
 		if err := provision(); err != nil {
@@ -682,7 +748,7 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		return err
 	}
 	mesh := &workspace.Mesh{Server: srv.ClientURL(), Mode: opts.mode(), Spaces: spaces,
-		StoreDir: store, Root: proj.Root, PID: os.Getpid(), Started: time.Now().UTC()}
+		StoreDir: store, Root: proj.Root, PID: os.Getpid(), Started: time.Now().UTC(), TLSCA: opts.TLSCA}
 	if err := workspace.WritePidfile(proj.PidFile(), os.Getpid()); err != nil {
 		return err
 	}
@@ -753,11 +819,11 @@ const clusterProvisionWait = 60 * time.Second
 // provisionClustered provisions space on a node of a cluster that just formed: every node
 // provisions at once, and a JetStream request may go unanswered while a new stream elects
 // its leader, so a failure that is not a refusal is retried until clusterProvisionWait.
-func provisionClustered(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, space string, replicas int) error {
+func provisionClustered(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, ca, space string, replicas int) error {
 	deadline := time.Now().Add(clusterProvisionWait)
 	wait := 200 * time.Millisecond
 	for {
-		err := provisionSpace(ctx, w, chain, proj, server, space, replicas)
+		err := provisionSpace(ctx, w, chain, proj, server, ca, space, replicas)
 		var refusal *cmdutil.Refusal
 		if err == nil || errors.As(err, &refusal) || ctx.Err() != nil || time.Now().After(deadline) {
 			return err

@@ -1,0 +1,30 @@
+package cmdutil
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// CAFile checks that path is a PEM file holding at least one certificate, and returns it
+// as an absolute path, so a record that keeps it works from any folder.
+func CAFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
+		return "", fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return filepath.Abs(path)
+}
+
+// CheckTLSPair checks a certificate and key given together: both or neither.
+func CheckTLSPair(cert, key string) error {
+	if (cert == "") != (key == "") {
+		return errors.New("--tls-cert and --tls-key go together: the server certificate and its private key (PEM files)")
+	}
+	return nil
+}
