@@ -46,6 +46,11 @@ func MgrSubject(space, svc string, sender Principal, op string) string {
 // MgrFilter selects every request of op to the manager service svc.
 func MgrFilter(space, svc, op string) string { return CtlFilter(space, svc) + "." + op }
 
+// MgrAnyFilter selects every request of op on a ctl rail with a principal, which the
+// manager's micro endpoint for op subscribes to (one subject serves both manager
+// services; a request on any other service is ignored).
+func MgrAnyFilter(space, op string) string { return Root + "." + space + ".ctl.*.*.*." + op }
+
 // ParseMgrSubject returns the service, caller and op of a manager request subject of
 // space; ok is false for any other subject.
 func ParseMgrSubject(space, subject string) (svc string, caller Principal, op string, ok bool) {

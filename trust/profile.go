@@ -242,11 +242,12 @@ func managerGrants(g *grants, space string, s UserSpec, inbox string) {
 	peer := s
 	peer.Subscribe, peer.AllowSubscribe, peer.AllowPublish, peer.Role, peer.Capabilities = []string{}, nil, nil, "", nil
 	agentGrants(g, space, peer, inbox)
+	for _, op := range protocol.MgrOps {
+		g.sub(protocol.MgrAnyFilter(space, op))
+	}
 	for _, svc := range []string{protocol.ServiceManager, protocol.ServiceManagerAgent} {
-		req := protocol.CtlFilter(space, svc) + ".*"
-		g.sub(req)
 		// The attach stream: terminal bytes under an attach request's reply subject.
-		g.pub(protocol.ReplyFilter(protocol.CtlFilter(space, svc) + "." + protocol.MgrAttach))
+		g.pub(protocol.ReplyFilter(protocol.MgrFilter(space, svc, protocol.MgrAttach)))
 	}
 	g.sub("$SRV.>")
 	b := protocol.BucketManager(space)
