@@ -38,16 +38,17 @@ type Options struct {
 	Executable func() (string, error)
 	Getenv     func(string) string
 
-	Open     bool
-	UserAuth bool   // the space admits people of IdP through the auth service
-	IdP      string // with UserAuth: the IdP's base URL, or with ClientID the OIDC issuer URL
-	ClientID string // with UserAuth: the OIDC client id its ID tokens name; "" pins the reference's way
-	Space    string
-	Server   string
-	StoreDir string
-	Detach   bool
-	File     string // cotal.yaml to apply
-	DryRun   bool
+	Open      bool
+	NoManager bool   // start no agent manager
+	UserAuth  bool   // the space admits people of IdP through the auth service
+	IdP       string // with UserAuth: the IdP's base URL, or with ClientID the OIDC issuer URL
+	ClientID  string // with UserAuth: the OIDC client id its ID tokens name; "" pins the reference's way
+	Space     string
+	Server    string
+	StoreDir  string
+	Detach    bool
+	File      string // cotal.yaml to apply
+	DryRun    bool
 
 	manifest *workspace.Manifest // read from File
 }
@@ -138,6 +139,7 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&opts.Open, "open", false, "serve the unauthenticated dev mesh (loopback only)")
+	fl.BoolVar(&opts.NoManager, "no-manager", false, "start no agent manager (cotal supervise) for the spaces")
 	fl.BoolVar(&opts.UserAuth, "user-auth", false, "people sign in with an OIDC provider (needs --idp)")
 	fl.StringVar(&opts.IdP, "idp", "", "with --user-auth: the IdP's auth base URL (with --client-id: the OIDC issuer URL)")
 	fl.StringVar(&opts.ClientID, "client-id", "", "with --user-auth: an OIDC provider's client id (discovery); without it the IdP is pinned the reference's way")
@@ -380,7 +382,7 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 		return err
 	}
 	for _, s := range spaces {
-		for _, k := range []daemonKind{deliveryKind(chain, proj, mesh.Server), authKind(chain, proj, mesh.Server)} {
+		for _, k := range kinds(chain, proj, mesh.Server, opts.NoManager) {
 			if err := waitDaemon(ctx, opts, k, s); err != nil {
 				return err
 			}
@@ -580,7 +582,7 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		defer lifeW.Close()
 		defer lifeR.Close()
 		dctx, stop := context.WithCancel(ctx)
-		for _, kind := range []daemonKind{deliveryKind(chain, proj, srv.ClientURL()), authKind(chain, proj, srv.ClientURL())} {
+		for _, kind := range kinds(chain, proj, srv.ClientURL(), opts.NoManager) {
 			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log, life: lifeR}
 			// Deferred after srv.Close, so it runs first: daemons release what they hold
 			// while the broker still serves.
@@ -593,6 +595,9 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		}
 		defer stop()
 		what += ", delivery up"
+		if !opts.NoManager {
+			what += ", manager up"
+		}
 		if n := countUserAuth(chain, spaces); n > 0 {
 			what += ", auth service up for " + cmdutil.Count(n, "user-auth space")
 		}
