@@ -513,7 +513,11 @@ func (s *seat) attach(a protocol.AttachArgs, reply string) (protocol.AttachResul
 		return protocol.AttachResult{}, refuse(codeBad, "seat %s was adopted from an earlier manager: its terminal is gone", s.info.Name)
 	}
 	res := protocol.AttachResult{TTLMs: attachTTL.Milliseconds()}
-	if ss, ok := s.sessions[a.Session]; ok && a.Renew {
+	if a.Renew {
+		ss, ok := s.sessions[a.Session]
+		if !ok {
+			return protocol.AttachResult{}, refuse(codeNotFound, "attach session of %s has ended; attach again", s.info.Name)
+		}
 		ss.expires = time.Now().Add(attachTTL)
 		return res, nil
 	}

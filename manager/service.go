@@ -248,7 +248,7 @@ func (m *Manager) attach(a protocol.AttachArgs, reply string) (protocol.AttachRe
 	if s == nil {
 		return protocol.AttachResult{}, refuse(codeNotFound, "no seat %q on this manager (see cotal ps)", a.Name)
 	}
-	if !protocol.ValidToken(a.Session) || reply == "" || !strings.HasSuffix(reply, "."+a.Session) {
+	if !protocol.ValidToken(a.Session) || (!a.Renew && !a.Detach && (reply == "" || !strings.HasSuffix(reply, "."+a.Session))) {
 		return protocol.AttachResult{}, refuse(codeBad, "attach: the session %q must be the reply subject's last token", a.Session)
 	}
 	return s.attach(a, reply)

@@ -76,6 +76,9 @@ func (c *Client) CallAt(ctx context.Context, op, nonce string, args, out any) er
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
+			if errors.Is(err, nats.ErrNoResponders) {
+				return ErrNoManager
+			}
 			if errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("manager %s: no answer (is a manager running? cotal status): %w", op, err)
 			}

@@ -142,6 +142,8 @@ peer, anycast to whoever holds a role.`,
 		supervise.NewCmdSupervise(f, nil),
 		seats.NewCmdPs(f, nil),
 		seats.NewCmdStop(f, nil),
+		seats.NewCmdInput(f, nil),
+		seats.NewCmdAttach(f, nil),
 		web.NewCmdWeb(f, nil),
 	)
 	strictHelp(root)

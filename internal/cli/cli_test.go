@@ -30,8 +30,9 @@ import (
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"cotal":    func() { os.Exit(cli.Main()) },
-		"mcpagent": func() { os.Exit(mcpAgent()) },
+		"cotal":     func() { os.Exit(cli.Main()) },
+		"mcpagent":  func() { os.Exit(mcpAgent()) },
+		"seatagent": func() { os.Exit(seatAgent()) },
 	})
 }
 
@@ -58,6 +59,7 @@ func TestScripts(t *testing.T) {
 			"posts":    cmdPosts,
 			"exits":    cmdExits,
 			"aclrow":   cmdACLRow,
+			"waitgrep": cmdWaitGrep,
 		},
 	})
 }

@@ -5,12 +5,14 @@ package seats
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/mgrclient"
+	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 )
 
@@ -40,4 +42,18 @@ func Explain(err error, space string) error {
 		return fmt.Errorf("the manager refused: %s", me.Message)
 	}
 	return err
+}
+
+func errNoManager() error { return mgrclient.ErrNoManager }
+
+// decodeAnswer reads a manager answer body into out.
+func decodeAnswer(b []byte, out any) error {
+	var r protocol.MgrReply
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("manager answer: %w", err)
+	}
+	if !r.OK {
+		return &mgrclient.Error{Code: r.Code, Message: r.Error}
+	}
+	return json.Unmarshal(r.Data, out)
 }
