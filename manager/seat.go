@@ -560,11 +560,12 @@ func (m *Manager) adopt() {
 			spec: connector.Spec{Remove: r.Remove}}
 		s.info = r.Info
 		s.info.Adopted, s.info.Instance, s.info.Host = true, m.instance, m.Host
-		s.info.Outcome = ""
-		s.settle(r.Info.Outcome)
-		if s.info.Outcome == "" {
-			s.settle(protocol.SettleUncertain)
+		outcome := r.Info.Outcome
+		if outcome == "" {
+			outcome = protocol.SettleUncertain // the earlier manager's record predates the settle
 		}
+		s.info.Outcome = ""
+		s.settle(outcome)
 		alive := false
 		if r.Start != "" {
 			alive, _ = workspace.Record{PID: r.Info.PID, Start: r.Start}.Alive()

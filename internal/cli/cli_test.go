@@ -261,7 +261,7 @@ func startProc(ts *testscript.TestScript, ps *procs, name string, args []string)
 	cmd := exec.Command(exe, args...)
 	cmd.Dir = ts.MkAbs(".")
 	cmd.Env = os.Environ()
-	for _, k := range []string{"HOME", "COTAL_HOME", "XDG_CONFIG_HOME", "WORK", "TMPDIR"} {
+	for _, k := range []string{"HOME", "COTAL_HOME", "XDG_CONFIG_HOME", "WORK", "TMPDIR", "COTAL_SPAWN_WINDOW"} {
 		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{})}

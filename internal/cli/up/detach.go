@@ -36,6 +36,9 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 	defer r.Close()
 
 	args := []string{"up", "--space", space}
+	if opts.NoManager {
+		args = append(args, "--no-manager")
+	}
 	if opts.Open {
 		args = append(args, "--open")
 	}
@@ -84,6 +87,9 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		what := modeName(opts.mode())
 		if !opts.Open {
 			what += ", delivery up" // the child reports ready only once its daemons serve
+			if !opts.NoManager {
+				what += ", manager up"
+			}
 		}
 		if _, err := authsvc.ReadPin(proj.AuthDir(), space); err == nil && !opts.Open {
 			what += ", auth service up" // a user-auth space's, which the child also waited for
