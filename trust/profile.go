@@ -84,11 +84,11 @@ type UserSpec struct {
 	Subscribe []string
 	// AllowSubscribe is the agent's read ACL (channel patterns); empty means Subscribe.
 	AllowSubscribe []string
-	AllowPublish   []string      // agent only: post ACL (channel patterns); empty means it posts nowhere
+	AllowPublish   []string // agent only: post ACL (channel patterns); empty means it posts nowhere
 	// Capabilities are the agent's persona capabilities; "spawn" lets it ask the manager
 	// (ctl.manager-agent) to spawn personas and stop the seats it spawned. Agent only.
 	Capabilities []string
-	ExpiresIn      time.Duration // 0 means the credential never expires
+	ExpiresIn    time.Duration // 0 means the credential never expires
 }
 
 // Permissions turns spec into the NATS permissions of a user of this account whose public

@@ -171,4 +171,3 @@ func runAttach(ctx context.Context, opts *AttachOptions) error {
 		}
 	}
 }
-
