@@ -74,12 +74,16 @@ func authKind(chain *trust.Chain, proj *workspace.Project, server string) daemon
 	}
 }
 
-// managerKind is the agent manager of every space (cotal supervise), unless up was told
+// managerKind is the agent manager (cotal supervise) of every space but a user-auth one
+// (whose agents hold no static credential the manager could mint), unless up was told
 // --no-manager.
-func managerKind(proj *workspace.Project, server string) daemonKind {
+func managerKind(chain *trust.Chain, proj *workspace.Project, server string) daemonKind {
 	d, _ := workspace.DaemonNamed("manager")
 	return daemonKind{Daemon: d, proj: proj,
-		serves: func(string) bool { return true },
+		serves: func(space string) bool {
+			_, err := authsvc.ReadPin(chain.Dir(), space)
+			return err != nil
+		},
 		args: func(space string) ([]string, error) {
 			return []string{"supervise", "--space", space, "--server", server,
 				"--pidfile", d.PidFile(proj, space), "--wait"}, nil
@@ -91,7 +95,7 @@ func managerKind(proj *workspace.Project, server string) daemonKind {
 func kinds(chain *trust.Chain, proj *workspace.Project, server string, noManager bool) []daemonKind {
 	k := []daemonKind{deliveryKind(chain, proj, server), authKind(chain, proj, server)}
 	if !noManager {
-		k = append(k, managerKind(proj, server))
+		k = append(k, managerKind(chain, proj, server))
 	}
 	return k
 }

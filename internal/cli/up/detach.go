@@ -87,12 +87,13 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		what := modeName(opts.mode())
 		if !opts.Open {
 			what += ", delivery up" // the child reports ready only once its daemons serve
-			if !opts.NoManager {
-				what += ", manager up"
-			}
 		}
-		if _, err := authsvc.ReadPin(proj.AuthDir(), space); err == nil && !opts.Open {
+		_, pinErr := authsvc.ReadPin(proj.AuthDir(), space)
+		if pinErr == nil && !opts.Open {
 			what += ", auth service up" // a user-auth space's, which the child also waited for
+		}
+		if pinErr != nil && !opts.Open && !opts.NoManager {
+			what += ", manager up"
 		}
 		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", readyAddr(url, listen), space, what, child.Process.Pid)
 		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down`\n", proj.LogFile())

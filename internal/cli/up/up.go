@@ -595,11 +595,12 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		}
 		defer stop()
 		what += ", delivery up"
-		if !opts.NoManager {
-			what += ", manager up"
-		}
-		if n := countUserAuth(chain, spaces); n > 0 {
+		n := countUserAuth(chain, spaces)
+		if n > 0 {
 			what += ", auth service up for " + cmdutil.Count(n, "user-auth space")
+		}
+		if !opts.NoManager && n < len(spaces) {
+			what += ", manager up"
 		}
 	}
 	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s, store %s)\n", readyAddr(srv.ClientURL(), srv.ListenAddr()), space, what, store)
