@@ -25,6 +25,9 @@ type Launch struct {
 	Servers   string   // NATS URLs, comma-separated
 	CredsPath string   // the 0600 creds file; "" on an open mesh
 	Subscribe []string // channels joined at boot
+	// Capabilities are the persona's (spawn, ...): the MCP server lists the manager tools
+	// only with spawn.
+	Capabilities []string
 
 	Model        string   // model override ("" leaves the harness's default)
 	Prompt       string   // first turn to submit ("" for none)
@@ -78,6 +81,8 @@ const (
 	EnvCreds     = "COTAL_CREDS"
 	EnvSubscribe = "COTAL_SUBSCRIBE"
 	EnvHarness   = "COTAL_HARNESS"
+	// EnvCapabilities is the persona's capabilities, comma-separated ("" for none).
+	EnvCapabilities = "COTAL_CAPABILITIES"
 	// EnvChannel=1 makes `cotal mcp` push Claude Code channel notifications: Claude Code
 	// takes them (with --dangerously-load-development-channels) but does not declare it.
 	EnvChannel = "COTAL_CHANNEL"
@@ -125,6 +130,9 @@ func (l Launch) MCPEnv(harness string) map[string]string {
 	}
 	if l.Role != "" {
 		env[EnvRole] = l.Role
+	}
+	if len(l.Capabilities) > 0 {
+		env[EnvCapabilities] = strings.Join(l.Capabilities, ",")
 	}
 	if l.CredsPath != "" {
 		env[EnvCreds] = l.CredsPath

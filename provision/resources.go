@@ -90,6 +90,13 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 			Storage:  jetstream.FileStorage,
 			Replicas: 1,
 		}),
+		bucket(jetstream.KeyValueConfig{ // the manager leases, one row per host; TTL 10 s
+			Bucket:   protocol.BucketManager(space),
+			History:  1,
+			TTL:      ManagerLeaseTTL,
+			Storage:  jetstream.FileStorage,
+			Replicas: 1,
+		}),
 		bucket(jetstream.KeyValueConfig{
 			Bucket:   protocol.BucketMembers(space),
 			History:  1,
@@ -122,6 +129,10 @@ func presenceBucket(space string) resource {
 	r.want.AllowRollup = false
 	return r
 }
+
+// ManagerLeaseTTL is the TTL of the manager lease bucket: a manager that stops renewing
+// its row loses it this long after its last write.
+const ManagerLeaseTTL = 10 * time.Second
 
 // BucketAuth names the space's user-auth KV bucket, which holds the actor ledger.
 func BucketAuth(space string) string { return "cotal_auth_" + space }

@@ -40,12 +40,19 @@ const (
 	// owner's identity, used by cotal up itself (streams, buckets, pre-created durables)
 	// and by the person at the keyboard. Never hand it to an agent.
 	ProfileProvisioner Profile = "provisioner"
+	// ProfileManager is the agent manager (cotal supervise): an ordinary peer of the space
+	// (its own presence key and DM durable, as an agent reading no channel) that also
+	// answers the manager's control rails (every request on ctl.manager and
+	// ctl.manager-agent, the NATS micro service's $SRV discovery, one answer per request,
+	// and the attach stream under an attach request's reply subjects) and keeps its lease
+	// bucket. It mints no credential: the process that runs it holds the project's keys.
+	ProfileManager Profile = "manager"
 )
 
-// Valid reports whether p is one of the five profiles.
+// Valid reports whether p is one of the six profiles.
 func (p Profile) Valid() bool {
 	switch p {
-	case ProfileAgent, ProfileObserver, ProfileAdmin, ProfileDelivery, ProfileProvisioner:
+	case ProfileAgent, ProfileObserver, ProfileAdmin, ProfileDelivery, ProfileProvisioner, ProfileManager:
 		return true
 	}
 	return false
@@ -77,8 +84,11 @@ type UserSpec struct {
 	Subscribe []string
 	// AllowSubscribe is the agent's read ACL (channel patterns); empty means Subscribe.
 	AllowSubscribe []string
-	AllowPublish   []string      // agent only: post ACL (channel patterns); empty means it posts nowhere
-	ExpiresIn      time.Duration // 0 means the credential never expires
+	AllowPublish   []string // agent only: post ACL (channel patterns); empty means it posts nowhere
+	// Capabilities are the agent's persona capabilities; "spawn" lets it ask the manager
+	// (ctl.manager-agent) to spawn personas and stop the seats it spawned. Agent only.
+	Capabilities []string
+	ExpiresIn    time.Duration // 0 means the credential never expires
 }
 
 // Permissions turns spec into the NATS permissions of a user of this account whose public
@@ -104,6 +114,8 @@ func (a *Account) Permissions(spec UserSpec, user string) (jwt.Permissions, erro
 		readerGrants(g, space, spec, inbox, true)
 	case ProfileDelivery:
 		deliveryGrants(g, space, inbox)
+	case ProfileManager:
+		managerGrants(g, space, spec, inbox)
 	case ProfileProvisioner:
 		g.pub(">")
 		g.sub(">")
@@ -161,6 +173,13 @@ func agentGrants(g *grants, space string, s UserSpec, inbox string) {
 	g.sub(protocol.ReplyFilter(ctl), protocol.ReplyFilter(probe))
 	bind(g, dlv, protocol.ConsumerDLV(me, s.LifecycleUID))
 
+	// The manager's agent rail, only with the spawn capability.
+	if s.HasCapability(CapabilitySpawn) {
+		mgr := protocol.CtlSubject(space, protocol.ServiceManagerAgent, me) + ".*"
+		g.pub(mgr)
+		g.sub(protocol.ReplyFilter(mgr))
+	}
+
 	g.pub(api(verbAccountInfo), api(verbStreamInfo, chat))
 	publicBuckets(g, space)
 	g.sub(inbox)
@@ -217,6 +236,26 @@ func deliveryGrants(g *grants, space, inbox string) {
 	denyAdmin(g, space)
 }
 
+// managerGrants: an agent reading no channel, plus the manager's rails, its $SRV
+// discovery subjects and its lease bucket.
+func managerGrants(g *grants, space string, s UserSpec, inbox string) {
+	peer := s
+	peer.Subscribe, peer.AllowSubscribe, peer.AllowPublish, peer.Role, peer.Capabilities = []string{}, nil, nil, "", nil
+	agentGrants(g, space, peer, inbox)
+	for _, op := range protocol.MgrOps {
+		g.sub(protocol.MgrAnyFilter(space, op))
+	}
+	for _, svc := range []string{protocol.ServiceManager, protocol.ServiceManagerAgent} {
+		// The attach stream: terminal bytes under an attach request's reply subject.
+		g.pub(protocol.ReplyFilter(protocol.MgrFilter(space, svc, protocol.MgrAttach)))
+	}
+	g.sub("$SRV.>")
+	b := protocol.BucketManager(space)
+	readBucket(g, b)
+	g.pub(kvPrefix + b + ".>")
+	g.resp = true
+}
+
 // readerGrants is the observer, and with admin set the admin: read the messaging plane
 // (DMs and anycasts only for the admin), presence and the registry; send nothing.
 func readerGrants(g *grants, space string, s UserSpec, inbox string, admin bool) {
@@ -226,6 +265,10 @@ func readerGrants(g *grants, space string, s UserSpec, inbox string, admin bool)
 	if admin {
 		g.sub(protocol.InstAll(space), protocol.SvcAll(space))
 		g.pub(api(verbStreamInfo, dm), api(verbStreamInfo, task))
+		// The manager's operator rail: spawn, ps, stop, attach and input for anyone.
+		mgr := protocol.CtlSubject(space, protocol.ServiceManager, s.Principal) + ".*"
+		g.pub(mgr)
+		g.sub(protocol.ReplyFilter(mgr))
 	}
 	if s.LifecycleUID != "" {
 		hist := protocol.ConsumerHistory(s.Principal, s.LifecycleUID)
@@ -239,6 +282,9 @@ func readerGrants(g *grants, space string, s UserSpec, inbox string, admin bool)
 
 	// Sends nothing on the messaging plane, and writes no KV key.
 	g.deny(protocol.ChatAll(space), protocol.InstAll(space), protocol.SvcAll(space), kvPrefix+">")
+	if !admin {
+		g.deny(protocol.CtlFilter(space, protocol.ServiceManager) + ".*")
+	}
 	if admin {
 		// The admin's DM reader needs CONSUMER.CREATE/DELETE.DM_<space>.<its name>, so
 		// only the forms that name no consumer or make a durable are denied outright.
@@ -312,6 +358,7 @@ func denyAdmin(g *grants, space string) {
 // grants collects subjects in order, without duplicates.
 type grants struct {
 	pubAllow, pubDeny, subAllow jwt.StringList
+	resp                        bool // may answer each request it receives once (a service)
 }
 
 func (g *grants) pub(subjects ...string)  { g.pubAllow.Add(subjects...) }
@@ -319,10 +366,16 @@ func (g *grants) deny(subjects ...string) { g.pubDeny.Add(subjects...) }
 func (g *grants) sub(subjects ...string)  { g.subAllow.Add(subjects...) }
 
 func (g *grants) permissions() jwt.Permissions {
-	return jwt.Permissions{
+	p := jwt.Permissions{
 		Pub: jwt.Permission{Allow: g.pubAllow, Deny: g.pubDeny},
 		Sub: jwt.Permission{Allow: g.subAllow},
 	}
+	if g.resp {
+		// One answer per request received, within a minute (a spawn that waits for its
+		// settle answers within the readiness window).
+		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: 2 * time.Minute}
+	}
+	return p
 }
 
 // readACL is the agent's read ACL as protocol.ReadSet resolves it: AllowSubscribe, or
@@ -348,7 +401,24 @@ func (s UserSpec) tags() jwt.TagList {
 	if s.Role != "" {
 		t = append(t, "role:"+s.Role)
 	}
+	for _, c := range s.Capabilities {
+		t = append(t, "cap:"+c)
+	}
 	return append(t, "profile:"+string(s.Profile))
+}
+
+// CapabilitySpawn is the persona capability that lets an agent ask the manager to spawn
+// personas and stop the seats it spawned.
+const CapabilitySpawn = "spawn"
+
+// HasCapability reports whether the spec grants capability c.
+func (s UserSpec) HasCapability(c string) bool {
+	for _, have := range s.Capabilities {
+		if have == c {
+			return true
+		}
+	}
+	return false
 }
 
 // Check validates spec without I/O, with messages that name the cotal mint flag at fault.
@@ -357,7 +427,7 @@ func (s UserSpec) Check() error { return s.check() }
 // check validates spec without I/O. Messages name the cotal mint flag where one exists.
 func (s UserSpec) check() error {
 	if !s.Profile.Valid() {
-		return fmt.Errorf("--profile %q: want agent, observer, admin, delivery or provisioner", s.Profile)
+		return fmt.Errorf("--profile %q: want agent, observer, admin, delivery, manager or provisioner", s.Profile)
 	}
 	if s.Name == "" || len(s.Name) > protocol.MaxNameLength || strings.ContainsAny(s.Name, "\n\r") {
 		return fmt.Errorf("name %q: want 1 to %d characters on one line", s.Name, protocol.MaxNameLength)
@@ -372,6 +442,8 @@ func (s UserSpec) check() error {
 			return fmt.Errorf("--allow-publish is only for the agent profile, not %s", s.Profile)
 		case len(s.Subscribe) > 0:
 			return fmt.Errorf("a boot read set (subscribe) is only for the agent profile, not %s", s.Profile)
+		case len(s.Capabilities) > 0:
+			return fmt.Errorf("capabilities are only for the agent profile, not %s", s.Profile)
 		}
 	}
 	if s.Profile != ProfileProvisioner || s.Principal != (protocol.Principal{}) {
@@ -380,7 +452,7 @@ func (s UserSpec) check() error {
 		}
 	}
 	switch {
-	case s.LifecycleUID == "" && s.Profile == ProfileAgent:
+	case s.LifecycleUID == "" && (s.Profile == ProfileAgent || s.Profile == ProfileManager):
 		return fmt.Errorf("lifecycle uid: an agent credential needs one, to name the DM durable it binds")
 	case s.LifecycleUID != "" && !protocol.ValidLifecycleUID(s.LifecycleUID):
 		return fmt.Errorf("lifecycle uid %q: want 26 to 32 of a-z 0-9", s.LifecycleUID)

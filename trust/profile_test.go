@@ -316,7 +316,7 @@ func TestPermissionsRefuseBadSpecs(t *testing.T) {
 		spec UserSpec
 		want string
 	}{
-		{"unknown profile", with(func(s *UserSpec) { s.Profile = "root" }), `--profile "root": want agent, observer, admin, delivery or provisioner`},
+		{"unknown profile", with(func(s *UserSpec) { s.Profile = "root" }), `--profile "root": want agent, observer, admin, delivery, manager or provisioner`},
 		{"no name", with(func(s *UserSpec) { s.Name = "" }), "name"},
 		{"observer with post ACL", UserSpec{Name: "c", Profile: ProfileObserver, Principal: alice, AllowPublish: []string{"general"}}, "--allow-publish is only for the agent profile, not observer"},
 		{"admin with read ACL", UserSpec{Name: "w", Profile: ProfileAdmin, Principal: alice, AllowSubscribe: []string{"general"}}, "--allow-subscribe is only for the agent profile, not admin"},

@@ -22,6 +22,16 @@ func (p *Project) DeliveryPidFile(space string) string {
 	return filepath.Join(p.Dir(), "delivery."+SpaceKey(space)+".pid")
 }
 
+// ManagerPidFile is the pidfile of the agent manager of space: .cotal/manager.<hex>.pid.
+func (p *Project) ManagerPidFile(space string) string {
+	return filepath.Join(p.Dir(), "manager."+SpaceKey(space)+".pid")
+}
+
+// ManagerLogFile is the log of the agent manager of space: .cotal/manager.<hex>.log.
+func (p *Project) ManagerLogFile(space string) string {
+	return filepath.Join(p.Dir(), "manager."+SpaceKey(space)+".log")
+}
+
 // DeliveryLogFile is the log of the delivery daemon of space: .cotal/delivery.<hex>.log.
 func (p *Project) DeliveryLogFile(space string) string {
 	return filepath.Join(p.Dir(), "delivery."+SpaceKey(space)+".log")
@@ -83,10 +93,12 @@ func Daemons() []Daemon {
 			PidFile: (*Project).DeliveryPidFile, LogFile: (*Project).DeliveryLogFile},
 		{Component: "auth", Title: "auth service", Glob: "auth-service.*.pid",
 			PidFile: (*Project).AuthServicePidFile, LogFile: (*Project).AuthServiceLogFile},
+		{Component: "manager", Title: "agent manager", Glob: "manager.*.pid",
+			PidFile: (*Project).ManagerPidFile, LogFile: (*Project).ManagerLogFile},
 	}
 }
 
-// DaemonNamed is the daemon of component name ("delivery" or "auth").
+// DaemonNamed is the daemon of component name ("delivery", "auth" or "manager").
 func DaemonNamed(name string) (Daemon, bool) {
 	for _, d := range Daemons() {
 		if d.Component == name {

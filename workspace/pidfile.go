@@ -116,3 +116,13 @@ func RemovePidfile(path string) error {
 	}
 	return nil
 }
+
+// ProcessRecord is the identity of the live process pid now: its pid and start time, to
+// check later with Alive.
+func ProcessRecord(pid int) (Record, error) {
+	start, err := processStart(pid)
+	if err != nil {
+		return Record{}, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return Record{PID: pid, Start: start}, nil
+}

@@ -30,10 +30,12 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/meshes"
 	"github.com/cotal-ai/cotal/internal/cli/mint"
 	"github.com/cotal-ai/cotal/internal/cli/personas"
+	"github.com/cotal-ai/cotal/internal/cli/seats"
 	"github.com/cotal-ai/cotal/internal/cli/send"
 	"github.com/cotal-ai/cotal/internal/cli/setup"
 	"github.com/cotal-ai/cotal/internal/cli/spawn"
 	"github.com/cotal-ai/cotal/internal/cli/status"
+	"github.com/cotal-ai/cotal/internal/cli/supervise"
 	"github.com/cotal-ai/cotal/internal/cli/up"
 	"github.com/cotal-ai/cotal/internal/cli/update"
 	"github.com/cotal-ai/cotal/internal/cli/web"
@@ -138,6 +140,11 @@ peer, anycast to whoever holds a role.`,
 		meshes.NewCmdMeshes(f),
 		mcp.NewCmdMCP(f, Version, nil),
 		spawn.NewCmdSpawn(f, nil),
+		supervise.NewCmdSupervise(f, nil),
+		seats.NewCmdPs(f, nil),
+		seats.NewCmdStop(f, nil),
+		seats.NewCmdInput(f, nil),
+		seats.NewCmdAttach(f, nil),
 		web.NewCmdWeb(f, nil),
 		brokercmd.NewCmdBroker(f),
 	)

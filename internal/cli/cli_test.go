@@ -30,8 +30,9 @@ import (
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"cotal":    func() { os.Exit(cli.Main()) },
-		"mcpagent": func() { os.Exit(mcpAgent()) },
+		"cotal":     func() { os.Exit(cli.Main()) },
+		"mcpagent":  func() { os.Exit(mcpAgent()) },
+		"seatagent": func() { os.Exit(seatAgent()) },
 	})
 }
 
@@ -61,6 +62,7 @@ func TestScripts(t *testing.T) {
 			"streams":  cmdStreams,
 			"tlscerts": cmdTLSCerts,
 			"meshurl":  cmdMeshURL,
+			"waitgrep": cmdWaitGrep,
 		},
 	})
 }
@@ -262,7 +264,7 @@ func startProc(ts *testscript.TestScript, ps *procs, name string, args []string)
 	cmd := exec.Command(exe, args...)
 	cmd.Dir = ts.MkAbs(".")
 	cmd.Env = os.Environ()
-	for _, k := range []string{"HOME", "COTAL_HOME", "XDG_CONFIG_HOME", "WORK", "TMPDIR"} {
+	for _, k := range []string{"HOME", "COTAL_HOME", "XDG_CONFIG_HOME", "WORK", "TMPDIR", "COTAL_SPAWN_WINDOW"} {
 		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{})}

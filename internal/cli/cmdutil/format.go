@@ -115,3 +115,14 @@ func ConnLine(w io.Writer, space string, ev client.ConnEvent, wait time.Duration
 	}
 	fmt.Fprintf(w, "! connection to space %s at %s lost (%s); reconnecting for up to %s\n", space, ev.URL, termsafe.Escape(fmt.Sprint(ev.Err)), wait)
 }
+
+// WriteJSONLine prints v as one JSON object on one line (a --json stream of records),
+// escaped as WriteJSON does.
+func WriteJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(termsafe.EscapeJSON(b), '\n'))
+	return err
+}

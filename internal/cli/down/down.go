@@ -33,7 +33,7 @@ type Options struct {
 func NewCmdDown(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv}
 	cmd := &cobra.Command{
-		Use:   "down [delivery | auth [--space S] | web]",
+		Use:   "down [delivery | auth | manager [--space S] | web]",
 		Short: "Stop the mesh this project started",
 		Long: `Stop the broker that ` + "`cotal up`" + ` started for this project (found by walking up from the
 current folder to .cotal/). The pidfile is checked against the process start time, so a
@@ -56,7 +56,7 @@ a daemon stopped this way down until ` + "`cotal up`" + ` on the running mesh st
 				opts.Component = "web"
 			} else if len(args) == 1 {
 				if _, ok := workspace.DaemonNamed(args[0]); !ok {
-					return cmdutil.FlagErrorf("unknown component %q: cotal down stops everything, or only delivery, auth or web", args[0])
+					return cmdutil.FlagErrorf("unknown component %q: cotal down stops everything, or only delivery, auth, manager or web", args[0])
 				}
 				opts.Component = args[0]
 				if opts.Space != "" || cmd.Flags().Changed("space") {
@@ -109,7 +109,7 @@ func runDown(ctx context.Context, opts *Options) error {
 		}
 		return nil
 	}
-	for _, name := range []string{"auth", "delivery"} { // auth first: it asks the delivery daemon
+	for _, name := range []string{"manager", "auth", "delivery"} { // the manager first: it stops its seats; auth next: it asks the delivery daemon
 		c, _ := workspace.DaemonNamed(name)
 		if _, err := stopDaemons(ctx, opts, proj, c, true); errors.Is(err, errCannotHold) {
 			// The broker process stops its daemons itself (releasing what they hold) as

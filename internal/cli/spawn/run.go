@@ -5,19 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 
+	"github.com/cotal-ai/cotal/agentrun"
 	"github.com/cotal-ai/cotal/connector"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
-	"github.com/cotal-ai/cotal/protocol"
-	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -74,17 +71,7 @@ func resolve(opts *Options) (*plan, error) {
 	}
 	p := &plan{target: target, persona: per}
 
-	agent, from := opts.Agent, fmt.Sprintf("--agent %q", opts.Agent)
-	if agent == "" {
-		agent, from = per.Agent, fmt.Sprintf("agent: %s in %s", per.Agent, per.Path)
-	}
-	if agent == "" {
-		agent = getenv(f, "COTAL_DEFAULT_AGENT")
-		from = fmt.Sprintf("$COTAL_DEFAULT_AGENT %q", agent)
-	}
-	if agent == "" {
-		agent = "claude"
-	}
+	agent, from := agentrun.PickAgent(opts.Agent, per, f.Getenv)
 	con, ok := connector.Lookup(agent)
 	if !ok {
 		return nil, unknownAgent(from)
@@ -94,27 +81,13 @@ func resolve(opts *Options) (*plan, error) {
 	}
 	p.con = con
 
-	l := connector.Launch{
-		Space: target.Space, Name: per.Name, Role: per.Role, Servers: target.Server,
-		Subscribe: per.BootSet(), Model: per.Model, Prompt: opts.Prompt, HasPrompt: opts.HasPrompt,
-		SystemPrompt: per.Prompt, Args: opts.Args, DataDir: target.Project.Dir(), Getenv: f.Getenv,
-	}
-	if opts.Name != "" {
-		l.Name = opts.Name
-	}
-	if opts.Role != "" {
-		l.Role = opts.Role
-	}
-	if opts.Model != "" {
-		l.Model = opts.Model
-	}
-	if l.Exe, err = opts.Self(); err != nil {
+	exe, err := opts.Self()
+	if err != nil {
 		return nil, fmt.Errorf("find the cotal executable for the MCP server: %w", err)
 	}
-	l.RunDir = runDir(target.Project, l.Name)
-	if target.Auth() {
-		l.CredsPath = filepath.Join(l.RunDir, "creds")
-	}
+	l := agentrun.NewLaunch(agentrun.Target{Project: target.Project, Space: target.Space, Servers: target.Server,
+		Auth: target.Auth(), Exe: exe, Getenv: f.Getenv},
+		per, agentrun.Overrides{Name: opts.Name, Role: opts.Role, Model: opts.Model, Prompt: opts.Prompt, HasPrompt: opts.HasPrompt, Args: opts.Args})
 	p.launch = l
 	if p.spec, err = con.Build(l); err != nil {
 		return nil, cmdutil.RefuseUsage("spawning "+l.Name+" with "+agent, err.Error(), "cotal spawn --help")
@@ -147,11 +120,6 @@ func notInstalled(con connector.Connector, program string) error {
 	return cmdutil.Refuse("spawning with "+con.Name, program+" is not installed (not found on PATH)", con.Install)
 }
 
-// runDir is the private folder of one running agent's files: its creds and configuration.
-func runDir(proj *workspace.Project, name string) string {
-	return filepath.Join(proj.Dir(), "run", name)
-}
-
 func getenv(f *cmdutil.Factory, k string) string {
 	if f.Getenv == nil {
 		return ""
@@ -179,7 +147,7 @@ func printPlan(w, errOut io.Writer, p *plan) error {
 	fmt.Fprintf(w, "run in %s:\n  %s\n", cwd, commandLine(s))
 	if len(s.Env) > 0 {
 		fmt.Fprintln(w, "environment:")
-		for _, k := range sortedKeys(s.Env) {
+		for _, k := range agentrun.SortedKeys(s.Env) {
 			fmt.Fprintf(w, "  %s=%s\n", k, cmdutil.ShellQuote(s.Env[k]))
 		}
 	}
@@ -213,15 +181,6 @@ func commandLine(s connector.Spec) string {
 	return strings.Join(parts, " ")
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // launch claims the agent's run folder, mints its credential, writes the harness's files,
 // runs the harness in the foreground and, once it has exited, removes what it wrote.
 func launch(ctx context.Context, opts *Options, p *plan) (err error) {
@@ -231,12 +190,7 @@ func launch(ctx context.Context, opts *Options, p *plan) (err error) {
 		return err
 	}
 	defer func() {
-		var errs []error
-		for _, path := range s.Remove {
-			if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				errs = append(errs, rerr)
-			}
-		}
+		errs := []error{agentrun.Cleanup(s)}
 		if rerr := release(); rerr != nil {
 			errs = append(errs, rerr)
 		}
@@ -254,7 +208,7 @@ func launch(ctx context.Context, opts *Options, p *plan) (err error) {
 			return err
 		}
 	}
-	if err := writeFiles(s); err != nil {
+	if err := agentrun.WriteFiles(s); err != nil {
 		return err
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "spawning %s (role %s) with %s on space %s\n", l.Name, orNone(l.Role), p.con.Name, l.Space)
@@ -269,47 +223,24 @@ func launch(ctx context.Context, opts *Options, p *plan) (err error) {
 	return nil
 }
 
-// claimRunDir makes the agent's private run folder, refusing while another spawn of that
-// name runs from this project; a folder a dead spawn left (its credential with it) is
-// removed first. release removes the folder and everything in it.
-func claimRunDir(proj *workspace.Project, name, dir string) (release func() error, err error) {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		return nil, fmt.Errorf("run folder: %w", err)
+// claimRunDir makes the agent's private run folder, refusing while another spawn (or the
+// manager) runs an agent of that name from this project.
+func claimRunDir(_ *workspace.Project, name, dir string) (release func() error, err error) {
+	release, err = agentrun.Claim(dir, name, os.Getpid())
+	var running *agentrun.ErrRunning
+	if errors.As(err, &running) {
+		return nil, cmdutil.Refuse(fmt.Sprintf("spawning %s", name),
+			fmt.Sprintf("%s is already running from this project (cotal spawn pid %d)", name, running.PID),
+			"cotal spawn --name "+suggestName(name+"_2"))
 	}
-	pidfile := filepath.Join(dir, "spawn.pid")
-	for attempt := 0; ; attempt++ {
-		err := os.Mkdir(dir, 0o700)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, fs.ErrExist) || attempt > 0 {
-			return nil, fmt.Errorf("run folder: %w", err)
-		}
-		if rec, rerr := workspace.ReadPidfile(pidfile); rerr == nil {
-			if alive, aerr := rec.Alive(); aerr != nil || alive {
-				return nil, cmdutil.Refuse(fmt.Sprintf("spawning %s", name),
-					fmt.Sprintf("%s is already running from this project (cotal spawn pid %d)", name, rec.PID),
-					"cotal spawn --name "+suggestName(name+"_2"))
-			}
-		}
-		if err := os.RemoveAll(dir); err != nil { // a dead spawn's leftovers, its creds with them
-			return nil, fmt.Errorf("remove stale run folder: %w", err)
-		}
-	}
-	release = func() error { return os.RemoveAll(dir) }
-	if err := workspace.WritePidfile(pidfile, os.Getpid()); err != nil {
-		return nil, errors.Join(err, release())
-	}
-	return release, nil
+	return release, err
 }
 
 // mint mints the persona's least-privilege credential, as `cotal join --persona` does,
 // under the spawn's name and role, into the 0600 creds file.
 func mint(ctx context.Context, opts *Options, p *plan) error {
 	l, per := p.launch, p.persona
-	creds, err := opts.Factory.AgentCreds(ctx, p.target, trust.UserSpec{Name: l.Name, Profile: trust.ProfileAgent,
-		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: l.Name}, Role: l.Role,
-		Subscribe: per.Subscribe, AllowSubscribe: per.ReadACL(), AllowPublish: per.AllowPublish})
+	creds, err := opts.Factory.AgentCreds(ctx, p.target, agentrun.UserSpec(l, per))
 	if err != nil {
 		return err
 	}
@@ -319,59 +250,6 @@ func mint(ctx context.Context, opts *Options, p *plan) error {
 	return nil
 }
 
-// writeFiles makes the spec's private folders and writes its files, 0600.
-func writeFiles(s connector.Spec) error {
-	for _, d := range s.Dirs {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("harness folder: %w", err)
-		}
-		if st, err := os.Lstat(d); err != nil || !st.IsDir() {
-			return fmt.Errorf("harness folder %s: not a folder (a symbolic link?)", d)
-		}
-	}
-	for _, f := range s.Files {
-		if f.Link != "" {
-			if err := os.Remove(f.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("link %s: %w", f.Path, err)
-			}
-			if _, err := os.Stat(f.Link); err != nil {
-				continue // nothing to link to
-			}
-			if err := os.Symlink(f.Link, f.Path); err != nil {
-				return fmt.Errorf("link %s: %w", f.Path, err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
-			return fmt.Errorf("write %s: %w", f.Path, err)
-		}
-		if err := workspace.WriteFileAtomic(f.Path, f.Data, 0o600); err != nil {
-			return fmt.Errorf("write %s: %w", f.Path, err)
-		}
-	}
-	return nil
-}
-
-// childEnv is the launcher's environment without its COTAL_* variables (the agent's
-// identity is its own, never the operator's), plus the spec's.
-func childEnv(environ []string, set map[string]string) []string {
-	var out []string
-	for _, kv := range environ {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "COTAL_") {
-			continue
-		}
-		if _, ok := set[k]; ok {
-			continue
-		}
-		out = append(out, kv)
-	}
-	for _, k := range sortedKeys(set) {
-		out = append(out, k+"="+set[k])
-	}
-	return out
-}
-
 // run starts the harness on this terminal and waits for it. SIGTERM, SIGHUP and SIGQUIT
 // are passed on; SIGINT too when stdin is not a terminal (on a terminal, Ctrl-C already
 // reaches the harness, which shares the foreground process group). It returns the
@@ -379,7 +257,7 @@ func childEnv(environ []string, set map[string]string) []string {
 func run(ctx context.Context, opts *Options, p *plan) (int, error) {
 	cmd := exec.Command(p.program, p.spec.Args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.IO.In, opts.IO.Out, opts.IO.ErrOut
-	cmd.Env = childEnv(opts.Environ(), p.spec.Env)
+	cmd.Env = agentrun.ChildEnv(opts.Environ(), p.spec.Env)
 	cmd.Dir = p.cwd
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)

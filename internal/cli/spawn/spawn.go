@@ -41,6 +41,7 @@ type Options struct {
 	HasPrompt bool
 	Cwd       string
 	DryRun    bool
+	Detach    bool     // run it in a seat of the space's agent manager
 	Args      []string // after --
 }
 
@@ -72,12 +73,20 @@ Harnesses (--agent; default: the persona's agent:, else $COTAL_DEFAULT_AGENT, el
              COTAL_NAME, COTAL_ROLE, COTAL_SERVERS, COTAL_CREDS, COTAL_SUBSCRIBE are set
 
 Arguments after -- go to the harness (for command: the program and its arguments).
---dry-run prints the command line and the files it would write, and changes nothing.`,
+--dry-run prints the command line and the files it would write, and changes nothing.
+
+--detach asks the space's agent manager (cotal supervise; cotal up starts one) to run the
+agent in a seat of its own: spawn prints the agent's name and lifecycle uid at once, then
+how it settled: succeeded (it joined the roster), failed (it exited first: its code and last
+output lines; exit status 1) or uncertain (not in the roster within the manager's window;
+it still runs). A name derived from the persona that is taken gets a suffix (reviewer_2);
+a taken --name is refused. See cotal ps, stop, attach and input.`,
 		Example: `  cotal spawn                                # the default persona in Claude Code
   cotal spawn reviewer --agent codex --prompt 'Review the open pull request'
   cotal spawn builder --name builder_2 --model opus
   cotal spawn --agent command --name bot -- ./my-agent --verbose
-  cotal spawn reviewer --dry-run`,
+  cotal spawn reviewer --dry-run
+  cotal spawn reviewer --detach`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pos := args
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
@@ -112,8 +121,14 @@ Arguments after -- go to the harness (for command: the program and its arguments
 			if opts.Agent == "command" && len(opts.Args) == 0 {
 				return cmdutil.RefuseUsage("--agent command without a program", "the program to run goes after --", "cotal spawn --agent command --name bot -- ./my-agent")
 			}
+			if opts.Detach && opts.DryRun {
+				return cmdutil.FlagErrorf("--dry-run shows a foreground spawn; leave out --detach")
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
+			}
+			if opts.Detach {
+				return runDetach(cmd.Context(), opts)
 			}
 			return runSpawn(cmd.Context(), opts)
 		},
@@ -126,6 +141,7 @@ Arguments after -- go to the harness (for command: the program and its arguments
 	cmd.Flags().StringVar(&opts.Model, "model", "", "model (default: the persona's model, else the harness's)")
 	cmd.Flags().StringVar(&opts.Prompt, "prompt", "", "first turn, submitted when the agent starts")
 	cmd.Flags().StringVar(&opts.Cwd, "cwd", "", "folder the agent works in (default: the current folder)")
+	cmd.Flags().BoolVarP(&opts.Detach, "detach", "d", false, "run it in a seat of the space's agent manager: return at once, then report how it settles")
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print the command line and the files it would write; mint and write nothing")
 	return cmd
 }

@@ -55,14 +55,6 @@ func TestNewCmdSpawn(t *testing.T) {
 	}
 }
 
-func TestChildEnv(t *testing.T) {
-	got := childEnv([]string{"PATH=/bin", "COTAL_CREDS=/op.creds", "CODEX_HOME=/op", "HOME=/h"}, map[string]string{"CODEX_HOME": "/agent", "COTAL_NAME": "dave"})
-	want := []string{"PATH=/bin", "HOME=/h", "CODEX_HOME=/agent", "COTAL_NAME=dave"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("child env %q, want %q", got, want)
-	}
-}
-
 func TestSuggestName(t *testing.T) {
 	for in, want := range map[string]string{"bad-name": "bad_name", "": "agent_1", "ok_1": "ok_1", strings.Repeat("x", 70): strings.Repeat("x", 64)} {
 		if got := suggestName(in); got != want {

@@ -91,7 +91,7 @@ func daemonReports(t cmdutil.Target, userAuth bool) []DaemonReport {
 	}
 	var out []DaemonReport
 	for _, k := range workspace.Daemons() {
-		if k.Component == "auth" && !userAuth {
+		if (k.Component == "auth" && !userAuth) || (k.Component == "manager" && userAuth) {
 			continue
 		}
 		pidFile := k.PidFile(t.Project, t.Space)

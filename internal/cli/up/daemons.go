@@ -74,6 +74,32 @@ func authKind(chain *trust.Chain, proj *workspace.Project, server string) daemon
 	}
 }
 
+// managerKind is the agent manager (cotal supervise) of every space but a user-auth one
+// (whose agents hold no static credential the manager could mint), unless up was told
+// --no-manager.
+func managerKind(chain *trust.Chain, proj *workspace.Project, server string) daemonKind {
+	d, _ := workspace.DaemonNamed("manager")
+	return daemonKind{Daemon: d, proj: proj,
+		serves: func(space string) bool {
+			_, err := authsvc.ReadPin(chain.Dir(), space)
+			return err != nil
+		},
+		args: func(space string) ([]string, error) {
+			return []string{"supervise", "--space", space, "--server", server,
+				"--pidfile", d.PidFile(proj, space), "--wait"}, nil
+		},
+	}
+}
+
+// kinds are the daemon kinds a broker process supervises.
+func kinds(chain *trust.Chain, proj *workspace.Project, server string, noManager bool) []daemonKind {
+	k := []daemonKind{deliveryKind(chain, proj, server), authKind(chain, proj, server)}
+	if !noManager {
+		k = append(k, managerKind(chain, proj, server))
+	}
+	return k
+}
+
 // daemons supervises one daemon of a kind per space of an authenticated mesh: each runs as
 // a child of the broker process, is restarted when it exits while the broker runs (but
 // not while `cotal down delivery` or `cotal down auth` holds it down: then once `cotal up`

@@ -37,6 +37,9 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 	defer r.Close()
 
 	args := []string{"up", "--space", space}
+	if opts.NoManager {
+		args = append(args, "--no-manager")
+	}
 	if opts.Open {
 		args = append(args, "--open")
 	}
@@ -102,8 +105,12 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		if !opts.Open {
 			what += ", delivery up" // the child reports ready only once its daemons serve
 		}
-		if _, err := authsvc.ReadPin(proj.AuthDir(), space); err == nil && !opts.Open {
+		_, pinErr := authsvc.ReadPin(proj.AuthDir(), space)
+		if pinErr == nil && !opts.Open {
 			what += ", auth service up" // a user-auth space's, which the child also waited for
+		}
+		if pinErr != nil && !opts.Open && !opts.NoManager {
+			what += ", manager up"
 		}
 		if f[2] != "" {
 			what += fmt.Sprintf(", cluster %s node %s routes on %s", opts.ClusterName, f[2], f[3])

@@ -39,16 +39,17 @@ type Options struct {
 	Executable func() (string, error)
 	Getenv     func(string) string
 
-	Open     bool
-	UserAuth bool   // the space admits people of IdP through the auth service
-	IdP      string // with UserAuth: the IdP's base URL, or with ClientID the OIDC issuer URL
-	ClientID string // with UserAuth: the OIDC client id its ID tokens name; "" pins the reference's way
-	Space    string
-	Server   string
-	StoreDir string
-	Detach   bool
-	File     string // cotal.yaml to apply
-	DryRun   bool
+	Open      bool
+	NoManager bool   // start no agent manager
+	UserAuth  bool   // the space admits people of IdP through the auth service
+	IdP       string // with UserAuth: the IdP's base URL, or with ClientID the OIDC issuer URL
+	ClientID  string // with UserAuth: the OIDC client id its ID tokens name; "" pins the reference's way
+	Space     string
+	Server    string
+	StoreDir  string
+	Detach    bool
+	File      string // cotal.yaml to apply
+	DryRun    bool
 	// TLS: TLSCert and TLSKey make the broker serve TLS on its client port; TLSCA is the CA
 	// (PEM) that signed it, which up's own clients and the mesh record's readers trust;
 	// ClusterTLS asks the same on the cluster port. InsecureNoTLS allows a bind beyond
@@ -182,6 +183,7 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&opts.Open, "open", false, "serve the unauthenticated dev mesh (loopback only)")
+	fl.BoolVar(&opts.NoManager, "no-manager", false, "start no agent manager (cotal supervise) for the spaces")
 	fl.BoolVar(&opts.UserAuth, "user-auth", false, "people sign in with an OIDC provider (needs --idp)")
 	fl.StringVar(&opts.IdP, "idp", "", "with --user-auth: the IdP's auth base URL (with --client-id: the OIDC issuer URL)")
 	fl.StringVar(&opts.ClientID, "client-id", "", "with --user-auth: an OIDC provider's client id (discovery); without it the IdP is pinned the reference's way")
@@ -542,7 +544,7 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 		return err
 	}
 	for _, s := range spaces {
-		for _, k := range []daemonKind{deliveryKind(chain, proj, mesh.Server), authKind(chain, proj, mesh.Server)} {
+		for _, k := range kinds(chain, proj, mesh.Server, opts.NoManager) {
 			if err := waitDaemon(ctx, opts, k, s); err != nil {
 				return err
 			}
@@ -777,7 +779,7 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		defer lifeW.Close()
 		defer lifeR.Close()
 		dctx, stop := context.WithCancel(ctx)
-		for _, kind := range []daemonKind{deliveryKind(chain, proj, srv.ClientURL()), authKind(chain, proj, srv.ClientURL())} {
+		for _, kind := range kinds(chain, proj, srv.ClientURL(), opts.NoManager) {
 			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log, life: lifeR,
 				standby: srv.Cluster != nil}
 			// Deferred after srv.Close, so it runs first: daemons release what they hold
@@ -791,8 +793,12 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		}
 		defer stop()
 		what += ", delivery up"
-		if n := countUserAuth(chain, spaces); n > 0 {
+		n := countUserAuth(chain, spaces)
+		if n > 0 {
 			what += ", auth service up for " + cmdutil.Count(n, "user-auth space")
+		}
+		if !opts.NoManager && n < len(spaces) {
+			what += ", manager up"
 		}
 	}
 	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s%s, store %s)\n", readyAddr(srv.ClientURL(), srv.ListenAddr()), space, what, clusterNote, store)

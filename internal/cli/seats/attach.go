@@ -1,0 +1,173 @@
+package seats
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/charmbracelet/x/term"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+	"github.com/spf13/cobra"
+
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// detachKey is Ctrl-].
+const detachKey = 0x1d
+
+// AttachOptions are the flags of `cotal attach`.
+type AttachOptions struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+	Mesh    cmdutil.MeshFlags
+	Name    string
+}
+
+// NewCmdAttach builds `cotal attach`.
+func NewCmdAttach(f *cmdutil.Factory, runF func(context.Context, *AttachOptions) error) *cobra.Command {
+	opts := &AttachOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "attach --name N",
+		Short: "Attach this terminal to an agent's terminal",
+		Long: `Stream the terminal of one seat of the space's agent manager here, both ways, over the
+mesh: first the screen so far (its last 256 KiB of output), then what it prints as it
+prints it; what you type goes to it. Ctrl-] detaches and leaves the agent running. With
+stdin not a terminal, what it holds is typed into the seat and attach detaches at its
+end. Operator only.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !protocol.ValidActor(opts.Name) {
+				return cmdutil.FlagErrorf("--name %q: name the agent (see cotal ps)", opts.Name)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runAttach(cmd.Context(), opts)
+		},
+	}
+	cmdutil.SpaceVar(cmd.Flags(), &opts.Mesh.Space, "space (default: the project's space)")
+	cmd.Flags().StringVar(&opts.Mesh.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	cmd.Flags().StringVar(&opts.Name, "name", "", "the agent to attach to")
+	return cmd
+}
+
+func runAttach(ctx context.Context, opts *AttachOptions) error {
+	c, ep, t, err := Dial(ctx, opts.Factory, opts.Mesh)
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	nc := ep.Conn()
+	session := nuid.Next()
+	subj := c.Subject(protocol.MgrAttach)
+	reply := subj + "." + protocol.ReplyToken + "." + session
+	frames := make(chan *nats.Msg, 256)
+	sub, err := nc.ChanSubscribe(reply, frames)
+	if err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	send := func(op, reply string, v any) error {
+		b, _ := json.Marshal(v) // plain structs always encode
+		return nc.PublishMsg(&nats.Msg{Subject: c.Subject(op), Reply: reply, Data: b})
+	}
+	if err := send(protocol.MgrAttach, reply, protocol.AttachArgs{Name: opts.Name, Session: session}); err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	var first *nats.Msg
+	select {
+	case first = <-frames:
+	case <-time.After(15 * time.Second):
+		return Explain(fmt.Errorf("attach: no answer from the manager"), t.Space)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if first.Header.Get("Status") == "503" {
+		return Explain(errNoManager(), t.Space)
+	}
+	var res protocol.AttachResult
+	if err := decodeAnswer(first.Data, &res); err != nil {
+		return Explain(err, t.Space)
+	}
+	out := opts.IO.Out
+	if _, err := out.Write(res.Screen); err != nil {
+		return err
+	}
+	defer func() {
+		_ = send(protocol.MgrAttach, "", protocol.AttachArgs{Name: opts.Name, Session: session, Detach: true})
+		_ = nc.Flush()
+	}()
+
+	inFile, isFile := opts.IO.In.(*os.File)
+	tty := isFile && term.IsTerminal(inFile.Fd())
+	if tty {
+		st, err := term.MakeRaw(inFile.Fd())
+		if err == nil {
+			defer func() { _ = term.Restore(inFile.Fd(), st) }()
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "[cotal: attached to %s; Ctrl-] detaches]\r\n", opts.Name)
+	}
+	input := make(chan []byte)
+	inDone := make(chan struct{})
+	go func() {
+		defer close(inDone)
+		buf := make([]byte, 4096)
+		for {
+			n, err := opts.IO.In.Read(buf)
+			if n > 0 {
+				select {
+				case input <- append([]byte(nil), buf[:n]...):
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	renew := time.NewTicker(time.Duration(res.TTLMs) * time.Millisecond / 3)
+	defer renew.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-frames:
+			switch m.Header.Get(protocol.MgrTTYHeader) {
+			case "out":
+				if _, err := out.Write(m.Data); err != nil {
+					return err
+				}
+			case "exit":
+				fmt.Fprintf(opts.IO.ErrOut, "\r\n[cotal: %s exited]\r\n", opts.Name)
+				return nil
+			}
+		case b := <-input:
+			if i := bytes.IndexByte(b, detachKey); i >= 0 && tty {
+				if i > 0 {
+					_ = send(protocol.MgrInput, "", protocol.InputArgs{Name: opts.Name, Data: b[:i]})
+				}
+				fmt.Fprintf(opts.IO.ErrOut, "\r\n[cotal: detached from %s]\r\n", opts.Name)
+				return nil
+			}
+			if err := send(protocol.MgrInput, "", protocol.InputArgs{Name: opts.Name, Data: b}); err != nil {
+				return fmt.Errorf("attach: input: %w", err)
+			}
+		case <-inDone:
+			if !tty {
+				return nc.Flush() // piped input typed; detach
+			}
+			inDone = nil
+		case <-renew.C:
+			if err := send(protocol.MgrAttach, "", protocol.AttachArgs{Name: opts.Name, Session: session, Renew: true}); err != nil {
+				return fmt.Errorf("attach: renew: %w", err)
+			}
+		}
+	}
+}

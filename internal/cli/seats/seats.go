@@ -1,0 +1,59 @@
+// Package seats implements the commands that ask the agent manager about its seats:
+// `cotal ps`, `cotal stop`, `cotal attach` and `cotal input`, and the manager call behind
+// `cotal spawn --detach`.
+package seats
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/mgrclient"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
+)
+
+// Dial connects as the operator at the keyboard (profile admin: the manager's operator
+// rail) and returns a manager client and the endpoint to close.
+func Dial(ctx context.Context, f *cmdutil.Factory, flags cmdutil.MeshFlags) (*mgrclient.Client, *client.Endpoint, cmdutil.Target, error) {
+	t, err := f.Resolve(flags)
+	if err != nil {
+		return nil, nil, t, err
+	}
+	ep, err := f.ConnectOperator(ctx, t, trust.ProfileAdmin)
+	if err != nil {
+		return nil, nil, t, err
+	}
+	return &mgrclient.Client{NC: ep.Conn(), Space: t.Space, Caller: ep.Principal(), Operator: true}, ep, t, nil
+}
+
+// Explain turns a manager call's error into what to do next.
+func Explain(err error, space string) error {
+	var me *mgrclient.Error
+	switch {
+	case errors.Is(err, mgrclient.ErrNoManager):
+		return cmdutil.Refuse("asking the agent manager of space "+space, "no manager serves it", "cotal supervise --space "+space)
+	case errors.As(err, &me) && me.Code == "not-found":
+		return cmdutil.WithNext(fmt.Errorf("%s", me.Message), "cotal ps")
+	case errors.As(err, &me):
+		return fmt.Errorf("the manager refused: %s", me.Message)
+	}
+	return err
+}
+
+func errNoManager() error { return mgrclient.ErrNoManager }
+
+// decodeAnswer reads a manager answer body into out.
+func decodeAnswer(b []byte, out any) error {
+	var r protocol.MgrReply
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("manager answer: %w", err)
+	}
+	if !r.OK {
+		return &mgrclient.Error{Code: r.Code, Message: r.Error}
+	}
+	return json.Unmarshal(r.Data, out)
+}

@@ -1,0 +1,196 @@
+// Package supervise implements `cotal supervise`: the agent manager of one space in the
+// foreground.
+package supervise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/manager"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// ManagerName is the manager's presence name and actor.
+const ManagerName = "manager"
+
+// WindowEnv overrides the spawn readiness window (a Go duration), for tests.
+const WindowEnv = "COTAL_SPAWN_WINDOW"
+
+// Options are the flags of `cotal supervise`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+
+	Space   string
+	Server  string
+	Pidfile string
+	Wait    bool
+}
+
+// NewCmdSupervise builds `cotal supervise`.
+func NewCmdSupervise(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "supervise [--space S] [--server URL] [--wait]",
+		Short: "Run the agent manager of a space in the foreground",
+		Long: `Run the agent manager of one space: a peer named manager that runs agents in seats (each
+in a pseudo-terminal, with the connectors of cotal spawn, its credential 0600 in
+.cotal/run/<name>/ and its output in .cotal/logs/agents/<name>.log) and answers cotal spawn
+--detach, ps, stop, attach and input over the mesh, as the NATS micro service cotal-manager.
+
+One manager serves a space per host: it holds the row lease.<host> of the space's manager
+lease bucket (10 s, renewed every few seconds). A second one refuses and names the holder,
+or with --wait waits for the lease; one whose holder was killed takes over at once and
+adopts the seats still running. It prints one line when it serves and, on SIGTERM or
+Ctrl-C, stops its seats (SIGTERM, then SIGKILL after 10 s) and releases its lease.
+
+cotal up starts one per space and restarts it when it exits; cotal down manager holds it
+down.`,
+		Example: `  cotal supervise
+  cotal supervise --space team --wait`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runSupervise(cmd.Context(), opts)
+		},
+	}
+	cmdutil.SpaceVar(cmd.Flags(), &opts.Space, "space to serve (default: the project's space)")
+	cmd.Flags().StringVar(&opts.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	cmd.Flags().StringVar(&opts.Pidfile, "pidfile", "", "write this pidfile once serving (cotal up sets it)")
+	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "wait for the lease when another manager holds it, instead of refusing")
+	return cmd
+}
+
+func runSupervise(ctx context.Context, opts *Options) error {
+	f := opts.Factory
+	t, err := f.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server})
+	if err != nil {
+		return err
+	}
+	if t.Project == nil {
+		return cmdutil.Refuse("supervising outside a project", "personas and the seats' run files live in a project's .cotal/", "cotal setup --yes")
+	}
+	ctx, stopWatch, err := cmdutil.WithParent(ctx, f.Getenv)
+	if err != nil {
+		return err
+	}
+	defer stopWatch()
+	exe, err := selfExe(f)
+	if err != nil {
+		return fmt.Errorf("find the cotal executable for the agents' MCP server: %w", err)
+	}
+	window := time.Duration(0)
+	if v := getenv(f, WindowEnv); v != "" {
+		if window, err = time.ParseDuration(v); err != nil || window <= 0 {
+			return cmdutil.RefuseUsage("$"+WindowEnv+" "+v, "it is not a positive duration", "export "+WindowEnv+"=30s")
+		}
+	}
+	log := slog.New(f.DaemonLog())
+	m := &manager.Manager{
+		Connect: func(ctx context.Context) (*client.Endpoint, error) {
+			cfg := client.Config{Name: ManagerName, Actor: ManagerName, Kind: protocol.CardEndpoint,
+				Description: "agent manager", Meta: map[string]any{"service": protocol.ManagerServiceName}}
+			if !t.Auth() {
+				return f.Connect(ctx, t, cfg, cmdutil.As{Join: true})
+			}
+			// Its credential is minted with its durables made by the project's provisioner,
+			// as an agent's is.
+			creds, err := f.AgentCreds(ctx, t, trust.UserSpec{Name: ManagerName, Profile: trust.ProfileManager,
+				Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: ManagerName}})
+			if err != nil {
+				return nil, err
+			}
+			mt := t
+			mt.CredsData = creds
+			return f.Connect(ctx, mt, cfg, cmdutil.As{})
+		},
+		Project: t.Project, Space: t.Space, Servers: t.Server, Auth: t.Auth(), Exe: exe, Wait: opts.Wait,
+		Mint: func(ctx context.Context, spec trust.UserSpec) ([]byte, error) {
+			return f.AgentCreds(ctx, t, spec)
+		},
+		Getenv: f.Getenv, Window: window, Logger: log,
+	}
+	pid := &cmdutil.Pidfile{Path: opts.Pidfile}
+	defer pid.Remove(opts.IO.ErrOut)
+	var readyErr error
+	err = m.Run(ctx, func() {
+		readyErr = pid.Write()
+		fmt.Fprintf(opts.IO.Out, "✓ manager up (space %s)\n", t.Space)
+		if rerr := cmdutil.SignalReady(f.Getenv, "manager "+t.Space); rerr != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "! %v\n", rerr)
+		}
+	})
+	switch {
+	case errors.Is(err, manager.ErrLeaseHeld):
+		return cmdutil.Refuse("a second manager for space "+t.Space, err.Error(), leaseHeldNext(t))
+	case err != nil:
+		return err
+	case readyErr != nil:
+		return readyErr
+	case errors.Is(context.Cause(ctx), cmdutil.ErrParentGone):
+		return fmt.Errorf("manager of space %s stopped: %w", t.Space, cmdutil.ErrParentGone)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "manager of space %s stopped; its seats are stopped and its lease released\n", t.Space)
+	return nil
+}
+
+// leaseHeldNext: stop the manager cotal up supervises, or wait for the holder.
+func leaseHeldNext(t cmdutil.Target) string {
+	if d, ok := workspace.DaemonNamed("manager"); ok && t.Project != nil {
+		if rec, err := workspace.ReadPidfile(d.PidFile(t.Project, t.Space)); err == nil {
+			if alive, _ := rec.Alive(); alive {
+				return "cotal down manager --space " + t.Space + " && cotal supervise --space " + t.Space
+			}
+		}
+	}
+	return "cotal supervise --space " + t.Space + " --wait"
+}
+
+func getenv(f *cmdutil.Factory, k string) string {
+	if f.Getenv == nil {
+		return ""
+	}
+	return f.Getenv(k)
+}
+
+// selfExe is this binary as the shell named it (so agents start the same cotal), else
+// the running executable.
+func selfExe(f *cmdutil.Factory) (string, error) {
+	if a := os.Args[0]; a != "" {
+		p := a
+		if !strings.ContainsRune(a, filepath.Separator) {
+			if lp, err := exec.LookPath(a); err == nil {
+				p = lp
+			} else {
+				p = ""
+			}
+		}
+		if p != "" {
+			if abs, err := filepath.Abs(p); err == nil {
+				if st, err := os.Stat(abs); err == nil && st.Mode().IsRegular() {
+					return abs, nil
+				}
+			}
+		}
+	}
+	if f.Executable == nil {
+		return "", errors.New("cannot find the cotal executable")
+	}
+	return f.Executable()
+}

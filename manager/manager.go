@@ -1,0 +1,263 @@
+// Package manager is the agent manager (`cotal supervise`): an ordinary peer of its
+// space, named manager, that runs agents in seats (each in a pseudo-terminal, with the
+// connectors of `cotal spawn`) and answers control requests over the mesh as the NATS
+// micro service cotal-manager: spawn, ps, stop, attach and input.
+//
+// A request's caller is the principal in its subject, which the broker pins to the
+// caller's credential: cotal.<space>.ctl.<service>.<owner>.<actor>.<op>. The manager
+// service is the operator's (the project's own identity, admins): everything. The
+// manager-agent service is for agents whose persona has capabilities: [spawn]: spawn a
+// persona, stop a seat it spawned (same owner) or itself, list the seats it spawned.
+//
+// One manager serves a space per host: it holds the row lease.<host> of the bucket
+// cotal_manager_<space> while it runs. Its seats are recorded in their run folders
+// (.cotal/run/<name>/seat.json), so a manager that takes over after one was killed adopts
+// the seats still running (without their terminal) and reports those that ended, and
+// never starts one twice.
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
+	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// Defaults of the Manager's timing fields.
+const (
+	DefaultWindow    = 30 * time.Second // spawn readiness window
+	DefaultStopGrace = 10 * time.Second // SIGTERM to SIGKILL
+	attachTTL        = 15 * time.Second // an attach session not renewed this long ends
+	screenSize       = 256 << 10
+)
+
+// Manager runs seats for one space. Set fields before Run.
+type Manager struct {
+	// Connect connects the manager's peer (name manager, not yet joined); required.
+	Connect func(ctx context.Context) (*client.Endpoint, error)
+	Project *workspace.Project // required: personas, run folders, logs
+	Space   string             // required
+	Servers string             // NATS URLs the agents connect to; required
+	Auth    bool               // the mesh checks credentials: seats get a minted one
+	// Mint mints an agent credential for spec (its durables created); required with Auth.
+	Mint     func(ctx context.Context, spec trust.UserSpec) ([]byte, error)
+	Exe      string // this binary: each agent's MCP server is `<Exe> mcp`; required
+	Host     string // "" means os.Hostname
+	Wait     bool   // wait for a live holder's lease instead of refusing
+	Environ  func() []string
+	LookPath func(string) (string, error)
+	Getenv   func(string) string
+
+	Window    time.Duration // 0 means DefaultWindow
+	StopGrace time.Duration // 0 means DefaultStopGrace
+	LeaseTTL  time.Duration // 0 means the bucket's TTL (provision.ManagerLeaseTTL)
+	Logger    *slog.Logger  // nil means discard
+
+	log      *slog.Logger
+	ep       *client.Endpoint
+	instance string
+
+	mu       sync.Mutex
+	seats    map[string]*seat       // by name, running and ended
+	presence map[string]client.Peer // by actor (owner local)
+	presCh   chan struct{}          // closed and replaced at every presence change
+	wg       sync.WaitGroup
+	ctx      context.Context
+}
+
+func (m *Manager) check() error {
+	switch {
+	case m.Connect == nil:
+		return errors.New("no Connect")
+	case m.Project == nil:
+		return errors.New("no project")
+	case m.Space == "" || m.Servers == "":
+		return errors.New("no space or servers")
+	case m.Auth && m.Mint == nil:
+		return errors.New("an authenticated mesh needs Mint")
+	case m.Exe == "":
+		return errors.New("no cotal executable")
+	}
+	return nil
+}
+
+// Run takes the lease, adopts the seats a previous manager left, serves until ctx ends,
+// then stops every seat it started and releases the lease. It returns ErrLeaseHeld
+// (wrapped, naming the holder) when another manager serves this space on this host.
+func (m *Manager) Run(ctx context.Context, ready func()) error {
+	if err := m.check(); err != nil {
+		return fmt.Errorf("manager %s: config: %w", m.Space, err)
+	}
+	m.log = m.Logger
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.Host == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "localhost"
+		}
+		m.Host = h
+	}
+	if m.Window <= 0 {
+		m.Window = DefaultWindow
+	}
+	if m.StopGrace <= 0 {
+		m.StopGrace = DefaultStopGrace
+	}
+	if m.LeaseTTL <= 0 {
+		m.LeaseTTL = provision.ManagerLeaseTTL
+	}
+	if m.Environ == nil {
+		m.Environ = os.Environ
+	}
+	m.instance = protocol.Token(fmt.Sprintf("%s-%d-%d", m.Host, os.Getpid(), time.Now().UnixNano()))
+	m.seats = map[string]*seat{}
+	m.presence = map[string]client.Peer{}
+	m.presCh = make(chan struct{})
+
+	ep, err := m.Connect(ctx)
+	if err != nil {
+		return fmt.Errorf("manager %s: connect: %w", m.Space, err)
+	}
+	defer ep.Close()
+	m.ep = ep
+
+	kv, err := ep.JetStream().KeyValue(ctx, protocol.BucketManager(m.Space))
+	if err != nil {
+		return fmt.Errorf("manager %s: lease bucket (provision the space with this cotal: cotal up): %w", m.Space, err)
+	}
+	me, err := workspace.ProcessRecord(os.Getpid())
+	if err != nil {
+		return fmt.Errorf("manager %s: %w", m.Space, err)
+	}
+	l := &lease{kv: kv, key: protocol.ManagerLeaseKey(m.Host), ttl: m.LeaseTTL,
+		me: LeaseInfo{Instance: m.instance, Host: m.Host, PID: me.PID, Start: me.Start}}
+	if err := l.acquire(ctx, m.Wait, func(h LeaseInfo) { m.log.Info("waiting for the manager lease", "holder", h.String()) }); err != nil {
+		return fmt.Errorf("manager %s: lease: %w", m.Space, err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		defer cancel()
+		if err := l.release(rctx); err != nil {
+			m.log.Warn("release lease", "err", err)
+		}
+	}()
+
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	m.ctx = sctx
+	if err := ep.Join(sctx); err != nil {
+		return fmt.Errorf("manager %s: join: %w", m.Space, err)
+	}
+	changes, err := ep.WatchPresence(sctx)
+	if err != nil {
+		return fmt.Errorf("manager %s: watch presence: %w", m.Space, err)
+	}
+	m.wg.Add(1)
+	go func() { defer m.wg.Done(); m.watchPresence(changes) }()
+
+	m.adopt()
+
+	svc, err := m.serve()
+	if err != nil {
+		stop()
+		m.wg.Wait()
+		return fmt.Errorf("manager %s: service: %w", m.Space, err)
+	}
+	ready()
+
+	renew := time.NewTicker(m.LeaseTTL / 3)
+	defer renew.Stop()
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-ep.Lost():
+			runErr = fmt.Errorf("manager %s: connection lost: %w", m.Space, ep.LostErr())
+			break loop
+		case <-renew.C:
+			if err := l.renew(ctx); err != nil {
+				if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) {
+					runErr = fmt.Errorf("manager %s: lease lost: %w", m.Space, err)
+					break loop
+				}
+				m.log.Warn("renew lease", "err", err)
+			}
+		}
+	}
+	_ = svc.Stop()
+	m.stopAll()
+	stop()
+	m.wg.Wait()
+	return runErr
+}
+
+// watchPresence keeps the roster the seats' mesh state and settles read.
+func (m *Manager) watchPresence(ch <-chan client.PeerChange) {
+	for c := range ch {
+		p, err := protocol.ParsePrincipal(c.Card.ID)
+		if err != nil || p.Owner != protocol.OwnerLocal {
+			continue
+		}
+		m.mu.Lock()
+		m.presence[p.Actor] = c.Peer
+		close(m.presCh)
+		m.presCh = make(chan struct{})
+		m.mu.Unlock()
+	}
+}
+
+// meshState is how the roster shows actor: its status, offline, or not in roster.
+func (m *Manager) meshState(actor string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.presence[actor]
+	if !ok {
+		return "not in roster"
+	}
+	return string(p.State())
+}
+
+// online reports whether actor is online in the roster, and a channel closed at the next
+// change.
+func (m *Manager) online(actor string) (bool, <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.presence[actor]
+	return ok && p.Online, m.presCh
+}
+
+// serve registers the micro service and its endpoints.
+func (m *Manager) serve() (micro.Service, error) {
+	svc, err := micro.AddService(m.ep.Conn(), micro.Config{
+		Name:        protocol.ManagerServiceName,
+		Version:     "1.0.0",
+		Description: "cotal agent manager of space " + m.Space + " on " + m.Host,
+		Metadata:    map[string]string{"space": m.Space, "host": m.Host, "instance": m.instance},
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range protocol.MgrOps {
+		if err := svc.AddEndpoint(op, micro.HandlerFunc(m.handle), micro.WithEndpointSubject(protocol.MgrAnyFilter(m.Space, op))); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("endpoint %s: %w", op, err)
+		}
+	}
+	return svc, nil
+}

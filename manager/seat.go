@@ -1,0 +1,618 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/nats-io/nats.go"
+
+	"github.com/cotal-ai/cotal/agentrun"
+	"github.com/cotal-ai/cotal/connector"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// seat is one agent the manager runs (or adopted).
+type seat struct {
+	m       *Manager
+	persona *workspace.Persona
+	spec    connector.Spec
+	launch  connector.Launch
+	program string
+	args    protocol.SpawnArgs // what was asked, for a restart
+	spawner caller
+	release func() error // removes the run folder, the credential with it
+
+	mu       sync.Mutex
+	info     protocol.SeatInfo
+	proc     *os.Process
+	ptmx     *os.File // nil for an adopted seat
+	screen   *screen
+	sessions map[string]*session
+	stopping bool
+	settled  chan struct{} // closed once the spawn settles
+	done     chan struct{} // closed once the process has ended and its files are gone
+}
+
+// session is one attach: terminal bytes go to its reply subject until it expires.
+type session struct {
+	subject string
+	expires time.Time
+}
+
+func (s *seat) snapshot() protocol.SeatInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info := s.info
+	if info.Outcome == protocol.SettleFailed || info.Process == "exited" {
+		info.LogTail = s.screen.Tail(10)
+	}
+	return info
+}
+
+func (s *seat) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info.Process != "exited"
+}
+
+func (s *seat) settle(outcome string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.info.Outcome != "" {
+		return
+	}
+	s.info.Outcome = outcome
+	close(s.settled)
+}
+
+// record is what a seat's run folder keeps for a manager that takes over.
+type record struct {
+	Info   protocol.SeatInfo `json:"info"`
+	Start  string            `json:"start"` // the process's start time
+	Remove []string          `json:"remove,omitempty"`
+}
+
+func seatFile(proj *workspace.Project, name string) string {
+	return filepath.Join(agentrun.RunDir(proj, name), "seat.json")
+}
+
+func (s *seat) writeRecord(start string) error {
+	b, err := json.Marshal(record{Info: s.snapshot(), Start: start, Remove: s.spec.Remove})
+	if err != nil {
+		return err
+	}
+	return workspace.WriteFileAtomic(seatFile(s.m.Project, s.info.Name), b, 0o600)
+}
+
+// taken reports whether name is in use: a seat running under it, a run folder a live
+// process holds, or an online peer of that name.
+func (m *Manager) taken(name string) bool {
+	m.mu.Lock()
+	s := m.seats[name]
+	m.mu.Unlock()
+	if s != nil && s.running() {
+		return true
+	}
+	if agentrun.Held(m.Project, name) {
+		return true
+	}
+	on, _ := m.online(name)
+	return on
+}
+
+// spawn starts a seat and answers at once with its name and uid (with Wait, once it
+// settles).
+func (m *Manager) spawn(who caller, a protocol.SpawnArgs) (protocol.SpawnResult, error) {
+	per, err := m.personaFor(a.Persona)
+	if err != nil {
+		return protocol.SpawnResult{}, err
+	}
+	agent, from := agentrun.PickAgent(a.Agent, per, m.Getenv)
+	con, ok := connector.Lookup(agent)
+	if !ok {
+		return protocol.SpawnResult{}, refuse(codeBad, "%s: cotal has no connector of that name", from)
+	}
+	if a.Name != "" && !protocol.ValidActor(a.Name) {
+		return protocol.SpawnResult{}, refuse(codeBad, "name %q: want 1 to %d letters, digits or _", a.Name, protocol.MaxActorLength)
+	}
+	if a.Role != "" && !protocol.ValidToken(a.Role) {
+		return protocol.SpawnResult{}, refuse(codeBad, "role %q: letters, digits, _ and - only", a.Role)
+	}
+	cwd := a.Cwd
+	if cwd == "" {
+		cwd = m.Project.Root
+	}
+	if !filepath.IsAbs(cwd) {
+		cwd = filepath.Join(m.Project.Root, cwd)
+	}
+	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
+		return protocol.SpawnResult{}, refuse(codeBad, "cwd %s is not a folder on the manager's host", cwd)
+	}
+
+	// The name: an explicit one must be free; a persona-derived one gets _2, _3, ...
+	name := a.Name
+	m.mu.Lock() // names are picked one spawn at a time
+	if name != "" {
+		if m.takenLocked(name) {
+			m.mu.Unlock()
+			return protocol.SpawnResult{}, refuse(codeExists, "name %s is taken (a running agent has it); pick another --name", name)
+		}
+	} else {
+		base := per.Name
+		name = base
+		for i := 2; m.takenLocked(name); i++ {
+			name = base + "_" + strconv.Itoa(i)
+		}
+	}
+	s := &seat{m: m, persona: per, args: a, spawner: who, screen: newScreen(screenSize),
+		sessions: map[string]*session{}, settled: make(chan struct{}), done: make(chan struct{})}
+	s.info = protocol.SeatInfo{Name: name, Persona: per.Name, Agent: con.Name, Process: "starting",
+		Spawner: who.p.String(), Cwd: cwd, Host: m.Host, Instance: m.instance}
+	m.seats[name] = s // reserves the name
+	m.mu.Unlock()
+
+	if err := m.start(s, con, cwd); err != nil {
+		m.mu.Lock()
+		if m.seats[name] == s {
+			delete(m.seats, name)
+		}
+		m.mu.Unlock()
+		return protocol.SpawnResult{}, err
+	}
+	res := protocol.SpawnResult{Name: name, Persona: per.Name, Agent: con.Name, UID: s.snapshot().UID, WindowMs: m.Window.Milliseconds()}
+	if a.Wait {
+		select {
+		case <-s.settled:
+		case <-m.ctx.Done():
+		}
+		info := s.snapshot()
+		res.Outcome, res.Code, res.LogTail = info.Outcome, info.Code, info.LogTail
+	}
+	return res, nil
+}
+
+// takenLocked is taken with m.mu held.
+func (m *Manager) takenLocked(name string) bool {
+	if s := m.seats[name]; s != nil {
+		s.mu.Lock()
+		run := s.info.Process != "exited"
+		s.mu.Unlock()
+		if run {
+			return true
+		}
+	}
+	if agentrun.Held(m.Project, name) {
+		return true
+	}
+	p, ok := m.presence[name]
+	return ok && p.Online
+}
+
+// start prepares the seat's run (folder, credential, files) and starts it in a
+// pseudo-terminal.
+func (m *Manager) start(s *seat, con connector.Connector, cwd string) error {
+	a, per := s.args, s.persona
+	l := agentrun.NewLaunch(agentrun.Target{Project: m.Project, Space: m.Space, Servers: m.Servers, Auth: m.Auth, Exe: m.Exe, Getenv: m.Getenv},
+		per, agentrun.Overrides{Name: s.info.Name, Role: a.Role, Model: a.Model, Prompt: a.Prompt, HasPrompt: a.Prompt != "", Args: a.Args})
+	spec, err := con.Build(l)
+	if err != nil {
+		return refuse(codeBad, "spawning %s with %s: %v", l.Name, con.Name, err)
+	}
+	look := m.LookPath
+	if look == nil {
+		look = exec.LookPath
+	}
+	program, err := look(spec.Command)
+	if err != nil {
+		return refuse(codeBad, "spawning %s: %s is not installed on the manager's host (%s)", l.Name, spec.Command, con.Install)
+	}
+	s.launch, s.spec, s.program = l, spec, program
+	s.info.Model, s.info.Role = l.Model, l.Role
+
+	release, err := agentrun.Claim(l.RunDir, l.Name, os.Getpid())
+	if err != nil {
+		var running *agentrun.ErrRunning
+		if errors.As(err, &running) {
+			return refuse(codeExists, "name %s is taken: %v", l.Name, err)
+		}
+		return err
+	}
+	s.release = release
+	fail := func(err error) error {
+		return errors.Join(err, agentrun.Cleanup(spec), release())
+	}
+	if l.CredsPath != "" {
+		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+		creds, err := m.Mint(ctx, agentrun.UserSpec(l, per))
+		cancel()
+		if err != nil {
+			return fail(fmt.Errorf("mint %s: %w", l.Name, err))
+		}
+		if c, err := trust.ReadCreds(creds); err == nil {
+			s.info.UID = c.LifecycleUID
+		}
+		if err := workspace.WriteFileAtomic(l.CredsPath, creds, 0o600); err != nil {
+			return fail(fmt.Errorf("write creds: %w", err))
+		}
+	}
+	if err := agentrun.WriteFiles(spec); err != nil {
+		return fail(err)
+	}
+	logDir := filepath.Join(m.Project.Dir(), "logs", "agents")
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return fail(fmt.Errorf("log folder: %w", err))
+	}
+	logf, err := os.OpenFile(filepath.Join(logDir, l.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fail(fmt.Errorf("log: %w", err))
+	}
+
+	cmd := exec.Command(program, spec.Args...)
+	cmd.Env = agentrun.ChildEnv(m.Environ(), spec.Env)
+	cmd.Dir = cwd
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
+	if err != nil {
+		_ = logf.Close()
+		return fail(refuse(codeBad, "start %s: %v", spec.Command, err))
+	}
+	var start string
+	if rec, err := workspace.ProcessRecord(cmd.Process.Pid); err == nil {
+		start = rec.Start
+	}
+	s.mu.Lock()
+	s.proc, s.ptmx = cmd.Process, ptmx
+	s.info.PID, s.info.Process, s.info.Started = cmd.Process.Pid, "running", time.Now().UnixMilli()
+	s.mu.Unlock()
+	// The run folder is held by the seat's process from now on, so it outlives this
+	// manager exactly as long as the agent does.
+	if err := workspace.WritePidfile(filepath.Join(l.RunDir, "spawn.pid"), cmd.Process.Pid); err != nil {
+		m.log.Warn("seat pidfile", "seat", l.Name, "err", err)
+	}
+	if err := s.writeRecord(start); err != nil {
+		m.log.Warn("seat record", "seat", l.Name, "err", err)
+	}
+	m.log.Info("seat started", "seat", l.Name, "persona", per.Name, "agent", s.info.Agent, "pid", cmd.Process.Pid, "spawner", s.info.Spawner)
+
+	copied := make(chan struct{})
+	m.wg.Add(3)
+	go func() { defer m.wg.Done(); defer close(copied); s.pump(ptmx, logf) }()
+	go func() {
+		defer m.wg.Done()
+		err := cmd.Wait()
+		<-copied // the last output is in the log and the screen
+		_ = logf.Close()
+		s.exited(exitCode(err))
+	}()
+	go func() { defer m.wg.Done(); s.watchSettle() }()
+	return nil
+}
+
+// exitCode is the process's exit code, 128+signal when a signal ended it.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// pump copies the terminal's output to the log, the screen and the attach sessions.
+func (s *seat) pump(ptmx *os.File, logf io.Writer) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := ptmx.Read(buf)
+		if n > 0 {
+			chunk := buf[:n]
+			_, _ = logf.Write(chunk)
+			_, _ = s.screen.Write(chunk)
+			s.broadcast(chunk, "out")
+		}
+		if err != nil {
+			return // EIO once the process and its children have closed the terminal
+		}
+	}
+}
+
+// broadcast sends a terminal frame to every live attach session.
+func (s *seat) broadcast(data []byte, kind string) {
+	now := time.Now()
+	s.mu.Lock()
+	var subjects []string
+	for id, ss := range s.sessions {
+		if now.After(ss.expires) && kind != "exit" {
+			delete(s.sessions, id)
+			continue
+		}
+		subjects = append(subjects, ss.subject)
+	}
+	if kind == "exit" {
+		s.sessions = map[string]*session{}
+	}
+	s.mu.Unlock()
+	for _, subj := range subjects {
+		msg := &nats.Msg{Subject: subj, Data: append([]byte(nil), data...), Header: nats.Header{}}
+		msg.Header.Set(protocol.MgrTTYHeader, kind)
+		if err := s.m.ep.Conn().PublishMsg(msg); err != nil {
+			s.m.log.Debug("attach frame", "seat", s.info.Name, "err", err)
+		}
+	}
+}
+
+// watchSettle settles the spawn: succeeded once its presence is online, uncertain when
+// the window passes first (failed is settled by exited).
+func (s *seat) watchSettle() {
+	window := time.NewTimer(s.m.Window)
+	defer window.Stop()
+	for {
+		on, changed := s.m.online(s.info.Name)
+		if on {
+			s.settle(protocol.SettleSucceeded)
+			return
+		}
+		select {
+		case <-s.settled:
+			return
+		case <-changed:
+		case <-window.C:
+			s.settle(protocol.SettleUncertain)
+			return
+		case <-s.m.ctx.Done():
+			return
+		}
+	}
+}
+
+// exited records the end of the seat's process, retires its credential and files, and
+// restarts it when its persona says restart: on-failure and it failed on its own.
+func (s *seat) exited(code int) {
+	s.mu.Lock()
+	s.info.Process, s.info.Code, s.info.Ended = "exited", &code, time.Now().UnixMilli()
+	stopping := s.stopping
+	if s.ptmx != nil {
+		_ = s.ptmx.Close()
+	}
+	s.mu.Unlock()
+	s.broadcast(nil, "exit")
+	s.settle(protocol.SettleFailed) // no-op once settled
+	if err := errors.Join(agentrun.Cleanup(s.spec), s.releaseFolder()); err != nil {
+		s.m.log.Warn("clean up seat", "seat", s.info.Name, "err", err)
+	}
+	s.m.log.Info("seat exited", "seat", s.info.Name, "code", code)
+	close(s.done)
+	if !stopping && code != 0 && restartOnFailure(s.persona) && s.m.ctx.Err() == nil && s.info.Restarts < 3 {
+		s.m.restart(s)
+	}
+}
+
+func (s *seat) releaseFolder() error {
+	if s.release == nil {
+		return os.RemoveAll(agentrun.RunDir(s.m.Project, s.info.Name))
+	}
+	return s.release()
+}
+
+func restartOnFailure(per *workspace.Persona) bool {
+	v, _ := per.Meta["restart"].(string)
+	return v == "on-failure"
+}
+
+// restart starts a failed seat again under the same name.
+func (m *Manager) restart(old *seat) {
+	con, ok := connector.Lookup(old.info.Agent)
+	if !ok {
+		return
+	}
+	s := &seat{m: m, persona: old.persona, args: old.args, spawner: old.spawner, screen: newScreen(screenSize),
+		sessions: map[string]*session{}, settled: make(chan struct{}), done: make(chan struct{})}
+	s.info = protocol.SeatInfo{Name: old.info.Name, Persona: old.info.Persona, Agent: old.info.Agent, Process: "starting",
+		Spawner: old.info.Spawner, Cwd: old.info.Cwd, Host: m.Host, Instance: m.instance, Restarts: old.info.Restarts + 1}
+	m.mu.Lock()
+	m.seats[s.info.Name] = s
+	m.mu.Unlock()
+	m.log.Info("restarting seat (restart: on-failure)", "seat", s.info.Name, "restart", s.info.Restarts)
+	if err := m.start(s, con, s.info.Cwd); err != nil {
+		m.log.Warn("restart seat", "seat", s.info.Name, "err", err)
+		m.mu.Lock()
+		m.seats[s.info.Name] = old
+		m.mu.Unlock()
+	}
+}
+
+// stop ends the seat: SIGTERM to its process group, then SIGKILL after grace (at once
+// with force), and waits until it has ended and its credential is gone.
+func (s *seat) stop(force bool, grace time.Duration) {
+	s.mu.Lock()
+	if s.info.Process == "exited" {
+		s.mu.Unlock()
+		return
+	}
+	s.stopping = true
+	s.info.Process = "stopping"
+	pid := s.info.PID
+	s.mu.Unlock()
+	sig := syscall.SIGTERM
+	if force {
+		sig = syscall.SIGKILL
+	}
+	_ = syscall.Kill(-pid, sig) // the seat leads its own session and process group
+	_ = syscall.Kill(pid, sig)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-s.done:
+		return
+	case <-t.C:
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		s.m.log.Warn("seat did not end after SIGKILL", "seat", s.info.Name, "pid", pid)
+	}
+}
+
+// stopAll stops every running seat this manager started, in parallel.
+func (m *Manager) stopAll() {
+	m.mu.Lock()
+	var seats []*seat
+	for _, s := range m.seats {
+		seats = append(seats, s)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range seats {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.stop(false, m.StopGrace) }()
+	}
+	wg.Wait()
+}
+
+// write types data into the seat's terminal.
+func (s *seat) write(data []byte) (int, error) {
+	s.mu.Lock()
+	ptmx, state := s.ptmx, s.info.Process
+	s.mu.Unlock()
+	if state == "exited" {
+		return 0, refuse(codeNotFound, "seat %s has exited", s.info.Name)
+	}
+	if ptmx == nil {
+		return 0, refuse(codeBad, "seat %s was adopted from an earlier manager: its terminal is gone", s.info.Name)
+	}
+	return ptmx.Write(data)
+}
+
+// attach opens, renews or closes a session; opening answers with the screen so far.
+func (s *seat) attach(a protocol.AttachArgs, reply string) (protocol.AttachResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a.Detach {
+		delete(s.sessions, a.Session)
+		return protocol.AttachResult{}, nil
+	}
+	if s.ptmx == nil && s.info.Process != "exited" {
+		return protocol.AttachResult{}, refuse(codeBad, "seat %s was adopted from an earlier manager: its terminal is gone", s.info.Name)
+	}
+	res := protocol.AttachResult{TTLMs: attachTTL.Milliseconds()}
+	if a.Renew {
+		ss, ok := s.sessions[a.Session]
+		if !ok {
+			return protocol.AttachResult{}, refuse(codeNotFound, "attach session of %s has ended; attach again", s.info.Name)
+		}
+		ss.expires = time.Now().Add(attachTTL)
+		return res, nil
+	}
+	if s.info.Process == "exited" {
+		return protocol.AttachResult{}, refuse(codeNotFound, "seat %s has exited", s.info.Name)
+	}
+	if a.Cols > 0 && a.Rows > 0 && s.ptmx != nil {
+		_ = pty.Setsize(s.ptmx, &pty.Winsize{Rows: uint16(a.Rows), Cols: uint16(a.Cols)})
+	}
+	s.sessions[a.Session] = &session{subject: reply, expires: time.Now().Add(attachTTL)}
+	res.Screen = s.screen.Bytes()
+	return res, nil
+}
+
+// adopt reads the seat records a previous manager left: a seat whose process still runs
+// is adopted (watched until it ends, stoppable, without a terminal); one that ended is
+// reported exited and its run folder, credential with it, removed.
+func (m *Manager) adopt() {
+	entries, err := os.ReadDir(filepath.Join(m.Project.Dir(), "run"))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(m.Project.Dir(), "run", e.Name(), "seat.json"))
+		if err != nil {
+			continue // a foreground spawn's folder
+		}
+		var r record
+		if err := json.Unmarshal(b, &r); err != nil || r.Info.Name != e.Name() {
+			m.log.Warn("unreadable seat record", "folder", e.Name(), "err", err)
+			continue
+		}
+		per, err := m.Project.Persona(r.Info.Persona)
+		if err != nil {
+			per = &workspace.Persona{Name: r.Info.Persona}
+		}
+		sp, _ := protocol.ParsePrincipal(r.Info.Spawner)
+		s := &seat{m: m, persona: per, spawner: caller{p: sp}, screen: newScreen(4 << 10),
+			sessions: map[string]*session{}, settled: make(chan struct{}), done: make(chan struct{}),
+			spec: connector.Spec{Remove: r.Remove}}
+		s.info = r.Info
+		s.info.Adopted, s.info.Instance, s.info.Host = true, m.instance, m.Host
+		outcome := r.Info.Outcome
+		if outcome == "" {
+			outcome = protocol.SettleUncertain // the earlier manager's record predates the settle
+		}
+		s.info.Outcome = ""
+		s.settle(outcome)
+		alive := false
+		if r.Start != "" {
+			alive, _ = workspace.Record{PID: r.Info.PID, Start: r.Start}.Alive()
+		}
+		m.mu.Lock()
+		m.seats[s.info.Name] = s
+		m.mu.Unlock()
+		if !alive {
+			s.info.Process, s.info.Code, s.info.Ended = "exited", nil, time.Now().UnixMilli()
+			if err := errors.Join(agentrun.Cleanup(s.spec), s.releaseFolder()); err != nil {
+				m.log.Warn("clean up ended seat", "seat", s.info.Name, "err", err)
+			}
+			close(s.done)
+			m.log.Info("seat of an earlier manager had ended", "seat", s.info.Name, "pid", r.Info.PID)
+			continue
+		}
+		s.info.Process = "running"
+		m.log.Info("adopted seat", "seat", s.info.Name, "pid", r.Info.PID)
+		rec := workspace.Record{PID: r.Info.PID, Start: r.Start}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			s.watchAdopted(rec)
+		}()
+	}
+}
+
+// watchAdopted polls an adopted process (not this manager's child, so it cannot be
+// waited for) until it ends; its exit code is unknown.
+func (s *seat) watchAdopted(rec workspace.Record) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.m.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if alive, err := rec.Alive(); err == nil && !alive {
+			s.mu.Lock()
+			s.info.Process, s.info.Ended = "exited", time.Now().UnixMilli()
+			s.mu.Unlock()
+			if err := errors.Join(agentrun.Cleanup(s.spec), s.releaseFolder()); err != nil {
+				s.m.log.Warn("clean up adopted seat", "seat", s.info.Name, "err", err)
+			}
+			close(s.done)
+			return
+		}
+	}
+}

@@ -1,0 +1,273 @@
+package manager
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// refusal is an answer with a code a program branches on and a message a person reads.
+type refusal struct {
+	code string
+	msg  string
+}
+
+func (r *refusal) Error() string { return r.msg }
+
+func refuse(code, format string, args ...any) error {
+	return &refusal{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// Refusal codes.
+const (
+	codeDenied   = "permission-denied"
+	codeNotFound = "not-found"
+	codeExists   = "already-exists"
+	codeBad      = "bad-request"
+)
+
+// caller is who asks: its principal and whether it came on the operator rail.
+type caller struct {
+	p        protocol.Principal
+	operator bool
+}
+
+// handle answers one request on its own goroutine (a stop or a waiting spawn takes time).
+func (m *Manager) handle(req micro.Request) {
+	svc, p, op, ok := protocol.ParseMgrSubject(m.Space, req.Subject())
+	if !ok {
+		return // another rail's request that the wildcard caught
+	}
+	if req.Reply() != "" && !protocol.IsReplyTo(req.Subject(), req.Reply()) {
+		m.log.Debug("manager request with a foreign reply subject ignored", "subject", req.Subject(), "reply", req.Reply())
+		return
+	}
+	who := caller{p: p, operator: svc == protocol.ServiceManager}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		data, err := m.dispatch(who, op, req)
+		if req.Reply() == "" {
+			return
+		}
+		m.respond(req, data, err)
+	}()
+}
+
+func (m *Manager) respond(req micro.Request, data any, err error) {
+	var r protocol.MgrReply
+	if err != nil {
+		r.Error = err.Error()
+		var rf *refusal
+		if errors.As(err, &rf) {
+			r.Code = rf.code
+		} else {
+			r.Code = "internal"
+		}
+	} else {
+		r.OK = true
+		if r.Data, err = json.Marshal(data); err != nil {
+			r.OK, r.Error, r.Code = false, "encode answer: "+err.Error(), "internal"
+		}
+	}
+	b, _ := json.Marshal(r) // a struct of strings and raw JSON always encodes
+	if err := req.Respond(b); err != nil {
+		m.log.Warn("answer", "subject", req.Subject(), "err", err)
+	}
+}
+
+func (m *Manager) dispatch(who caller, op string, req micro.Request) (any, error) {
+	if err := m.authorize(who, op); err != nil {
+		m.log.Info("refused", "caller", who.p.String(), "op", op, "why", err)
+		return nil, err
+	}
+	switch op {
+	case protocol.MgrSpawn:
+		var a protocol.SpawnArgs
+		if err := decode(req.Data(), &a); err != nil {
+			return nil, err
+		}
+		return m.spawn(who, a)
+	case protocol.MgrPs:
+		var a protocol.NameArgs
+		if err := decode(req.Data(), &a); err != nil {
+			return nil, err
+		}
+		return m.ps(who, a)
+	case protocol.MgrStop:
+		var a protocol.NameArgs
+		if err := decode(req.Data(), &a); err != nil {
+			return nil, err
+		}
+		return m.stop(who, a)
+	case protocol.MgrAttach:
+		var a protocol.AttachArgs
+		if err := decode(req.Data(), &a); err != nil {
+			return nil, err
+		}
+		return m.attach(a, req.Reply())
+	case protocol.MgrInput:
+		var a protocol.InputArgs
+		if err := decode(req.Data(), &a); err != nil {
+			return nil, err
+		}
+		return m.input(a)
+	}
+	return nil, refuse(codeBad, "unknown operation %q", op)
+}
+
+func decode(b []byte, v any) error {
+	if len(b) == 0 {
+		b = []byte("{}")
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return refuse(codeBad, "request body: %v", err)
+	}
+	return nil
+}
+
+// authorize decides who may do what: the operator rail everything; an agent with the
+// spawn capability spawn, ps and stop (each narrowed later to its own seats); anyone else
+// nothing.
+func (m *Manager) authorize(who caller, op string) error {
+	if who.operator {
+		return nil
+	}
+	caps, from := m.capabilities(who.p)
+	if !slices.Contains(caps, trust.CapabilitySpawn) {
+		return refuse(codeDenied, "%s may not ask the manager to %s: %s has no spawn capability (add capabilities: [spawn] to its persona, or ask the operator)", who.p, op, from)
+	}
+	switch op {
+	case protocol.MgrSpawn, protocol.MgrPs, protocol.MgrStop:
+		return nil
+	}
+	return refuse(codeDenied, "%s may not %s: only the operator attaches to a seat or types into it", who.p, op)
+}
+
+// capabilities are the persona capabilities of an agent: the persona of the seat of that
+// name, else the persona file named like the agent (a foreground spawn's default name).
+func (m *Manager) capabilities(p protocol.Principal) ([]string, string) {
+	if p.Owner != protocol.OwnerLocal {
+		return nil, "an agent of owner " + p.Owner
+	}
+	m.mu.Lock()
+	s := m.seats[p.Actor]
+	m.mu.Unlock()
+	if s != nil && s.running() {
+		return s.persona.Capabilities, "its persona " + s.persona.Name
+	}
+	per, err := m.Project.Persona(p.Actor)
+	if err != nil {
+		return nil, "no persona " + p.Actor
+	}
+	return per.Capabilities, "its persona " + per.Name
+}
+
+// ps lists the seats: every one for the operator, the ones it spawned for an agent.
+// With Wait it first waits for the spawn of Name to settle.
+func (m *Manager) ps(who caller, a protocol.NameArgs) (protocol.PsResult, error) {
+	if a.Wait && a.Name != "" {
+		s := m.seat(a.Name)
+		if s == nil {
+			return protocol.PsResult{}, refuse(codeNotFound, "no seat %q on this manager", a.Name)
+		}
+		select {
+		case <-s.settled:
+		case <-m.ctx.Done():
+		}
+	}
+	m.mu.Lock()
+	seats := make([]*seat, 0, len(m.seats))
+	for _, s := range m.seats {
+		seats = append(seats, s)
+	}
+	m.mu.Unlock()
+	res := protocol.PsResult{Seats: []protocol.SeatInfo{}}
+	for _, s := range seats {
+		info := s.snapshot()
+		if a.Name != "" && info.Name != a.Name {
+			continue
+		}
+		if !who.operator && info.Spawner != who.p.String() {
+			continue
+		}
+		info.Mesh = m.meshState(info.Name)
+		res.Seats = append(res.Seats, info)
+	}
+	sort.Slice(res.Seats, func(i, j int) bool { return res.Seats[i].Name < res.Seats[j].Name })
+	return res, nil
+}
+
+func (m *Manager) seat(name string) *seat {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.seats[name]
+}
+
+// stop stops one seat: the operator any, an agent one it spawned or itself.
+func (m *Manager) stop(who caller, a protocol.NameArgs) (protocol.SeatInfo, error) {
+	s := m.seat(a.Name)
+	if s == nil {
+		return protocol.SeatInfo{}, refuse(codeNotFound, "no seat %q on this manager (see cotal ps)", a.Name)
+	}
+	info := s.snapshot()
+	if !who.operator && info.Spawner != who.p.String() && !(who.p.Owner == protocol.OwnerLocal && who.p.Actor == info.Name) {
+		return protocol.SeatInfo{}, refuse(codeDenied, "%s may not stop %s: it did not spawn it (spawned by %s)", who.p, info.Name, info.Spawner)
+	}
+	s.stop(a.Force, m.StopGrace)
+	info = s.snapshot()
+	info.Mesh = m.meshState(info.Name)
+	return info, nil
+}
+
+// input types bytes into a seat's terminal.
+func (m *Manager) input(a protocol.InputArgs) (map[string]int, error) {
+	s := m.seat(a.Name)
+	if s == nil {
+		return nil, refuse(codeNotFound, "no seat %q on this manager (see cotal ps)", a.Name)
+	}
+	n, err := s.write(a.Data)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]int{"bytes": n}, nil
+}
+
+// attach opens, renews or closes an attach session on the seat's terminal.
+func (m *Manager) attach(a protocol.AttachArgs, reply string) (protocol.AttachResult, error) {
+	s := m.seat(a.Name)
+	if s == nil {
+		return protocol.AttachResult{}, refuse(codeNotFound, "no seat %q on this manager (see cotal ps)", a.Name)
+	}
+	if !protocol.ValidToken(a.Session) || (!a.Renew && !a.Detach && (reply == "" || !strings.HasSuffix(reply, "."+a.Session))) {
+		return protocol.AttachResult{}, refuse(codeBad, "attach: the session %q must be the reply subject's last token", a.Session)
+	}
+	return s.attach(a, reply)
+}
+
+// personaFor loads the persona a spawn names ("" is $COTAL_DEFAULT_PERSONA, else default).
+func (m *Manager) personaFor(name string) (*workspace.Persona, error) {
+	if name == "" && m.Getenv != nil {
+		name = m.Getenv("COTAL_DEFAULT_PERSONA")
+	}
+	if name == "" {
+		name = "default"
+	}
+	if err := workspace.CheckPersonaName(name); err != nil {
+		return nil, refuse(codeBad, "persona %v", err)
+	}
+	per, err := m.Project.Persona(name)
+	if errors.Is(err, workspace.ErrNoPersona) {
+		return nil, refuse(codeNotFound, "persona %q: there is no %s (cotal personas new %s --prompt '...')", name, m.Project.PersonaPath(name), name)
+	}
+	return per, err
+}

@@ -1,0 +1,112 @@
+// Package mgrclient asks the agent manager (package manager, `cotal supervise`) over its
+// control rails, for the CLI and for agents' MCP tools. It imports no server code.
+package mgrclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// ErrNoManager is returned when no manager answers on the space (no responders).
+var ErrNoManager = errors.New("no agent manager serves this space")
+
+// Error is a refusal the manager answered with.
+type Error struct {
+	Code    string // permission-denied, not-found, already-exists, bad-request, internal
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Client asks the manager of Space as Caller over NC. Operator picks the operator rail
+// (manager) over the agent rail (manager-agent).
+type Client struct {
+	NC       *nats.Conn
+	Space    string
+	Caller   protocol.Principal
+	Operator bool
+}
+
+func (c *Client) service() string {
+	if c.Operator {
+		return protocol.ServiceManager
+	}
+	return protocol.ServiceManagerAgent
+}
+
+// Subject is the request subject of op for this caller.
+func (c *Client) Subject(op string) string {
+	return protocol.MgrSubject(c.Space, c.service(), c.Caller, op)
+}
+
+// Call asks op with args and decodes the answer's data into out (nil ignores it). It
+// fails with ErrNoManager when nobody serves, *Error when the manager refused.
+func (c *Client) Call(ctx context.Context, op string, args, out any) error {
+	return c.CallAt(ctx, op, nats.NewInbox()[len("_INBOX."):], args, out)
+}
+
+// CallAt is Call with the reply nonce given (an attach session).
+func (c *Client) CallAt(ctx context.Context, op, nonce string, args, out any) error {
+	body, err := json.Marshal(args)
+	if err != nil {
+		return fmt.Errorf("manager %s: encode: %w", op, err)
+	}
+	subj := c.Subject(op)
+	reply := subj + "." + protocol.ReplyToken + "." + nonce
+	sub, err := c.NC.SubscribeSync(reply)
+	if err != nil {
+		return fmt.Errorf("manager %s: %w", op, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.NC.PublishMsg(&nats.Msg{Subject: subj, Reply: reply, Data: body}); err != nil {
+		return fmt.Errorf("manager %s: %w", op, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+	}
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if errors.Is(err, nats.ErrNoResponders) {
+				return ErrNoManager
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("manager %s: no answer (is a manager running? cotal status): %w", op, err)
+			}
+			return fmt.Errorf("manager %s: %w", op, err)
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+			return ErrNoManager
+		}
+		if m.Header.Get(protocol.MgrTTYHeader) != "" {
+			continue // an attach frame ahead of the answer
+		}
+		return decodeReply(op, m.Data, out)
+	}
+}
+
+func decodeReply(op string, b []byte, out any) error {
+	var r protocol.MgrReply
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("manager %s: answer: %w", op, err)
+	}
+	if !r.OK {
+		return &Error{Code: r.Code, Message: r.Error}
+	}
+	if out == nil || len(r.Data) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(r.Data, out); err != nil {
+		return fmt.Errorf("manager %s: answer data: %w", op, err)
+	}
+	return nil
+}
