@@ -330,13 +330,17 @@ func (e *Endpoint) bindExistingHandoff(ctx context.Context) {
 	if uid == "" || e.nc.Opts.UserJWT == nil {
 		return
 	}
+	stream, name := protocol.StreamDLV(e.cfg.Space), protocol.ConsumerDLV(e.me, uid)
+	if _, err := e.js.Consumer(ctx, stream, name); errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return // never a durable member: nothing waits, nothing to ask the daemon
+	}
 	// The copies waiting there are judged by the positions the memberships confirmed.
 	if list, err := e.Memberships(ctx); err == nil {
 		e.seedRows(list)
 	} else {
 		e.log.Debug("memberships not listed; waiting copies are judged by id only", "err", err)
 	}
-	err := e.bindHandoff(ctx, protocol.StreamDLV(e.cfg.Space), protocol.ConsumerDLV(e.me, uid))
+	err := e.bindHandoff(ctx, stream, name)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		e.log.Debug("no hand-off durable bound", "err", err)
 	}

@@ -26,13 +26,22 @@ func TestDeliveryMigration(t *testing.T) {
 	if _, err := m.js.CreateConsumer(t.Context(), protocol.StreamDLV(space), jetstreamDLV(bob, uid)); err != nil {
 		t.Fatal(err)
 	}
+	// The old copy is of a post CHAT really holds (sequence 1), as in a space the previous
+	// release served; posts after the upgrade come later in CHAT.
+	body := []byte(`{"id":"old-1","ts":1,"space":"team","from":{"id":"local.alice","name":"alice"},"channel":"general","parts":[{"kind":"text","text":"unread before the upgrade"}]}`)
+	post := nats.NewMsg("cotal.team.chat.local.alice.general")
+	post.Header.Set("Nats-Msg-Id", "old-1")
+	post.Data = body
+	if ack, err := m.js.PublishMsg(t.Context(), post); err != nil || ack.Sequence != 1 {
+		t.Fatalf("the old post: %+v, %v", ack, err)
+	}
 	old := nats.NewMsg(protocol.DLVSubject(space, bob, uid))
 	old.Header.Set("Cotal-Frame", "1")
 	old.Header.Set("Cotal-Subject", "cotal.team.chat.local.alice.general")
 	old.Header.Set("Cotal-Seq", "1")
 	old.Header.Set("Cotal-Reason", "durable-channel")
 	old.Header.Set("Nats-Msg-Id", "old-1:local.bob."+uid+":1")
-	old.Data = []byte(`{"id":"old-1","ts":1,"space":"team","from":{"id":"local.alice","name":"alice"},"channel":"general","parts":[{"kind":"text","text":"unread before the upgrade"}]}`)
+	old.Data = body
 	if _, err := m.js.PublishMsg(t.Context(), old); err != nil {
 		t.Fatal(err)
 	}
