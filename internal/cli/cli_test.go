@@ -63,6 +63,7 @@ func TestScripts(t *testing.T) {
 			"tlscerts": cmdTLSCerts,
 			"meshurl":  cmdMeshURL,
 			"waitgrep": cmdWaitGrep,
+			"natsconf": cmdNATSConf,
 		},
 	})
 }

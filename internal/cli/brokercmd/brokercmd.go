@@ -31,7 +31,7 @@ it on the first machine and import it on the others before their first cotal up.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(NewCmdExport(f, nil), NewCmdImport(f, nil))
+	cmd.AddCommand(NewCmdExport(f, nil), NewCmdImport(f, nil), NewCmdConfig(f, nil))
 	return cmd
 }
 
