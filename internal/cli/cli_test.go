@@ -64,6 +64,7 @@ func TestScripts(t *testing.T) {
 			"meshurl":  cmdMeshURL,
 			"waitgrep": cmdWaitGrep,
 			"natsconf": cmdNATSConf,
+			"tlsdial":  cmdTLSDial,
 		},
 	})
 }

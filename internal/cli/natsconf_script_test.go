@@ -1,6 +1,10 @@
 package cli_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -45,4 +49,32 @@ func cmdNATSConf(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("natsconf: the server from %s is not ready", args[0])
 	}
 	ts.Setenv(args[1], ns.ClientURL())
+}
+
+// cmdTLSDial makes a TLS handshake with a listener, presenting DIR/cert.pem (as a peer
+// node does on a route port) and checking the listener's certificate against DIR/ca.pem:
+//
+//	tlsdial HOST:PORT DIR
+func cmdTLSDial(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: tlsdial HOST:PORT DIR")
+	}
+	dir := ts.MkAbs(args[1])
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"))
+	if err != nil {
+		ts.Fatalf("tlsdial: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(ts.ReadFile(filepath.Join(dir, "ca.pem"))))
+	d := &net.Dialer{Timeout: 5 * time.Second} // a hang guard
+	c, err := tls.DialWithDialer(d, "tcp", args[0], &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, ServerName: "localhost"})
+	if err == nil {
+		_ = c.Close()
+	}
+	switch {
+	case err != nil && !neg:
+		ts.Fatalf("tlsdial %s: %v", args[0], err)
+	case err == nil && neg:
+		ts.Fatalf("tlsdial %s: the handshake succeeded", args[0])
+	}
 }
