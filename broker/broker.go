@@ -68,7 +68,8 @@ type Server struct {
 	// TLS: with TLSCert and TLSKey set (PEM files), the client port serves TLS only and
 	// ClientURL names tls://. TLSCA, when set, is the CA file clients' certificates would
 	// be checked against (client certificates are not required). ClusterTLS asks for the
-	// same certificate on the cluster (route) port, for the cluster options to use
+	// same certificate on the cluster (route) port: routes listen and dial with TLS, and
+	// each node checks the other's certificate against TLSCA, which is then required
 	// (RouteTLSConfig).
 	TLSCert, TLSKey, TLSCA string
 	ClusterTLS             bool
@@ -190,6 +191,11 @@ func (s *Server) start(ctx context.Context) error {
 	var routes *routeListen
 	if s.Cluster != nil {
 		if routes, err = s.Cluster.listen(ctx, host, s.OperatorJWT == ""); err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+		// ClusterTLS: routes listen and dial with TLS, each side checking the other's
+		// certificate against TLSCA.
+		if routes.tls, err = s.RouteTLSConfig(); err != nil {
 			return fmt.Errorf("broker: %w", err)
 		}
 	}

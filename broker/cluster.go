@@ -56,6 +56,7 @@ type routeListen struct {
 	host   string
 	port   int
 	routes []*url.URL
+	tls    *tls.Config // the route TLS of Server.ClusterTLS; nil means c.TLS
 }
 
 // ParseRoutes reads a comma-separated list of route URLs (nats://host:port), the form the
@@ -132,13 +133,17 @@ func (c *Cluster) listen(ctx context.Context, clientHost string, open bool) (*ro
 
 // apply sets the cluster's part of the nats-server options.
 func (rl *routeListen) apply(opts *server.Options) {
+	tc := rl.tls
+	if tc == nil {
+		tc = rl.c.TLS
+	}
 	opts.Cluster = server.ClusterOpts{
 		Name:      rl.c.Name,
 		Host:      rl.host,
 		Port:      rl.port,
-		TLSConfig: rl.c.TLS,
+		TLSConfig: tc,
 	}
-	if rl.c.TLS != nil {
+	if tc != nil {
 		opts.Cluster.TLSTimeout = 2
 	}
 	if rl.c.Secret != "" {

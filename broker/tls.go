@@ -38,5 +38,8 @@ func (s *Server) RouteTLSConfig() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls: cluster certificate %s: %w", s.TLSCert, err)
 	}
+	// A node dials the others too: the CA checks the certificate a peer serves as well as
+	// the one it presents (nats-server's own configuration parser does the same).
+	tc.RootCAs = tc.ClientCAs
 	return tc, nil
 }

@@ -63,6 +63,8 @@ func TestScripts(t *testing.T) {
 			"tlscerts": cmdTLSCerts,
 			"meshurl":  cmdMeshURL,
 			"waitgrep": cmdWaitGrep,
+			"natsconf": cmdNATSConf,
+			"tlsdial":  cmdTLSDial,
 		},
 	})
 }

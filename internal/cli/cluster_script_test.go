@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 )
@@ -36,7 +38,11 @@ func cmdStreams(ts *testscript.TestScript, neg bool, args []string) {
 	if err != nil {
 		ts.Fatalf("creds: %v", err)
 	}
-	nc, err := nats.Connect(server, c.Options()...)
+	var mesh struct {
+		TLSCA string `json:"tlsCA"`
+	}
+	_ = json.Unmarshal([]byte(ts.ReadFile(".cotal/mesh.json")), &mesh) // scriptMesh read it
+	nc, err := nats.Connect(server, append(c.Options(), client.TLSOptions(mesh.TLSCA)...)...)
 	if err != nil {
 		ts.Fatalf("connect: %v", err)
 	}

@@ -1,5 +1,6 @@
 // Package brokercmd implements `cotal broker`: the broker's trust chain carried between
-// machines (export, import), so the embedded brokers of several machines form one cluster.
+// machines (export, import), so the embedded brokers of several machines form one cluster,
+// and the configuration of a stock nats-server that serves the project (config).
 package brokercmd
 
 import (
@@ -24,14 +25,16 @@ import (
 func NewCmdBroker(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "broker <command>",
-		Short: "Carry the broker's trust chain between machines",
+		Short: "Carry the broker's trust chain between machines; configure a stock nats-server",
 		Long: `The broker's trust chain (.cotal/auth/: the operator, the system account, one account per
 space, identities and user-auth keys) is what every node of a cluster must share. Export
-it on the first machine and import it on the others before their first cotal up.`,
+it on the first machine and import it on the others before their first cotal up.
+cotal broker config writes the configuration of a stock nats-server that trusts the chain,
+for cotal up --external.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(NewCmdExport(f, nil), NewCmdImport(f, nil))
+	cmd.AddCommand(NewCmdExport(f, nil), NewCmdImport(f, nil), NewCmdConfig(f, nil))
 	return cmd
 }
 

@@ -56,6 +56,9 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 	if opts.StoreDir != "" {
 		args = append(args, "--store-dir", opts.StoreDir)
 	}
+	if opts.External != "" {
+		args = append(args, "--external", opts.External)
+	}
 	args = append(args, opts.clusterArgs()...)
 	for _, f := range []struct{ flag, v string }{{"--tls-cert", opts.TLSCert}, {"--tls-key", opts.TLSKey}, {"--tls-ca", opts.TLSCA}} {
 		if f.v != "" {
@@ -111,6 +114,9 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		}
 		if pinErr != nil && !opts.Open && !opts.NoManager {
 			what += ", manager up"
+		}
+		if opts.External != "" {
+			what += ", external broker"
 		}
 		if f[2] != "" {
 			what += fmt.Sprintf(", cluster %s node %s routes on %s", opts.ClusterName, f[2], f[3])

@@ -59,6 +59,11 @@ type Options struct {
 	InsecureNoTLS          bool
 	Replicas               int // of every stream and bucket a space gets; 0 means 3 on a JetStream cluster of 3 or more servers, else 1
 
+	// External, when set, is the client URL list of a nats-server this up starts no broker
+	// for (one configured by cotal broker config): up pushes the spaces' accounts there,
+	// provisions them and supervises the daemons.
+	External string
+
 	ClusterName   string // with ClusterListen and Routes: the embedded broker is a node of this cluster
 	ClusterListen string // host:port the node's routes listen on
 	Routes        string // comma-separated route URLs of the cluster's nodes
@@ -147,6 +152,9 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 			if err := opts.checkCluster(); err != nil {
 				return err
 			}
+			if err := opts.checkExternal(cmd); err != nil {
+				return err
+			}
 			if err := cmdutil.CheckTLSPair(opts.TLSCert, opts.TLSKey); err != nil {
 				return cmdutil.FlagErrorf("%v", err)
 			}
@@ -193,6 +201,7 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 	fl.BoolVar(&opts.Detach, "detach", false, "run in the background and return once ready")
 	fl.StringVarP(&opts.File, "file", "f", "", "a team manifest (cotal.yaml) whose space, channels and agents up owns")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "with -f: print what would be created and change nothing")
+	fl.StringVar(&opts.External, "external", "", "start no broker: serve the spaces on this nats-server (cotal broker config), nats://a:4222[,nats://b:4222,...]")
 	fl.StringVar(&opts.ClusterName, "cluster-name", "", "make the embedded broker a node of this NATS cluster (the same name on every node)")
 	fl.StringVar(&opts.ClusterListen, "cluster-listen", "", "with --cluster-name: HOST:PORT this node's routes listen on, e.g. 0.0.0.0:6222")
 	fl.StringVar(&opts.Routes, "routes", "", "with --cluster-name: the route URLs of the cluster's nodes, nats://a:6222,nats://b:6222,nats://c:6222 (the same list on every node)")
@@ -224,6 +233,52 @@ func (o *Options) checkCluster() error {
 		return cmdutil.FlagErrorf("--routes: %v", err)
 	}
 	return nil
+}
+
+// checkExternal checks --external: a list of client URLs, and none of the flags that
+// configure the embedded broker it replaces.
+func (o *Options) checkExternal(cmd *cobra.Command) error {
+	if !cmd.Flags().Changed("external") {
+		return nil
+	}
+	if o.Open {
+		return cmdutil.FlagErrorf("--external and --open exclude each other: a server from cotal broker config trusts this project's operator")
+	}
+	for _, f := range []string{"server", "store-dir", "cluster-name", "cluster-listen", "routes", "tls-cert", "tls-key", "cluster-tls", "insecure-no-tls"} {
+		if cmd.Flags().Changed(f) {
+			return cmdutil.FlagErrorf("--%s configures the embedded broker, which --external does not start: set it in cotal broker config", f)
+		}
+	}
+	urls, err := externalURLs(o.External)
+	if err != nil {
+		return cmdutil.FlagErrorf("--external: %v", err)
+	}
+	o.External = strings.Join(urls, ",")
+	return nil
+}
+
+// externalURLs reads a comma-separated list of client URLs (nats://, tls:// or
+// nats+tls://, each with a host and a port).
+func externalURLs(list string) ([]string, error) {
+	var out []string
+	for _, raw := range strings.Split(list, ",") {
+		raw = strings.TrimSpace(raw)
+		if raw == "" {
+			continue
+		}
+		u, err := url.Parse(client.ServerURL(raw))
+		if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
+			return nil, fmt.Errorf("%q is not a nats://host:port URL", raw)
+		}
+		if _, p, err := net.SplitHostPort(u.Host); err != nil || p == "" {
+			return nil, fmt.Errorf("%q needs a port, e.g. nats://10.0.0.2:4222", raw)
+		}
+		out = append(out, u.String())
+	}
+	if len(out) == 0 {
+		return nil, errors.New("want the client URL of the server, e.g. nats://10.0.0.2:4222 (several: comma-separated)")
+	}
+	return out, nil
 }
 
 // clusterAddr reads --cluster-listen HOST:PORT into a host and a broker.Cluster port (0:
@@ -350,7 +405,84 @@ func runUp(ctx context.Context, opts *Options) error {
 	if opts.Detach {
 		return detach(ctx, opts, proj, space)
 	}
+	if opts.External != "" {
+		return serveExternal(ctx, opts, proj, space)
+	}
 	return serve(ctx, opts, proj, space)
+}
+
+// serveExternal serves the project's spaces on an external nats-server that trusts the
+// project's operator (cotal broker config): it pushes every account of the chain to the
+// server's resolver, provisions every space, records the mesh and supervises the daemons
+// until ctx ends. It starts no broker.
+func serveExternal(ctx context.Context, opts *Options, proj *workspace.Project, space string) error {
+	chain, err := trust.Open(proj.AuthDir())
+	if err != nil {
+		return err
+	}
+	if _, err := chain.Space(space); err != nil {
+		return err
+	}
+	spaces := []string{space}
+	known, err := chain.Spaces()
+	if err != nil {
+		return err
+	}
+	for _, s := range known {
+		if s != space {
+			spaces = append(spaces, s)
+		}
+	}
+	if err := pushAccounts(ctx, chain, opts.External, opts.TLSCA); err != nil {
+		return err
+	}
+	for _, s := range spaces {
+		// An external cluster may still be electing the new streams' leaders.
+		if err := provisionClustered(ctx, opts.IO.ErrOut, chain, proj, opts.External, opts.TLSCA, s, opts.Replicas); err != nil {
+			return err
+		}
+	}
+	if err := applyManifest(ctx, opts, chain, proj, opts.External); err != nil {
+		return err
+	}
+	return supervise(ctx, opts, proj, chain, served{space: space, spaces: spaces, url: opts.External,
+		note: ", external broker", ready: opts.External})
+}
+
+// pushAccounts hands every account of chain (but the system account, which the server's
+// configuration names) to the resolver of the server at url, as the system account.
+func pushAccounts(ctx context.Context, chain *trust.Chain, url, ca string) error {
+	jwts, err := chain.AccountJWTs()
+	if err != nil {
+		return err
+	}
+	sysCreds, err := chain.SystemCreds(time.Hour)
+	if err != nil {
+		return err
+	}
+	sys, err := connect(url, sysCreds, ca)
+	if errors.Is(err, nats.ErrAuthorization) {
+		return cmdutil.Refuse("to serve the project's spaces on "+url,
+			"the server refused the project's system account: it does not trust this project's operator",
+			"cotal broker config --out nats.conf`, start `nats-server -c nats.conf` and run `cotal up --external <its URL>")
+	}
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	keys := make([]string, 0, len(jwts))
+	for k := range jwts {
+		if k != chain.SystemAccount() {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if err := trust.PushAccount(ctx, sys, jwts[k]); err != nil {
+			return fmt.Errorf("account %s: %w", k, err)
+		}
+	}
+	return nil
 }
 
 // enableUserAuth pins the IdP of space and creates its auth service's keys, before any
@@ -494,6 +626,10 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 		return cmdutil.Refuse("--cluster-name "+opts.ClusterName+" on a running mesh",
 			"the broker of this project already runs at "+mesh.Server+" and does not join a cluster while it runs",
 			"cotal down && cotal up --detach "+strings.Join(opts.clusterArgs(), " "))
+	}
+	if opts.External != "" && opts.External != mesh.Server {
+		return cmdutil.Refuse("--external "+opts.External, "the mesh of this project already runs at "+mesh.Server,
+			"cotal down && cotal up --detach --external "+opts.External)
 	}
 	if opts.Server != "" && opts.Server != mesh.Server {
 		return cmdutil.Refuse("--server "+opts.Server, "the mesh of this project already runs at "+mesh.Server,
@@ -749,7 +885,32 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 	if err := applyManifest(ctx, opts, chain, proj, srv.ClientURL()); err != nil {
 		return err
 	}
-	mesh := &workspace.Mesh{Server: srv.ClientURL(), Mode: opts.mode(), Spaces: spaces,
+	ready := srv.ClientURL() + " " + srv.ListenAddr()
+	if srv.Cluster != nil {
+		ready += " " + srv.Name() + " " + srv.ClusterAddr()
+	}
+	return supervise(ctx, opts, proj, chain, served{space: space, spaces: spaces, url: srv.ClientURL(), listen: srv.ListenAddr(),
+		store: store, note: clusterNote, ready: ready, standby: srv.Cluster != nil, done: srv.Done()})
+}
+
+// served is what a started mesh serves, for supervise.
+type served struct {
+	space   string          // the space named (or the default one)
+	spaces  []string        // every space served, space first
+	url     string          // the URL clients dial
+	listen  string          // the address bound ("" for an external broker)
+	store   string          // the JetStream store ("" for an external broker)
+	note    string          // added to the ready line
+	ready   string          // what cmdutil.SignalReady reports to a detaching parent
+	standby bool            // daemons stand by for their lease (a cluster node)
+	done    <-chan struct{} // closed when the broker stops (nil: never seen)
+}
+
+// supervise records the mesh, runs the daemons of an authenticated mesh, reports ready and
+// serves until ctx ends or the broker stops.
+func supervise(ctx context.Context, opts *Options, proj *workspace.Project, chain *trust.Chain, sv served) error {
+	space, spaces, store := sv.space, sv.spaces, sv.store
+	mesh := &workspace.Mesh{Server: sv.url, Mode: opts.mode(), Spaces: spaces,
 		StoreDir: store, Root: proj.Root, PID: os.Getpid(), Started: time.Now().UTC(), TLSCA: opts.TLSCA}
 	if err := workspace.WritePidfile(proj.PidFile(), os.Getpid()); err != nil {
 		return err
@@ -779,11 +940,11 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		defer lifeW.Close()
 		defer lifeR.Close()
 		dctx, stop := context.WithCancel(ctx)
-		for _, kind := range kinds(chain, proj, srv.ClientURL(), opts.NoManager) {
+		for _, kind := range kinds(chain, proj, sv.url, opts.NoManager) {
 			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log, life: lifeR,
-				standby: srv.Cluster != nil}
-			// Deferred after srv.Close, so it runs first: daemons release what they hold
-			// while the broker still serves.
+				standby: sv.standby}
+			// supervise returns before serve closes the broker: daemons release what they
+			// hold while the broker still serves.
 			defer d.wait()
 			if err := d.startAll(dctx, spaces); err != nil {
 				stop()
@@ -801,20 +962,20 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 			what += ", manager up"
 		}
 	}
-	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s%s, store %s)\n", readyAddr(srv.ClientURL(), srv.ListenAddr()), space, what, clusterNote, store)
-	ready := srv.ClientURL() + " " + srv.ListenAddr()
-	if srv.Cluster != nil {
-		ready += " " + srv.Name() + " " + srv.ClusterAddr()
+	storeNote := ""
+	if store != "" {
+		storeNote = ", store " + store
 	}
-	if err := cmdutil.SignalReady(opts.Getenv, ready); err != nil {
+	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s%s%s)\n", readyAddr(sv.url, sv.listen), space, what, sv.note, storeNote)
+	if err := cmdutil.SignalReady(opts.Getenv, sv.ready); err != nil {
 		return err
 	}
 	select {
 	case <-ctx.Done():
 		fmt.Fprintln(opts.IO.ErrOut, "stopping the mesh")
 		return nil
-	case <-srv.Done():
-		return fmt.Errorf("broker at %s stopped unexpectedly; see %s", srv.ClientURL(), proj.LogFile())
+	case <-sv.done:
+		return fmt.Errorf("broker at %s stopped unexpectedly; see %s", sv.url, proj.LogFile())
 	}
 }
 
