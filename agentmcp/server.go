@@ -43,6 +43,9 @@ type Server struct {
 	// connected to its transport.
 	Ready  func()
 	Logger *slog.Logger // nil means discard
+	// Manager, when set, adds the manager tools (ManagerToolNames): set it only for an
+	// agent whose persona has the spawn capability.
+	Manager *Manager
 
 	box   *inbox
 	nt    *notifyTransport
@@ -96,6 +99,7 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 		}
 	})
 	s.addTools()
+	s.addManagerTools()
 	s.srv.AddResource(&mcp.Resource{URI: InboxURI, Name: "inbox", MIMEType: "text/plain",
 		Description: "Messages waiting for you. Updated when one arrives; read it with cotal_inbox, which also clears what it returns."},
 		s.readInbox)
