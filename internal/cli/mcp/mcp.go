@@ -36,6 +36,9 @@ const (
 	// EnvCapabilities is the persona's capabilities, comma-separated, as a launcher sets
 	// it: with spawn the manager tools are listed (a --persona's come from its file).
 	EnvCapabilities = "COTAL_CAPABILITIES"
+	// EnvGrantPersona names the persona file whose grant bounds the personas the agent
+	// defines with cotal_persona (a launcher sets it; default the agent's name).
+	EnvGrantPersona = "COTAL_GRANT_PERSONA"
 )
 
 // Harnesses are the values COTAL_HARNESS may take.
@@ -55,6 +58,8 @@ type Options struct {
 	Push     bool // COTAL_CHANNEL=1
 	// Capabilities are COTAL_CAPABILITIES (a --persona's come from its file).
 	Capabilities []string
+	// GrantPersona is COTAL_GRANT_PERSONA.
+	GrantPersona string
 	// ReconnectFor is how long a lost mesh is waited for before the server exits non-zero.
 	ReconnectFor time.Duration
 	channelsSet  bool // --channel or COTAL_SUBSCRIBE was given
@@ -180,6 +185,7 @@ func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string, lookup 
 	}
 	o.Harness = getenv(EnvHarness)
 	o.Capabilities = splitList(getenv(EnvCapabilities))
+	o.GrantPersona = getenv(EnvGrantPersona)
 	switch v := getenv(EnvChannel); v {
 	case "", "0", "false":
 	case "1", "true":
@@ -242,8 +248,10 @@ func runMCP(ctx context.Context, opts *Options) error {
 
 // managerTools are the manager tools of an agent with the spawn capability, nil for any
 // other. The agent's own grant, which a persona it defines stays within, is its
-// persona's: --persona's, else the project's persona file named like the agent; unknown
-// otherwise (cotal_persona then refuses).
+// persona's: --persona's, else COTAL_GRANT_PERSONA's (a seat named reviewer_2 runs persona
+// reviewer), else the project's persona file named like the agent; unknown otherwise
+// (cotal_persona then refuses). It bounds only what cotal_persona writes: the manager
+// checks the spawner's real grant again at each spawn.
 func managerTools(opts *Options, target cmdutil.Target, ep *client.Endpoint) *agentmcp.Manager {
 	if !contains(opts.Capabilities, trust.CapabilitySpawn) {
 		return nil
@@ -253,6 +261,9 @@ func managerTools(opts *Options, target cmdutil.Target, ep *client.Endpoint) *ag
 		Project: target.Project,
 	}
 	name := opts.Persona
+	if name == "" {
+		name = opts.GrantPersona
+	}
 	if name == "" {
 		name = ep.Principal().Actor
 	}
