@@ -153,6 +153,14 @@ func text(format string, args ...any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
 }
 
+// toolNames are the tools this server lists.
+func (s *Server) toolNames() []string {
+	if s.Manager == nil {
+		return ToolNames
+	}
+	return append(slices.Clone(ToolNames), ManagerToolNames...)
+}
+
 // addTools registers the cotal_* tools.
 func (s *Server) addTools() {
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
@@ -219,7 +227,7 @@ func (s *Server) orientation(ctx context.Context, _ *mcp.CallToolRequest, _ noAr
 		return nil, orientationOut{}, fmt.Errorf("roster: %w", err)
 	}
 	out := orientationOut{Name: card.Name, ID: card.ID, Role: card.Role, Space: ep.Space(), Channels: ep.Channels(),
-		PostTo: s.defaultChannel(), Status: string(protocol.StatusIdle), Push: s.push.Load(), Tools: ToolNames,
+		PostTo: s.defaultChannel(), Status: string(protocol.StatusIdle), Push: s.push.Load(), Tools: s.toolNames(),
 		Connected: ep.Conn().IsConnected(), Present: []PeerInfo{}}
 	for _, p := range peers {
 		pi := s.peerInfo(p)

@@ -65,7 +65,7 @@ func NewLaunch(t Target, per *workspace.Persona, o Overrides) connector.Launch {
 		Space: t.Space, Name: per.Name, Role: per.Role, Servers: t.Servers,
 		Subscribe: per.BootSet(), Model: per.Model, Prompt: o.Prompt, HasPrompt: o.HasPrompt,
 		SystemPrompt: per.Prompt, Args: o.Args, DataDir: t.Project.Dir(), Getenv: t.Getenv, Exe: t.Exe,
-		Capabilities: per.Capabilities,
+		Capabilities: per.Capabilities, Persona: per.Name,
 	}
 	if o.Name != "" {
 		l.Name = o.Name

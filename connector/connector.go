@@ -28,6 +28,9 @@ type Launch struct {
 	// Capabilities are the persona's (spawn, ...): the MCP server lists the manager tools
 	// only with spawn.
 	Capabilities []string
+	// Persona names the persona file the agent runs as ("" when unknown): with the spawn
+	// capability, its grant bounds the personas the agent defines.
+	Persona string
 
 	Model        string   // model override ("" leaves the harness's default)
 	Prompt       string   // first turn to submit ("" for none)
@@ -83,6 +86,10 @@ const (
 	EnvHarness   = "COTAL_HARNESS"
 	// EnvCapabilities is the persona's capabilities, comma-separated ("" for none).
 	EnvCapabilities = "COTAL_CAPABILITIES"
+	// EnvGrantPersona names the persona whose grant bounds the personas the agent defines
+	// (set with the spawn capability; it is not the agent's identity, which COTAL_NAME
+	// and COTAL_CREDS are).
+	EnvGrantPersona = "COTAL_GRANT_PERSONA"
 	// EnvChannel=1 makes `cotal mcp` push Claude Code channel notifications: Claude Code
 	// takes them (with --dangerously-load-development-channels) but does not declare it.
 	EnvChannel = "COTAL_CHANNEL"
@@ -133,6 +140,9 @@ func (l Launch) MCPEnv(harness string) map[string]string {
 	}
 	if len(l.Capabilities) > 0 {
 		env[EnvCapabilities] = strings.Join(l.Capabilities, ",")
+		if l.Persona != "" {
+			env[EnvGrantPersona] = l.Persona
+		}
 	}
 	if l.CredsPath != "" {
 		env[EnvCreds] = l.CredsPath

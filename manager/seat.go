@@ -120,6 +120,17 @@ func (m *Manager) spawn(who caller, a protocol.SpawnArgs) (protocol.SpawnResult,
 	if err != nil {
 		return protocol.SpawnResult{}, err
 	}
+	// An agent hands a teammate no more than its own grant (a persona file it could
+	// write by other means is checked here, where the credential is minted).
+	if !who.operator {
+		own := m.personaOf(who.p)
+		if own == nil {
+			return protocol.SpawnResult{}, refuse(codeDenied, "%s may not spawn: it has no persona here", who.p)
+		}
+		if err := workspace.GrantOf(own).Covers(per); err != nil {
+			return protocol.SpawnResult{}, refuse(codeDenied, "%s may not spawn persona %s: %v (narrow the persona, or ask the operator: cotal spawn --detach %s)", who.p, per.Name, err, per.Name)
+		}
+	}
 	agent, from := agentrun.PickAgent(a.Agent, per, m.Getenv)
 	con, ok := connector.Lookup(agent)
 	if !ok {

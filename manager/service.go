@@ -153,23 +153,37 @@ func (m *Manager) authorize(who caller, op string) error {
 	return refuse(codeDenied, "%s may not %s: only the operator attaches to a seat or types into it", who.p, op)
 }
 
-// capabilities are the persona capabilities of an agent: the persona of the seat of that
-// name, else the persona file named like the agent (a foreground spawn's default name).
+// capabilities are the persona capabilities of an agent (see personaOf), and where
+// they come from, for a refusal.
 func (m *Manager) capabilities(p protocol.Principal) ([]string, string) {
 	if p.Owner != protocol.OwnerLocal {
 		return nil, "an agent of owner " + p.Owner
+	}
+	per := m.personaOf(p)
+	if per == nil {
+		return nil, "no persona " + p.Actor
+	}
+	return per.Capabilities, "its persona " + per.Name
+}
+
+// personaOf is the persona of a local agent: the persona of the seat of that name, else
+// the persona file named like the agent (a foreground spawn's default name); nil when
+// there is none.
+func (m *Manager) personaOf(p protocol.Principal) *workspace.Persona {
+	if p.Owner != protocol.OwnerLocal {
+		return nil
 	}
 	m.mu.Lock()
 	s := m.seats[p.Actor]
 	m.mu.Unlock()
 	if s != nil && s.running() {
-		return s.persona.Capabilities, "its persona " + s.persona.Name
+		return s.persona
 	}
 	per, err := m.Project.Persona(p.Actor)
 	if err != nil {
-		return nil, "no persona " + p.Actor
+		return nil
 	}
-	return per.Capabilities, "its persona " + per.Name
+	return per
 }
 
 // ps lists the seats: every one for the operator, the ones it spawned for an agent.

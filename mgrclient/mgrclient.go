@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,10 +18,15 @@ import (
 // ErrNoManager is returned when no manager answers on the space (no responders).
 var ErrNoManager = errors.New("no agent manager serves this space")
 
-// Error is a refusal the manager answered with.
+// CodeDenied is the Code of a refusal for want of permission, by the manager or by the
+// broker.
+const CodeDenied = "permission-denied"
+
+// Error is a refusal the manager answered with (or the broker's, Code CodeDenied).
 type Error struct {
 	Code    string // permission-denied, not-found, already-exists, bad-request, internal
 	Message string
+	Broker  bool // the broker refused the request: the manager never saw it
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -72,6 +78,20 @@ func (c *Client) CallAt(ctx context.Context, op, nonce string, args, out any) er
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
+	}
+	// The broker refuses a request the caller's credential may not publish (or a reply
+	// subject it may not read) asynchronously, ahead of the answer to a flush: the
+	// refusal is told at once instead of waiting out the deadline.
+	if err := c.NC.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("manager %s: %w", op, err)
+	}
+	if last := c.NC.LastError(); last != nil && errors.Is(last, nats.ErrPermissionViolation) &&
+		(strings.Contains(last.Error(), `"`+subj+`"`) || strings.Contains(last.Error(), `"`+reply+`"`)) {
+		why := "its credential may not use the manager's agent rail (only a persona with capabilities: [spawn] may; ask the operator)"
+		if c.Operator {
+			why = "its credential may not use the manager's operator rail (use the project's own identity or admin creds)"
+		}
+		return &Error{Code: CodeDenied, Broker: true, Message: fmt.Sprintf("the broker refused %s's request to %s: %s", c.Caller, op, why)}
 	}
 	for {
 		m, err := sub.NextMsgWithContext(ctx)

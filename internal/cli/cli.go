@@ -32,6 +32,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/personas"
 	"github.com/cotal-ai/cotal/internal/cli/seats"
 	"github.com/cotal-ai/cotal/internal/cli/send"
+	"github.com/cotal-ai/cotal/internal/cli/service"
 	"github.com/cotal-ai/cotal/internal/cli/setup"
 	"github.com/cotal-ai/cotal/internal/cli/spawn"
 	"github.com/cotal-ai/cotal/internal/cli/status"
@@ -141,6 +142,7 @@ peer, anycast to whoever holds a role.`,
 		mcp.NewCmdMCP(f, Version, nil),
 		spawn.NewCmdSpawn(f, nil),
 		supervise.NewCmdSupervise(f, nil),
+		service.NewCmdService(f, nil),
 		seats.NewCmdPs(f, nil),
 		seats.NewCmdStop(f, nil),
 		seats.NewCmdInput(f, nil),

@@ -138,6 +138,10 @@ func setup(env *testscript.Env) error {
 	if err := os.MkdirAll(filepath.Join(env.WorkDir, "home"), 0o700); err != nil {
 		return err
 	}
+	// The cotal the scripts run, as a unit file names it (service script).
+	if exe, err := exec.LookPath("cotal"); err == nil {
+		env.Setenv("TEST_COTAL_EXE", exe)
+	}
 	ps := &procs{m: map[string]*proc{}}
 	env.Values[procsKey{}] = ps
 	env.Defer(func() {

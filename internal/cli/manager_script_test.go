@@ -22,7 +22,9 @@ import (
 //
 //	seatagent          join the mesh through `cotal mcp` (COTAL_MCP_CONFIG), print
 //	                   "seat ready", then echo each stdin line as "got: LINE" until EOF;
-//	                   a line "spawn PERSONA NAME" calls cotal_spawn, "tools" lists tools
+//	                   a line "call TOOL [JSON]" calls TOOL with the JSON object as its
+//	                   arguments and prints "TOOL: RESULT" (or "TOOL error: ..."), and
+//	                   "tools" prints "tools: NAME..."
 //	seatagent fail N   print "oops" and exit N at once
 //	seatagent quiet    never join; ignore SIGHUP (outlive a killed manager) and wait
 func seatAgent() int {
@@ -87,13 +89,20 @@ func runSeatAgent() error {
 		line := strings.TrimSpace(in.Text())
 		f := strings.Fields(line)
 		switch {
-		case len(f) == 3 && f[0] == "spawn":
-			res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "cotal_spawn", Arguments: map[string]any{"name": f[1], "agent": "command", "launchName": f[2]}})
+		case len(f) >= 2 && f[0] == "call":
+			var args map[string]any
+			if raw := strings.TrimSpace(strings.TrimPrefix(line, "call "+f[1])); raw != "" {
+				if err := json.Unmarshal([]byte(raw), &args); err != nil {
+					fmt.Println(f[1], "bad arguments:", err)
+					continue
+				}
+			}
+			res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: f[1], Arguments: args})
 			if err != nil {
-				fmt.Println("spawn error:", err)
+				fmt.Println(f[1], "error:", strings.ReplaceAll(err.Error(), "\n", " "))
 				continue
 			}
-			fmt.Println("spawn result:", toolText(res))
+			fmt.Println(f[1]+":", toolText(res))
 		case line == "tools":
 			res, err := session.ListTools(ctx, nil)
 			if err != nil {

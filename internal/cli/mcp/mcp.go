@@ -16,8 +16,10 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/mgrclient"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
 )
 
 // Environment variables a launcher sets instead of flags; a flag beats its variable.
@@ -31,6 +33,12 @@ const (
 	EnvPersona   = "COTAL_PERSONA"
 	EnvHarness   = "COTAL_HARNESS" // claude, codex, opencode or command: shown in presence
 	EnvChannel   = "COTAL_CHANNEL" // 1: push Claude Code channel notifications
+	// EnvCapabilities is the persona's capabilities, comma-separated, as a launcher sets
+	// it: with spawn the manager tools are listed (a --persona's come from its file).
+	EnvCapabilities = "COTAL_CAPABILITIES"
+	// EnvGrantPersona names the persona file whose grant bounds the personas the agent
+	// defines with cotal_persona (a launcher sets it; default the agent's name).
+	EnvGrantPersona = "COTAL_GRANT_PERSONA"
 )
 
 // Harnesses are the values COTAL_HARNESS may take.
@@ -48,6 +56,10 @@ type Options struct {
 	Persona  string
 	Harness  string
 	Push     bool // COTAL_CHANNEL=1
+	// Capabilities are COTAL_CAPABILITIES (a --persona's come from its file).
+	Capabilities []string
+	// GrantPersona is COTAL_GRANT_PERSONA.
+	GrantPersona string
 	// ReconnectFor is how long a lost mesh is waited for before the server exits non-zero.
 	ReconnectFor time.Duration
 	channelsSet  bool // --channel or COTAL_SUBSCRIBE was given
@@ -74,7 +86,12 @@ flag has an environment variable a launcher sets, and a flag beats its variable:
   COTAL_SERVERS (comma-separated NATS URLs), COTAL_SUBSCRIBE (comma-separated channels),
   COTAL_HARNESS (claude|codex|opencode|command, shown in presence),
   COTAL_CHANNEL=1 (push Claude Code channel notifications; Claude Code does not declare
-  that it takes them).
+  that it takes them), COTAL_CAPABILITIES (the persona's capabilities, comma-separated).
+
+An agent whose persona has the spawn capability (capabilities: [spawn] in its file, or
+COTAL_CAPABILITIES=spawn from the launcher) also gets the manager tools: cotal_spawn and
+cotal_despawn start and stop teammates through the space's agent manager, cotal_personas
+lists the personas and cotal_persona defines one within the agent's own grant.
 
 Messages for the agent wait in its inbox until the model is given them (cotal_inbox, or a
 push): only then is a copy acked, so a killed server loses nothing. The agent is in the
@@ -167,6 +184,8 @@ func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string, lookup 
 		}
 	}
 	o.Harness = getenv(EnvHarness)
+	o.Capabilities = splitList(getenv(EnvCapabilities))
+	o.GrantPersona = getenv(EnvGrantPersona)
 	switch v := getenv(EnvChannel); v {
 	case "", "0", "false":
 	case "1", "true":
@@ -213,7 +232,7 @@ func runMCP(ctx context.Context, opts *Options) error {
 	defer ep.Close()
 	srv := &agentmcp.Server{
 		Endpoint: ep, Channels: opts.Channels, Channel: opts.Push, Version: opts.Version, Logger: log,
-		KeepHeld: keepHeld,
+		KeepHeld: keepHeld, Manager: managerTools(opts, target, ep),
 	}
 	t := &sdk.IOTransport{Reader: io.NopCloser(opts.IO.In), Writer: nopWriteCloser{opts.IO.Out}}
 	runErr := srv.Run(ctx, t)
@@ -225,6 +244,36 @@ func runMCP(ctx context.Context, opts *Options) error {
 		log.Warn("leave", "err", closeErr)
 	}
 	return nil
+}
+
+// managerTools are the manager tools of an agent with the spawn capability, nil for any
+// other. The agent's own grant, which a persona it defines stays within, is its
+// persona's: --persona's, else COTAL_GRANT_PERSONA's (a seat named reviewer_2 runs persona
+// reviewer), else the project's persona file named like the agent; unknown otherwise
+// (cotal_persona then refuses). It bounds only what cotal_persona writes: the manager
+// checks the spawner's real grant again at each spawn.
+func managerTools(opts *Options, target cmdutil.Target, ep *client.Endpoint) *agentmcp.Manager {
+	if !contains(opts.Capabilities, trust.CapabilitySpawn) {
+		return nil
+	}
+	m := &agentmcp.Manager{
+		Client:  &mgrclient.Client{NC: ep.Conn(), Space: ep.Space(), Caller: ep.Principal()},
+		Project: target.Project,
+	}
+	name := opts.Persona
+	if name == "" {
+		name = opts.GrantPersona
+	}
+	if name == "" {
+		name = ep.Principal().Actor
+	}
+	if target.Project != nil {
+		if per, err := target.Project.Persona(name); err == nil {
+			g := workspace.GrantOf(per)
+			m.Grant = &g
+		}
+	}
+	return m
 }
 
 // The ack wait of the durables cotal mcp creates, and how often it marks the copies it
@@ -283,13 +332,15 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 	if !opts.channelsSet {
 		opts.Channels = per.BootSet()
 	}
+	opts.Capabilities = per.Capabilities
 	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: protocol.CardAgent, Description: per.Description, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait}
 	if !target.Auth() {
 		return f.Connect(ctx, *target, cfg, cmdutil.As{})
 	}
 	creds, err := f.AgentCreds(ctx, *target, trust.UserSpec{Name: per.Name, Profile: trust.ProfileAgent,
 		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: per.Name}, Role: per.Role,
-		Subscribe: per.Subscribe, AllowSubscribe: per.ReadACL(), AllowPublish: per.AllowPublish})
+		Subscribe: per.Subscribe, AllowSubscribe: per.ReadACL(), AllowPublish: per.AllowPublish,
+		Capabilities: per.Capabilities})
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,7 @@ func runSupervise(ctx context.Context, opts *Options) error {
 		return err
 	}
 	defer stopWatch()
-	exe, err := selfExe(f)
+	exe, err := SelfExe(f)
 	if err != nil {
 		return fmt.Errorf("find the cotal executable for the agents' MCP server: %w", err)
 	}
@@ -169,9 +169,9 @@ func getenv(f *cmdutil.Factory, k string) string {
 	return f.Getenv(k)
 }
 
-// selfExe is this binary as the shell named it (so agents start the same cotal), else
+// SelfExe is this binary as the shell named it (so agents start the same cotal), else
 // the running executable.
-func selfExe(f *cmdutil.Factory) (string, error) {
+func SelfExe(f *cmdutil.Factory) (string, error) {
 	if a := os.Args[0]; a != "" {
 		p := a
 		if !strings.ContainsRune(a, filepath.Separator) {

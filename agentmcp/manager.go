@@ -1,0 +1,297 @@
+package agentmcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cotal-ai/cotal/mgrclient"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// ManagerToolNames are the agent tools listed after ToolNames, only to an agent whose
+// persona has the spawn capability (Server.Manager set).
+var ManagerToolNames = []string{"cotal_spawn", "cotal_despawn", "cotal_personas", "cotal_persona"}
+
+// MaxPersonaPrompt is the longest prompt cotal_persona writes, in characters.
+const MaxPersonaPrompt = 10_000
+
+// Manager gives an agent with the spawn capability the manager tools: cotal_spawn and
+// cotal_despawn ask the space's agent manager (its agent rail, where the broker and the
+// manager check the capability again); cotal_personas and cotal_persona read and define
+// persona files of Project.
+type Manager struct {
+	// Client asks the manager as the agent (Operator false); required.
+	Client *mgrclient.Client
+	// Project holds the persona files; nil leaves cotal_personas and cotal_persona
+	// refusing (the agent runs outside a project).
+	Project *workspace.Project
+	// Grant is the caller's own grant: a persona it defines stays within it. nil refuses
+	// every cotal_persona (the grant is unknown).
+	Grant *workspace.Grant
+	// Timeout bounds one request to the manager; 0 means 30 s.
+	Timeout time.Duration
+}
+
+type (
+	spawnArgs struct {
+		Name   string `json:"name" jsonschema:"the persona to start (cotal_personas lists them); the teammate's name derives from it"`
+		Role   string `json:"role,omitempty" jsonschema:"a role to serve instead of the persona's"`
+		Agent  string `json:"agent,omitempty" jsonschema:"the harness: claude, codex or opencode; default the persona's"`
+		Model  string `json:"model,omitempty" jsonschema:"the model instead of the persona's"`
+		Prompt string `json:"prompt,omitempty" jsonschema:"the teammate's first task"`
+		Cwd    string `json:"cwd,omitempty" jsonschema:"its working folder on the manager's host; default the project root"`
+	}
+	despawnArgs struct {
+		Name string `json:"name,omitempty" jsonschema:"the teammate to stop (one you spawned); omit to stop yourself"`
+	}
+	personasArgs struct {
+		Name string `json:"name,omitempty" jsonschema:"one persona to show with its prompt; omit to list them all"`
+	}
+	personaArgs struct {
+		Name           string   `json:"name" jsonschema:"the persona's name: letters, digits and _ (it becomes the agent's name)"`
+		Prompt         string   `json:"prompt" jsonschema:"its system prompt, at most 10000 characters"`
+		Role           string   `json:"role,omitempty" jsonschema:"a role it serves (anycast address)"`
+		Description    string   `json:"description,omitempty" jsonschema:"one line for rosters"`
+		Agent          string   `json:"agent,omitempty" jsonschema:"the harness it runs in, e.g. claude"`
+		Model          string   `json:"model,omitempty" jsonschema:"the model it runs"`
+		Subscribe      []string `json:"subscribe,omitempty" jsonschema:"channels it joins at start, within what you may read"`
+		AllowSubscribe []string `json:"allowSubscribe,omitempty" jsonschema:"channel patterns it may read, within what you may read"`
+		AllowPublish   []string `json:"allowPublish,omitempty" jsonschema:"channel patterns it may post to, within what you may post to"`
+		Capabilities   []string `json:"capabilities,omitempty" jsonschema:"capabilities, within your own (spawn, run, role:<role>)"`
+	}
+)
+
+type (
+	spawnOut struct {
+		Name     string `json:"name"`
+		Persona  string `json:"persona"`
+		Agent    string `json:"agent"`
+		UID      string `json:"uid"`
+		WindowMs int64  `json:"readinessDeadlineMs"`
+	}
+	despawnOut struct {
+		Name    string `json:"name"`
+		Process string `json:"process"`
+		Code    *int   `json:"code,omitempty"`
+	}
+	personaInfo struct {
+		Name         string   `json:"name"`
+		Role         string   `json:"role,omitempty"`
+		Description  string   `json:"description,omitempty"`
+		Agent        string   `json:"agent,omitempty"`
+		Model        string   `json:"model,omitempty"`
+		Read         []string `json:"read"`
+		Publish      []string `json:"publish"`
+		Capabilities []string `json:"capabilities,omitempty"`
+		Prompt       string   `json:"prompt,omitempty"`
+	}
+	personasOut struct {
+		Personas []personaInfo `json:"personas"`
+	}
+)
+
+// addManagerTools registers the manager tools when the agent has the spawn capability.
+func (s *Server) addManagerTools() {
+	if s.Manager == nil {
+		return
+	}
+	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_spawn", Title: "Cotal: start a teammate",
+		Description: "Ask the space's agent manager to start a teammate from a persona. Returns its name at once; it appears in cotal_roster when it has joined."},
+		s.spawn)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_despawn", Title: "Cotal: stop a teammate",
+		Description: "Stop a teammate you spawned (gracefully; its credential is retired). Without a name, stop yourself."},
+		s.despawn)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_personas", Title: "Cotal: personas", Annotations: ro,
+		Description: "The personas a teammate can be started from: name, role, harness, what they may read and post. With a name, that one with its prompt."},
+		s.personas)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_persona", Title: "Cotal: define a persona",
+		Description: "Write a new persona file a teammate can be started from. What it may read, post and do must stay within your own grant; an existing persona is never replaced."},
+		s.definePersona)
+}
+
+func (s *Server) mgrCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := s.Manager.Timeout
+	if d <= 0 {
+		d = 30 * time.Second
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// mgrErr words a manager failure for the model.
+func mgrErr(op string, err error) error {
+	var rf *mgrclient.Error
+	switch {
+	case errors.As(err, &rf) && rf.Broker:
+		return rf
+	case errors.As(err, &rf):
+		return fmt.Errorf("the manager refused to %s: %s", op, rf.Message)
+	case errors.Is(err, mgrclient.ErrNoManager):
+		return fmt.Errorf("%s: no agent manager serves this space (the operator starts one with cotal up or cotal supervise)", op)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func (s *Server) spawn(ctx context.Context, _ *mcp.CallToolRequest, a spawnArgs) (*mcp.CallToolResult, spawnOut, error) {
+	if err := workspace.CheckPersonaName(a.Name); err != nil {
+		return nil, spawnOut{}, fmt.Errorf("persona %w (cotal_personas lists them)", err)
+	}
+	if a.Role != "" && !protocol.ValidToken(a.Role) {
+		return nil, spawnOut{}, fmt.Errorf("role %q: use letters, digits, _ and - only", a.Role)
+	}
+	ctx, cancel := s.mgrCtx(ctx)
+	defer cancel()
+	var res protocol.SpawnResult
+	err := s.Manager.Client.Call(ctx, protocol.MgrSpawn, protocol.SpawnArgs{Persona: a.Name, Role: a.Role, Agent: a.Agent,
+		Model: a.Model, Prompt: a.Prompt, Cwd: a.Cwd}, &res)
+	if err != nil {
+		return nil, spawnOut{}, mgrErr("spawn "+a.Name, err)
+	}
+	out := spawnOut{Name: res.Name, Persona: res.Persona, Agent: res.Agent, UID: res.UID, WindowMs: res.WindowMs}
+	return text("Started %s (persona %s, %s). It shows in cotal_roster once it has joined (within %s); DM it by name. Stop it with cotal_despawn.",
+		res.Name, res.Persona, res.Agent, time.Duration(res.WindowMs)*time.Millisecond), out, nil
+}
+
+func (s *Server) despawn(ctx context.Context, _ *mcp.CallToolRequest, a despawnArgs) (*mcp.CallToolResult, despawnOut, error) {
+	name := a.Name
+	if name == "" {
+		name = s.Endpoint.Principal().Actor
+	}
+	if !protocol.ValidActor(name) {
+		return nil, despawnOut{}, fmt.Errorf("name %q: not an agent name (cotal_roster lists them)", name)
+	}
+	ctx, cancel := s.mgrCtx(ctx)
+	defer cancel()
+	var info protocol.SeatInfo
+	if err := s.Manager.Client.Call(ctx, protocol.MgrStop, protocol.NameArgs{Name: name}, &info); err != nil {
+		return nil, despawnOut{}, mgrErr("stop "+name, err)
+	}
+	out := despawnOut{Name: info.Name, Process: info.Process, Code: info.Code}
+	return text("Stopped %s (%s); its credential is retired.", info.Name, info.Process), out, nil
+}
+
+func (s *Server) project() (*workspace.Project, error) {
+	if s.Manager.Project == nil {
+		return nil, errors.New("you run outside a project: there are no persona files here (ask the operator: cotal personas list)")
+	}
+	return s.Manager.Project, nil
+}
+
+func infoOf(per *workspace.Persona, withPrompt bool) personaInfo {
+	pi := personaInfo{Name: per.Name, Role: per.Role, Description: per.Description, Agent: per.Agent, Model: per.Model,
+		Read: nonNil(per.ReadACL()), Publish: nonNil(per.AllowPublish), Capabilities: per.Capabilities}
+	if withPrompt {
+		pi.Prompt = per.Prompt
+	}
+	return pi
+}
+
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
+func personaLine(p personaInfo) string {
+	var b strings.Builder
+	b.WriteString(p.Name)
+	if p.Role != "" {
+		b.WriteString(" (" + p.Role + ")")
+	}
+	if p.Agent != "" {
+		b.WriteString(" [" + p.Agent + "]")
+	}
+	if p.Description != "" {
+		b.WriteString(": " + p.Description)
+	}
+	fmt.Fprintf(&b, "; reads %s; posts %s", orNone(p.Read), orNone(p.Publish))
+	if len(p.Capabilities) > 0 {
+		b.WriteString("; capabilities " + strings.Join(p.Capabilities, ", "))
+	}
+	return b.String()
+}
+
+func orNone(l []string) string {
+	if len(l) == 0 {
+		return "nothing"
+	}
+	return strings.Join(l, ", ")
+}
+
+func (s *Server) personas(_ context.Context, _ *mcp.CallToolRequest, a personasArgs) (*mcp.CallToolResult, personasOut, error) {
+	proj, err := s.project()
+	if err != nil {
+		return nil, personasOut{}, err
+	}
+	out := personasOut{Personas: []personaInfo{}}
+	if a.Name != "" {
+		per, err := proj.Persona(a.Name)
+		if errors.Is(err, workspace.ErrNoPersona) {
+			return nil, personasOut{}, fmt.Errorf("no persona %q: cotal_personas without a name lists them; cotal_persona defines one", a.Name)
+		}
+		if err != nil {
+			return nil, personasOut{}, err
+		}
+		pi := infoOf(per, true)
+		out.Personas = append(out.Personas, pi)
+		return text("%s\nPrompt:\n%s", personaLine(pi), per.Prompt), out, nil
+	}
+	files, err := proj.PersonaFiles()
+	if err != nil {
+		return nil, personasOut{}, err
+	}
+	var lines []string
+	for _, f := range files {
+		if f.Err != nil {
+			lines = append(lines, f.Name+": invalid, cannot be spawned ("+f.Err.Error()+")")
+			continue
+		}
+		pi := infoOf(f.Persona, false)
+		out.Personas = append(out.Personas, pi)
+		lines = append(lines, personaLine(pi))
+	}
+	if len(lines) == 0 {
+		return text("There are no personas yet: define one with cotal_persona."), out, nil
+	}
+	return text("%s", strings.Join(lines, "\n")), out, nil
+}
+
+func (s *Server) definePersona(_ context.Context, _ *mcp.CallToolRequest, a personaArgs) (*mcp.CallToolResult, personaInfo, error) {
+	proj, err := s.project()
+	if err != nil {
+		return nil, personaInfo{}, err
+	}
+	if n := len([]rune(a.Prompt)); n > MaxPersonaPrompt {
+		return nil, personaInfo{}, fmt.Errorf("prompt is %d characters: at most %d; nothing was written", n, MaxPersonaPrompt)
+	}
+	if strings.TrimSpace(a.Prompt) == "" {
+		return nil, personaInfo{}, errors.New("prompt is empty: write the persona's system prompt; nothing was written")
+	}
+	per := &workspace.Persona{Name: a.Name, Role: a.Role, Kind: workspace.KindAgent, Description: a.Description,
+		Agent: a.Agent, Model: a.Model, Subscribe: a.Subscribe, AllowSubscribe: a.AllowSubscribe,
+		AllowPublish: a.AllowPublish, Capabilities: a.Capabilities, Prompt: strings.TrimRight(a.Prompt, "\n") + "\n"}
+	if err := per.Validate(); err != nil {
+		return nil, personaInfo{}, fmt.Errorf("persona %v; nothing was written", err)
+	}
+	if s.Manager.Grant == nil {
+		return nil, personaInfo{}, errors.New("your own grant is unknown (you run without a persona file of your name), so you cannot define personas; ask the operator: cotal personas new")
+	}
+	if err := s.Manager.Grant.Covers(per); err != nil {
+		return nil, personaInfo{}, fmt.Errorf("persona %s: %w; nothing was written", per.Name, err)
+	}
+	if err := proj.WritePersona(per); err != nil {
+		if errors.Is(err, workspace.ErrPersonaExists) {
+			return nil, personaInfo{}, fmt.Errorf("persona %s exists already and is never replaced by an agent: pick another name (cotal_personas lists them)", per.Name)
+		}
+		return nil, personaInfo{}, err
+	}
+	pi := infoOf(per, false)
+	return text("Defined persona %s: %s. Start it with cotal_spawn.", per.Name, personaLine(pi)), pi, nil
+}

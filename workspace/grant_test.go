@@ -1,0 +1,35 @@
+package workspace
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestGrantCovers(t *testing.T) {
+	lead := Grant{Read: []string{"team.>", "general"}, Publish: []string{"team.*"}, Capabilities: []string{"spawn"}}
+	for _, tc := range []struct {
+		name string
+		per  Persona
+		want string // "" covered; else a part of the refusal
+	}{
+		{"within", Persona{Subscribe: []string{"team.a"}, AllowSubscribe: []string{"team.>"}, AllowPublish: []string{"team.a"}, Capabilities: []string{"spawn"}}, ""},
+		{"default read general", Persona{AllowPublish: []string{"team.b"}}, ""},
+		{"reads beyond", Persona{AllowSubscribe: []string{">"}}, `it would read ">"`},
+		{"reads ops", Persona{Subscribe: []string{"ops"}}, `it would read "ops"`},
+		{"posts wider", Persona{AllowPublish: []string{"team.>"}}, `it would post to "team.>"`},
+		{"capability", Persona{Capabilities: []string{"run"}}, `capability "run"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := lead.Covers(&tc.per)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want a refusal with %q", err, tc.want)
+			}
+		})
+	}
+	if err := (Grant{}).Covers(&Persona{}); err == nil || !strings.Contains(err.Error(), "you read nothing") {
+		t.Fatalf("an empty grant covers the default read of general: %v", err)
+	}
+}
