@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"sync"
 	"syscall"
@@ -626,4 +628,32 @@ func (s *seat) watchAdopted(rec workspace.Record) {
 			return
 		}
 	}
+}
+
+// RunningSeats names the seats of proj whose process still runs, from the records its
+// managers keep (a foreground spawn keeps none), sorted.
+func RunningSeats(proj *workspace.Project) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(proj.Dir(), "run"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("seats: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		b, err := os.ReadFile(seatFile(proj, e.Name()))
+		if err != nil {
+			continue
+		}
+		var r record
+		if json.Unmarshal(b, &r) != nil || r.Start == "" || r.Info.Process == "exited" {
+			continue
+		}
+		if alive, _ := (workspace.Record{PID: r.Info.PID, Start: r.Start}).Alive(); alive {
+			names = append(names, r.Info.Name)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
 }

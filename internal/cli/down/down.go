@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/manager"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -25,8 +27,9 @@ type Options struct {
 	Getenv  func(string) string
 	Timeout time.Duration
 
-	Component string // "" (everything), "delivery" or "auth"
-	Space     string // with a component: only this space's daemon
+	Component  string // "" (everything), "delivery", "auth", "manager" or "web"
+	Space      string // with a component: only this space's daemon
+	WithAgents bool   // stop the manager even while its agents run (they end with it)
 }
 
 // NewCmdDown builds `cotal down`.
@@ -42,8 +45,12 @@ The auth services and delivery daemons stop first, releasing what they hold.
 ` + "`cotal down delivery`" + ` stops only the delivery daemons and ` + "`cotal down auth`" + ` only the auth
 services of user-auth spaces (of one space with --space); the broker keeps serving and holds
 a daemon stopped this way down until ` + "`cotal up`" + ` on the running mesh starts it again.
+Agents the manager runs (cotal spawn --detach) end with it, so while any runs, cotal down
+and cotal down manager refuse and name them: stop them with cotal stop, or pass
+--with-agents.
 ` + "`cotal down web`" + ` stops only the dashboard ` + "`cotal web --detach`" + ` started; a bare ` + "`cotal down`" + ` stops it too.`,
 		Example: `  cotal down
+  cotal down --with-agents     # also ends the agents the manager runs
   cotal down delivery --space team
   cotal down auth --space team
   cotal down web`,
@@ -75,6 +82,7 @@ a daemon stopped this way down until ` + "`cotal up`" + ` on the running mesh st
 	}
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 15*time.Second, "how long to wait for each process to stop")
 	cmd.Flags().StringVar(&opts.Space, "space", "", "with a component: only this space's daemon")
+	cmd.Flags().BoolVar(&opts.WithAgents, "with-agents", false, "stop the manager even while agents it runs are alive (they end with it)")
 	return cmd
 }
 
@@ -96,6 +104,11 @@ func runDown(ctx context.Context, opts *Options) error {
 	}
 	if opts.Component == "" {
 		if _, err := stopWeb(ctx, opts, proj); err != nil { // the dashboard first: it watches the mesh
+			return err
+		}
+	}
+	if (opts.Component == "" || opts.Component == "manager") && !opts.WithAgents {
+		if err := refuseWithAgents(proj); err != nil {
 			return err
 		}
 	}
@@ -150,6 +163,18 @@ func runDown(ctx context.Context, opts *Options) error {
 		warnRecords(opts, proj, err) // the mesh is down all the same
 	}
 	return nil
+}
+
+// refuseWithAgents refuses to stop a manager while agents it runs are alive: they would
+// end with it, and nobody asked for that.
+func refuseWithAgents(proj *workspace.Project) error {
+	names, err := manager.RunningSeats(proj)
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	return cmdutil.Refuse("stopping the manager of "+proj.Root,
+		fmt.Sprintf("%s it runs (%s) would end with it", cmdutil.Count(len(names), "agent"), strings.Join(names, ", ")),
+		"cotal stop --name "+names[0]+"  # or: cotal down --with-agents")
 }
 
 // warnRecords says that the records of a mesh that no longer runs could not be removed, and
