@@ -53,10 +53,17 @@ func replicasRefusal(err error, server, space string, replicas int) error {
 		return cmdutil.Refuse(what, fmt.Sprintf("the server at %s is not part of a JetStream cluster, so it keeps one copy of each stream; nothing was changed", server),
 			"cotal up --space "+space+" --replicas 1")
 	case errors.Is(err, provision.ErrNotEnoughPeers):
-		return cmdutil.Refuse(what, fmt.Sprintf("%v; nothing was changed", err),
-			"cotal up --space "+space+" --replicas 1")
+		return &causedRefusal{refusal: cmdutil.Refuse(what, fmt.Sprintf("%v; nothing was changed", err),
+			"cotal up --space "+space+" --replicas 1"), cause: err}
 	case errors.Is(err, provision.ErrScale):
 		return cmdutil.Refuse(what, err.Error(), "cotal up --space "+space+" --replicas 1")
 	}
 	return err
 }
+
+// causedRefusal is a refusal that keeps its cause, so a cluster node that is still
+// settling can tell too few peers (which it may outgrow) from other refusals.
+type causedRefusal struct{ refusal, cause error }
+
+func (e *causedRefusal) Error() string   { return e.refusal.Error() }
+func (e *causedRefusal) Unwrap() []error { return []error{e.refusal, e.cause} }

@@ -991,8 +991,11 @@ func provisionClustered(ctx context.Context, w io.Writer, chain *trust.Chain, pr
 	wait := 200 * time.Millisecond
 	for {
 		err := provisionSpace(ctx, w, chain, proj, server, ca, space, replicas)
+		// Too few peers is a refusal a node outgrows as the other nodes join; any other
+		// refusal stands.
 		var refusal *cmdutil.Refusal
-		if err == nil || errors.As(err, &refusal) || ctx.Err() != nil || time.Now().After(deadline) {
+		settling := errors.Is(err, provision.ErrNotEnoughPeers)
+		if err == nil || (errors.As(err, &refusal) && !settling) || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
 		fmt.Fprintf(w, "provision space %s: the cluster is settling, trying again: %v\n", space, err)
