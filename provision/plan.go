@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -164,5 +165,45 @@ func (p plan) repair(ctx context.Context, js jetstream.JetStream) (outcome, erro
 		}
 		return 0, fmt.Errorf("update %s: %w", strings.Join(what, "; "), err)
 	}
+	if scale {
+		if err := awaitReplicas(ctx, js, cfg.Name, replicaCount(cfg.Replicas)); err != nil {
+			return 0, err
+		}
+	}
 	return updated, nil
+}
+
+// settleWait bounds how long a scaled stream may take to elect a leader and bring its new
+// replicas up to date.
+const settleWait = 30 * time.Second
+
+// awaitReplicas waits until stream has a leader and want-1 current followers, so what is
+// written next (a KV row of a scaled bucket) does not time out on an election.
+func awaitReplicas(ctx context.Context, js jetstream.JetStream, stream string, want int) error {
+	deadline := time.Now().Add(settleWait)
+	for {
+		s, err := js.Stream(ctx, stream)
+		if err == nil {
+			if c := s.CachedInfo().Cluster; c != nil && c.Leader != "" && len(c.Replicas) >= want-1 && allCurrent(c.Replicas) {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s scaled to %d replicas but did not settle within %s (last error: %v); run cotal up again once the cluster is healthy", stream, want, settleWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond): // poll interval
+		}
+	}
+}
+
+func allCurrent(peers []*jetstream.PeerInfo) bool {
+	for _, p := range peers {
+		if !p.Current {
+			return false
+		}
+	}
+	return true
 }
