@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"errors"
+	"github.com/cotal-ai/cotal/internal/testclock"
 	"os"
 	"reflect"
 	"strings"
@@ -18,7 +19,7 @@ func openProject(t *testing.T) *Project {
 	return p
 }
 
-func validMesh(p *Project) *Mesh {
+func validMesh(t *testing.T, p *Project) *Mesh {
 	return &Mesh{
 		Server:   "nats://127.0.0.1:4222",
 		Mode:     ModeAuth,
@@ -26,7 +27,7 @@ func validMesh(p *Project) *Mesh {
 		StoreDir: p.StoreDir(),
 		Root:     p.Root,
 		PID:      4242,
-		Started:  time.Date(2025, 5, 1, 12, 0, 0, 123, time.UTC),
+		Started:  testclock.Epoch(t).Add(123), // nanoseconds: the round trip keeps them
 	}
 }
 
@@ -35,7 +36,7 @@ func TestMeshRoundTrip(t *testing.T) {
 	if _, err := p.ReadMesh(); !errors.Is(err, ErrNoMesh) {
 		t.Fatalf("ReadMesh before write: %v, want ErrNoMesh", err)
 	}
-	want := validMesh(p)
+	want := validMesh(t, p)
 	if err := p.WriteMesh(want); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestReadMeshInvalid(t *testing.T) {
 
 func TestWriteMeshRefusesInvalid(t *testing.T) {
 	p := openProject(t)
-	good := validMesh(p)
+	good := validMesh(t, p)
 	if err := p.WriteMesh(good); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestWriteMeshRefusesInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := *validMesh(p)
+			m := *validMesh(t, p)
 			tt.edit(&m)
 			err := p.WriteMesh(&m)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
