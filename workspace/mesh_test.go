@@ -2,12 +2,13 @@ package workspace
 
 import (
 	"errors"
-	"github.com/cotal-ai/cotal/internal/testclock"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cotal-ai/cotal/internal/testclock"
 )
 
 func openProject(t *testing.T) *Project {
