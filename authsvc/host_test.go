@@ -104,17 +104,6 @@ func (m *hostMesh) dialWith(space string, x exchange.Response) (*nats.Conn, erro
 		nats.Name(ibx), nats.CustomInboxPrefix(userauth.InboxPrefix(ibx)), nats.Timeout(3*time.Second), nats.NoReconnect())
 }
 
-// waitFor polls cond every 100 ms until it holds or what times out.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(limit); !cond(); {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %s", what, limit)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // TestHost: one host process serves three user-auth spaces, each through its own callout
 // and exchange, and retries a fourth whose state is missing until it appears. A bearer of
 // one space never opens another. Kicking beta's plane connection fences beta alone: its
@@ -223,7 +212,7 @@ func TestHost(t *testing.T) {
 	}
 	kicked := time.Now()
 	others := 0
-	waitFor(t, 30*time.Second, "beta reopened with a new plane generation", func() bool {
+	meshtest.Until(t, "beta reopened with a new plane generation", 30*time.Second, func() bool {
 		for _, s := range []string{"alpha", "gamma"} {
 			nc, err := m.dialWith(s, bearers[s])
 			if err != nil {
@@ -236,7 +225,7 @@ func TestHost(t *testing.T) {
 		return r.Generation > before.Generation && r.State == plane.StateHeld
 	})
 	t.Logf("beta reopened %s after the kick; %d connects to alpha and gamma meanwhile, all admitted", time.Since(kicked).Round(100*time.Millisecond), others)
-	waitFor(t, deadline, "beta serving again", func() bool {
+	meshtest.Until(t, "beta serving again", deadline, func() bool {
 		nc, _, err := m.dial("beta")
 		if err == nil {
 			nc.Close()
@@ -246,7 +235,7 @@ func TestHost(t *testing.T) {
 
 	// The missing space appears: the host serves it at its next retry.
 	m.addSpace("late")
-	waitFor(t, 20*time.Second, "late served", func() bool {
+	meshtest.Until(t, "late served", 20*time.Second, func() bool {
 		nc, _, err := m.dial("late")
 		if err == nil {
 			nc.Close()
@@ -258,7 +247,7 @@ func TestHost(t *testing.T) {
 	next := `{"version": 2, "spaces": [{"space": "alpha"}, {"space": "beta"}, {"space": "late"}]}`
 	write(next)
 	want := spacehost.Hash([]byte(next))
-	waitFor(t, 20*time.Second, ".applied of the new manifest", func() bool {
+	meshtest.Until(t, ".applied of the new manifest", 20*time.Second, func() bool {
 		b, err := os.ReadFile(spacehost.AppliedPath(manifest))
 		return err == nil && strings.TrimSpace(string(b)) == want
 	})

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cotal-ai/cotal/internal/meshtest"
 )
 
 // memStore is a bearer.Store in memory, as an embedder's vault would be.
@@ -91,7 +93,7 @@ func TestRun(t *testing.T) {
 			go func() {
 				done <- Run(ctx, []string{"--trust", f.Chain.Dir(), "--server", f.URL, c.flag, c.value}, store)
 			}()
-			waitFor(t, deadline, "auth-service.json", func() bool {
+			meshtest.Until(t, "auth-service.json", deadline, func() bool {
 				_, err := ReadStatus(f.dir)
 				return err == nil
 			})

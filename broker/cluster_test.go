@@ -13,6 +13,7 @@ import (
 
 	"github.com/cotal-ai/cotal/broker"
 	"github.com/cotal-ai/cotal/broker/brokertest"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 )
 
 // TestClusterReplicates: three embedded brokers form one cluster; a stream made with three
@@ -128,13 +129,7 @@ func TestClusterRefusesWrongSecret(t *testing.T) {
 	}
 	// Route connections the stranger opened before the refusal close with it: none of them
 	// becomes a route. A node keeps the others as its routes all the while.
-	deadline := time.Now().Add(20 * time.Second) // hang guard
-	for stranger.Routes() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the stranger routes to %d nodes, want 0", stranger.Routes())
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval
-	}
+	meshtest.Until(t, "the stranger routing to no node", 20*time.Second, func() bool { return stranger.Routes() == 0 })
 	for i, n := range nodes {
 		if n.Routes() == 0 {
 			t.Fatalf("node %d lost its routes", i)

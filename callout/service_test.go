@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/cotal-ai/cotal/internal/meshtest"
 )
 
 // startResponder runs r on a fresh callout-user connection to b until the test ends and
@@ -69,20 +72,17 @@ func srv(t *testing.T, nc *nats.Conn, subject string, v any) {
 // counts a request once its handler returned) and returns its stats.
 func waitStats(t *testing.T, nc *nats.Conn, n int) *micro.EndpointStats {
 	t.Helper()
-	for until := time.Now().Add(deadline); ; {
+	var ep *micro.EndpointStats
+	meshtest.Until(t, fmt.Sprintf("stats counting %d requests", n), deadline, func() bool {
 		var stats micro.Stats
 		srv(t, nc, "$SRV.STATS."+ServiceName, &stats)
 		if len(stats.Endpoints) != 1 || stats.Endpoints[0].Name != EndpointName {
 			t.Fatalf("stats endpoints: %+v", stats.Endpoints)
 		}
-		ep := stats.Endpoints[0]
-		if ep.NumRequests == n {
-			return ep
-		}
-		if time.Now().After(until) {
-			t.Fatalf("stats: %d requests, want %d", ep.NumRequests, n)
-		}
-	}
+		ep = stats.Endpoints[0]
+		return ep.NumRequests == n
+	})
+	return ep
 }
 
 // endpointStats decodes the endpoint's data.

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 )
 
 // askN asks role n numbered texts ("<prefix>0"...) from ep.
@@ -41,7 +42,7 @@ func TestDeadHolderStrandsOnlyTheAskInHand(t *testing.T) {
 	}
 	// Let the holder's client pull whatever it would pull on its own: the role's queue
 	// must still hold every ask but the one in hand.
-	waitFor(t, "the other asks still queued for the role", func() bool {
+	meshtest.Until(t, "the other asks still queued for the role", hangGuard, func() bool {
 		c, err := alice.JetStream().Consumer(t.Context(), "TASK_main", "svc_worker")
 		if err != nil {
 			return false
@@ -104,7 +105,7 @@ func TestHeldAskIsExtendedWhileTheHolderWorks(t *testing.T) {
 	}
 	other := peer(t, url, client.Config{Name: "w2", Role: "worker"})
 	// Four reports, one every third of the ack wait: the wait has passed since the take.
-	waitFor(t, "four progress reports", func() bool { return wpi.Load() >= 4 })
+	meshtest.Until(t, "four progress reports", hangGuard, func() bool { return wpi.Load() >= 4 })
 	c, err := alice.JetStream().Consumer(t.Context(), "TASK_main", "svc_worker")
 	if err != nil {
 		t.Fatal(err)
@@ -120,5 +121,5 @@ func TestHeldAskIsExtendedWhileTheHolderWorks(t *testing.T) {
 	if err := held.Ack(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "an empty work queue", func() bool { return streamMsgs(t, alice, "TASK_main") == 0 })
+	meshtest.Until(t, "an empty work queue", hangGuard, func() bool { return streamMsgs(t, alice, "TASK_main") == 0 })
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 )
@@ -78,18 +79,6 @@ func next(t *testing.T, ep *client.Endpoint) *client.Incoming {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("%s got no message", ep.Principal())
 		return nil
-	}
-}
-
-// waitFor re-checks cond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -256,13 +245,13 @@ func TestAnycastReachesExactlyOneHolder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "ten anycasts", func() bool {
+	meshtest.Until(t, "ten anycasts", hangGuard, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) == 10
 	})
 	// The work queue is empty once all ten are acked: nothing is left to deliver twice.
-	waitFor(t, "an empty work queue", func() bool {
+	meshtest.Until(t, "an empty work queue", hangGuard, func() bool {
 		s, err := alice.JetStream().Stream(t.Context(), "TASK_main")
 		return err == nil && s.CachedInfo().State.Msgs == 0
 	})

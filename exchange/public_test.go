@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/trust/trusttest"
 )
 
@@ -417,17 +417,9 @@ func TestPublicDeadline(t *testing.T) {
 		t.Fatalf("while the slow handler runs: %d %s, want 503 busy", r.status, r.body)
 	}
 	idp.free()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := f.pubDo(t, http.MethodGet, "/health", nil, nil)
-		if r.status == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slot never freed: %d %s", r.status, r.body)
-		}
-		runtime.Gosched()
-	}
+	meshtest.Until(t, "the slot freed (/health 200)", 10*time.Second, func() bool {
+		return f.pubDo(t, http.MethodGet, "/health", nil, nil).status == 200
+	})
 }
 
 func TestPublicConfigRefused(t *testing.T) {

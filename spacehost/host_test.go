@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -216,13 +217,7 @@ func (fx *fixture) applied() string {
 func (fx *fixture) waitApplied(manifest string) {
 	fx.t.Helper()
 	want := Hash([]byte(manifest)) + "\n"
-	deadline := time.Now().Add(waitFor)
-	for fx.applied() != want {
-		if time.Now().After(deadline) {
-			fx.t.Fatalf(".applied is %q, want %q", fx.applied(), want)
-		}
-		time.Sleep(5 * time.Millisecond) // re-check interval, not a wait for time
-	}
+	meshtest.Until(fx.t, fmt.Sprintf(".applied holding %q", want), waitFor, func() bool { return fx.applied() == want })
 }
 
 func TestServeWhatYouCan(t *testing.T) {
@@ -283,13 +278,9 @@ func TestManifestChanges(t *testing.T) {
 	fx.rewrite(m2)
 	fx.lanes.expect("closed beta")
 	fx.waitApplied(m2)
-	deadline := time.Now().Add(waitFor)
-	for fx.lanes.runCount("alpha") < 2 || fx.lanes.runCount("gamma") < 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("alpha ran %d times, gamma %d", fx.lanes.runCount("alpha"), fx.lanes.runCount("gamma"))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	meshtest.Until(t, "alpha run twice and gamma once", waitFor, func() bool {
+		return fx.lanes.runCount("alpha") >= 2 && fx.lanes.runCount("gamma") >= 1
+	})
 	if n := fx.lanes.runCount("beta"); n != 1 {
 		t.Fatalf("beta ran %d times after its removal", n)
 	}

@@ -183,17 +183,21 @@ func AuthBucket(t testing.TB, js jetstream.JetStream, space string) jetstream.Ke
 	return kv
 }
 
-// Until re-checks cond every 20 ms until it holds, failing the test with what when it
-// does not hold within deadline.
+// Until re-checks cond until it holds, and fails the test with what when it does not hold
+// within deadline. It is the one way tests here poll a condition they cannot wait on as an
+// event. The deadline is a hang guard on the condition, not a timing assumption: the test
+// says what must become true, never how soon, so give a deadline only a hang reaches. The
+// re-check interval starts at 20 ms and doubles up to 100 ms, so a condition that dials or
+// asks the broker does not flood it while it waits.
 func Until(t testing.TB, what string, deadline time.Duration, cond func() bool) {
 	t.Helper()
 	end := time.Now().Add(deadline)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+	interval := 20 * time.Millisecond
 	for !cond() {
 		if time.Now().After(end) {
 			t.Fatalf("%s: not within %s", what, deadline)
 		}
-		<-tick.C
+		time.Sleep(interval) // the re-check interval, not a wait for time to pass
+		interval = min(2*interval, 100*time.Millisecond)
 	}
 }

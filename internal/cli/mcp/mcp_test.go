@@ -23,6 +23,7 @@ import (
 	"github.com/cotal-ai/cotal/agentmcp"
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 )
@@ -237,7 +238,7 @@ type inboxOut struct {
 func waitOnline(t *testing.T, ep *client.Endpoint, name string) client.Peer {
 	t.Helper()
 	var found client.Peer
-	until(t, name+" online", func() bool {
+	meshtest.Until(t, name+" online", 40*time.Second, func() bool {
 		peers, err := ep.Roster(t.Context())
 		if err != nil {
 			return false
@@ -251,18 +252,6 @@ func waitOnline(t *testing.T, ep *client.Endpoint, name string) client.Peer {
 		return false
 	})
 	return found
-}
-
-// until re-checks cond until it holds; the deadline only guards against a hang.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(40 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestToolsAreListedWithClosedSchemas(t *testing.T) {
@@ -337,7 +326,7 @@ func TestSendDMInboxAndPresence(t *testing.T) {
 	if _, err := bob.Ask(t.Context(), "reviewer", client.Text("review please")); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "three messages held", func() bool {
+	meshtest.Until(t, "three messages held", 40*time.Second, func() bool {
 		var o struct {
 			Unread int `json:"unread"`
 		}
@@ -363,11 +352,11 @@ func TestSendDMInboxAndPresence(t *testing.T) {
 		t.Fatalf("second cotal_inbox returned %+v again", again.Messages)
 	}
 	// The copies were acked: nothing is pending on the agent's DM durable.
-	until(t, "the dm acked", func() bool { return pendingDM(t, js, agentP) == 0 })
+	meshtest.Until(t, "the dm acked", 40*time.Second, func() bool { return pendingDM(t, js, agentP) == 0 })
 
 	// cotal_status changes the presence record.
 	a.ok(t, "cotal_status", map[string]any{"status": "working", "activity": "reviewing #42"}, nil)
-	until(t, "presence says working", func() bool {
+	meshtest.Until(t, "presence says working", 40*time.Second, func() bool {
 		var rec protocol.Presence
 		kv, err := js.KeyValue(t.Context(), protocol.BucketPresence(space))
 		if err != nil {
@@ -388,7 +377,7 @@ func TestSendDMInboxAndPresence(t *testing.T) {
 	if code := a.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("cotal mcp exited %d\n%s", code, a.stderr)
 	}
-	until(t, "agent offline", func() bool {
+	meshtest.Until(t, "agent offline", 40*time.Second, func() bool {
 		peers, err := bob.Roster(t.Context())
 		if err != nil {
 			return false
@@ -439,7 +428,7 @@ func TestKilledServerHandsItsDMToTheNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The DM arrived at the server (orientation counts it) but was not given to the model.
-	until(t, "the dm held", func() bool {
+	meshtest.Until(t, "the dm held", 40*time.Second, func() bool {
 		var o struct {
 			Unread int `json:"unread"`
 		}
@@ -455,7 +444,7 @@ func TestKilledServerHandsItsDMToTheNext(t *testing.T) {
 	}
 	b := startAgent(t, url, nil, nil, "--name", "agent")
 	var got []agentmcp.Item
-	until(t, "the dm back", func() bool {
+	meshtest.Until(t, "the dm back", 40*time.Second, func() bool {
 		var o inboxOut
 		b.ok(t, "cotal_inbox", nil, &o)
 		got = append(got, o.Messages...)

@@ -23,6 +23,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/internal/cli/web"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 )
@@ -145,18 +146,6 @@ func getJSON(t testing.TB, base, path string, v any) int {
 	return res.StatusCode
 }
 
-// until re-checks cond until it holds; the deadline only guards against a hang.
-func until(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within 15s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // sse reads a feed: each event as (id, type, data).
 type sseEvent struct{ id, typ, data string }
 
@@ -256,7 +245,7 @@ func TestAPIShapes(t *testing.T) {
 		t.Fatalf("meta historyError %q, want it to say an open mesh keeps no history", meta.HistoryError)
 	}
 	var roster web.Roster
-	until(t, "alice waiting in the roster", func() bool {
+	meshtest.Until(t, "alice waiting in the roster", 15*time.Second, func() bool {
 		getJSON(t, base, "/api/roster", &roster)
 		return len(roster.NeedsYou) == 1 && roster.NeedsYou[0].Name == "alice"
 	})
@@ -271,7 +260,7 @@ func TestAPIShapes(t *testing.T) {
 	var chans struct {
 		Channels []web.ChannelRow `json:"channels"`
 	}
-	until(t, "team in channels", func() bool {
+	meshtest.Until(t, "team in channels", 15*time.Second, func() bool {
 		getJSON(t, base, "/api/channels", &chans)
 		return len(chans.Channels) == 1 && chans.Channels[0].Seen == 1
 	})
@@ -292,7 +281,7 @@ func TestAPIShapes(t *testing.T) {
 	var dms struct {
 		Messages []struct{ From, To, Text, Kind string } `json:"messages"`
 	}
-	until(t, "the dm", func() bool { getJSON(t, base, "/api/dms", &dms); return len(dms.Messages) == 1 })
+	meshtest.Until(t, "the dm", 15*time.Second, func() bool { getJSON(t, base, "/api/dms", &dms); return len(dms.Messages) == 1 })
 	if d := dms.Messages[0]; d.From != "local.bob" || d.To != "local.alice" || d.Text != "psst" || d.Kind != "dm" {
 		t.Fatalf("dms %+v", dms)
 	}
