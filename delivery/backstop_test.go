@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/client/clienttest"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 )
@@ -47,7 +48,7 @@ func TestOfflineMemberGetsEveryPostOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 100 {
-		in := receive(t, bob)
+		in := clienttest.Receive(t, bob, deadline)
 		if !in.Durable || in.Text() != text(i) || in.Subject.Channel != "general" || in.From.ID != "local.alice" {
 			t.Fatalf("message %d: durable %v %q on %s from %s, want durable %q", i, in.Durable, in.Text(), in.Subject.Channel, in.From.ID, text(i))
 		}
@@ -86,7 +87,7 @@ func TestLiveAndDurableDedupe(t *testing.T) {
 	alice := m.endpoint(m.agent("alice", "general"))
 	postTexts(t, alice, 0, 20)
 	for i := range 20 {
-		in := receive(t, bob)
+		in := clienttest.Receive(t, bob, deadline)
 		if in.Text() != text(i) {
 			t.Fatalf("message %d: %q", i, in.Text())
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/client/clienttest"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 )
@@ -126,7 +127,7 @@ func TestFanoutMigratesAckAllDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 10 {
-		in := receive(t, bob)
+		in := clienttest.Receive(t, bob, deadline)
 		if in.Text() != text(i) {
 			t.Fatalf("message %d: %q, want %q", i, in.Text(), text(i))
 		}

@@ -191,18 +191,6 @@ func (m *mesh) setChannel(name, value string) {
 	}
 }
 
-// receive reads the next surfaced message of ep.
-func receive(t testing.TB, ep *client.Endpoint) *client.Incoming {
-	t.Helper()
-	select {
-	case in := <-ep.Messages():
-		return in
-	case <-time.After(deadline):
-		t.Fatal("no message")
-		return nil
-	}
-}
-
 // rawRequest sends a control request on subject as the holder of signer's creds, with
 // token as its JWT (signer's own when empty), and returns the daemon's answer.
 func (m *mesh) rawRequest(nc *nats.Conn, signer []byte, token, subject string, req protocol.ControlRequest) protocol.ControlReply {

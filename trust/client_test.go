@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/client/clienttest"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -64,18 +65,18 @@ func TestAgentRunsTheClient(t *testing.T) {
 	if _, err := a.Post(t.Context(), "general", client.Text("hello")); err != nil {
 		t.Fatal(err)
 	}
-	in := receive(t, b)
+	in := clienttest.Receive(t, b, deadline)
 	if in.Kind != protocol.DeliveryChannel || in.From.ID != alice.String() {
 		t.Fatalf("bob got %+v, want alice's post", in)
 	}
-	if in := receive(t, o); in.Kind != protocol.DeliveryChannel || in.From.ID != alice.String() {
+	if in := clienttest.Receive(t, o, deadline); in.Kind != protocol.DeliveryChannel || in.From.ID != alice.String() {
 		t.Fatalf("the observer got %+v, want alice's post", in)
 	}
 
 	if _, err := a.DM(t.Context(), bob, client.Text("psst")); err != nil {
 		t.Fatal(err)
 	}
-	in = receive(t, b)
+	in = clienttest.Receive(t, b, deadline)
 	if in.Kind != protocol.DeliveryDM || !in.Durable || in.From.ID != alice.String() {
 		t.Fatalf("bob got %+v, want alice's DM from his durable", in)
 	}
@@ -86,7 +87,7 @@ func TestAgentRunsTheClient(t *testing.T) {
 	if _, err := a.Ask(t.Context(), "reviewer", client.Text("review this")); err != nil {
 		t.Fatal(err)
 	}
-	in = receive(t, b)
+	in = clienttest.Receive(t, b, deadline)
 	if in.Kind != protocol.DeliveryAnycast || !in.Durable {
 		t.Fatalf("bob got %+v, want the anycast from the role durable", in)
 	}
@@ -130,16 +131,5 @@ func TestAgentRunsTheClient(t *testing.T) {
 		if c.nc.Opts.InboxPrefix != c.inbox {
 			t.Fatalf("connection inbox prefix %q, want %q", c.nc.Opts.InboxPrefix, c.inbox)
 		}
-	}
-}
-
-func receive(t *testing.T, ep *client.Endpoint) *client.Incoming {
-	t.Helper()
-	select {
-	case in := <-ep.Messages():
-		return in
-	case <-time.After(deadline):
-		t.Fatal("no message")
-		return nil
 	}
 }
