@@ -99,22 +99,6 @@ func (s *seat) writeRecord(start string) error {
 	return workspace.WriteFileAtomic(seatFile(s.m.Project, s.info.Name), b, 0o600)
 }
 
-// taken reports whether name is in use: a seat running under it, a run folder a live
-// process holds, or an online peer of that name.
-func (m *Manager) taken(name string) bool {
-	m.mu.Lock()
-	s := m.seats[name]
-	m.mu.Unlock()
-	if s != nil && s.running() {
-		return true
-	}
-	if agentrun.Held(m.Project, name) {
-		return true
-	}
-	on, _ := m.online(name)
-	return on
-}
-
 // spawn starts a seat and answers at once with its name and uid (with Wait, once it
 // settles).
 func (m *Manager) spawn(who caller, a protocol.SpawnArgs) (protocol.SpawnResult, error) {
