@@ -25,9 +25,11 @@ const ServerName = "cotal"
 // DefaultPort is the client port tried when Server.Port is 0.
 const DefaultPort = 4222
 
-// MaxControlLine bounds a protocol line; subjects carry long channel names, and CONNECT
-// carries a user JWT with many permissions.
-const MaxControlLine = 65536
+// MaxControlLine is the broker's max_control_line, the longest protocol line it takes:
+// subjects carry long channel names, and CONNECT carries the user JWT, which is near the
+// 4 KiB default even for an agent with one channel. 64 KiB fits any credential trust mints
+// (its permissions are at most trust.MaxPolicySize). This is the one copy of the bound.
+const MaxControlLine = 64 << 10
 
 // readyTimeout bounds the readiness wait when the Start context has no deadline.
 const readyTimeout = 10 * time.Second

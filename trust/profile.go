@@ -59,13 +59,10 @@ func (p Profile) Valid() bool {
 }
 
 // MaxPolicySize bounds the JSON size of a minted user's permissions (16 KiB, as in the
-// reference), so a credential always fits the broker's control line.
+// reference), so a credential always fits the broker's control line
+// ([github.com/cotal-ai/cotal/broker.MaxControlLine], 64 KiB): the user JWT travels in
+// the CONNECT line.
 const MaxPolicySize = 16 << 10
-
-// MaxControlLine is the max_control_line (server.Options.MaxControlLine) a broker must
-// allow for these credentials: the user JWT travels in the CONNECT line, and even an
-// agent with one channel has a JWT near the 4 KiB default. 64 KiB fits MaxPolicySize.
-const MaxControlLine = 64 << 10
 
 // UserSpec says who a credential is for and what its profile lets it do.
 type UserSpec struct {
