@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -78,22 +79,21 @@ func TestClusterReplicates(t *testing.T) {
 		}
 	}
 	// The two nodes left elect a new leader; a publish retried until it is acknowledged.
-	for {
-		_, err := js.Publish(ctx, "r3.a", []byte{10})
-		if err == nil {
-			break
+	// Each try has its own short deadline: a request that reaches a node while no leader
+	// serves the stream gets no answer at all, and must not spend the whole hang guard.
+	// The message id makes a retry of a publish that was stored but not acknowledged a
+	// duplicate the stream drops, so the count below stays exact.
+	untilAcked(ctx, t, "publish after the leader stopped", func(try context.Context) error {
+		_, err := js.Publish(try, "r3.a", []byte{10}, jetstream.WithMsgID("after-stop"))
+		return err
+	})
+	untilAcked(ctx, t, "stream info after the leader stopped", func(try context.Context) error {
+		info, err = st.Info(try)
+		if err == nil && info.State.Msgs < 11 {
+			return fmt.Errorf("%d messages", info.State.Msgs)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("publish after the leader stopped: %v", err)
-		}
-	}
-	info, err = st.Info(ctx)
-	for err != nil || info.State.Msgs < 11 {
-		if ctx.Err() != nil {
-			t.Fatalf("stream after the leader stopped: %+v %v", info, err)
-		}
-		info, err = st.Info(ctx)
-	}
+		return err
+	})
 	if info.State.Msgs != 11 {
 		t.Fatalf("messages %d, want 11 (none lost)", info.State.Msgs)
 	}
@@ -103,6 +103,25 @@ func TestClusterReplicates(t *testing.T) {
 	}
 	if err := back.WaitJetStream(ctx, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// untilAcked calls try, each time with a deadline of its own, until it succeeds or ctx
+// (the hang guard) ends.
+func untilAcked(ctx context.Context, t *testing.T, what string, try func(context.Context) error) {
+	t.Helper()
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := try(attempt)
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v", what, err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
