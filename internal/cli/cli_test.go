@@ -67,6 +67,7 @@ func TestScripts(t *testing.T) {
 			"natsconf": cmdNATSConf,
 			"tlsdial":  cmdTLSDial,
 			"natsproc": stock.cmd,
+			"whoholds": cmdWhoHolds,
 		},
 	})
 }
