@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/broker"
@@ -117,4 +119,25 @@ type teeWriter struct {
 func (w teeWriter) Write(p []byte) (int, error) {
 	w.t.Logf("%s", strings.TrimSuffix(string(p), "\n"))
 	return w.buf.Write(p)
+}
+
+// TestUnwritable: what a release at close gives up on at once (the bucket cannot be
+// written now) and what it retries (the broker refused this write).
+func TestUnwritable(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("release lease: %w", context.DeadlineExceeded), true},
+		{fmt.Errorf("release lease: %w", jetstream.ErrNoStreamResponse), true},
+		{nats.ErrNoResponders, true},
+		{nats.ErrTimeout, true},
+		{fmt.Errorf("release lease: %w", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}), true},
+		{fmt.Errorf("release lease: %w", &jetstream.APIError{Code: 400, ErrorCode: 10071, Description: "wrong last sequence"}), false},
+		{errors.New("message size exceeds maximum allowed"), false},
+	} {
+		if got := unwritable(c.err); got != c.want {
+			t.Errorf("unwritable(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
 }
