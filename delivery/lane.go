@@ -263,10 +263,13 @@ func (r *run) serve(ctx context.Context, ready func()) (err error) {
 const releaseRetry = time.Second
 
 // releaseLease releases the lease as the lane closes. A release the broker refuses is
-// retried every releaseRetry until it succeeds, the connection is lost, or the row has
-// expired by itself (a TTL after this run last wrote it): until then the lane has not
-// confirmed its close, and a host holds its manifest acknowledgment back.
+// retried every releaseRetry until it succeeds, the connection is lost, releaseBound has
+// passed, or the row has expired by itself (a TTL after this run last wrote it): until
+// then the lane has not confirmed its close, and a host holds its manifest acknowledgment
+// back. A release that finds the bucket unwritable (no answer, no stream leader: a cluster
+// without quorum) is not retried: the row expires by itself, and the close goes on.
 func (r *run) releaseLease(ctx context.Context) {
+	end := time.Now().Add(releaseBound)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, r.opTimeout)
 		err := r.lease.release(rctx)
@@ -275,7 +278,7 @@ func (r *run) releaseLease(ctx context.Context) {
 			return
 		}
 		expires := r.lease.wrote.Add(r.lease.ttl)
-		if !r.nc.IsConnected() || !time.Now().Before(expires) {
+		if !r.nc.IsConnected() || unwritable(err) || !time.Now().Before(expires) || !time.Now().Before(end) {
 			r.log.Warn("lease not released; it expires by itself", "err", err, "expires", expires)
 			return
 		}
@@ -283,7 +286,7 @@ func (r *run) releaseLease(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(min(releaseRetry, time.Until(expires))):
+		case <-time.After(min(releaseRetry, time.Until(expires), time.Until(end))):
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/protocol"
@@ -218,4 +219,19 @@ func (l *lease) release(ctx context.Context) error {
 	}
 	l.held = false
 	return nil
+}
+
+// releaseBound bounds the retries of a lease release the broker refused at close: past it
+// (or past the row's expiry, if sooner) the close goes on and the row expires by itself.
+const releaseBound = 10 * time.Second
+
+// unwritable reports whether a failed lease write says the bucket cannot be written now,
+// rather than that the broker refused this write: no answer within the deadline, no stream
+// leader to answer, or JetStream unavailable. On a cluster that lost its quorum every write
+// fails so until a peer is back, so a close does not retry it.
+func unwritable(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		(errors.As(err, &api) && api.Code == 503)
 }

@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
+	stock := &stockServer{dir: t.TempDir()} // nats-server, built once if a script needs it
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata",
 		RequireExplicitExec: true,
@@ -65,6 +66,8 @@ func TestScripts(t *testing.T) {
 			"waitgrep": cmdWaitGrep,
 			"natsconf": cmdNATSConf,
 			"tlsdial":  cmdTLSDial,
+			"natsproc": stock.cmd,
+			"whoholds": cmdWhoHolds,
 		},
 	})
 }

@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -64,5 +68,84 @@ func cmdStreams(ts *testscript.TestScript, neg bool, args []string) {
 	sort.Strings(lines)
 	for _, l := range lines {
 		fmt.Fprintln(ts.Stdout(), l)
+	}
+}
+
+// cmdWhoHolds finds, with `cotal status --json` run in each project folder DIR, the one
+// whose own daemon holds the lease NAME ("delivery", or "auth" for the plane claim), and
+// sets $VAR to it and $VAR_1, $VAR_2, ... to the other DIRs in order. With -wait, it asks
+// again until one does (SECONDS is a hang guard; a folder whose mesh is down answers
+// nothing and is skipped); without, exactly one folder must hold it now:
+//
+//	whoholds [-wait SECONDS] VAR NAME DIR...
+func cmdWhoHolds(ts *testscript.TestScript, neg bool, args []string) {
+	guard := time.Duration(0)
+	if len(args) > 2 && args[0] == "-wait" {
+		secs, err := strconv.Atoi(args[1])
+		if err != nil {
+			ts.Fatalf("whoholds: -wait %s: %v", args[1], err)
+		}
+		guard, args = time.Duration(secs)*time.Second, args[2:]
+	}
+	if neg || len(args) < 3 {
+		ts.Fatalf("usage: whoholds [-wait SECONDS] VAR NAME DIR...")
+	}
+	exe, err := exec.LookPath("cotal")
+	if err != nil {
+		ts.Fatalf("find cotal: %v", err)
+	}
+	v, name, dirs := args[0], args[1], args[2:]
+	deadline := time.Now().Add(guard)
+	for {
+		var holders []string
+		var seen strings.Builder
+		for _, dir := range dirs {
+			cmd := exec.Command(exe, "status", "--json")
+			cmd.Dir = ts.MkAbs(dir)
+			cmd.Env = os.Environ()
+			for _, k := range []string{"HOME", "COTAL_HOME", "XDG_CONFIG_HOME", "WORK", "TMPDIR"} {
+				cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
+			}
+			out, err := cmd.Output()
+			if err != nil {
+				fmt.Fprintf(&seen, "%s: %v\n", dir, err)
+				continue
+			}
+			var rep struct {
+				Leases []struct {
+					Name  string `json:"name"`
+					State string `json:"state"`
+					Here  bool   `json:"here"`
+					Error string `json:"error"`
+				} `json:"leases"`
+			}
+			if err := json.Unmarshal(out, &rep); err != nil {
+				ts.Fatalf("whoholds: status in %s: %v\n%s", dir, err, out)
+			}
+			for _, l := range rep.Leases {
+				if l.Name == name {
+					fmt.Fprintf(&seen, "%s: %s here=%v %s\n", dir, l.State, l.Here, l.Error)
+					if l.Here {
+						holders = append(holders, dir)
+					}
+				}
+			}
+		}
+		if len(holders) == 1 {
+			ts.Logf("whoholds %s: %s", name, holders[0])
+			ts.Setenv(v, holders[0])
+			i := 0
+			for _, dir := range dirs {
+				if dir != holders[0] {
+					i++
+					ts.Setenv(fmt.Sprintf("%s_%d", v, i), dir)
+				}
+			}
+			return
+		}
+		if len(holders) > 1 || !time.Now().Before(deadline) {
+			ts.Fatalf("whoholds %s: held here by %d folders, want 1:\n%s", name, len(holders), seen.String())
+		}
+		time.Sleep(500 * time.Millisecond) // re-check interval
 	}
 }

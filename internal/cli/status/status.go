@@ -35,6 +35,7 @@ type Report struct {
 	Spaces   []string             `json:"spaces,omitempty"`
 	UserAuth *UserAuthReport      `json:"userAuth,omitempty"` // set on a user-auth space
 	Daemons  []DaemonReport       `json:"daemons,omitempty"`  // the space's daemons on this project's mesh
+	Leases   []LeaseReport        `json:"leases,omitempty"`   // with Daemons: which daemon serves each lane
 	Roster   []RosterEntry        `json:"roster"`
 	Channels []client.ChannelStat `json:"channels"`
 }
@@ -109,6 +110,17 @@ func daemonReports(t cmdutil.Target, userAuth bool) []DaemonReport {
 	return out
 }
 
+// readLeases reads the space's leases as the project's provisioner (an observer cannot
+// read the lease buckets); a connection that fails is reported on each lease.
+func readLeases(ctx context.Context, opts *Options, t cmdutil.Target, daemons []DaemonReport, userAuth bool) []LeaseReport {
+	ep, err := opts.Factory.ConnectOperator(ctx, t, trust.ProfileProvisioner)
+	if err != nil {
+		return []LeaseReport{{Name: "delivery", State: "unknown", Error: err.Error()}}
+	}
+	defer ep.Close()
+	return leaseReports(ctx, ep.JetStream(), t.Space, ep.Conn().ConnectedServerId(), daemons, userAuth)
+}
+
 // RosterEntry is one peer in the report.
 type RosterEntry struct {
 	ID       string `json:"id"`
@@ -130,7 +142,9 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error
 presence with its state (idle, waiting, working, offline), and the channels with the
 number of messages their history holds. On the project's own mesh it also shows the
 space's daemons: up, held down by cotal down (cotal up starts them again), or not
-running (with their log). Read-only.`,
+running (with their log), and which daemon holds each lease: the delivery lease, and on
+a user-auth space the auth service's plane claim (on a cluster, one node's daemons serve
+and the others stand by). Read-only.`,
 		Example: `  cotal status
   cotal status --space review --json`,
 		Args: cobra.NoArgs,
@@ -166,6 +180,9 @@ func runStatus(ctx context.Context, opts *Options) error {
 	}
 	rep := Report{Server: target.Server, Space: target.Space, UserAuth: userAuthReport(target), Roster: []RosterEntry{}, Channels: channels}
 	rep.Daemons = daemonReports(target, rep.UserAuth != nil && !rep.UserAuth.Remote)
+	if len(rep.Daemons) > 0 {
+		rep.Leases = readLeases(ctx, opts, target, rep.Daemons, rep.UserAuth != nil)
+	}
 	if m := target.Mesh; m != nil && m.Server == target.Server {
 		rep.Mode, rep.Root, rep.PID, rep.Spaces = m.Mode, m.Root, m.PID, m.Spaces
 	}
@@ -217,6 +234,7 @@ func runStatus(ctx context.Context, opts *Options) error {
 		}
 		fmt.Fprintln(out)
 	}
+	printLeases(out, rep.Leases)
 	fmt.Fprintf(out, "\nroster (%d)\n", len(peers))
 	now := time.Now()
 	for _, p := range peers {
