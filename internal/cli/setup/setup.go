@@ -13,11 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	extlib "github.com/cotal-ai/cotal/ext"
+	"github.com/cotal-ai/cotal/extension"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	cliext "github.com/cotal-ai/cotal/internal/cli/ext"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	"github.com/cotal-ai/cotal/update"
+	"github.com/cotal-ai/cotal/selfupdate"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -68,21 +68,21 @@ func runSetup(_ context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := update.ReadConfigState(config)
+	cfg, err := selfupdate.ReadConfigState(config)
 	if err != nil {
 		return err
 	}
 	var missing []string
 	if cfg.Missing {
-		missing = append(missing, filepath.Join(config, update.ConfigName))
+		missing = append(missing, filepath.Join(config, selfupdate.ConfigName))
 	}
-	for _, p := range update.SeedPersonas() {
-		st, err := update.ReadPersonaState(proj.Dir(), p)
+	for _, p := range selfupdate.SeedPersonas() {
+		st, err := selfupdate.ReadPersonaState(proj.Dir(), p)
 		if err != nil {
 			return err
 		}
-		if st == update.PersonaMissing {
-			missing = append(missing, update.PersonaPath(proj.Dir(), p.Name))
+		if st == selfupdate.PersonaMissing {
+			missing = append(missing, selfupdate.PersonaPath(proj.Dir(), p.Name))
 		}
 	}
 	if len(missing) == 0 {
@@ -92,16 +92,16 @@ func runSetup(_ context.Context, opts *Options) error {
 		fmt.Fprintln(opts.IO.ErrOut, "nothing written")
 		return nil
 	}
-	chk := update.AncestorCheck{UID: os.Geteuid()}
-	if err := chk.CheckAncestors(update.Root{Label: "operator config", Path: config, Env: "XDG_CONFIG_HOME", Base: cfgHome},
-		update.Root{Label: "project state", Path: proj.Dir(), Base: proj.Root}); err != nil {
+	chk := selfupdate.AncestorCheck{UID: os.Geteuid()}
+	if err := chk.CheckAncestors(selfupdate.Root{Label: "operator config", Path: config, Env: "XDG_CONFIG_HOME", Base: cfgHome},
+		selfupdate.Root{Label: "project state", Path: proj.Dir(), Base: proj.Root}); err != nil {
 		return cliext.Unsafe("setup", err)
 	}
-	notes, err := update.SeedConfig(config)
+	notes, err := selfupdate.SeedConfig(config)
 	if err == nil {
-		var more []update.Note
+		var more []selfupdate.Note
 		if _, err = workspace.Open(proj.Root); err == nil {
-			more, err = update.SeedPersonaFiles(proj.Dir())
+			more, err = selfupdate.SeedPersonaFiles(proj.Dir())
 		}
 		notes = append(notes, more...)
 	}
@@ -165,29 +165,29 @@ func statusCard(opts *Options, config string, proj *workspace.Project) error {
 		fmt.Fprintf(out, "%s %-11s %s\n", mark, what, text)
 	}
 	fmt.Fprintln(out, "cotal · status")
-	cfg, err := update.ReadConfigState(config)
+	cfg, err := selfupdate.ReadConfigState(config)
 	if err != nil {
 		return err
 	}
-	cfgPath := filepath.Join(config, update.ConfigName)
+	cfgPath := filepath.Join(config, selfupdate.ConfigName)
 	if cfg.Corrupt != "" {
 		fmt.Fprintf(out, "✗ %-11s %s is %s · repair: cotal update\n", "config", cfgPath, cfg.Corrupt)
 	} else {
 		line(true, "config", cfgPath)
 	}
-	for _, p := range update.SeedPersonas() {
-		st, err := update.ReadPersonaState(proj.Dir(), p)
+	for _, p := range selfupdate.SeedPersonas() {
+		st, err := selfupdate.ReadPersonaState(proj.Dir(), p)
 		if err != nil {
 			return err
 		}
-		text := p.Name + " · " + update.PersonaPath(proj.Dir(), p.Name)
+		text := p.Name + " · " + selfupdate.PersonaPath(proj.Dir(), p.Name)
 		switch st {
-		case update.PersonaUser:
+		case selfupdate.PersonaUser:
 			text += " (yours: no managed marker)"
-		case update.PersonaStale, update.PersonaCorrupt:
+		case selfupdate.PersonaStale, selfupdate.PersonaCorrupt:
 			text += " (" + string(st) + " · repair: cotal update)"
 		}
-		line(st == update.PersonaCurrent || st == update.PersonaUser, "persona", text)
+		line(st == selfupdate.PersonaCurrent || st == selfupdate.PersonaUser, "persona", text)
 	}
 	running := cmdutil.MeshRunning(proj)
 	if running {
@@ -206,7 +206,7 @@ func statusCard(opts *Options, config string, proj *workspace.Project) error {
 	default:
 		line(false, "mesh", mesh.Server+" recorded, down · start: cotal up --detach")
 	}
-	lf, err := (&extlib.Prefix{Dir: filepath.Join(config, "extensions")}).ReadLockfile()
+	lf, err := (&extension.Prefix{Dir: filepath.Join(config, "extensions")}).ReadLockfile()
 	if err != nil {
 		fmt.Fprintf(out, "✗ %-11s %v\n", "extensions", err)
 		return nil

@@ -13,11 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	extlib "github.com/cotal-ai/cotal/ext"
+	"github.com/cotal-ai/cotal/extension"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	cliext "github.com/cotal-ai/cotal/internal/cli/ext"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	updatelib "github.com/cotal-ai/cotal/update"
+	"github.com/cotal-ai/cotal/selfupdate"
 )
 
 // Options are the flags of `cotal update`.
@@ -90,7 +90,7 @@ func runUpdate(ctx context.Context, opts *Options) error {
 	}
 	res, err := u.Run(ctx)
 	if err != nil {
-		if errors.Is(err, updatelib.ErrReinstall) {
+		if errors.Is(err, selfupdate.ErrReinstall) {
 			return fmt.Errorf("%w: run `cotal ext list` to see each extension's state", err)
 		}
 		return cliext.Unsafe("update", err)
@@ -100,7 +100,7 @@ func runUpdate(ctx context.Context, opts *Options) error {
 }
 
 // updater assembles the update from the factory's folders.
-func updater(f *cmdutil.Factory, opts *Options) (*updatelib.Updater, error) {
+func updater(f *cmdutil.Factory, opts *Options) (*selfupdate.Updater, error) {
 	cfgHome, err := f.ConfigHome()
 	if err != nil {
 		return nil, err
@@ -118,28 +118,28 @@ func updater(f *cmdutil.Factory, opts *Options) (*updatelib.Updater, error) {
 		return nil, fmt.Errorf("cotal binary: %w", err)
 	}
 	config := filepath.Join(cfgHome, "cotal")
-	u := &updatelib.Updater{
+	u := &selfupdate.Updater{
 		ConfigDir:    config,
-		ConfigRoot:   updatelib.Root{Label: "operator config", Path: config, Env: "XDG_CONFIG_HOME", Base: cfgHome},
+		ConfigRoot:   selfupdate.Root{Label: "operator config", Path: config, Env: "XDG_CONFIG_HOME", Base: cfgHome},
 		HomeDir:      home,
-		Check:        updatelib.AncestorCheck{UID: os.Geteuid()},
-		Prefix:       &extlib.Prefix{Dir: filepath.Join(config, "extensions"), Logger: f.Logger},
+		Check:        selfupdate.AncestorCheck{UID: os.Geteuid()},
+		Prefix:       &extension.Prefix{Dir: filepath.Join(config, "extensions"), Logger: f.Logger},
 		CLIVersion:   opts.CLIVersion,
 		ReinstallAll: opts.Reinstall,
-		Reinstall:    updatelib.Child{Exe: exe}.Reinstall,
-		Say:          func(n updatelib.Note) { fmt.Fprintln(opts.IO.Out, n.String()) },
+		Reinstall:    selfupdate.Child{Exe: exe}.Reinstall,
+		Say:          func(n selfupdate.Note) { fmt.Fprintln(opts.IO.Out, n.String()) },
 	}
 	if proj != nil {
 		u.ProjectDir = proj.Dir()
 	}
 	if opts.Self {
-		u.ExtraRoots = []updatelib.Root{{Label: "cotal binary", Path: filepath.Dir(exe)}}
+		u.ExtraRoots = []selfupdate.Root{{Label: "cotal binary", Path: filepath.Dir(exe)}}
 	}
 	return u, nil
 }
 
 // runSelf checks every ancestor, replaces the binary and runs the new binary's update.
-func runSelf(ctx context.Context, opts *Options, u *updatelib.Updater) error {
+func runSelf(ctx context.Context, opts *Options, u *selfupdate.Updater) error {
 	if err := u.Check.CheckAncestors(u.Roots()...); err != nil {
 		return cliext.Unsafe("update --self", err)
 	}
@@ -150,8 +150,8 @@ func runSelf(ctx context.Context, opts *Options, u *updatelib.Updater) error {
 	if real, err := filepath.EvalSymlinks(target); err == nil {
 		target = real
 	}
-	version, err := updatelib.ReplaceSelf(ctx, opts.From, target)
-	if errors.Is(err, updatelib.ErrBadBinary) {
+	version, err := selfupdate.ReplaceSelf(ctx, opts.From, target)
+	if errors.Is(err, selfupdate.ErrBadBinary) {
 		return cmdutil.Refuse("update --self", err.Error()+"; "+target+" is unchanged", opts.From+" --version")
 	}
 	if err != nil {

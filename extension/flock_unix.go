@@ -1,6 +1,6 @@
 //go:build unix
 
-package ext
+package extension
 
 import (
 	"errors"

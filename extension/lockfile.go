@@ -1,4 +1,4 @@
-package ext
+package extension
 
 import (
 	"encoding/json"

@@ -1,7 +1,7 @@
-// Package login signs a person in to an OpenID Connect provider with the RFC 8628 device
+// Package devicelogin signs a person in to an OpenID Connect provider with the RFC 8628 device
 // authorization grant, keeps the resulting session (ID token and refresh token) on disk,
 // and hands out fresh ID tokens from it, refreshing them when they are about to expire.
-package login
+package devicelogin
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package update_test
+package selfupdate_test
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 // reports the ratio reinstall/verified (the verified path should be at least 10x faster)
 // and each path's time per update.
 //
-//	go test -run '^$' -bench BenchmarkUpdateVerifiedVsReinstall ./update/
+//	go test -run '^$' -bench BenchmarkUpdateVerifiedVsReinstall ./selfupdate/
 func BenchmarkUpdateVerifiedVsReinstall(b *testing.B) {
 	m := newMachine(b)
 	src := b.TempDir()

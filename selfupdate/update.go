@@ -1,4 +1,4 @@
-package update
+package selfupdate
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cotal-ai/cotal/ext"
+	"github.com/cotal-ai/cotal/extension"
 )
 
 // Updater runs `cotal update` without --self: the ancestor check, then the repair of the
@@ -18,10 +18,10 @@ type Updater struct {
 	ProjectDir   string // the project's .cotal; "" when there is no project (no persona repair)
 	ExtraRoots   []Root // more folders to check before any write
 	Check        AncestorCheck
-	Prefix       *ext.Prefix // the extensions prefix; required
-	CLIVersion   string      // the running CLI's version
-	ReinstallAll bool        // reinstall every extension, verified or not
-	Reinstall    Reinstaller // how a reinstall runs; nil reports each as failed
+	Prefix       *extension.Prefix // the extensions prefix; required
+	CLIVersion   string            // the running CLI's version
+	ReinstallAll bool              // reinstall every extension, verified or not
+	Reinstall    Reinstaller       // how a reinstall runs; nil reports each as failed
 	Now          func() time.Time
 	Say          func(Note) // each line as it happens; nil discards
 }

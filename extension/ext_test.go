@@ -1,6 +1,6 @@
 //go:build unix
 
-package ext_test
+package extension_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cotal-ai/cotal/ext"
+	"github.com/cotal-ai/cotal/extension"
 )
 
 // script writes an executable shell script dir/file that answers --version with version.
@@ -29,12 +29,12 @@ func script(t testing.TB, dir, file, version string) string {
 	return p
 }
 
-func newPrefix(t testing.TB) *ext.Prefix {
+func newPrefix(t testing.TB) *extension.Prefix {
 	t.Helper()
-	return &ext.Prefix{Dir: filepath.Join(t.TempDir(), "cotal", "extensions"), LockWait: 30 * time.Second}
+	return &extension.Prefix{Dir: filepath.Join(t.TempDir(), "cotal", "extensions"), LockWait: 30 * time.Second}
 }
 
-func lock(t testing.TB, p *ext.Prefix) *ext.Guard {
+func lock(t testing.TB, p *extension.Prefix) *extension.Guard {
 	t.Helper()
 	g, err := p.Lock(t.Context())
 	if err != nil {
@@ -45,10 +45,10 @@ func lock(t testing.TB, p *ext.Prefix) *ext.Guard {
 }
 
 // storeFiles lists every file under the prefix's store.
-func storeFiles(t testing.TB, p *ext.Prefix) []string {
+func storeFiles(t testing.TB, p *extension.Prefix) []string {
 	t.Helper()
 	var out []string
-	_ = filepath.WalkDir(filepath.Join(p.Dir, ext.StoreDir), func(path string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(filepath.Join(p.Dir, extension.StoreDir), func(path string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			rel, _ := filepath.Rel(p.Dir, path)
 			out = append(out, filepath.ToSlash(rel))
@@ -60,7 +60,7 @@ func storeFiles(t testing.TB, p *ext.Prefix) []string {
 
 // consistent checks that the lock parses, every record's file is there with its hash, and
 // the store holds nothing else.
-func consistent(t testing.TB, p *ext.Prefix) *ext.Lockfile {
+func consistent(t testing.TB, p *extension.Prefix) *extension.Lockfile {
 	t.Helper()
 	lf, err := p.ReadLockfile()
 	if err != nil {
@@ -69,7 +69,7 @@ func consistent(t testing.TB, p *ext.Prefix) *ext.Lockfile {
 	want := map[string]bool{}
 	for _, r := range lf.Extensions {
 		st, err := p.Check(r)
-		if err != nil || st != ext.FileOK {
+		if err != nil || st != extension.FileOK {
 			t.Fatalf("record %s: file %s: %s %v", r.Name, r.File, st, err)
 		}
 		want[r.File] = true
@@ -86,11 +86,11 @@ func TestInstallLocal(t *testing.T) {
 	p := newPrefix(t)
 	src := script(t, t.TempDir(), "cotal-hello", "v1.2.3")
 	g := lock(t, p)
-	rec, err := p.Install(t.Context(), g, ext.InstallRequest{Spec: src, FirstParty: true})
+	rec, err := p.Install(t.Context(), g, extension.InstallRequest{Spec: src, FirstParty: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, _ := ext.HashFile(src)
+	sum, _ := extension.HashFile(src)
 	if rec.Name != "hello" || rec.Version != "v1.2.3" || rec.Spec != src || rec.SHA256 != sum || !rec.FirstParty {
 		t.Fatalf("record %+v", rec)
 	}
@@ -105,18 +105,18 @@ func TestInstallLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var onDisk ext.Lockfile
+	var onDisk extension.Lockfile
 	if err := json.Unmarshal(raw, &onDisk); err != nil || len(onDisk.Extensions) != 1 || onDisk.Extensions[0].SHA256 != sum {
 		t.Fatalf("lock on disk %s: %v", raw, err)
 	}
 	consistent(t, p)
 
 	// The same name again is refused unless replacing.
-	if _, err := p.Install(t.Context(), g, ext.InstallRequest{Spec: src}); !errors.Is(err, ext.ErrExists) {
+	if _, err := p.Install(t.Context(), g, extension.InstallRequest{Spec: src}); !errors.Is(err, extension.ErrExists) {
 		t.Fatalf("second install: %v", err)
 	}
 	newer := script(t, t.TempDir(), "cotal-hello", "v1.3.0")
-	rec2, err := p.Install(t.Context(), g, ext.InstallRequest{Spec: newer, Replace: true})
+	rec2, err := p.Install(t.Context(), g, extension.InstallRequest{Spec: newer, Replace: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestInstallLocal(t *testing.T) {
 	if lf := consistent(t, p); len(lf.Extensions) != 0 {
 		t.Fatalf("after remove: %+v", lf.Extensions)
 	}
-	if _, err := p.Remove(g, "hello"); !errors.Is(err, ext.ErrNotInstalled) {
+	if _, err := p.Remove(g, "hello"); !errors.Is(err, extension.ErrNotInstalled) {
 		t.Fatalf("remove twice: %v", err)
 	}
 }
@@ -144,7 +144,7 @@ func TestInstallRefusals(t *testing.T) {
 	dir := t.TempDir()
 	g := lock(t, p)
 	good := script(t, dir, "cotal-ok", "v1")
-	if _, err := p.Install(t.Context(), g, ext.InstallRequest{Spec: good}); err != nil {
+	if _, err := p.Install(t.Context(), g, extension.InstallRequest{Spec: good}); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(p.LockfilePath())
@@ -159,19 +159,19 @@ func TestInstallRefusals(t *testing.T) {
 	}
 	plain := script(t, dir, "hello", "v1")
 	for _, c := range []struct {
-		req  ext.InstallRequest
+		req  extension.InstallRequest
 		want error
 		msg  string
 	}{
-		{ext.InstallRequest{Spec: broken}, ext.ErrNoVersion, "nope"},
-		{ext.InstallRequest{Spec: silent}, ext.ErrNoVersion, "no version line"},
-		{ext.InstallRequest{Spec: plain}, ext.ErrBadName, "pass --name"},
-		{ext.InstallRequest{Spec: plain, Name: "Bad Name"}, ext.ErrBadName, "lowercase"},
-		{ext.InstallRequest{Spec: good, Name: "up", Reserved: func(n string) bool { return n == "up" }}, ext.ErrReserved, "cotal up"},
-		{ext.InstallRequest{Spec: filepath.Join(dir, "cotal-absent")}, os.ErrNotExist, "no such file"},
-		{ext.InstallRequest{Spec: dir, Name: "dir"}, nil, "not a regular file"},
-		{ext.InstallRequest{Spec: "example.com/x/cotal-x@v1", FirstParty: true}, nil, "first-party only under github.com/cotal-ai/"},
-		{ext.InstallRequest{Spec: "github.com/cotal-ai/cotal-web@v1.0.0"}, ext.ErrNoGo, "install Go"},
+		{extension.InstallRequest{Spec: broken}, extension.ErrNoVersion, "nope"},
+		{extension.InstallRequest{Spec: silent}, extension.ErrNoVersion, "no version line"},
+		{extension.InstallRequest{Spec: plain}, extension.ErrBadName, "pass --name"},
+		{extension.InstallRequest{Spec: plain, Name: "Bad Name"}, extension.ErrBadName, "lowercase"},
+		{extension.InstallRequest{Spec: good, Name: "up", Reserved: func(n string) bool { return n == "up" }}, extension.ErrReserved, "cotal up"},
+		{extension.InstallRequest{Spec: filepath.Join(dir, "cotal-absent")}, os.ErrNotExist, "no such file"},
+		{extension.InstallRequest{Spec: dir, Name: "dir"}, nil, "not a regular file"},
+		{extension.InstallRequest{Spec: "example.com/x/cotal-x@v1", FirstParty: true}, nil, "first-party only under github.com/cotal-ai/"},
+		{extension.InstallRequest{Spec: "github.com/cotal-ai/cotal-web@v1.0.0"}, extension.ErrNoGo, "install Go"},
 	} {
 		pp := *p
 		pp.GoCmd = "no-such-go-command"
@@ -190,13 +190,13 @@ func TestInstallRefusals(t *testing.T) {
 func TestCrashLeftovers(t *testing.T) {
 	p := newPrefix(t)
 	g := lock(t, p)
-	rec, err := p.Install(t.Context(), g, ext.InstallRequest{Spec: script(t, t.TempDir(), "cotal-a", "v1")})
+	rec, err := p.Install(t.Context(), g, extension.InstallRequest{Spec: script(t, t.TempDir(), "cotal-a", "v1")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// What a crash at each step leaves: a staged file, a file renamed into the store but
 	// never committed to the lock, a half-written lock temp, a temp GOBIN.
-	store := filepath.Join(p.Dir, ext.StoreDir)
+	store := filepath.Join(p.Dir, extension.StoreDir)
 	orphan := filepath.Join(store, strings.Repeat("b", 64))
 	for _, d := range []string{orphan, filepath.Join(p.Dir, ".tmp-gobin-1")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -214,7 +214,7 @@ func TestCrashLeftovers(t *testing.T) {
 	if err != nil || len(lf.Extensions) != 1 {
 		t.Fatalf("read with leftovers: %+v %v", lf, err)
 	}
-	if st, err := p.Check(rec); err != nil || st != ext.FileOK {
+	if st, err := p.Check(rec); err != nil || st != extension.FileOK {
 		t.Fatalf("check: %s %v", st, err)
 	}
 	if err := p.Sweep(g); err != nil {
@@ -231,7 +231,7 @@ func TestCrashLeftovers(t *testing.T) {
 func TestCheckStates(t *testing.T) {
 	p := newPrefix(t)
 	g := lock(t, p)
-	rec, err := p.Install(t.Context(), g, ext.InstallRequest{Spec: script(t, t.TempDir(), "cotal-a", "v1")})
+	rec, err := p.Install(t.Context(), g, extension.InstallRequest{Spec: script(t, t.TempDir(), "cotal-a", "v1")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,13 +241,13 @@ func TestCheckStates(t *testing.T) {
 	if err := os.WriteFile(f, raw, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := p.Check(rec); err != nil || st != ext.FileModified {
+	if st, err := p.Check(rec); err != nil || st != extension.FileModified {
 		t.Fatalf("modified: %s %v", st, err)
 	}
 	if err := os.Remove(f); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := p.Check(rec); err != nil || st != ext.FileMissing {
+	if st, err := p.Check(rec); err != nil || st != extension.FileMissing {
 		t.Fatalf("missing: %s %v", st, err)
 	}
 }
@@ -258,7 +258,7 @@ func TestLockIsExclusiveAndLendable(t *testing.T) {
 	other := *p
 	other.LockWait = 20 * time.Millisecond
 	_, err := other.Lock(t.Context())
-	if !errors.Is(err, ext.ErrBusy) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+	if !errors.Is(err, extension.ErrBusy) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
 		t.Fatalf("second lock: %v", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -273,7 +273,7 @@ func TestLockIsExclusiveAndLendable(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, err := p.Acquire(t.Context(), func(k string) string {
-		if k == ext.LockFDEnv {
+		if k == extension.LockFDEnv {
 			return fmt.Sprint(fd)
 		}
 		return ""
@@ -281,7 +281,7 @@ func TestLockIsExclusiveAndLendable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("borrow: %v", err)
 	}
-	if _, err := p.Install(t.Context(), b, ext.InstallRequest{Spec: script(t, t.TempDir(), "cotal-a", "v1")}); err != nil {
+	if _, err := p.Install(t.Context(), b, extension.InstallRequest{Spec: script(t, t.TempDir(), "cotal-a", "v1")}); err != nil {
 		t.Fatalf("install under a borrowed lock: %v", err)
 	}
 	if err := b.Release(); err != nil {
@@ -332,7 +332,7 @@ func TestConcurrentChanges(t *testing.T) {
 					errs <- err
 					return
 				}
-				_, err = p.Install(t.Context(), g, ext.InstallRequest{Spec: file, Name: name, Replace: true})
+				_, err = p.Install(t.Context(), g, extension.InstallRequest{Spec: file, Name: name, Replace: true})
 				if err == nil && round == 1 && i%2 == 0 {
 					_, err = p.Remove(g, name)
 				}
@@ -375,7 +375,7 @@ func TestParseSpec(t *testing.T) {
 		{in: "~/bin/cotal-a", err: "did not expand ~"},
 		{in: "  ", err: "empty spec"},
 	} {
-		s, err := ext.ParseSpec(c.in, "/wd")
+		s, err := extension.ParseSpec(c.in, "/wd")
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%q: err %v, want %q", c.in, err, c.err)
@@ -393,13 +393,13 @@ func TestParseSpec(t *testing.T) {
 
 func TestUpdateSpec(t *testing.T) {
 	for _, c := range []struct {
-		rec       ext.Record
+		rec       extension.Record
 		cli, want string
 	}{
-		{ext.Record{Name: "web", Spec: "github.com/cotal-ai/cotal-web@v0.1.0", FirstParty: true}, "v0.2.0", "github.com/cotal-ai/cotal-web@v0.2.0"},
-		{ext.Record{Name: "web", Spec: "github.com/cotal-ai/cotal-web@v0.1.0", FirstParty: true}, "dev", "github.com/cotal-ai/cotal-web@v0.1.0"},
-		{ext.Record{Name: "a", Spec: "/opt/cotal-a", FirstParty: true}, "v0.2.0", "/opt/cotal-a"},
-		{ext.Record{Name: "x", Spec: "example.com/cotal-x@v1"}, "v0.2.0", "example.com/cotal-x@v1"},
+		{extension.Record{Name: "web", Spec: "github.com/cotal-ai/cotal-web@v0.1.0", FirstParty: true}, "v0.2.0", "github.com/cotal-ai/cotal-web@v0.2.0"},
+		{extension.Record{Name: "web", Spec: "github.com/cotal-ai/cotal-web@v0.1.0", FirstParty: true}, "dev", "github.com/cotal-ai/cotal-web@v0.1.0"},
+		{extension.Record{Name: "a", Spec: "/opt/cotal-a", FirstParty: true}, "v0.2.0", "/opt/cotal-a"},
+		{extension.Record{Name: "x", Spec: "example.com/cotal-x@v1"}, "v0.2.0", "example.com/cotal-x@v1"},
 	} {
 		if got := c.rec.UpdateSpec(c.cli); got != c.want {
 			t.Errorf("%+v at %s: %q, want %q", c.rec, c.cli, got, c.want)

@@ -1,4 +1,4 @@
-// Package ext manages operator extensions: executables named cotal-<name> that
+// Package extension manages operator extensions: executables named cotal-<name> that
 // `cotal <name> ...` runs, like git and kubectl plugins.
 //
 // Extensions live under the extensions prefix, $XDG_CONFIG_HOME/cotal/extensions:
@@ -20,4 +20,4 @@
 // (a release build or a checkout of a first-party extension). `cotal update` verifies a
 // first-party extension in place when it is at the CLI's version, and reinstalls it
 // otherwise. See docs/extensions.md.
-package ext
+package extension

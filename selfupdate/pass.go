@@ -1,16 +1,16 @@
-package update
+package selfupdate
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/cotal-ai/cotal/ext"
+	"github.com/cotal-ai/cotal/extension"
 )
 
 // Reinstaller reinstalls one extension from spec while the caller holds the prefix lock g,
 // in a process of its own (see Child).
-type Reinstaller func(ctx context.Context, g *ext.Guard, rec ext.Record, spec string) error
+type Reinstaller func(ctx context.Context, g *extension.Guard, rec extension.Record, spec string) error
 
 // Verdict is what the extension pass decides for one record.
 type Verdict struct {
@@ -25,7 +25,7 @@ type Verdict struct {
 // is intact (update does not move third-party extensions to new versions). Anything else
 // is reinstalled, and Why says why: version differs, spec differs, file missing, hash
 // differs.
-func Judge(p *ext.Prefix, rec ext.Record, cliVersion string) (Verdict, error) {
+func Judge(p *extension.Prefix, rec extension.Record, cliVersion string) (Verdict, error) {
 	if rec.FirstParty {
 		if rec.Version != cliVersion {
 			return Verdict{Why: fmt.Sprintf("version differs: locked %s, cotal is %s", rec.Version, cliVersion)}, nil
@@ -39,9 +39,9 @@ func Judge(p *ext.Prefix, rec ext.Record, cliVersion string) (Verdict, error) {
 		return Verdict{}, err
 	}
 	switch st {
-	case ext.FileMissing:
+	case extension.FileMissing:
 		return Verdict{Why: "file missing: " + p.Path(rec)}, nil
-	case ext.FileModified:
+	case extension.FileModified:
 		return Verdict{Why: "hash differs: " + p.Path(rec) + " is not the sha256 the lock records"}, nil
 	}
 	if rec.FirstParty {
@@ -62,7 +62,7 @@ var ErrReinstall = errors.New("extension reinstall did not succeed")
 // (Judge), verified or kept in this process, or reinstalled through reinstall after a line
 // that says why; all is true reinstalls every one. A failed reinstall is reported and the
 // pass goes on; the error then wraps ErrReinstall.
-func ExtensionPass(ctx context.Context, p *ext.Prefix, cliVersion string, all bool, reinstall Reinstaller, say func(Note)) (PassResult, error) {
+func ExtensionPass(ctx context.Context, p *extension.Prefix, cliVersion string, all bool, reinstall Reinstaller, say func(Note)) (PassResult, error) {
 	var res PassResult
 	g, err := p.Lock(ctx)
 	if err != nil {

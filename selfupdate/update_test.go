@@ -1,4 +1,4 @@
-package update_test
+package selfupdate_test
 
 import (
 	"bytes"
@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cotal-ai/cotal/ext"
+	"github.com/cotal-ai/cotal/extension"
 	"github.com/cotal-ai/cotal/internal/cli"
 	"github.com/cotal-ai/cotal/internal/testclock"
-	"github.com/cotal-ai/cotal/update"
+	"github.com/cotal-ai/cotal/selfupdate"
 )
 
 // cliEnv makes this test binary behave as the cotal CLI, so the extension pass can
@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 // machine is a config folder, machine home and project in a temp folder.
 type machine struct {
 	root, xdg, config, home, project string
-	prefix                           *ext.Prefix
+	prefix                           *extension.Prefix
 }
 
 func newMachine(t testing.TB) *machine {
@@ -44,7 +44,7 @@ func newMachine(t testing.TB) *machine {
 	m := &machine{root: root, xdg: filepath.Join(root, "home", ".config"), home: filepath.Join(root, "home", ".cotal"),
 		project: filepath.Join(root, "proj", ".cotal")}
 	m.config = filepath.Join(m.xdg, "cotal")
-	m.prefix = &ext.Prefix{Dir: filepath.Join(m.config, "extensions"), LockWait: 30 * time.Second}
+	m.prefix = &extension.Prefix{Dir: filepath.Join(m.config, "extensions"), LockWait: 30 * time.Second}
 	for _, d := range []string{m.config, m.home, m.project} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
@@ -53,16 +53,16 @@ func newMachine(t testing.TB) *machine {
 	return m
 }
 
-func (m *machine) updater(t testing.TB, cliVersion string, notes *[]string) *update.Updater {
-	return &update.Updater{
+func (m *machine) updater(t testing.TB, cliVersion string, notes *[]string) *selfupdate.Updater {
+	return &selfupdate.Updater{
 		ConfigDir: m.config, HomeDir: m.home, ProjectDir: m.project,
-		ConfigRoot: update.Root{Label: "operator config", Path: m.config, Env: "XDG_CONFIG_HOME", Base: m.xdg},
-		Check:      update.AncestorCheck{UID: os.Geteuid()},
+		ConfigRoot: selfupdate.Root{Label: "operator config", Path: m.config, Env: "XDG_CONFIG_HOME", Base: m.xdg},
+		Check:      selfupdate.AncestorCheck{UID: os.Geteuid()},
 		Prefix:     m.prefix, CLIVersion: cliVersion,
-		Reinstall: update.Child{Exe: testExe(t), Env: append(os.Environ(), cliEnv+"=1", "XDG_CONFIG_HOME="+m.xdg,
+		Reinstall: selfupdate.Child{Exe: testExe(t), Env: append(os.Environ(), cliEnv+"=1", "XDG_CONFIG_HOME="+m.xdg,
 			"HOME="+filepath.Join(m.root, "home"), "COTAL_HOME="+m.home)}.Reinstall,
 		Now: func() time.Time { return testclock.Epoch(t) },
-		Say: func(n update.Note) {
+		Say: func(n selfupdate.Note) {
 			if notes != nil {
 				*notes = append(*notes, n.String())
 			}
@@ -89,14 +89,14 @@ func script(t testing.TB, dir, file, version string) string {
 	return p
 }
 
-func (m *machine) install(t testing.TB, spec string, firstParty bool) ext.Record {
+func (m *machine) install(t testing.TB, spec string, firstParty bool) extension.Record {
 	t.Helper()
 	g, err := m.prefix.Lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Release()
-	rec, err := m.prefix.Install(t.Context(), g, ext.InstallRequest{Spec: spec, FirstParty: firstParty})
+	rec, err := m.prefix.Install(t.Context(), g, extension.InstallRequest{Spec: spec, FirstParty: firstParty})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func snapshotOf(t testing.TB, root string, skipMutex bool) string {
 		if err != nil {
 			return err
 		}
-		if skipMutex && d.Name() == ext.MutexName {
+		if skipMutex && d.Name() == extension.MutexName {
 			return nil // the advisory lock file: its holder's pid is advice, not state
 		}
 		line := fmt.Sprintf("%s %v %d %d", path, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
@@ -203,7 +203,7 @@ func TestUnsafeAncestorsRefuseBeforeAnyWrite(t *testing.T) {
 			before := snapshot(t, m.root)
 			var notes []string
 			_, err := m.updater(t, "v1.0.0", &notes).Run(t.Context())
-			var unsafe *update.UnsafeAncestorError
+			var unsafe *selfupdate.UnsafeAncestorError
 			if !errors.As(err, &unsafe) {
 				t.Fatalf("want an unsafe ancestor error, got %v", err)
 			}
@@ -229,15 +229,15 @@ func TestSafeAncestorsAccepted(t *testing.T) {
 	if err := os.Chmod(sticky, 0o777|fs.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
-	chk := update.AncestorCheck{UID: os.Geteuid()}
-	roots := []update.Root{
+	chk := selfupdate.AncestorCheck{UID: os.Geteuid()}
+	roots := []selfupdate.Root{
 		{Label: "sticky", Path: filepath.Join(sticky, "not", "yet", "there")},
 		{Label: "tmp", Path: filepath.Join(os.TempDir(), "cotal-test-absent")},
 		{Label: "tmp itself", Path: "/tmp"},
 		{Label: "config", Path: m.config},
 	}
 	if fi, err := os.Lstat("/var/run"); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		roots = append(roots, update.Root{Label: "system link", Path: "/var/run"})
+		roots = append(roots, selfupdate.Root{Label: "system link", Path: "/var/run"})
 	}
 	if err := chk.CheckAncestors(roots...); err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestSafeAncestorsAccepted(t *testing.T) {
 	if err := os.Symlink("/run", link); err != nil {
 		t.Fatal(err)
 	}
-	if err := chk.CheckAncestors(update.Root{Label: "x", Path: filepath.Join(link, "x")}); err == nil {
+	if err := chk.CheckAncestors(selfupdate.Root{Label: "x", Path: filepath.Join(link, "x")}); err == nil {
 		t.Fatal("a user symlink was accepted")
 	}
 	// A file where a folder should be is refused.
@@ -255,8 +255,8 @@ func TestSafeAncestorsAccepted(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var unsafe *update.UnsafeAncestorError
-	if err := chk.CheckAncestors(update.Root{Label: "x", Path: filepath.Join(file, "x")}); !errors.As(err, &unsafe) || unsafe.Reason != "is not a folder" {
+	var unsafe *selfupdate.UnsafeAncestorError
+	if err := chk.CheckAncestors(selfupdate.Root{Label: "x", Path: filepath.Join(file, "x")}); !errors.As(err, &unsafe) || unsafe.Reason != "is not a folder" {
 		t.Fatalf("file as folder: %v", err)
 	}
 }
@@ -337,7 +337,7 @@ func TestUpdateTwiceThenOneByte(t *testing.T) {
 	}
 	lf, _ = m.prefix.ReadLockfile()
 	for _, r := range lf.Extensions {
-		if st, err := m.prefix.Check(r); st != ext.FileOK || err != nil {
+		if st, err := m.prefix.Check(r); st != extension.FileOK || err != nil {
 			t.Fatalf("%s after repair: %s %v", r.Name, st, err)
 		}
 	}
@@ -350,7 +350,7 @@ func TestRepairConfigAndPersonas(t *testing.T) {
 	cfg := filepath.Join(m.config, "config.json")
 
 	// Missing: seeded.
-	notes, err := update.RepairConfig(m.config, now)
+	notes, err := selfupdate.RepairConfig(m.config, now)
 	if err != nil || len(notes) != 1 || notes[0].String() != "→ wrote "+cfg+" (was missing)" {
 		t.Fatalf("%v %v", notes, err)
 	}
@@ -359,7 +359,7 @@ func TestRepairConfigAndPersonas(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(user), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if notes, err = update.RepairConfig(m.config, now); err != nil || notes[0].Mark != "✓" {
+	if notes, err = selfupdate.RepairConfig(m.config, now); err != nil || notes[0].Mark != "✓" {
 		t.Fatalf("%v %v", notes, err)
 	}
 	if raw, _ := os.ReadFile(cfg); string(raw) != user {
@@ -370,7 +370,7 @@ func TestRepairConfigAndPersonas(t *testing.T) {
 		if err := os.WriteFile(cfg, []byte(bad), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		notes, err = update.RepairConfig(m.config, now)
+		notes, err = selfupdate.RepairConfig(m.config, now)
 		if err != nil || len(notes) != 2 || !strings.Contains(notes[0].Text, "moved it aside to "+cfg+bak) {
 			t.Fatalf("%q: %v %v", bad, notes, err)
 		}
@@ -388,9 +388,9 @@ func TestRepairConfigAndPersonas(t *testing.T) {
 	}
 
 	// Personas.
-	path := update.PersonaPath(m.project, "default")
-	seed := update.SeedPersonas()[0].Content
-	if notes, err := update.RepairPersonas(m.project, now); err != nil || notes[0].String() != "→ wrote "+path+" (was missing)" {
+	path := selfupdate.PersonaPath(m.project, "default")
+	seed := selfupdate.SeedPersonas()[0].Content
+	if notes, err := selfupdate.RepairPersonas(m.project, now); err != nil || notes[0].String() != "→ wrote "+path+" (was missing)" {
 		t.Fatalf("%v %v", notes, err)
 	}
 	if raw, _ := os.ReadFile(path); string(raw) != seed || !bytes.Contains(raw, []byte("\n# managed by cotal-setup\n")) {
@@ -401,7 +401,7 @@ func TestRepairConfigAndPersonas(t *testing.T) {
 	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := update.RepairPersonas(m.project, now); err != nil {
+	if _, err := selfupdate.RepairPersonas(m.project, now); err != nil {
 		t.Fatal(err)
 	}
 	if raw, _ := os.ReadFile(path); string(raw) != seed {
@@ -415,7 +415,7 @@ func TestRepairConfigAndPersonas(t *testing.T) {
 	if err := os.WriteFile(path, []byte(mine), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	notes, err = update.RepairPersonas(m.project, now)
+	notes, err = selfupdate.RepairPersonas(m.project, now)
 	if err != nil || !strings.Contains(notes[0].Text, "kept: you removed its managed marker") {
 		t.Fatalf("%v %v", notes, err)
 	}
@@ -426,7 +426,7 @@ func TestRepairConfigAndPersonas(t *testing.T) {
 	if err := os.WriteFile(path, []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if notes, err = update.RepairPersonas(m.project, now); err != nil || len(notes) != 2 || !strings.Contains(notes[0].Text, "was not a persona file") {
+	if notes, err = selfupdate.RepairPersonas(m.project, now); err != nil || len(notes) != 2 || !strings.Contains(notes[0].Text, "was not a persona file") {
 		t.Fatalf("%v %v", notes, err)
 	}
 	if raw, _ := os.ReadFile(path); string(raw) != seed {
@@ -450,9 +450,9 @@ func TestReplaceSelf(t *testing.T) {
 	}
 	before := snapshot(t, dir)
 	for _, from := range []string{bad, notExec, filepath.Join(dir, "absent"), target} {
-		if _, err := update.ReplaceSelf(t.Context(), from, target); err == nil {
+		if _, err := selfupdate.ReplaceSelf(t.Context(), from, target); err == nil {
 			t.Fatalf("%s replaced the binary", from)
-		} else if from == bad && (!errors.Is(err, update.ErrBadBinary) || !strings.Contains(err.Error(), "broken")) {
+		} else if from == bad && (!errors.Is(err, selfupdate.ErrBadBinary) || !strings.Contains(err.Error(), "broken")) {
 			t.Fatalf("bad binary: %v", err)
 		}
 		if after := snapshot(t, dir); after != before {
@@ -464,7 +464,7 @@ func TestReplaceSelf(t *testing.T) {
 	if err := os.WriteFile(good, body, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	v, err := update.ReplaceSelf(t.Context(), good, target)
+	v, err := selfupdate.ReplaceSelf(t.Context(), good, target)
 	if err != nil || v != "cotal version v2" {
 		t.Fatalf("%q %v", v, err)
 	}
@@ -478,7 +478,7 @@ func TestReplaceSelf(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := update.ReplaceSelf(ctx, good, target); err == nil {
+	if _, err := selfupdate.ReplaceSelf(ctx, good, target); err == nil {
 		t.Fatal("replace with a cancelled context")
 	}
 }
