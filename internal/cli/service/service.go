@@ -115,7 +115,14 @@ func (o *Options) plan(verb string) (*plan, error) {
 			"cotal supervise --space "+orSpace(o.Space)+" --wait")
 	}
 	f := o.Factory
-	proj, err := f.FindProject()
+	wd, err := f.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("current folder: %w", err)
+	}
+	proj, err := workspace.FindProject(wd, f.Getenv)
+	if errors.Is(err, workspace.ErrNoProject) {
+		proj, err = nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}

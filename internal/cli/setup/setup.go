@@ -118,13 +118,13 @@ func runSetup(_ context.Context, opts *Options) error {
 // project returns the project found from the current folder, or the current folder as
 // one (its .cotal is created only when setup writes). The machine home is never a project.
 func project(f *cmdutil.Factory) (*workspace.Project, error) {
-	proj, err := f.FindProject()
-	if err != nil || proj != nil {
-		return proj, err
-	}
 	wd, err := f.Getwd()
 	if err != nil {
 		return nil, fmt.Errorf("current folder: %w", err)
+	}
+	proj, err := workspace.FindProject(wd, f.Getenv)
+	if !errors.Is(err, workspace.ErrNoProject) {
+		return proj, err
 	}
 	home, err := f.MachineHome()
 	if err != nil {

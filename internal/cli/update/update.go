@@ -18,6 +18,7 @@ import (
 	cliext "github.com/cotal-ai/cotal/internal/cli/ext"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/selfupdate"
+	"github.com/cotal-ai/cotal/workspace"
 )
 
 // Options are the flags of `cotal update`.
@@ -109,7 +110,14 @@ func updater(f *cmdutil.Factory, opts *Options) (*selfupdate.Updater, error) {
 	if err != nil {
 		return nil, err
 	}
-	proj, err := f.FindProject()
+	wd, err := f.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("current folder: %w", err)
+	}
+	proj, err := workspace.FindProject(wd, f.Getenv)
+	if errors.Is(err, workspace.ErrNoProject) {
+		proj, err = nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
