@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,8 +22,13 @@ import (
 
 // Options are the flags of `cotal ext add|rm|list`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO *iostreams.IOStreams
+	// From the Factory: only run calls them.
+	Getwd         func() (string, error)
+	Getenv        func(string) string
+	ConfigHome    func() (string, error)
+	ExtensionsDir func() (string, error)
+	Logger        *slog.Logger // nil means discard
 
 	Spec       string // add: local path or module path@version
 	Name       string // add: extension name; rm: the one to remove
@@ -57,7 +63,7 @@ and its lock records each one's name, version, spec, SHA-256 and whether it is f
 		}
 	}
 
-	add := &Options{IO: f.IO, Factory: f}
+	add := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, ExtensionsDir: f.ExtensionsDir, Logger: f.Logger}
 	addCmd := &cobra.Command{
 		Use:   "add <spec> [--name <name>] [--first-party] [--reinstall]",
 		Short: "Install an extension from a local executable or a Go module path@version",
@@ -88,7 +94,7 @@ place while it is at cotal's version, and reinstalls it from its path otherwise.
 	addCmd.Flags().BoolVar(&add.FirstParty, "first-party", false, "mark a local executable first-party")
 	addCmd.Flags().BoolVar(&add.Reinstall, "reinstall", false, "replace the installed extension of the same name")
 
-	rm := &Options{IO: f.IO, Factory: f}
+	rm := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, ExtensionsDir: f.ExtensionsDir, Logger: f.Logger}
 	rmCmd := &cobra.Command{
 		Use:     "rm <name>",
 		Aliases: []string{"remove"},
@@ -102,7 +108,7 @@ place while it is at cotal's version, and reinstalls it from its path otherwise.
 		RunE: run("rm", rm, runRemove),
 	}
 
-	list := &Options{IO: f.IO, Factory: f}
+	list := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, ExtensionsDir: f.ExtensionsDir, Logger: f.Logger}
 	listCmd := &cobra.Command{
 		Use:     "list [--json]",
 		Aliases: []string{"ls"},
@@ -135,8 +141,8 @@ func reservedNames(root *cobra.Command) func(string) bool {
 
 // prefix returns the extensions prefix after checking the config folder's ancestors: the
 // prefix holds executables every later run trusts.
-func prefix(f *cmdutil.Factory) (*extension.Prefix, error) {
-	home, err := f.ConfigHome()
+func prefix(opts *Options) (*extension.Prefix, error) {
+	home, err := opts.ConfigHome()
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +151,7 @@ func prefix(f *cmdutil.Factory) (*extension.Prefix, error) {
 	if err := chk.CheckAncestors(selfupdate.Root{Label: "operator config", Path: dir, Env: "XDG_CONFIG_HOME", Base: home}); err != nil {
 		return nil, Unsafe("changing extensions", err)
 	}
-	return &extension.Prefix{Dir: filepath.Join(dir, "extensions"), Logger: f.Logger}, nil
+	return &extension.Prefix{Dir: filepath.Join(dir, "extensions"), Logger: opts.Logger}, nil
 }
 
 // Unsafe turns an *selfupdate.UnsafeAncestorError into a refusal; other errors pass through.
@@ -158,8 +164,8 @@ func Unsafe(what string, err error) error {
 }
 
 // lock takes (or borrows, in an update child) the prefix lock.
-func lock(ctx context.Context, f *cmdutil.Factory, p *extension.Prefix, what string) (*extension.Guard, error) {
-	g, err := p.Acquire(ctx, f.Getenv)
+func lock(ctx context.Context, getenv func(string) string, p *extension.Prefix, what string) (*extension.Guard, error) {
+	g, err := p.Acquire(ctx, getenv)
 	if errors.Is(err, extension.ErrBusy) {
 		return nil, cmdutil.Refuse(what, err.Error(), "cotal ext list")
 	}
@@ -167,16 +173,16 @@ func lock(ctx context.Context, f *cmdutil.Factory, p *extension.Prefix, what str
 }
 
 func runAdd(ctx context.Context, opts *Options) error {
-	p, err := prefix(opts.Factory)
+	p, err := prefix(opts)
 	if err != nil {
 		return err
 	}
-	wd, err := opts.Factory.Getwd()
+	wd, err := opts.Getwd()
 	if err != nil {
 		return fmt.Errorf("current folder: %w", err)
 	}
 	what := "`cotal ext add " + opts.Spec + "`"
-	g, err := lock(ctx, opts.Factory, p, what)
+	g, err := lock(ctx, opts.Getenv, p, what)
 	if err != nil {
 		return err
 	}
@@ -220,12 +226,12 @@ func party(r extension.Record) string {
 }
 
 func runRemove(ctx context.Context, opts *Options) error {
-	p, err := prefix(opts.Factory)
+	p, err := prefix(opts)
 	if err != nil {
 		return err
 	}
 	what := "`cotal ext rm " + opts.Name + "`"
-	g, err := lock(ctx, opts.Factory, p, what)
+	g, err := lock(ctx, opts.Getenv, p, what)
 	if err != nil {
 		return err
 	}
@@ -258,7 +264,7 @@ type List struct {
 }
 
 func runList(_ context.Context, opts *Options) error {
-	dir, err := opts.Factory.ExtensionsDir()
+	dir, err := opts.ExtensionsDir()
 	if err != nil {
 		return err
 	}

@@ -23,14 +23,18 @@ import (
 
 // Options are the flags of `cotal setup`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
-	Yes     bool // --yes: do not ask (also the behaviour without a terminal)
+	IO *iostreams.IOStreams
+	// From the Factory: only run calls them.
+	Getwd       func() (string, error)
+	Getenv      func(string) string
+	ConfigHome  func() (string, error)
+	MachineHome func() (string, error)
+	Yes         bool // --yes: do not ask (also the behaviour without a terminal)
 }
 
 // NewCmdSetup builds `cotal setup`.
 func NewCmdSetup(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f}
+	opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, MachineHome: f.MachineHome}
 	cmd := &cobra.Command{
 		Use:   "setup [--yes]",
 		Short: "Seed the operator config and the default persona; later, show a status card",
@@ -58,13 +62,12 @@ input ends before an answer) does not.`,
 }
 
 func runSetup(_ context.Context, opts *Options) error {
-	f := opts.Factory
-	cfgHome, err := f.ConfigHome()
+	cfgHome, err := opts.ConfigHome()
 	if err != nil {
 		return err
 	}
 	config := filepath.Join(cfgHome, "cotal")
-	proj, err := project(f)
+	proj, err := project(opts)
 	if err != nil {
 		return err
 	}
@@ -117,16 +120,16 @@ func runSetup(_ context.Context, opts *Options) error {
 
 // project returns the project found from the current folder, or the current folder as
 // one (its .cotal is created only when setup writes). The machine home is never a project.
-func project(f *cmdutil.Factory) (*workspace.Project, error) {
-	wd, err := f.Getwd()
+func project(opts *Options) (*workspace.Project, error) {
+	wd, err := opts.Getwd()
 	if err != nil {
 		return nil, fmt.Errorf("current folder: %w", err)
 	}
-	proj, err := workspace.FindProject(wd, f.Getenv)
+	proj, err := workspace.FindProject(wd, opts.Getenv)
 	if !errors.Is(err, workspace.ErrNoProject) {
 		return proj, err
 	}
-	home, err := f.MachineHome()
+	home, err := opts.MachineHome()
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,8 +24,14 @@ import (
 
 // Options are the flags of `cotal update`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO *iostreams.IOStreams
+	// From the Factory: only run calls them.
+	Getwd       func() (string, error)
+	Getenv      func(string) string
+	ConfigHome  func() (string, error)
+	MachineHome func() (string, error)
+	Executable  func() (string, error)
+	Logger      *slog.Logger // nil means discard
 
 	Self       bool   // --self: replace the cotal binary
 	From       string // --from: the new binary
@@ -34,7 +41,8 @@ type Options struct {
 
 // NewCmdUpdate builds `cotal update`.
 func NewCmdUpdate(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f}
+	opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, MachineHome: f.MachineHome,
+		Executable: f.Executable, Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "update [--reinstall] [--self --from <binary>]",
 		Short: "Repair the operator config and personas, verify or reinstall extensions, replace cotal",
@@ -81,8 +89,7 @@ atomically, and runs the new binary's update.`,
 }
 
 func runUpdate(ctx context.Context, opts *Options) error {
-	f := opts.Factory
-	u, err := updater(f, opts)
+	u, err := updater(opts)
 	if err != nil {
 		return err
 	}
@@ -100,28 +107,28 @@ func runUpdate(ctx context.Context, opts *Options) error {
 	return nil
 }
 
-// updater assembles the update from the factory's folders.
-func updater(f *cmdutil.Factory, opts *Options) (*selfupdate.Updater, error) {
-	cfgHome, err := f.ConfigHome()
+// updater assembles the update from the folders the options name.
+func updater(opts *Options) (*selfupdate.Updater, error) {
+	cfgHome, err := opts.ConfigHome()
 	if err != nil {
 		return nil, err
 	}
-	home, err := f.MachineHome()
+	home, err := opts.MachineHome()
 	if err != nil {
 		return nil, err
 	}
-	wd, err := f.Getwd()
+	wd, err := opts.Getwd()
 	if err != nil {
 		return nil, fmt.Errorf("current folder: %w", err)
 	}
-	proj, err := workspace.FindProject(wd, f.Getenv)
+	proj, err := workspace.FindProject(wd, opts.Getenv)
 	if errors.Is(err, workspace.ErrNoProject) {
 		proj, err = nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	exe, err := f.Executable()
+	exe, err := opts.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("cotal binary: %w", err)
 	}
@@ -131,7 +138,7 @@ func updater(f *cmdutil.Factory, opts *Options) (*selfupdate.Updater, error) {
 		ConfigRoot:   selfupdate.Root{Label: "operator config", Path: config, Env: "XDG_CONFIG_HOME", Base: cfgHome},
 		HomeDir:      home,
 		Check:        selfupdate.AncestorCheck{UID: os.Geteuid()},
-		Prefix:       &extension.Prefix{Dir: filepath.Join(config, "extensions"), Logger: f.Logger},
+		Prefix:       &extension.Prefix{Dir: filepath.Join(config, "extensions"), Logger: opts.Logger},
 		CLIVersion:   opts.CLIVersion,
 		ReinstallAll: opts.Reinstall,
 		Reinstall:    selfupdate.Child{Exe: exe}.Reinstall,
@@ -151,7 +158,7 @@ func runSelf(ctx context.Context, opts *Options, u *selfupdate.Updater) error {
 	if err := u.Check.CheckAncestors(u.Roots()...); err != nil {
 		return cliext.Unsafe("update --self", err)
 	}
-	target, err := opts.Factory.Executable()
+	target, err := opts.Executable()
 	if err != nil {
 		return fmt.Errorf("cotal binary: %w", err)
 	}
