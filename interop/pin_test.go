@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/cotal-ai/cotal/authsvc"
-	"github.com/cotal-ai/cotal/login"
+	"github.com/cotal-ai/cotal/devicelogin"
 	"github.com/cotal-ai/cotal/oidc"
 	"github.com/cotal-ai/cotal/trust"
 )
@@ -84,21 +84,21 @@ func TestReferencePinWritten(t *testing.T) {
 // by Go, and Go writes the same shape.
 func TestReferenceSessionsRead(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, login.RefSessionsFile), pinFixture(t, "idp-sessions.json"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, devicelogin.RefSessionsFile), pinFixture(t, "idp-sessions.json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st := login.Store{Dir: dir}
+	st := devicelogin.Store{Dir: dir}
 	s, err := st.LoadRef("https://idp.example.com/api/auth/")
 	if err != nil || s.Token != "opaque-session-token-from-better-auth" || s.ExpiresAt != 1796040000 || s.Sub != "user-7f3a" {
 		t.Fatalf("session %+v %v", s, err)
 	}
-	if err := os.Remove(filepath.Join(dir, login.RefSessionsFile)); err != nil {
+	if err := os.Remove(filepath.Join(dir, devicelogin.RefSessionsFile)); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.SaveRef("https://idp.example.com/api/auth", s); err != nil {
 		t.Fatal(err)
 	}
-	got, want := decodeMap(t, must(os.ReadFile(filepath.Join(dir, login.RefSessionsFile)))), decodeMap(t, pinFixture(t, "idp-sessions.json"))
+	got, want := decodeMap(t, must(os.ReadFile(filepath.Join(dir, devicelogin.RefSessionsFile)))), decodeMap(t, pinFixture(t, "idp-sessions.json"))
 	gb, _ := json.Marshal(got)
 	wb, _ := json.Marshal(want)
 	if string(gb) != string(wb) {

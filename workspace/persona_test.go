@@ -32,7 +32,7 @@ owner: someone
 You are a builder on a shared mesh …
 `
 
-// seedPersona is the default persona cotal setup writes (update.SeedPersonas).
+// seedPersona is the default persona cotal setup writes (selfupdate.SeedPersonas).
 const seedPersona = `---
 # managed by cotal-setup
 # cotal setup and cotal update refresh this file; delete the line above to keep your edits.

@@ -62,6 +62,40 @@ func Find(dir string, ignore ...string) (*Project, error) {
 	return nil, fmt.Errorf("%w from %s upward; run `cotal up` in your project folder, or pass --server/--space", ErrNoProject, start)
 }
 
+// MachineHome returns the machine folder, which holds the mesh registry and is never a
+// project: $COTAL_HOME made absolute when it is set, else <home>/.cotal, where home is
+// $HOME when it is absolute and the OS's answer (os.UserHomeDir) otherwise. getenv reads
+// the environment (os.Getenv in the binary, a map in tests).
+func MachineHome(getenv func(string) string) (string, error) {
+	if h := getenv("COTAL_HOME"); h != "" {
+		abs, err := filepath.Abs(h)
+		if err != nil {
+			return "", fmt.Errorf("machine home $COTAL_HOME %s: %w", h, err)
+		}
+		return abs, nil
+	}
+	if h := getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ControlDir), nil
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("machine home: %w", err)
+	}
+	return filepath.Join(h, ControlDir), nil
+}
+
+// FindProject is how every command finds its project: Find from wd, passing over the
+// machine home (MachineHome of getenv). When no machine home can be named (no
+// $COTAL_HOME and no home folder), nothing is passed over. No project is an error
+// wrapping ErrNoProject.
+func FindProject(wd string, getenv func(string) string) (*Project, error) {
+	home, err := MachineHome(getenv)
+	if err != nil {
+		return Find(wd)
+	}
+	return Find(wd, home)
+}
+
 // sameAsAny reports whether fi is the same file as one in list.
 func sameAsAny(fi os.FileInfo, list []os.FileInfo) bool {
 	for _, o := range list {

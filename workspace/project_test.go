@@ -210,3 +210,46 @@ func TestSpaceKey(t *testing.T) {
 		}
 	}
 }
+
+// TestFindProjectMachineHome pins the one way commands find their project: the machine
+// home passed over is $COTAL_HOME (made absolute) when set, else $HOME/.cotal, both read
+// through the getenv handed in (not the process's environment); with neither known,
+// nothing is passed over.
+func TestFindProjectMachineHome(t *testing.T) {
+	root := t.TempDir()
+	home := filepath.Join(root, "home")
+	work := filepath.Join(home, "work")
+	other := filepath.Join(root, "other", ".cotal")
+	mkdirs(t, filepath.Join(home, ".cotal"), work, other)
+	t.Chdir(root)                                      // a relative $COTAL_HOME is taken from here
+	t.Setenv("HOME", filepath.Join(root, "elsewhere")) // the process's HOME must not count
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string // "" means no project
+	}{
+		{"HOME/.cotal is the machine home", map[string]string{"HOME": home}, ""},
+		{"COTAL_HOME wins over HOME", map[string]string{"HOME": home, "COTAL_HOME": other}, home},
+		{"COTAL_HOME names the machine home", map[string]string{"COTAL_HOME": filepath.Join(home, ".cotal")}, ""},
+		{"relative COTAL_HOME is made absolute", map[string]string{"HOME": root, "COTAL_HOME": filepath.Join("home", ".cotal")}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string { return tt.env[k] }
+			p, err := FindProject(work, getenv)
+			switch {
+			case tt.want == "" && !errors.Is(err, ErrNoProject):
+				t.Fatalf("FindProject = %+v, %v; want ErrNoProject", p, err)
+			case tt.want != "" && (err != nil || p.Root != tt.want):
+				t.Fatalf("FindProject = %+v, %v; want root %s", p, err, tt.want)
+			}
+		})
+	}
+	t.Run("no machine home passes nothing over", func(t *testing.T) {
+		t.Setenv("HOME", "")
+		p, err := FindProject(work, func(string) string { return "" })
+		if err != nil || p.Root != home {
+			t.Fatalf("FindProject = %+v, %v; want root %s", p, err, home)
+		}
+	})
+}

@@ -39,8 +39,9 @@ const (
 
 // Options are the arguments and flags of `cotal actor grant|revoke|list`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO              *iostreams.IOStreams
+	Resolve         cmdutil.ResolveFunc // the mesh the flags name; only run calls it
+	ConnectOperator cmdutil.ConnectAsFunc
 
 	Mesh cmdutil.MeshFlags
 	Op   Op
@@ -66,7 +67,7 @@ No row means not granted: an empty ledger denies everyone.`,
 }
 
 func newCmdGrant(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f, Op: OpGrant}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator, Op: OpGrant}
 	cmd := &cobra.Command{
 		Use:   "grant <actor> --sub <idp subject> [--role R] [--allow-subscribe P]... [--allow-publish P]... [--scope spawn,admin,...] [--label L]",
 		Short: "Let an IdP subject act as an actor, with these permissions",
@@ -127,7 +128,7 @@ func checkGrant(r ledger.Row) error {
 }
 
 func newCmdRevoke(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f, Op: OpRevoke}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator, Op: OpRevoke}
 	var sub string
 	cmd := &cobra.Command{
 		Use:   "revoke <actor> [--sub S]",
@@ -163,7 +164,7 @@ system account; where it cannot, a bearer already issued lives until it expires 
 }
 
 func newCmdList(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f, Op: OpList}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator, Op: OpList}
 	cmd := &cobra.Command{
 		Use:     "list [--json]",
 		Short:   "List the granted actors",
@@ -184,7 +185,7 @@ func newCmdList(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 // openLedger connects to t as the project's provisioner and opens the space's auth bucket.
 // The caller closes the endpoint.
 func openLedger(ctx context.Context, opts *Options, t cmdutil.Target) (*client.Endpoint, jetstream.KeyValue, string, error) {
-	ep, err := opts.Factory.ConnectOperator(ctx, t, trust.ProfileProvisioner)
+	ep, err := opts.ConnectOperator(ctx, t, trust.ProfileProvisioner)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -222,7 +223,7 @@ func checkUserAuth(t cmdutil.Target, actor string) error {
 }
 
 func runGrant(ctx context.Context, opts *Options) error {
-	t, err := opts.Factory.Resolve(opts.Mesh)
+	t, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
@@ -263,7 +264,7 @@ func runGrant(ctx context.Context, opts *Options) error {
 }
 
 func runRevoke(ctx context.Context, opts *Options) error {
-	t, err := opts.Factory.Resolve(opts.Mesh)
+	t, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
@@ -305,7 +306,7 @@ func runRevoke(ctx context.Context, opts *Options) error {
 // auth callout admitted as actor (the owner of sub alone, with --sub). It needs the
 // project's system account, so it works on the project's own mesh.
 func evict(ctx context.Context, opts *Options, space, actor, sub string) (int, error) {
-	t, err := opts.Factory.Resolve(opts.Mesh)
+	t, err := opts.Resolve(opts.Mesh)
 	if err != nil || t.Project == nil {
 		return 0, errors.New("the project's keys are not at hand")
 	}
@@ -359,7 +360,7 @@ type ListReport struct {
 }
 
 func runList(ctx context.Context, opts *Options) error {
-	t, err := opts.Factory.Resolve(opts.Mesh)
+	t, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}

@@ -93,11 +93,12 @@ func runExport(opts *ExportOptions) error {
 				"cotal broker export "+opts.Out+" --force")
 		}
 	}
-	wd, proj, err := cmdutil.FindProject(opts.Getwd, opts.Getenv)
+	wd, err := opts.Getwd()
 	if err != nil {
-		if wd == "" {
-			return err
-		}
+		return fmt.Errorf("current folder: %w", err)
+	}
+	proj, err := workspace.FindProject(wd, opts.Getenv)
+	if err != nil {
 		if proj, err = workspace.Open(wd); err != nil {
 			return err
 		}
@@ -184,11 +185,12 @@ func runImport(opts *ImportOptions) error {
 		defer f.Close()
 		in = f
 	}
-	wd, proj, err := cmdutil.FindProject(opts.Getwd, opts.Getenv)
+	wd, err := opts.Getwd()
 	if err != nil {
-		if wd == "" {
-			return err
-		}
+		return fmt.Errorf("current folder: %w", err)
+	}
+	proj, err := workspace.FindProject(wd, opts.Getenv)
+	if err != nil {
 		if proj, err = workspace.Open(wd); err != nil {
 			return err
 		}

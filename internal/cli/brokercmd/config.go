@@ -195,11 +195,12 @@ func runConfig(opts *ConfigOptions) error {
 				"cotal broker config --out "+opts.Out+" --force")
 		}
 	}
-	wd, proj, err := cmdutil.FindProject(opts.Getwd, opts.Getenv)
+	wd, err := opts.Getwd()
 	if err != nil {
-		if wd == "" {
-			return err
-		}
+		return fmt.Errorf("current folder: %w", err)
+	}
+	proj, err := workspace.FindProject(wd, opts.Getenv)
+	if err != nil {
 		if proj, err = workspace.Open(wd); err != nil {
 			return err
 		}

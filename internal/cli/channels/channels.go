@@ -45,8 +45,9 @@ instructions shown to agents. Channels without an entry take the space defaults.
 
 // Options are the arguments and flags of `cotal channels list` and `cotal channels set`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO              *iostreams.IOStreams
+	Resolve         cmdutil.ResolveFunc // the mesh the flags name; only run calls it
+	ConnectOperator cmdutil.ConnectAsFunc
 
 	Mesh cmdutil.MeshFlags
 	Set  bool // set, not list
@@ -61,7 +62,7 @@ type Options struct {
 }
 
 func newCmdList(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator}
 	cmd := &cobra.Command{
 		Use:     "list [--json]",
 		Short:   "List the channels: class, replay, messages, description",
@@ -80,7 +81,7 @@ func newCmdList(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 }
 
 func newCmdSet(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f, Set: true}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator, Set: true}
 	var durable, live, replay, noReplay bool
 	var window, desc, instr string
 	cmd := &cobra.Command{
@@ -188,11 +189,11 @@ type ListReport struct {
 }
 
 func runList(ctx context.Context, opts *Options) error {
-	t, err := opts.Factory.Resolve(opts.Mesh)
+	t, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
-	ep, err := opts.Factory.ConnectOperator(ctx, t, trust.ProfileObserver)
+	ep, err := opts.ConnectOperator(ctx, t, trust.ProfileObserver)
 	if err != nil {
 		return err
 	}
@@ -254,11 +255,11 @@ func replayText(on bool, window string) string {
 }
 
 func runSet(ctx context.Context, opts *Options) error {
-	t, err := opts.Factory.Resolve(opts.Mesh)
+	t, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
-	ep, err := opts.Factory.ConnectOperator(ctx, t, trust.ProfileProvisioner)
+	ep, err := opts.ConnectOperator(ctx, t, trust.ProfileProvisioner)
 	if err != nil {
 		return err
 	}

@@ -25,102 +25,135 @@ type As struct {
 }
 
 // Connect connects to the target as cfg (its Space is taken from the target) with the
-// right credential: none on an open mesh; the creds file given with --creds, whose
-// principal, lifecycle uid and role win over cfg's; otherwise, on an authenticated mesh,
-// a credential minted on the fly from the project's own signing key (the operator at the
-// keyboard) with as.Profile. With as.Join that identity gets its recorded lifecycle uid and
-// its bind-only durables are created for it. On a user-auth space with as.Person, the
-// person signed in with the space's IdP connects instead (see connectUserAuth).
+// right credential, one source each (connectUserAuth, connectCreds, connectMinted, dial):
+// on a user-auth space with as.Person, the person signed in with the space's IdP; the
+// creds file given with --creds (or a credential in hand), whose principal, lifecycle uid
+// and role win over cfg's; otherwise, on an authenticated mesh, a credential minted on the
+// fly from the project's own signing key (the operator at the keyboard) with as.Profile,
+// which with as.Join gets its recorded lifecycle uid and its bind-only durables; none on
+// an open mesh.
 func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as As) (*client.Endpoint, error) {
 	cfg.Space = t.Space
 	if cfg.Logger == nil {
 		cfg.Logger = f.Logger
 	}
-	if as.Person && t.Remote != nil {
-		return f.connectUserAuth(ctx, t, cfg, remoteSignIn(t.Remote))
-	}
 	if as.Person {
-		pin, ok, err := userAuthPin(t)
+		si, ok, err := personSignIn(t)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			si, err := localSignIn(t, pin)
-			if err != nil {
-				return nil, err
-			}
 			return f.connectUserAuth(ctx, t, cfg, si)
 		}
 	}
-	var opts []nats.Option
-	var minted []byte // the credential minted here for a joining identity
 	switch {
 	case t.Creds != "" || t.CredsData != nil:
-		b := t.CredsData
-		if b == nil {
-			var err error
-			if b, err = os.ReadFile(t.Creds); err != nil {
-				return nil, credsError(t.Creds, fmt.Errorf("--creds: %w", err))
-			}
-		}
-		c, err := trust.ReadCreds(b)
-		if err != nil {
-			if t.Creds == "" {
-				return nil, err // a credential in hand, minted here: not the user's to fix
-			}
-			return nil, credsError(t.Creds, fmt.Errorf("--creds %s: %w", t.Creds, err))
-		}
-		if c.Principal.Validate() == nil {
-			cfg.Owner, cfg.Actor = c.Principal.Owner, c.Principal.Actor
-			if cfg.Name == "" || cfg.Name == c.Principal.Actor || !protocol.ValidActor(cfg.Name) {
-				cfg.Name = c.Principal.Actor
-			}
-		}
-		if c.LifecycleUID != "" {
-			cfg.LifecycleUID = c.LifecycleUID
-		}
-		if cfg.Role == "" {
-			cfg.Role = c.Role
-		}
-		opts = c.Options()
+		return connectCreds(ctx, t, cfg)
 	case t.Auth():
-		acct, chain, err := f.account(t)
-		if err != nil {
-			return nil, err
-		}
-		me := protocol.Principal{Owner: protocol.OwnerLocal, Actor: cfg.Actor}
-		if cfg.Actor == "" {
-			me.Actor = cfg.Name
-		}
-		spec := trust.UserSpec{Name: cfg.Name, Profile: as.Profile, Principal: me}
-		if as.Join && cfg.LifecycleUID == "" {
-			if cfg.LifecycleUID, err = chain.Identity(t.Space, me.Actor); err != nil {
-				return nil, err
-			}
-		}
-		spec.LifecycleUID = cfg.LifecycleUID
-		if minted, err = acct.Mint(spec); err != nil {
-			return nil, err
-		}
-		c, err := trust.ReadCreds(minted)
-		if err != nil {
-			return nil, err
-		}
-		opts = c.Options()
+		return f.connectMinted(ctx, t, cfg, as)
+	default:
+		return dial(ctx, t, cfg, nil)
 	}
+}
+
+// personSignIn is how the person at the keyboard signs in to the target's space, when it
+// is a user-auth space: the registered remote mesh's IdP, or the one the project's space
+// is pinned to. ok is false on any other space.
+func personSignIn(t Target) (si signIn, ok bool, err error) {
+	if t.Remote != nil {
+		return remoteSignIn(t.Remote), true, nil
+	}
+	pin, ok, err := userAuthPin(t)
+	if err != nil || !ok {
+		return signIn{}, false, err
+	}
+	if si, err = localSignIn(t, pin); err != nil {
+		return signIn{}, false, err
+	}
+	return si, true, nil
+}
+
+// connectCreds connects with the creds file of --creds, or the credential in hand
+// (t.CredsData), whose principal, lifecycle uid and role win over cfg's.
+func connectCreds(ctx context.Context, t Target, cfg client.Config) (*client.Endpoint, error) {
+	b := t.CredsData
+	if b == nil {
+		var err error
+		if b, err = os.ReadFile(t.Creds); err != nil {
+			return nil, credsError(t.Creds, fmt.Errorf("--creds: %w", err))
+		}
+	}
+	c, err := trust.ReadCreds(b)
+	if err != nil {
+		if t.Creds == "" {
+			return nil, err // a credential in hand, minted here: not the user's to fix
+		}
+		return nil, credsError(t.Creds, fmt.Errorf("--creds %s: %w", t.Creds, err))
+	}
+	if c.Principal.Validate() == nil {
+		cfg.Owner, cfg.Actor = c.Principal.Owner, c.Principal.Actor
+		if cfg.Name == "" || cfg.Name == c.Principal.Actor || !protocol.ValidActor(cfg.Name) {
+			cfg.Name = c.Principal.Actor
+		}
+	}
+	if c.LifecycleUID != "" {
+		cfg.LifecycleUID = c.LifecycleUID
+	}
+	if cfg.Role == "" {
+		cfg.Role = c.Role
+	}
+	return dial(ctx, t, cfg, c.Options())
+}
+
+// connectMinted connects to an authenticated mesh as the operator at the keyboard, with a
+// credential of as.Profile minted on the fly from the project's signing key. With as.Join
+// the identity gets its recorded lifecycle uid, and its bind-only durables and read ACL
+// are set up once connected.
+func (f *Factory) connectMinted(ctx context.Context, t Target, cfg client.Config, as As) (*client.Endpoint, error) {
+	acct, chain, err := f.account(t)
+	if err != nil {
+		return nil, err
+	}
+	me := protocol.Principal{Owner: protocol.OwnerLocal, Actor: cfg.Actor}
+	if cfg.Actor == "" {
+		me.Actor = cfg.Name
+	}
+	spec := trust.UserSpec{Name: cfg.Name, Profile: as.Profile, Principal: me}
+	if as.Join && cfg.LifecycleUID == "" {
+		if cfg.LifecycleUID, err = chain.Identity(t.Space, me.Actor); err != nil {
+			return nil, err
+		}
+	}
+	spec.LifecycleUID = cfg.LifecycleUID
+	minted, err := acct.Mint(spec)
+	if err != nil {
+		return nil, err
+	}
+	c, err := trust.ReadCreds(minted)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := dial(ctx, t, cfg, c.Options())
+	if err != nil || !as.Join {
+		return ep, err
+	}
+	if _, err := provision.Agent(ctx, ep.JetStream(), t.Space, ep.Principal(), cfg.LifecycleUID, cfg.Role); err != nil {
+		_ = ep.Close()
+		return nil, err
+	}
+	if err := RecordReadACL(ctx, ep.JetStream(), t.Space, minted); err != nil {
+		_ = ep.Close()
+		return nil, err
+	}
+	return ep, nil
+}
+
+// dial connects to the target's server as cfg with opts (the credential's) and the
+// target's TLS options; a failure says what to check.
+func dial(ctx context.Context, t Target, cfg client.Config, opts []nats.Option) (*client.Endpoint, error) {
 	ep, err := client.Connect(ctx, t.Server, cfg, append(opts, t.TLSOptions()...)...)
 	if err != nil {
 		return nil, connectError(t, fmt.Errorf("space %q on %s: %w", t.Space, t.Server, err))
-	}
-	if t.Creds == "" && t.CredsData == nil && t.Auth() && as.Join {
-		if _, err := provision.Agent(ctx, ep.JetStream(), t.Space, ep.Principal(), cfg.LifecycleUID, cfg.Role); err != nil {
-			_ = ep.Close()
-			return nil, err
-		}
-		if err := RecordReadACL(ctx, ep.JetStream(), t.Space, minted); err != nil {
-			_ = ep.Close()
-			return nil, err
-		}
 	}
 	return ep, nil
 }

@@ -2,10 +2,7 @@ package cmdutil
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/nats-io/nats.go"
@@ -124,7 +121,11 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 			return t, FlagErrorf("space: %w", err)
 		}
 	}
-	wd, proj, err := FindProject(f.Getwd, f.Getenv)
+	wd, err := f.Getwd()
+	var proj *workspace.Project
+	if err == nil {
+		proj, err = workspace.FindProject(wd, f.Getenv)
+	}
 	if remote, rerr := f.remote(flags, proj); rerr != nil || remote != nil {
 		if rerr != nil {
 			return t, rerr
@@ -200,24 +201,6 @@ func (f *Factory) remote(flags MeshFlags, proj *workspace.Project) (*meshreg.Ent
 		return nil, err
 	}
 	return &e, nil
-}
-
-// FindProject walks up from the current folder to the nearest project, passing over the
-// machine folder ~/.cotal ($COTAL_HOME), which is never a project. It returns the folder
-// it started from too, for messages.
-func FindProject(getwd func() (string, error), getenv func(string) string) (string, *workspace.Project, error) {
-	wd, err := getwd()
-	if err != nil {
-		return "", nil, fmt.Errorf("current folder: %w", err)
-	}
-	home := getenv("COTAL_HOME")
-	if home == "" {
-		if h, err := os.UserHomeDir(); err == nil {
-			home = filepath.Join(h, workspace.ControlDir)
-		}
-	}
-	proj, err := workspace.Find(wd, home)
-	return wd, proj, err
 }
 
 // MeshRunning reports whether the broker recorded by proj's pidfile is alive.

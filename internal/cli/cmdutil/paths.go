@@ -1,7 +1,6 @@
 package cmdutil
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,35 +40,9 @@ func (f *Factory) ExtensionsDir() (string, error) {
 	return filepath.Join(d, "extensions"), nil
 }
 
-// MachineHome returns $COTAL_HOME, else ~/.cotal: the mesh registry, never a project.
-func (f *Factory) MachineHome() (string, error) {
-	if h := f.Getenv("COTAL_HOME"); h != "" {
-		return filepath.Abs(h)
-	}
-	home, err := f.userHome()
-	if err != nil {
-		return "", fmt.Errorf("machine home: %w", err)
-	}
-	return filepath.Join(home, workspace.ControlDir), nil
-}
-
-// FindProject returns the project found by walking up from the current folder, or nil
-// when there is none.
-func (f *Factory) FindProject() (*workspace.Project, error) {
-	wd, err := f.Getwd()
-	if err != nil {
-		return nil, fmt.Errorf("current folder: %w", err)
-	}
-	home, err := f.MachineHome()
-	if err != nil {
-		return nil, err
-	}
-	proj, err := workspace.Find(wd, home)
-	if errors.Is(err, workspace.ErrNoProject) {
-		return nil, nil
-	}
-	return proj, err
-}
+// MachineHome returns $COTAL_HOME, else ~/.cotal: the mesh registry, never a project
+// (workspace.MachineHome).
+func (f *Factory) MachineHome() (string, error) { return workspace.MachineHome(f.Getenv) }
 
 func (f *Factory) userHome() (string, error) {
 	if h := f.Getenv("HOME"); filepath.IsAbs(h) {

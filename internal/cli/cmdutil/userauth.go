@@ -9,8 +9,8 @@ import (
 
 	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/devicelogin"
 	"github.com/cotal-ai/cotal/exchange"
-	"github.com/cotal-ai/cotal/login"
 	"github.com/cotal-ai/cotal/meshreg"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
@@ -64,16 +64,16 @@ type signIn struct {
 	issuer   string // the IdP, for cotal login
 	clientID string
 	// refURL, set for an IdP pinned the reference's way, is its base URL: ID tokens come
-	// from the IdP session cotal login kept for it (login.RefIDToken).
+	// from the IdP session cotal login kept for it (devicelogin.RefIDToken).
 	refURL string
 }
 
 // idToken returns a fresh ID token of the person signed in to the space's IdP.
 func (si signIn) idToken(ctx context.Context, logins string) (string, error) {
 	if si.refURL != "" {
-		return login.RefIDToken(ctx, logins, si.refURL)
+		return devicelogin.RefIDToken(ctx, logins, si.refURL)
 	}
-	return login.IDToken(ctx, logins, si.issuer, si.clientID)
+	return devicelogin.IDToken(ctx, logins, si.issuer, si.clientID)
 }
 
 // localSignIn reads the sign-in of a user-auth space the project serves.

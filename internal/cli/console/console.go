@@ -7,6 +7,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"time"
@@ -22,18 +23,21 @@ import (
 
 // Options are the flags of `cotal console`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
-	Mesh    cmdutil.MeshFlags
-	Plain   bool
-	Channel string
+	IO            *iostreams.IOStreams
+	Resolve       cmdutil.ResolveFunc // the mesh the flags name; only run calls it
+	Connect       cmdutil.ConnectFunc
+	ConnectPerson cmdutil.ConnectAsFunc
+	Logger        *slog.Logger // nil means discard
+	Mesh          cmdutil.MeshFlags
+	Plain         bool
+	Channel       string
 	// ReconnectFor is how long a lost mesh is waited for before console exits non-zero.
 	ReconnectFor time.Duration
 }
 
 // NewCmdConsole builds `cotal console`.
 func NewCmdConsole(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectPerson: f.ConnectPerson, Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "console [--plain [--channel PATTERN]]",
 		Short: "Watch a space: a terminal UI, or presence changes and messages as timestamped lines",
@@ -73,11 +77,11 @@ non-zero once it has been gone for --reconnect-for.`,
 }
 
 func runConsole(ctx context.Context, opts *Options) error {
-	target, err := opts.Factory.Resolve(opts.Mesh)
+	target, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
-	ep, err := opts.Factory.Connect(ctx, target, client.Config{
+	ep, err := opts.Connect(ctx, target, client.Config{
 		Name: "console", Actor: "console_" + strconv.Itoa(os.Getpid()), Kind: "endpoint", ReconnectFor: opts.ReconnectFor},
 		cmdutil.As{Profile: trust.ProfileObserver, Person: true})
 	if err != nil {

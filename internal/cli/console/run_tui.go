@@ -18,11 +18,11 @@ import (
 
 // runTUI runs the terminal UI until q, Ctrl-C or a lost mesh.
 func runTUI(ctx context.Context, opts *Options) error {
-	target, err := opts.Factory.Resolve(opts.Mesh)
+	target, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
-	ep, err := opts.Factory.Connect(ctx, target, client.Config{
+	ep, err := opts.Connect(ctx, target, client.Config{
 		Name: "console", Actor: "console_" + strconv.Itoa(os.Getpid()), Kind: protocol.CardEndpoint, ReconnectFor: opts.ReconnectFor},
 		cmdutil.As{Profile: trust.ProfileAdmin})
 	if err != nil {
@@ -30,8 +30,8 @@ func runTUI(ctx context.Context, opts *Options) error {
 	}
 	defer ep.Close()
 	dms := target.Creds == "" && target.CredsData == nil
-	model := meshview.New(meshview.Config{Logger: opts.Factory.Logger})
-	w := &meshview.Watcher{Endpoint: ep, Model: model, DMs: dms, Logger: opts.Factory.Logger}
+	model := meshview.New(meshview.Config{Logger: opts.Logger})
+	w := &meshview.Watcher{Endpoint: ep, Model: model, DMs: dms, Logger: opts.Logger}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events, stop := model.Subscribe()
@@ -48,7 +48,7 @@ func runTUI(ctx context.Context, opts *Options) error {
 		post: func(channel, text string) error {
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			op, err := opts.Factory.ConnectPerson(pctx, target, trust.ProfileProvisioner)
+			op, err := opts.ConnectPerson(pctx, target, trust.ProfileProvisioner)
 			if err != nil {
 				return err
 			}

@@ -87,10 +87,11 @@ and cotal down manager refuse and name them: stop them with cotal stop, or pass
 }
 
 func runDown(ctx context.Context, opts *Options) error {
-	wd, proj, err := cmdutil.FindProject(opts.Getwd, opts.Getenv)
-	if wd == "" {
-		return err
+	wd, err := opts.Getwd()
+	if err != nil {
+		return fmt.Errorf("current folder: %w", err)
 	}
+	proj, err := workspace.FindProject(wd, opts.Getenv)
 	if err != nil {
 		fmt.Fprintf(opts.IO.Out, "nothing to stop: no .cotal/ found from %s upward\n", wd)
 		return nil

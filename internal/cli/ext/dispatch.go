@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	extlib "github.com/cotal-ai/cotal/ext"
+	"github.com/cotal-ai/cotal/extension"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 )
 
@@ -30,14 +30,14 @@ func Hook(ctx context.Context, f *cmdutil.Factory, root *cobra.Command, args []s
 		return false, nil
 	}
 	name := args[0]
-	if strings.HasPrefix(name, "-") || extlib.ValidName(name) != nil || reservedNames(root)(name) {
+	if strings.HasPrefix(name, "-") || extension.ValidName(name) != nil || reservedNames(root)(name) {
 		return false, nil
 	}
 	dir, err := f.ExtensionsDir()
 	if err != nil {
 		return false, nil // no config folder: no extensions, and cobra names the unknown command
 	}
-	p := &extlib.Prefix{Dir: dir}
+	p := &extension.Prefix{Dir: dir}
 	lf, err := p.ReadLockfile()
 	if err != nil {
 		return true, fmt.Errorf("cotal %s: %w", name, err)
@@ -54,12 +54,12 @@ func versionText(f *cmdutil.Factory, root *cobra.Command) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cotal version %s\n", root.Version)
 	if dir, err := f.ExtensionsDir(); err == nil {
-		lf, err := (&extlib.Prefix{Dir: dir}).ReadLockfile()
+		lf, err := (&extension.Prefix{Dir: dir}).ReadLockfile()
 		if err != nil {
 			fmt.Fprintf(&b, "extensions: %v\n", err)
 		} else {
 			for _, r := range lf.Extensions {
-				fmt.Fprintf(&b, "%s%s version %s (%s)\n", extlib.ExecPrefix, r.Name, r.Version, party(r))
+				fmt.Fprintf(&b, "%s%s version %s (%s)\n", extension.ExecPrefix, r.Name, r.Version, party(r))
 			}
 		}
 	}
@@ -67,10 +67,10 @@ func versionText(f *cmdutil.Factory, root *cobra.Command) string {
 }
 
 // run executes the extension with the caller's streams and the mesh context.
-func run(ctx context.Context, f *cmdutil.Factory, root *cobra.Command, p *extlib.Prefix, rec extlib.Record, args []string) error {
+func run(ctx context.Context, f *cmdutil.Factory, root *cobra.Command, p *extension.Prefix, rec extension.Record, args []string) error {
 	path := p.Path(rec)
 	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Args[0] = extlib.ExecPrefix + rec.Name
+	cmd.Args[0] = extension.ExecPrefix + rec.Name
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = f.IO.In, f.IO.Out, f.IO.ErrOut
 	cmd.Env = append(os.Environ(), Env(f, root.Version, rec.Name)...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }

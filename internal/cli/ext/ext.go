@@ -7,22 +7,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	extlib "github.com/cotal-ai/cotal/ext"
+	"github.com/cotal-ai/cotal/extension"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	"github.com/cotal-ai/cotal/update"
+	"github.com/cotal-ai/cotal/selfupdate"
 )
 
 // Options are the flags of `cotal ext add|rm|list`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO *iostreams.IOStreams
+	// From the Factory: only run calls them.
+	Getwd         func() (string, error)
+	Getenv        func(string) string
+	ConfigHome    func() (string, error)
+	ExtensionsDir func() (string, error)
+	Logger        *slog.Logger // nil means discard
 
 	Spec       string // add: local path or module path@version
 	Name       string // add: extension name; rm: the one to remove
@@ -57,7 +63,7 @@ and its lock records each one's name, version, spec, SHA-256 and whether it is f
 		}
 	}
 
-	add := &Options{IO: f.IO, Factory: f}
+	add := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, ExtensionsDir: f.ExtensionsDir, Logger: f.Logger}
 	addCmd := &cobra.Command{
 		Use:   "add <spec> [--name <name>] [--first-party] [--reinstall]",
 		Short: "Install an extension from a local executable or a Go module path@version",
@@ -75,7 +81,7 @@ place while it is at cotal's version, and reinstalls it from its path otherwise.
 		PreRunE: func(c *cobra.Command, args []string) error {
 			add.Spec = args[0]
 			if add.Name != "" {
-				if err := extlib.ValidName(add.Name); err != nil {
+				if err := extension.ValidName(add.Name); err != nil {
 					return cmdutil.FlagErrorf("--name: %v", err)
 				}
 			}
@@ -88,7 +94,7 @@ place while it is at cotal's version, and reinstalls it from its path otherwise.
 	addCmd.Flags().BoolVar(&add.FirstParty, "first-party", false, "mark a local executable first-party")
 	addCmd.Flags().BoolVar(&add.Reinstall, "reinstall", false, "replace the installed extension of the same name")
 
-	rm := &Options{IO: f.IO, Factory: f}
+	rm := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, ExtensionsDir: f.ExtensionsDir, Logger: f.Logger}
 	rmCmd := &cobra.Command{
 		Use:     "rm <name>",
 		Aliases: []string{"remove"},
@@ -102,7 +108,7 @@ place while it is at cotal's version, and reinstalls it from its path otherwise.
 		RunE: run("rm", rm, runRemove),
 	}
 
-	list := &Options{IO: f.IO, Factory: f}
+	list := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, ExtensionsDir: f.ExtensionsDir, Logger: f.Logger}
 	listCmd := &cobra.Command{
 		Use:     "list [--json]",
 		Aliases: []string{"ls"},
@@ -135,22 +141,22 @@ func reservedNames(root *cobra.Command) func(string) bool {
 
 // prefix returns the extensions prefix after checking the config folder's ancestors: the
 // prefix holds executables every later run trusts.
-func prefix(f *cmdutil.Factory) (*extlib.Prefix, error) {
-	home, err := f.ConfigHome()
+func prefix(opts *Options) (*extension.Prefix, error) {
+	home, err := opts.ConfigHome()
 	if err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(home, "cotal")
-	chk := update.AncestorCheck{UID: os.Geteuid()}
-	if err := chk.CheckAncestors(update.Root{Label: "operator config", Path: dir, Env: "XDG_CONFIG_HOME", Base: home}); err != nil {
+	chk := selfupdate.AncestorCheck{UID: os.Geteuid()}
+	if err := chk.CheckAncestors(selfupdate.Root{Label: "operator config", Path: dir, Env: "XDG_CONFIG_HOME", Base: home}); err != nil {
 		return nil, Unsafe("changing extensions", err)
 	}
-	return &extlib.Prefix{Dir: filepath.Join(dir, "extensions"), Logger: f.Logger}, nil
+	return &extension.Prefix{Dir: filepath.Join(dir, "extensions"), Logger: opts.Logger}, nil
 }
 
-// Unsafe turns an *update.UnsafeAncestorError into a refusal; other errors pass through.
+// Unsafe turns an *selfupdate.UnsafeAncestorError into a refusal; other errors pass through.
 func Unsafe(what string, err error) error {
-	var u *update.UnsafeAncestorError
+	var u *selfupdate.UnsafeAncestorError
 	if !errors.As(err, &u) {
 		return err
 	}
@@ -158,45 +164,45 @@ func Unsafe(what string, err error) error {
 }
 
 // lock takes (or borrows, in an update child) the prefix lock.
-func lock(ctx context.Context, f *cmdutil.Factory, p *extlib.Prefix, what string) (*extlib.Guard, error) {
-	g, err := p.Acquire(ctx, f.Getenv)
-	if errors.Is(err, extlib.ErrBusy) {
+func lock(ctx context.Context, getenv func(string) string, p *extension.Prefix, what string) (*extension.Guard, error) {
+	g, err := p.Acquire(ctx, getenv)
+	if errors.Is(err, extension.ErrBusy) {
 		return nil, cmdutil.Refuse(what, err.Error(), "cotal ext list")
 	}
 	return g, err
 }
 
 func runAdd(ctx context.Context, opts *Options) error {
-	p, err := prefix(opts.Factory)
+	p, err := prefix(opts)
 	if err != nil {
 		return err
 	}
-	wd, err := opts.Factory.Getwd()
+	wd, err := opts.Getwd()
 	if err != nil {
 		return fmt.Errorf("current folder: %w", err)
 	}
 	what := "`cotal ext add " + opts.Spec + "`"
-	g, err := lock(ctx, opts.Factory, p, what)
+	g, err := lock(ctx, opts.Getenv, p, what)
 	if err != nil {
 		return err
 	}
 	defer g.Release()
-	rec, err := p.Install(ctx, g, extlib.InstallRequest{Spec: opts.Spec, Wd: wd, Name: opts.Name,
+	rec, err := p.Install(ctx, g, extension.InstallRequest{Spec: opts.Spec, Wd: wd, Name: opts.Name,
 		FirstParty: opts.FirstParty, Replace: opts.Reinstall, Reserved: opts.Reserved})
 	name := opts.Name
 	if name == "" {
 		name = "<name>"
 	}
 	switch {
-	case errors.Is(err, extlib.ErrExists):
+	case errors.Is(err, extension.ErrExists):
 		return cmdutil.Refuse(what, err.Error(), "cotal ext add --reinstall "+opts.Spec)
-	case errors.Is(err, extlib.ErrReserved):
+	case errors.Is(err, extension.ErrReserved):
 		return cmdutil.Refuse(what, err.Error(), "cotal ext add --name <another-name> "+opts.Spec)
-	case errors.Is(err, extlib.ErrBadName):
+	case errors.Is(err, extension.ErrBadName):
 		return cmdutil.Refuse(what, err.Error(), "cotal ext add --name "+name+" "+opts.Spec)
-	case errors.Is(err, extlib.ErrNoGo):
+	case errors.Is(err, extension.ErrNoGo):
 		return cmdutil.Refuse(what, "a module spec is built with `go install`: "+err.Error(), "cotal ext add ./path/to/cotal-"+strings.Trim(name, "<>"))
-	case errors.Is(err, extlib.ErrNoVersion):
+	case errors.Is(err, extension.ErrNoVersion):
 		return cmdutil.Refuse(what, "an extension must answer --version with its version: "+err.Error(), opts.Spec+" --version")
 	case err != nil:
 		return err
@@ -212,7 +218,7 @@ func runAdd(ctx context.Context, opts *Options) error {
 	return nil
 }
 
-func party(r extlib.Record) string {
+func party(r extension.Record) string {
 	if r.FirstParty {
 		return "first-party"
 	}
@@ -220,18 +226,18 @@ func party(r extlib.Record) string {
 }
 
 func runRemove(ctx context.Context, opts *Options) error {
-	p, err := prefix(opts.Factory)
+	p, err := prefix(opts)
 	if err != nil {
 		return err
 	}
 	what := "`cotal ext rm " + opts.Name + "`"
-	g, err := lock(ctx, opts.Factory, p, what)
+	g, err := lock(ctx, opts.Getenv, p, what)
 	if err != nil {
 		return err
 	}
 	defer g.Release()
 	rec, err := p.Remove(g, opts.Name)
-	if errors.Is(err, extlib.ErrNotInstalled) {
+	if errors.Is(err, extension.ErrNotInstalled) {
 		return cmdutil.Refuse(what, "no extension named "+opts.Name+" is installed", "cotal ext list")
 	}
 	if err != nil {
@@ -246,9 +252,9 @@ func runRemove(ctx context.Context, opts *Options) error {
 
 // ListEntry is one extension in `cotal ext list --json`.
 type ListEntry struct {
-	extlib.Record
-	Path   string           `json:"path"`   // absolute path of the executable
-	Status extlib.FileState `json:"status"` // ok, missing or modified
+	extension.Record
+	Path   string              `json:"path"`   // absolute path of the executable
+	Status extension.FileState `json:"status"` // ok, missing or modified
 }
 
 // List is what `cotal ext list --json` prints.
@@ -258,11 +264,11 @@ type List struct {
 }
 
 func runList(_ context.Context, opts *Options) error {
-	dir, err := opts.Factory.ExtensionsDir()
+	dir, err := opts.ExtensionsDir()
 	if err != nil {
 		return err
 	}
-	p := &extlib.Prefix{Dir: dir}
+	p := &extension.Prefix{Dir: dir}
 	lf, err := p.ReadLockfile()
 	if err != nil {
 		return err

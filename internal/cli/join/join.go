@@ -27,8 +27,12 @@ import (
 
 // Options are the flags of `cotal join`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO *iostreams.IOStreams
+	// From the Factory: only run calls them.
+	Resolve     cmdutil.ResolveFunc
+	Connect     cmdutil.ConnectFunc
+	AgentCreds  cmdutil.AgentCredsFunc
+	MachineHome func() (string, error) // where history cursors go outside a project
 
 	Mesh     cmdutil.MeshFlags
 	Name     string
@@ -42,7 +46,7 @@ type Options struct {
 
 // NewCmdJoin builds `cotal join`.
 func NewCmdJoin(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, AgentCreds: f.AgentCreds, MachineHome: f.MachineHome}
 	cmd := &cobra.Command{
 		Use:   "join (--name N [--role R] | --persona P | --creds FILE) [--channel C]...",
 		Short: "Join a space as a peer: read lines to post, print what arrives",
@@ -118,7 +122,7 @@ format character as an escape such as \x1b or \u202e.`,
 }
 
 func runJoin(ctx context.Context, opts *Options) error {
-	target, err := opts.Factory.Resolve(opts.Mesh)
+	target, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
@@ -130,7 +134,7 @@ func runJoin(ctx context.Context, opts *Options) error {
 		return stopped(ctx, err)
 	}
 	defer ep.Close()
-	shownAt, err := shownPath(opts.Factory, target, ep.Principal())
+	shownAt, err := shownPath(opts.MachineHome, target, ep.Principal())
 	if err != nil {
 		return err
 	}
@@ -241,12 +245,12 @@ func warnTwin(ctx context.Context, ep *client.Endpoint, w io.Writer) {
 
 // shownPath is the file keeping how far principal has been shown each channel's history
 // on the target's space: in the project's .cotal/, else in the machine home.
-func shownPath(f *cmdutil.Factory, t cmdutil.Target, p protocol.Principal) (string, error) {
+func shownPath(machineHome func() (string, error), t cmdutil.Target, p protocol.Principal) (string, error) {
 	dir := ""
 	if t.Project != nil {
 		dir = t.Project.Dir()
 	} else {
-		home, err := f.MachineHome()
+		home, err := machineHome()
 		if err != nil {
 			return "", err
 		}
@@ -291,9 +295,8 @@ func saveShown(path string, s client.Shown) error {
 // connect connects as the identity the flags name: a persona (its own least-privilege
 // credential on an authenticated mesh), a creds file, or a name.
 func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*client.Endpoint, error) {
-	f := opts.Factory
 	if opts.Persona == "" {
-		return f.Connect(ctx, *target, client.Config{Name: opts.Name, Role: opts.Role, ReconnectFor: opts.ReconnectFor},
+		return opts.Connect(ctx, *target, client.Config{Name: opts.Name, Role: opts.Role, ReconnectFor: opts.ReconnectFor},
 			cmdutil.As{Profile: trust.ProfileProvisioner, Join: true, Person: true})
 	}
 	if target.Project == nil {
@@ -308,16 +311,16 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 	}
 	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: per.Kind, Description: per.Description, ReconnectFor: opts.ReconnectFor}
 	if !target.Auth() {
-		return f.Connect(ctx, *target, cfg, cmdutil.As{})
+		return opts.Connect(ctx, *target, cfg, cmdutil.As{})
 	}
-	creds, err := f.AgentCreds(ctx, *target, trust.UserSpec{Name: per.Name, Profile: trust.ProfileAgent,
+	creds, err := opts.AgentCreds(ctx, *target, trust.UserSpec{Name: per.Name, Profile: trust.ProfileAgent,
 		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: per.Name}, Role: per.Role,
 		Subscribe: per.Subscribe, AllowSubscribe: per.ReadACL(), AllowPublish: per.AllowPublish})
 	if err != nil {
 		return nil, err
 	}
 	target.CredsData = creds
-	return f.Connect(ctx, *target, cfg, cmdutil.As{})
+	return opts.Connect(ctx, *target, cfg, cmdutil.As{})
 }
 
 // readLines sends each line of r until EOF, then closes lines.

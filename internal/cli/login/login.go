@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cotal-ai/cotal/devicelogin"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	oidclogin "github.com/cotal-ai/cotal/login"
 	"github.com/cotal-ai/cotal/oidc"
 )
 
@@ -88,11 +88,11 @@ func runLogin(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	st := oidclogin.Store{Dir: dir}
+	st := devicelogin.Store{Dir: dir}
 	if opts.Status {
 		return showStatus(opts, st)
 	}
-	prompt := func(p oidclogin.Prompt) {
+	prompt := func(p devicelogin.Prompt) {
 		if p.VerificationURIComplete != "" {
 			fmt.Fprintf(opts.IO.ErrOut, "To sign in, open %s\nand check that it shows the code %s (valid for %s).\n",
 				p.VerificationURIComplete, p.UserCode, p.ExpiresIn)
@@ -102,15 +102,15 @@ func runLogin(ctx context.Context, opts *Options) error {
 		}
 		fmt.Fprintln(opts.IO.ErrOut, "Waiting for approval...")
 	}
-	cfg := oidclogin.Config{Issuer: opts.IdP, ClientID: opts.ClientID, Now: opts.Now, Wait: opts.Wait, Prompt: prompt}
-	isOIDC, err := oidclogin.IsOIDC(ctx, cfg)
+	cfg := devicelogin.Config{Issuer: opts.IdP, ClientID: opts.ClientID, Now: opts.Now, Wait: opts.Wait, Prompt: prompt}
+	isOIDC, err := devicelogin.IsOIDC(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("login %s: %w", opts.IdP, err)
 	}
 	if !isOIDC {
-		return refLogin(ctx, opts, st, oidclogin.RefConfig{URL: opts.IdP, ClientID: opts.ClientID, Now: opts.Now, Wait: opts.Wait, Prompt: prompt})
+		return refLogin(ctx, opts, st, devicelogin.RefConfig{URL: opts.IdP, ClientID: opts.ClientID, Now: opts.Now, Wait: opts.Wait, Prompt: prompt})
 	}
-	s, err := oidclogin.Login(ctx, cfg)
+	s, err := devicelogin.Login(ctx, cfg)
 	if err != nil {
 		return loginRefusal(opts, err)
 	}
@@ -122,8 +122,8 @@ func runLogin(ctx context.Context, opts *Options) error {
 }
 
 // refLogin signs in to a reference IdP and keeps its session.
-func refLogin(ctx context.Context, opts *Options, st oidclogin.Store, cfg oidclogin.RefConfig) error {
-	s, err := oidclogin.RefLogin(ctx, cfg)
+func refLogin(ctx context.Context, opts *Options, st devicelogin.Store, cfg devicelogin.RefConfig) error {
+	s, err := devicelogin.RefLogin(ctx, cfg)
 	if err != nil {
 		return loginRefusal(opts, err)
 	}
@@ -138,25 +138,25 @@ func refLogin(ctx context.Context, opts *Options, st oidclogin.Store, cfg oidclo
 // loginRefusal turns a sign-in denied or expired at the IdP into a refusal naming the
 // command to sign in again; other errors it returns as they are.
 func loginRefusal(opts *Options, err error) error {
-	if errors.Is(err, oidclogin.ErrDenied) {
+	if errors.Is(err, devicelogin.ErrDenied) {
 		return cmdutil.Refuse("the login", "the sign-in was denied at "+opts.IdP, "cotal login --idp "+opts.IdP)
 	}
-	if errors.Is(err, oidclogin.ErrExpired) {
+	if errors.Is(err, devicelogin.ErrExpired) {
 		return cmdutil.Refuse("the login", "the code expired before it was approved", "cotal login --idp "+opts.IdP)
 	}
 	return err
 }
 
-func showStatus(opts *Options, st oidclogin.Store) error {
+func showStatus(opts *Options, st devicelogin.Store) error {
 	if rs, err := st.LoadRef(opts.IdP); err == nil {
 		url, _ := oidc.NormalizeIdPURL(opts.IdP)
 		fmt.Fprintf(opts.IO.Out, "logged in to %s as %s (IdP session until %s)\n", url, rs.Sub, time.Unix(rs.ExpiresAt, 0).Local().Format(time.RFC3339))
 		return nil
-	} else if !errors.Is(err, oidclogin.ErrNoSession) {
+	} else if !errors.Is(err, devicelogin.ErrNoSession) {
 		return err
 	}
 	s, err := st.Load(opts.IdP)
-	if errors.Is(err, oidclogin.ErrNoSession) {
+	if errors.Is(err, devicelogin.ErrNoSession) {
 		return cmdutil.Refuse("--status", "there is no login session for "+opts.IdP, "cotal login --idp "+opts.IdP)
 	}
 	if err != nil {

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cotal-ai/cotal/devicelogin"
 	"github.com/cotal-ai/cotal/internal/cli/cmdtest"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/internal/testclock"
-	oidclogin "github.com/cotal-ai/cotal/login"
 	"github.com/cotal-ai/cotal/oidc/oidctest"
 )
 
@@ -82,14 +82,14 @@ func TestLoginRun(t *testing.T) {
 	if out.String() != "✓ logged in to "+iss.URL+" as alice\n" {
 		t.Fatalf("stdout: %q", out.String())
 	}
-	p, err := oidclogin.Store{Dir: dir}.Path(iss.URL)
+	p, err := devicelogin.Store{Dir: dir}.Path(iss.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("session file: %v, %v", fi, err)
 	}
-	tok, err := oidclogin.Token(t.Context(), oidclogin.Config{Issuer: iss.URL, Now: clk.Now}, oidclogin.Store{Dir: dir})
+	tok, err := devicelogin.Token(t.Context(), devicelogin.Config{Issuer: iss.URL, Now: clk.Now}, devicelogin.Store{Dir: dir})
 	if err != nil || tok == "" {
 		t.Fatalf("IDToken: %v", err)
 	}

@@ -5,6 +5,7 @@ package mcp
 import (
 	"context"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -46,8 +47,12 @@ var Harnesses = []string{"claude", "codex", "opencode", "command"}
 
 // Options are the flags of `cotal mcp`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO *iostreams.IOStreams
+	// From the Factory: only run calls them.
+	Resolve    cmdutil.ResolveFunc
+	Connect    cmdutil.ConnectFunc
+	AgentCreds cmdutil.AgentCredsFunc
+	Logger     *slog.Logger // nil means discard
 
 	Mesh     cmdutil.MeshFlags
 	Name     string
@@ -69,7 +74,7 @@ type Options struct {
 
 // NewCmdMCP builds `cotal mcp`.
 func NewCmdMCP(f *cmdutil.Factory, version string, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f, Version: version}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, AgentCreds: f.AgentCreds, Logger: f.Logger, Version: version}
 	cmd := &cobra.Command{
 		Use:   "mcp (--name N [--role R] | --persona P | --creds FILE) [--channel C]...",
 		Short: "Serve the cotal_* tools to an AI agent over MCP (stdio)",
@@ -217,11 +222,11 @@ func contains(list []string, s string) bool {
 }
 
 func runMCP(ctx context.Context, opts *Options) error {
-	target, err := opts.Factory.Resolve(opts.Mesh)
+	target, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
-	log := opts.Factory.Logger
+	log := opts.Logger
 	ep, err := connect(ctx, opts, &target)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -300,7 +305,6 @@ func mintsAgent(t cmdutil.Target) bool {
 // credential on an authenticated mesh), a creds file, or a name; the card records the
 // harness.
 func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*client.Endpoint, error) {
-	f := opts.Factory
 	var meta map[string]any
 	if opts.Harness != "" {
 		meta = map[string]any{"connector": opts.Harness}
@@ -308,19 +312,19 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 	if opts.Persona == "" {
 		cfg := client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait}
 		if !mintsAgent(*target) {
-			return f.Connect(ctx, *target, cfg, cmdutil.As{Profile: trust.ProfileProvisioner, Join: true, Person: true})
+			return opts.Connect(ctx, *target, cfg, cmdutil.As{Profile: trust.ProfileProvisioner, Join: true, Person: true})
 		}
 		// An AI agent named on a project's authenticated mesh gets an agent credential, not
 		// the operator's: it reads and posts on any channel but cannot mint, administer or
 		// read another's mail.
-		creds, err := f.AgentCreds(ctx, *target, trust.UserSpec{Name: opts.Name, Profile: trust.ProfileAgent,
+		creds, err := opts.AgentCreds(ctx, *target, trust.UserSpec{Name: opts.Name, Profile: trust.ProfileAgent,
 			Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: opts.Name}, Role: opts.Role,
 			Subscribe: opts.Channels, AllowSubscribe: []string{">"}, AllowPublish: []string{">"}})
 		if err != nil {
 			return nil, err
 		}
 		target.CredsData = creds
-		return f.Connect(ctx, *target, cfg, cmdutil.As{})
+		return opts.Connect(ctx, *target, cfg, cmdutil.As{})
 	}
 	if target.Project == nil {
 		return nil, cmdutil.Refuse("--persona outside a project", "personas live in a project's .cotal/agents/", "cotal personas list")
@@ -335,9 +339,9 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 	opts.Capabilities = per.Capabilities
 	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: protocol.CardAgent, Description: per.Description, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait}
 	if !target.Auth() {
-		return f.Connect(ctx, *target, cfg, cmdutil.As{})
+		return opts.Connect(ctx, *target, cfg, cmdutil.As{})
 	}
-	creds, err := f.AgentCreds(ctx, *target, trust.UserSpec{Name: per.Name, Profile: trust.ProfileAgent,
+	creds, err := opts.AgentCreds(ctx, *target, trust.UserSpec{Name: per.Name, Profile: trust.ProfileAgent,
 		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: per.Name}, Role: per.Role,
 		Subscribe: per.Subscribe, AllowSubscribe: per.ReadACL(), AllowPublish: per.AllowPublish,
 		Capabilities: per.Capabilities})
@@ -345,5 +349,5 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 		return nil, err
 	}
 	target.CredsData = creds
-	return f.Connect(ctx, *target, cfg, cmdutil.As{})
+	return opts.Connect(ctx, *target, cfg, cmdutil.As{})
 }

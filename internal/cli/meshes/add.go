@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cotal-ai/cotal/devicelogin"
 	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	oidclogin "github.com/cotal-ai/cotal/login"
 	"github.com/cotal-ai/cotal/meshreg"
 	"github.com/cotal-ai/cotal/protocol"
 )
@@ -130,7 +130,7 @@ func runAdd(ctx context.Context, opts *AddOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "note: the bundle names its public URL %s; cotal pinned %s, where it fetched it\n", b.UserAuth.Endpoints.URL, e.ExchangeURL)
 	}
 	login := "cotal login --idp " + e.LoginURL()
-	if !e.ReferenceIdP() && e.IdPClientID != oidclogin.DefaultClientID {
+	if !e.ReferenceIdP() && e.IdPClientID != devicelogin.DefaultClientID {
 		login += " --client-id " + e.IdPClientID
 	}
 	fmt.Fprintf(opts.IO.Out, "✓ registered mesh %s: server %s, sign in with %s\n", e.Space, e.Server, login)

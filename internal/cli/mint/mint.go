@@ -20,8 +20,10 @@ import (
 
 // Options are the arguments and flags of `cotal mint`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO         *iostreams.IOStreams
+	Resolve    cmdutil.ResolveFunc // the mesh the flags name; only run calls it
+	AgentCreds cmdutil.AgentCredsFunc
+	Mint       func(cmdutil.Target, trust.UserSpec) ([]byte, error)
 
 	Mesh           cmdutil.MeshFlags
 	Name           string
@@ -36,7 +38,7 @@ type Options struct {
 
 // NewCmdMint builds `cotal mint`.
 func NewCmdMint(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, AgentCreds: f.AgentCreds, Mint: f.Mint}
 	cmd := &cobra.Command{
 		Use:   "mint <name> --profile agent|observer|admin [flags]",
 		Short: "Write a creds file for one identity of a space",
@@ -149,7 +151,7 @@ func runMint(ctx context.Context, opts *Options) error {
 			return err
 		}
 	}
-	t, err := opts.Factory.Resolve(opts.Mesh)
+	t, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
@@ -162,9 +164,9 @@ func runMint(ctx context.Context, opts *Options) error {
 	spec := opts.spec()
 	var creds []byte
 	if spec.Profile == trust.ProfileAgent {
-		creds, err = opts.Factory.AgentCreds(ctx, t, spec)
+		creds, err = opts.AgentCreds(ctx, t, spec)
 	} else {
-		creds, err = opts.Factory.Mint(t, spec)
+		creds, err = opts.Mint(t, spec)
 	}
 	if err != nil {
 		return err

@@ -77,7 +77,11 @@ func suggestName(name string) string {
 // findProject returns the project found by walking up from the current folder; no
 // project is (nil, wd, nil).
 func findProject(getwd func() (string, error), getenv func(string) string) (*workspace.Project, string, error) {
-	wd, proj, err := cmdutil.FindProject(getwd, getenv)
+	wd, err := getwd()
+	if err != nil {
+		return nil, "", fmt.Errorf("current folder: %w", err)
+	}
+	proj, err := workspace.FindProject(wd, getenv)
 	if errors.Is(err, workspace.ErrNoProject) {
 		return nil, wd, nil
 	}

@@ -23,15 +23,16 @@ const detachKey = 0x1d
 
 // AttachOptions are the flags of `cotal attach`.
 type AttachOptions struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
-	Mesh    cmdutil.MeshFlags
-	Name    string
+	IO              *iostreams.IOStreams
+	Resolve         cmdutil.ResolveFunc // the mesh the flags name; only run calls it
+	ConnectOperator cmdutil.ConnectAsFunc
+	Mesh            cmdutil.MeshFlags
+	Name            string
 }
 
 // NewCmdAttach builds `cotal attach`.
 func NewCmdAttach(f *cmdutil.Factory, runF func(context.Context, *AttachOptions) error) *cobra.Command {
-	opts := &AttachOptions{IO: f.IO, Factory: f}
+	opts := &AttachOptions{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator}
 	cmd := &cobra.Command{
 		Use:   "attach --name N",
 		Short: "Attach this terminal to an agent's terminal",
@@ -58,7 +59,7 @@ end. Operator only.`,
 }
 
 func runAttach(ctx context.Context, opts *AttachOptions) error {
-	c, ep, t, err := Dial(ctx, opts.Factory, opts.Mesh)
+	c, ep, t, err := Dial(ctx, opts.Resolve, opts.ConnectOperator, opts.Mesh)
 	if err != nil {
 		return err
 	}

@@ -13,17 +13,18 @@ import (
 
 // InputOptions are the flags of `cotal input`.
 type InputOptions struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
-	Mesh    cmdutil.MeshFlags
-	Name    string
-	Text    string
-	NoEnter bool
+	IO              *iostreams.IOStreams
+	Resolve         cmdutil.ResolveFunc // the mesh the flags name; only run calls it
+	ConnectOperator cmdutil.ConnectAsFunc
+	Mesh            cmdutil.MeshFlags
+	Name            string
+	Text            string
+	NoEnter         bool
 }
 
 // NewCmdInput builds `cotal input`.
 func NewCmdInput(f *cmdutil.Factory, runF func(context.Context, *InputOptions) error) *cobra.Command {
-	opts := &InputOptions{IO: f.IO, Factory: f}
+	opts := &InputOptions{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator}
 	cmd := &cobra.Command{
 		Use:   "input --name N --text T [--no-enter]",
 		Short: "Type one line into an agent's terminal",
@@ -52,7 +53,7 @@ func NewCmdInput(f *cmdutil.Factory, runF func(context.Context, *InputOptions) e
 }
 
 func runInput(ctx context.Context, opts *InputOptions) error {
-	c, ep, t, err := Dial(ctx, opts.Factory, opts.Mesh)
+	c, ep, t, err := Dial(ctx, opts.Resolve, opts.ConnectOperator, opts.Mesh)
 	if err != nil {
 		return err
 	}

@@ -16,17 +16,18 @@ import (
 
 // PsOptions are the flags of `cotal ps`.
 type PsOptions struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
-	Mesh    cmdutil.MeshFlags
-	JSON    bool
-	Wide    bool
-	Now     func() time.Time
+	IO              *iostreams.IOStreams
+	Resolve         cmdutil.ResolveFunc // the mesh the flags name; only run calls it
+	ConnectOperator cmdutil.ConnectAsFunc
+	Mesh            cmdutil.MeshFlags
+	JSON            bool
+	Wide            bool
+	Now             func() time.Time
 }
 
 // NewCmdPs builds `cotal ps`.
 func NewCmdPs(f *cmdutil.Factory, runF func(context.Context, *PsOptions) error) *cobra.Command {
-	opts := &PsOptions{IO: f.IO, Factory: f, Now: time.Now}
+	opts := &PsOptions{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator, Now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "ps [--json] [--wide]",
 		Short: "List the agents the manager runs",
@@ -53,7 +54,7 @@ seat per line; --wide adds the pid, lifecycle uid, who spawned it, its folder an
 }
 
 func runPs(ctx context.Context, opts *PsOptions) error {
-	c, ep, t, err := Dial(ctx, opts.Factory, opts.Mesh)
+	c, ep, t, err := Dial(ctx, opts.Resolve, opts.ConnectOperator, opts.Mesh)
 	if err != nil {
 		return err
 	}

@@ -16,14 +16,15 @@ import (
 	"github.com/cotal-ai/cotal/trust"
 )
 
-// Dial connects as the operator at the keyboard (profile admin: the manager's operator
-// rail) and returns a manager client and the endpoint to close.
-func Dial(ctx context.Context, f *cmdutil.Factory, flags cmdutil.MeshFlags) (*mgrclient.Client, *client.Endpoint, cmdutil.Target, error) {
-	t, err := f.Resolve(flags)
+// Dial connects to the mesh flags names (resolve) as the operator at the keyboard
+// (connectOperator with profile admin: the manager's operator rail) and returns a manager
+// client and the endpoint to close.
+func Dial(ctx context.Context, resolve cmdutil.ResolveFunc, connectOperator cmdutil.ConnectAsFunc, flags cmdutil.MeshFlags) (*mgrclient.Client, *client.Endpoint, cmdutil.Target, error) {
+	t, err := resolve(flags)
 	if err != nil {
 		return nil, nil, t, err
 	}
-	ep, err := f.ConnectOperator(ctx, t, trust.ProfileAdmin)
+	ep, err := connectOperator(ctx, t, trust.ProfileAdmin)
 	if err != nil {
 		return nil, nil, t, err
 	}

@@ -14,16 +14,17 @@ import (
 
 // StopOptions are the flags of `cotal stop`.
 type StopOptions struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
-	Mesh    cmdutil.MeshFlags
-	Name    string
-	Force   bool
+	IO              *iostreams.IOStreams
+	Resolve         cmdutil.ResolveFunc // the mesh the flags name; only run calls it
+	ConnectOperator cmdutil.ConnectAsFunc
+	Mesh            cmdutil.MeshFlags
+	Name            string
+	Force           bool
 }
 
 // NewCmdStop builds `cotal stop`.
 func NewCmdStop(f *cmdutil.Factory, runF func(context.Context, *StopOptions) error) *cobra.Command {
-	opts := &StopOptions{IO: f.IO, Factory: f}
+	opts := &StopOptions{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator}
 	cmd := &cobra.Command{
 		Use:   "stop --name N [--force]",
 		Short: "Stop an agent the manager runs",
@@ -49,7 +50,7 @@ removed once it has ended; ps then shows it exited.`,
 }
 
 func runStop(ctx context.Context, opts *StopOptions) error {
-	c, ep, t, err := Dial(ctx, opts.Factory, opts.Mesh)
+	c, ep, t, err := Dial(ctx, opts.Resolve, opts.ConnectOperator, opts.Mesh)
 	if err != nil {
 		return err
 	}

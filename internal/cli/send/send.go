@@ -28,8 +28,9 @@ const (
 
 // Options are the arguments and flags of `cotal send`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO            *iostreams.IOStreams
+	Resolve       cmdutil.ResolveFunc // the mesh the flags name; only run calls it
+	ConnectPerson cmdutil.ConnectAsFunc
 
 	Mesh    cmdutil.MeshFlags
 	Mode    Mode
@@ -68,7 +69,7 @@ command to run again with --id: within 2 minutes that retry is stored at most on
 }
 
 func newCmdMode(f *cmdutil.Factory, mode Mode, use, short, example string, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f, Mode: mode}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, ConnectPerson: f.ConnectPerson, Mode: mode}
 	cmd := &cobra.Command{
 		Use: use, Short: short, Example: example,
 		Args: cobra.MinimumNArgs(2),
@@ -103,11 +104,11 @@ func newCmdMode(f *cmdutil.Factory, mode Mode, use, short, example string, runF 
 }
 
 func runSend(ctx context.Context, opts *Options) error {
-	target, err := opts.Factory.Resolve(opts.Mesh)
+	target, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
-	ep, err := opts.Factory.ConnectPerson(ctx, target, trust.ProfileProvisioner)
+	ep, err := opts.ConnectPerson(ctx, target, trust.ProfileProvisioner)
 	if err != nil {
 		return err
 	}

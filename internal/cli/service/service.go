@@ -26,8 +26,12 @@ import (
 
 // Options are the flags of `cotal service`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO *iostreams.IOStreams
+	// From the Factory: only run calls them.
+	Getwd      func() (string, error)
+	Getenv     func(string) string
+	ConfigHome func() (string, error)
+	Executable func() (string, error)
 
 	Space  string
 	Server string
@@ -68,7 +72,7 @@ supervisor there.`,
 		{"status", "Say whether the manager's unit is installed, and for which project"},
 		{"uninstall", "Remove the manager's unit and environment file"},
 	} {
-		opts := &Options{IO: f.IO, Factory: f}
+		opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, Executable: f.Executable}
 		sub := &cobra.Command{
 			Use:   op.name + " [--space S]",
 			Short: op.short,
@@ -114,8 +118,14 @@ func (o *Options) plan(verb string) (*plan, error) {
 		return nil, cmdutil.Refuse("cotal service "+verb+" on "+goos, "only systemd user units (Linux) are supported; a launchd agent (macOS) is not written yet",
 			"cotal supervise --space "+orSpace(o.Space)+" --wait")
 	}
-	f := o.Factory
-	proj, err := f.FindProject()
+	wd, err := o.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("current folder: %w", err)
+	}
+	proj, err := workspace.FindProject(wd, o.Getenv)
+	if errors.Is(err, workspace.ErrNoProject) {
+		proj, err = nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +142,7 @@ func (o *Options) plan(verb string) (*plan, error) {
 	if err := protocol.CheckSpace(space); err != nil {
 		return nil, cmdutil.FlagErrorf("space %q: %v", space, err)
 	}
-	cfg, err := f.ConfigHome()
+	cfg, err := o.ConfigHome()
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +221,6 @@ func runInstall(o *Options) error {
 			return cmdutil.RefuseUsage("--server "+o.Server, "it is not a NATS URL (nats://, tls://, ws:// or wss:// with a host)", "cotal service install --server nats://HOST:4222")
 		}
 	}
-	f := o.Factory
 	// cotal up's manager would contend with the unit's for the one lease of this host.
 	if d, ok := workspace.DaemonNamed("manager"); ok {
 		if rec, err := workspace.ReadPidfile(d.PidFile(p.proj, p.space)); err == nil {
@@ -222,12 +231,12 @@ func runInstall(o *Options) error {
 			}
 		}
 	}
-	exe, err := supervise.SelfExe(f)
+	exe, err := supervise.SelfExe(o.Executable)
 	if err != nil {
 		return fmt.Errorf("find the cotal executable for the unit: %w", err)
 	}
 	unit := Unit(exe, p.proj.Root, p.space, p.envPath)
-	env := Env(p.space, o.Server, f.Getenv("PATH"))
+	env := Env(p.space, o.Server, o.Getenv("PATH"))
 	old, err := os.ReadFile(p.unitPath)
 	switch {
 	case err == nil && !o.Force && !bytes.Equal(old, unit):

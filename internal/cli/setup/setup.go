@@ -13,24 +13,28 @@ import (
 
 	"github.com/spf13/cobra"
 
-	extlib "github.com/cotal-ai/cotal/ext"
+	"github.com/cotal-ai/cotal/extension"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	cliext "github.com/cotal-ai/cotal/internal/cli/ext"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	"github.com/cotal-ai/cotal/update"
+	"github.com/cotal-ai/cotal/selfupdate"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
 // Options are the flags of `cotal setup`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
-	Yes     bool // --yes: do not ask (also the behaviour without a terminal)
+	IO *iostreams.IOStreams
+	// From the Factory: only run calls them.
+	Getwd       func() (string, error)
+	Getenv      func(string) string
+	ConfigHome  func() (string, error)
+	MachineHome func() (string, error)
+	Yes         bool // --yes: do not ask (also the behaviour without a terminal)
 }
 
 // NewCmdSetup builds `cotal setup`.
 func NewCmdSetup(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f}
+	opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, MachineHome: f.MachineHome}
 	cmd := &cobra.Command{
 		Use:   "setup [--yes]",
 		Short: "Seed the operator config and the default persona; later, show a status card",
@@ -58,31 +62,30 @@ input ends before an answer) does not.`,
 }
 
 func runSetup(_ context.Context, opts *Options) error {
-	f := opts.Factory
-	cfgHome, err := f.ConfigHome()
+	cfgHome, err := opts.ConfigHome()
 	if err != nil {
 		return err
 	}
 	config := filepath.Join(cfgHome, "cotal")
-	proj, err := project(f)
+	proj, err := project(opts)
 	if err != nil {
 		return err
 	}
-	cfg, err := update.ReadConfigState(config)
+	cfg, err := selfupdate.ReadConfigState(config)
 	if err != nil {
 		return err
 	}
 	var missing []string
 	if cfg.Missing {
-		missing = append(missing, filepath.Join(config, update.ConfigName))
+		missing = append(missing, filepath.Join(config, selfupdate.ConfigName))
 	}
-	for _, p := range update.SeedPersonas() {
-		st, err := update.ReadPersonaState(proj.Dir(), p)
+	for _, p := range selfupdate.SeedPersonas() {
+		st, err := selfupdate.ReadPersonaState(proj.Dir(), p)
 		if err != nil {
 			return err
 		}
-		if st == update.PersonaMissing {
-			missing = append(missing, update.PersonaPath(proj.Dir(), p.Name))
+		if st == selfupdate.PersonaMissing {
+			missing = append(missing, selfupdate.PersonaPath(proj.Dir(), p.Name))
 		}
 	}
 	if len(missing) == 0 {
@@ -92,16 +95,16 @@ func runSetup(_ context.Context, opts *Options) error {
 		fmt.Fprintln(opts.IO.ErrOut, "nothing written")
 		return nil
 	}
-	chk := update.AncestorCheck{UID: os.Geteuid()}
-	if err := chk.CheckAncestors(update.Root{Label: "operator config", Path: config, Env: "XDG_CONFIG_HOME", Base: cfgHome},
-		update.Root{Label: "project state", Path: proj.Dir(), Base: proj.Root}); err != nil {
+	chk := selfupdate.AncestorCheck{UID: os.Geteuid()}
+	if err := chk.CheckAncestors(selfupdate.Root{Label: "operator config", Path: config, Env: "XDG_CONFIG_HOME", Base: cfgHome},
+		selfupdate.Root{Label: "project state", Path: proj.Dir(), Base: proj.Root}); err != nil {
 		return cliext.Unsafe("setup", err)
 	}
-	notes, err := update.SeedConfig(config)
+	notes, err := selfupdate.SeedConfig(config)
 	if err == nil {
-		var more []update.Note
+		var more []selfupdate.Note
 		if _, err = workspace.Open(proj.Root); err == nil {
-			more, err = update.SeedPersonaFiles(proj.Dir())
+			more, err = selfupdate.SeedPersonaFiles(proj.Dir())
 		}
 		notes = append(notes, more...)
 	}
@@ -117,16 +120,16 @@ func runSetup(_ context.Context, opts *Options) error {
 
 // project returns the project found from the current folder, or the current folder as
 // one (its .cotal is created only when setup writes). The machine home is never a project.
-func project(f *cmdutil.Factory) (*workspace.Project, error) {
-	proj, err := f.FindProject()
-	if err != nil || proj != nil {
-		return proj, err
-	}
-	wd, err := f.Getwd()
+func project(opts *Options) (*workspace.Project, error) {
+	wd, err := opts.Getwd()
 	if err != nil {
 		return nil, fmt.Errorf("current folder: %w", err)
 	}
-	home, err := f.MachineHome()
+	proj, err := workspace.FindProject(wd, opts.Getenv)
+	if !errors.Is(err, workspace.ErrNoProject) {
+		return proj, err
+	}
+	home, err := opts.MachineHome()
 	if err != nil {
 		return nil, err
 	}
@@ -165,29 +168,29 @@ func statusCard(opts *Options, config string, proj *workspace.Project) error {
 		fmt.Fprintf(out, "%s %-11s %s\n", mark, what, text)
 	}
 	fmt.Fprintln(out, "cotal · status")
-	cfg, err := update.ReadConfigState(config)
+	cfg, err := selfupdate.ReadConfigState(config)
 	if err != nil {
 		return err
 	}
-	cfgPath := filepath.Join(config, update.ConfigName)
+	cfgPath := filepath.Join(config, selfupdate.ConfigName)
 	if cfg.Corrupt != "" {
 		fmt.Fprintf(out, "✗ %-11s %s is %s · repair: cotal update\n", "config", cfgPath, cfg.Corrupt)
 	} else {
 		line(true, "config", cfgPath)
 	}
-	for _, p := range update.SeedPersonas() {
-		st, err := update.ReadPersonaState(proj.Dir(), p)
+	for _, p := range selfupdate.SeedPersonas() {
+		st, err := selfupdate.ReadPersonaState(proj.Dir(), p)
 		if err != nil {
 			return err
 		}
-		text := p.Name + " · " + update.PersonaPath(proj.Dir(), p.Name)
+		text := p.Name + " · " + selfupdate.PersonaPath(proj.Dir(), p.Name)
 		switch st {
-		case update.PersonaUser:
+		case selfupdate.PersonaUser:
 			text += " (yours: no managed marker)"
-		case update.PersonaStale, update.PersonaCorrupt:
+		case selfupdate.PersonaStale, selfupdate.PersonaCorrupt:
 			text += " (" + string(st) + " · repair: cotal update)"
 		}
-		line(st == update.PersonaCurrent || st == update.PersonaUser, "persona", text)
+		line(st == selfupdate.PersonaCurrent || st == selfupdate.PersonaUser, "persona", text)
 	}
 	running := cmdutil.MeshRunning(proj)
 	if running {
@@ -206,7 +209,7 @@ func statusCard(opts *Options, config string, proj *workspace.Project) error {
 	default:
 		line(false, "mesh", mesh.Server+" recorded, down · start: cotal up --detach")
 	}
-	lf, err := (&extlib.Prefix{Dir: filepath.Join(config, "extensions")}).ReadLockfile()
+	lf, err := (&extension.Prefix{Dir: filepath.Join(config, "extensions")}).ReadLockfile()
 	if err != nil {
 		fmt.Fprintf(out, "✗ %-11s %v\n", "extensions", err)
 		return nil

@@ -41,9 +41,9 @@ func TestNewCmdSetup(t *testing.T) {
 	}
 }
 
-// factory is a Factory rooted in a temp folder: HOME, XDG_CONFIG_HOME, COTAL_HOME and the
-// current folder.
-func factory(t *testing.T, ios *iostreams.IOStreams) (*cmdutil.Factory, string) {
+// options are run's Options rooted in a temp folder: HOME, XDG_CONFIG_HOME, COTAL_HOME and
+// the current folder.
+func options(t *testing.T, ios *iostreams.IOStreams) (*Options, string) {
 	root := t.TempDir()
 	env := map[string]string{"HOME": filepath.Join(root, "home"), "XDG_CONFIG_HOME": filepath.Join(root, "home", ".config"),
 		"COTAL_HOME": filepath.Join(root, "home", ".cotal")}
@@ -51,14 +51,15 @@ func factory(t *testing.T, ios *iostreams.IOStreams) (*cmdutil.Factory, string) 
 	if err := os.MkdirAll(wd, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return &cmdutil.Factory{IO: ios, Getenv: func(k string) string { return env[k] }, Getwd: func() (string, error) { return wd, nil },
-		Executable: os.Executable}, root
+	f := &cmdutil.Factory{IO: ios, Getenv: func(k string) string { return env[k] }}
+	return &Options{IO: ios, Getwd: func() (string, error) { return wd, nil }, Getenv: f.Getenv,
+		ConfigHome: f.ConfigHome, MachineHome: f.MachineHome}, root
 }
 
 func TestSetupWritesThenShowsStatus(t *testing.T) {
 	ios, _, out, _ := iostreams.Test()
-	f, root := factory(t, ios)
-	if err := runSetup(t.Context(), &Options{IO: ios, Factory: f}); err != nil {
+	opts, root := options(t, ios)
+	if err := runSetup(t.Context(), opts); err != nil {
 		t.Fatal(err)
 	}
 	want := "→ wrote " + filepath.Join(root, "home", ".config", "cotal", "config.json") + "\n→ wrote " +
@@ -67,7 +68,7 @@ func TestSetupWritesThenShowsStatus(t *testing.T) {
 		t.Fatalf("first run:\n%s\nwant:\n%s", out, want)
 	}
 	out.Reset()
-	if err := runSetup(t.Context(), &Options{IO: ios, Factory: f}); err != nil {
+	if err := runSetup(t.Context(), opts); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(out.String(), "cotal · status\n✓ config") || strings.Contains(out.String(), "wrote") {
@@ -77,12 +78,12 @@ func TestSetupWritesThenShowsStatus(t *testing.T) {
 
 func TestSetupRefusesTheMachineHome(t *testing.T) {
 	ios, _, _, _ := iostreams.Test()
-	f, root := factory(t, ios)
-	f.Getwd = func() (string, error) { return filepath.Join(root, "home"), nil }
+	opts, root := options(t, ios)
+	opts.Getwd = func() (string, error) { return filepath.Join(root, "home"), nil }
 	if err := os.MkdirAll(filepath.Join(root, "home", ".cotal"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	err := runSetup(t.Context(), &Options{IO: ios, Factory: f})
+	err := runSetup(t.Context(), opts)
 	if err == nil || !strings.Contains(err.Error(), "is the machine home") {
 		t.Fatalf("got %v", err)
 	}

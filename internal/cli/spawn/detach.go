@@ -17,15 +17,15 @@ import (
 // runDetach asks the manager to spawn, prints the seat's name and uid at once, then waits
 // for the spawn to settle and reports it.
 func runDetach(ctx context.Context, opts *Options) error {
-	c, ep, t, err := seats.Dial(ctx, opts.Factory, cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server})
+	c, ep, t, err := seats.Dial(ctx, opts.Resolve, opts.ConnectOperator, cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server})
 	if err != nil {
 		return err
 	}
 	defer ep.Close()
 	cwd := opts.Cwd
 	if cwd == "" {
-		if opts.Factory.Getwd != nil {
-			cwd, _ = opts.Factory.Getwd()
+		if opts.Getwd != nil {
+			cwd, _ = opts.Getwd()
 		}
 	} else if abs, err := filepath.Abs(cwd); err == nil {
 		cwd = abs

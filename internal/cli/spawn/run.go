@@ -43,8 +43,7 @@ func runSpawn(ctx context.Context, opts *Options) error {
 // resolve checks everything a spawn needs before anything is minted or written: the
 // mesh, the persona, the harness and that it is installed, the working folder.
 func resolve(opts *Options) (*plan, error) {
-	f := opts.Factory
-	target, err := f.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server})
+	target, err := opts.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server})
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +52,7 @@ func resolve(opts *Options) (*plan, error) {
 	}
 	name := opts.Persona
 	if name == "" {
-		name = getenv(f, "COTAL_DEFAULT_PERSONA")
+		name = getenv(opts.Getenv, "COTAL_DEFAULT_PERSONA")
 	}
 	if name == "" {
 		name = "default"
@@ -71,7 +70,7 @@ func resolve(opts *Options) (*plan, error) {
 	}
 	p := &plan{target: target, persona: per}
 
-	agent, from := agentrun.PickAgent(opts.Agent, per, f.Getenv)
+	agent, from := agentrun.PickAgent(opts.Agent, per, opts.Getenv)
 	con, ok := connector.Lookup(agent)
 	if !ok {
 		return nil, unknownAgent(from)
@@ -86,7 +85,7 @@ func resolve(opts *Options) (*plan, error) {
 		return nil, fmt.Errorf("find the cotal executable for the MCP server: %w", err)
 	}
 	l := agentrun.NewLaunch(agentrun.Target{Project: target.Project, Space: target.Space, Servers: target.Server,
-		Auth: target.Auth(), Exe: exe, Getenv: f.Getenv},
+		Auth: target.Auth(), Exe: exe, Getenv: opts.Getenv},
 		per, agentrun.Overrides{Name: opts.Name, Role: opts.Role, Model: opts.Model, Prompt: opts.Prompt, HasPrompt: opts.HasPrompt, Args: opts.Args})
 	p.launch = l
 	if p.spec, err = con.Build(l); err != nil {
@@ -120,11 +119,11 @@ func notInstalled(con connector.Connector, program string) error {
 	return cmdutil.Refuse("spawning with "+con.Name, program+" is not installed (not found on PATH)", con.Install)
 }
 
-func getenv(f *cmdutil.Factory, k string) string {
-	if f.Getenv == nil {
+func getenv(get func(string) string, k string) string {
+	if get == nil {
 		return ""
 	}
-	return f.Getenv(k)
+	return get(k)
 }
 
 // printPlan shows what spawn would run and write. Secrets are never in it: the credential
@@ -240,7 +239,7 @@ func claimRunDir(_ *workspace.Project, name, dir string) (release func() error, 
 // under the spawn's name and role, into the 0600 creds file.
 func mint(ctx context.Context, opts *Options, p *plan) error {
 	l, per := p.launch, p.persona
-	creds, err := opts.Factory.AgentCreds(ctx, p.target, agentrun.UserSpec(l, per))
+	creds, err := opts.AgentCreds(ctx, p.target, agentrun.UserSpec(l, per))
 	if err != nil {
 		return err
 	}

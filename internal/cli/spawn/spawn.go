@@ -22,8 +22,13 @@ import (
 
 // Options are the flags of `cotal spawn`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO *iostreams.IOStreams
+	// From the Factory: only run calls them.
+	Resolve         cmdutil.ResolveFunc
+	ConnectOperator cmdutil.ConnectAsFunc // the manager's operator rail (--detach)
+	AgentCreds      cmdutil.AgentCredsFunc
+	Getenv          func(string) string // nil reads as an empty environment
+	Getwd           func() (string, error)
 	// LookPath finds a harness on PATH; Environ is the environment the harness inherits
 	// (minus COTAL_*); Self is this binary, which the harness starts as `<Self> mcp`.
 	LookPath func(string) (string, error)
@@ -47,7 +52,8 @@ type Options struct {
 
 // NewCmdSpawn builds `cotal spawn`.
 func NewCmdSpawn(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f, LookPath: exec.LookPath, Environ: os.Environ, Self: selfPath(f)}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator, AgentCreds: f.AgentCreds,
+		Getenv: f.Getenv, Getwd: f.Getwd, LookPath: exec.LookPath, Environ: os.Environ, Self: selfPath(f.Executable)}
 	cmd := &cobra.Command{
 		Use:   "spawn [<persona>] [--agent claude|codex|opencode|command] [--name N] [-- ARGS...]",
 		Short: "Run a coding agent in this terminal as a peer on the mesh",
@@ -171,7 +177,7 @@ func suggestName(s string) string {
 
 // selfPath is this binary as the shell named it (os.Args[0], resolved on PATH), so the
 // harness starts the same cotal; the running executable when that cannot be found.
-func selfPath(f *cmdutil.Factory) func() (string, error) {
+func selfPath(executable func() (string, error)) func() (string, error) {
 	return func() (string, error) {
 		if a := os.Args[0]; a != "" {
 			p := a
@@ -190,9 +196,9 @@ func selfPath(f *cmdutil.Factory) func() (string, error) {
 				}
 			}
 		}
-		if f.Executable == nil {
+		if executable == nil {
 			return "", errors.New("cannot find the cotal executable")
 		}
-		return f.Executable()
+		return executable()
 	}
 }

@@ -19,10 +19,11 @@ import (
 
 // Options are the flags of `cotal status`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
-	Mesh    cmdutil.MeshFlags
-	JSON    bool
+	IO            *iostreams.IOStreams
+	Resolve       cmdutil.ResolveFunc // the mesh the flags name; only run calls it
+	ConnectPerson cmdutil.ConnectAsFunc
+	Mesh          cmdutil.MeshFlags
+	JSON          bool
 }
 
 // Report is what `cotal status --json` prints.
@@ -134,7 +135,7 @@ type RosterEntry struct {
 
 // NewCmdStatus builds `cotal status`.
 func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, ConnectPerson: f.ConnectPerson}
 	cmd := &cobra.Command{
 		Use:   "status [--json]",
 		Short: "Show the mesh, the space, who is here and the channels",
@@ -161,11 +162,11 @@ and the others stand by). Read-only.`,
 }
 
 func runStatus(ctx context.Context, opts *Options) error {
-	target, err := opts.Factory.Resolve(opts.Mesh)
+	target, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
-	ep, err := opts.Factory.ConnectPerson(ctx, target, trust.ProfileObserver)
+	ep, err := opts.ConnectPerson(ctx, target, trust.ProfileObserver)
 	if err != nil {
 		return err
 	}

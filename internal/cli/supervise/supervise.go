@@ -32,8 +32,14 @@ const WindowEnv = "COTAL_SPAWN_WINDOW"
 
 // Options are the flags of `cotal supervise`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO *iostreams.IOStreams
+	// From the Factory: only run calls them.
+	Resolve    cmdutil.ResolveFunc
+	Connect    cmdutil.ConnectFunc
+	AgentCreds cmdutil.AgentCredsFunc
+	Getenv     func(string) string // nil reads as an empty environment
+	Executable func() (string, error)
+	DaemonLog  func() slog.Handler
 
 	Space   string
 	Server  string
@@ -43,7 +49,8 @@ type Options struct {
 
 // NewCmdSupervise builds `cotal supervise`.
 func NewCmdSupervise(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, AgentCreds: f.AgentCreds,
+		Getenv: f.Getenv, Executable: f.Executable, DaemonLog: f.DaemonLog}
 	cmd := &cobra.Command{
 		Use:   "supervise [--space S] [--server URL] [--wait]",
 		Short: "Run the agent manager of a space in the foreground",
@@ -78,53 +85,52 @@ down.`,
 }
 
 func runSupervise(ctx context.Context, opts *Options) error {
-	f := opts.Factory
-	t, err := f.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server})
+	t, err := opts.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server})
 	if err != nil {
 		return err
 	}
 	if t.Project == nil {
 		return cmdutil.Refuse("supervising outside a project", "personas and the seats' run files live in a project's .cotal/", "cotal setup --yes")
 	}
-	ctx, stopWatch, err := cmdutil.WithParent(ctx, f.Getenv)
+	ctx, stopWatch, err := cmdutil.WithParent(ctx, opts.Getenv)
 	if err != nil {
 		return err
 	}
 	defer stopWatch()
-	exe, err := SelfExe(f)
+	exe, err := SelfExe(opts.Executable)
 	if err != nil {
 		return fmt.Errorf("find the cotal executable for the agents' MCP server: %w", err)
 	}
 	window := time.Duration(0)
-	if v := getenv(f, WindowEnv); v != "" {
+	if v := getenv(opts.Getenv, WindowEnv); v != "" {
 		if window, err = time.ParseDuration(v); err != nil || window <= 0 {
 			return cmdutil.RefuseUsage("$"+WindowEnv+" "+v, "it is not a positive duration", "export "+WindowEnv+"=30s")
 		}
 	}
-	log := slog.New(f.DaemonLog())
+	log := slog.New(opts.DaemonLog())
 	m := &manager.Manager{
 		Connect: func(ctx context.Context) (*client.Endpoint, error) {
 			cfg := client.Config{Name: ManagerName, Actor: ManagerName, Kind: protocol.CardEndpoint,
 				Description: "agent manager", Meta: map[string]any{"service": protocol.ManagerServiceName}}
 			if !t.Auth() {
-				return f.Connect(ctx, t, cfg, cmdutil.As{Join: true})
+				return opts.Connect(ctx, t, cfg, cmdutil.As{Join: true})
 			}
 			// Its credential is minted with its durables made by the project's provisioner,
 			// as an agent's is.
-			creds, err := f.AgentCreds(ctx, t, trust.UserSpec{Name: ManagerName, Profile: trust.ProfileManager,
+			creds, err := opts.AgentCreds(ctx, t, trust.UserSpec{Name: ManagerName, Profile: trust.ProfileManager,
 				Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: ManagerName}})
 			if err != nil {
 				return nil, err
 			}
 			mt := t
 			mt.CredsData = creds
-			return f.Connect(ctx, mt, cfg, cmdutil.As{})
+			return opts.Connect(ctx, mt, cfg, cmdutil.As{})
 		},
 		Project: t.Project, Space: t.Space, Servers: t.Server, Auth: t.Auth(), Exe: exe, Wait: opts.Wait,
 		Mint: func(ctx context.Context, spec trust.UserSpec) ([]byte, error) {
-			return f.AgentCreds(ctx, t, spec)
+			return opts.AgentCreds(ctx, t, spec)
 		},
-		Getenv: f.Getenv, Window: window, Logger: log,
+		Getenv: opts.Getenv, Window: window, Logger: log,
 	}
 	pid := &cmdutil.Pidfile{Path: opts.Pidfile}
 	defer pid.Remove(opts.IO.ErrOut)
@@ -132,7 +138,7 @@ func runSupervise(ctx context.Context, opts *Options) error {
 	err = m.Run(ctx, func() {
 		readyErr = pid.Write()
 		fmt.Fprintf(opts.IO.Out, "✓ manager up (space %s)\n", t.Space)
-		if rerr := cmdutil.SignalReady(f.Getenv, "manager "+t.Space); rerr != nil {
+		if rerr := cmdutil.SignalReady(opts.Getenv, "manager "+t.Space); rerr != nil {
 			fmt.Fprintf(opts.IO.ErrOut, "! %v\n", rerr)
 		}
 	})
@@ -162,16 +168,16 @@ func leaseHeldNext(t cmdutil.Target) string {
 	return "cotal supervise --space " + t.Space + " --wait"
 }
 
-func getenv(f *cmdutil.Factory, k string) string {
-	if f.Getenv == nil {
+func getenv(get func(string) string, k string) string {
+	if get == nil {
 		return ""
 	}
-	return f.Getenv(k)
+	return get(k)
 }
 
 // SelfExe is this binary as the shell named it (so agents start the same cotal), else
-// the running executable.
-func SelfExe(f *cmdutil.Factory) (string, error) {
+// the running executable (executable, which may be nil).
+func SelfExe(executable func() (string, error)) (string, error) {
 	if a := os.Args[0]; a != "" {
 		p := a
 		if !strings.ContainsRune(a, filepath.Separator) {
@@ -189,8 +195,8 @@ func SelfExe(f *cmdutil.Factory) (string, error) {
 			}
 		}
 	}
-	if f.Executable == nil {
+	if executable == nil {
 		return "", errors.New("cannot find the cotal executable")
 	}
-	return f.Executable()
+	return executable()
 }

@@ -371,10 +371,11 @@ func runUp(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if opts.DryRun {
-		wd, proj, err := cmdutil.FindProject(opts.Getwd, opts.Getenv)
-		if err != nil && wd == "" {
-			return err
+		wd, err := opts.Getwd()
+		if err != nil {
+			return fmt.Errorf("current folder: %w", err)
 		}
+		proj, _ := workspace.FindProject(wd, opts.Getenv)
 		if proj == nil {
 			proj = &workspace.Project{Root: wd} // shown, never created
 		}
@@ -512,12 +513,12 @@ func enableUserAuth(opts *Options, proj *workspace.Project, space string) error 
 // project is the project up serves: the nearest .cotal/ above the current folder, or a
 // new one in the current folder.
 func project(opts *Options) (*workspace.Project, error) {
-	wd, proj, err := cmdutil.FindProject(opts.Getwd, opts.Getenv)
-	if err == nil {
-		return proj, nil
+	wd, err := opts.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("current folder: %w", err)
 	}
-	if wd == "" {
-		return nil, err
+	if proj, err := workspace.FindProject(wd, opts.Getenv); err == nil {
+		return proj, nil
 	}
 	if opts.Space == "" && opts.File == "" {
 		if err := checkDefaultSpace(&workspace.Project{Root: wd}); err != nil {

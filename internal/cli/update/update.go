@@ -7,23 +7,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	extlib "github.com/cotal-ai/cotal/ext"
+	"github.com/cotal-ai/cotal/extension"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	cliext "github.com/cotal-ai/cotal/internal/cli/ext"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	updatelib "github.com/cotal-ai/cotal/update"
+	"github.com/cotal-ai/cotal/selfupdate"
+	"github.com/cotal-ai/cotal/workspace"
 )
 
 // Options are the flags of `cotal update`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO *iostreams.IOStreams
+	// From the Factory: only run calls them.
+	Getwd       func() (string, error)
+	Getenv      func(string) string
+	ConfigHome  func() (string, error)
+	MachineHome func() (string, error)
+	Executable  func() (string, error)
+	Logger      *slog.Logger // nil means discard
 
 	Self       bool   // --self: replace the cotal binary
 	From       string // --from: the new binary
@@ -33,7 +41,8 @@ type Options struct {
 
 // NewCmdUpdate builds `cotal update`.
 func NewCmdUpdate(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f}
+	opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, MachineHome: f.MachineHome,
+		Executable: f.Executable, Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "update [--reinstall] [--self --from <binary>]",
 		Short: "Repair the operator config and personas, verify or reinstall extensions, replace cotal",
@@ -80,8 +89,7 @@ atomically, and runs the new binary's update.`,
 }
 
 func runUpdate(ctx context.Context, opts *Options) error {
-	f := opts.Factory
-	u, err := updater(f, opts)
+	u, err := updater(opts)
 	if err != nil {
 		return err
 	}
@@ -90,7 +98,7 @@ func runUpdate(ctx context.Context, opts *Options) error {
 	}
 	res, err := u.Run(ctx)
 	if err != nil {
-		if errors.Is(err, updatelib.ErrReinstall) {
+		if errors.Is(err, selfupdate.ErrReinstall) {
 			return fmt.Errorf("%w: run `cotal ext list` to see each extension's state", err)
 		}
 		return cliext.Unsafe("update", err)
@@ -99,59 +107,66 @@ func runUpdate(ctx context.Context, opts *Options) error {
 	return nil
 }
 
-// updater assembles the update from the factory's folders.
-func updater(f *cmdutil.Factory, opts *Options) (*updatelib.Updater, error) {
-	cfgHome, err := f.ConfigHome()
+// updater assembles the update from the folders the options name.
+func updater(opts *Options) (*selfupdate.Updater, error) {
+	cfgHome, err := opts.ConfigHome()
 	if err != nil {
 		return nil, err
 	}
-	home, err := f.MachineHome()
+	home, err := opts.MachineHome()
 	if err != nil {
 		return nil, err
 	}
-	proj, err := f.FindProject()
+	wd, err := opts.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("current folder: %w", err)
+	}
+	proj, err := workspace.FindProject(wd, opts.Getenv)
+	if errors.Is(err, workspace.ErrNoProject) {
+		proj, err = nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	exe, err := f.Executable()
+	exe, err := opts.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("cotal binary: %w", err)
 	}
 	config := filepath.Join(cfgHome, "cotal")
-	u := &updatelib.Updater{
+	u := &selfupdate.Updater{
 		ConfigDir:    config,
-		ConfigRoot:   updatelib.Root{Label: "operator config", Path: config, Env: "XDG_CONFIG_HOME", Base: cfgHome},
+		ConfigRoot:   selfupdate.Root{Label: "operator config", Path: config, Env: "XDG_CONFIG_HOME", Base: cfgHome},
 		HomeDir:      home,
-		Check:        updatelib.AncestorCheck{UID: os.Geteuid()},
-		Prefix:       &extlib.Prefix{Dir: filepath.Join(config, "extensions"), Logger: f.Logger},
+		Check:        selfupdate.AncestorCheck{UID: os.Geteuid()},
+		Prefix:       &extension.Prefix{Dir: filepath.Join(config, "extensions"), Logger: opts.Logger},
 		CLIVersion:   opts.CLIVersion,
 		ReinstallAll: opts.Reinstall,
-		Reinstall:    updatelib.Child{Exe: exe}.Reinstall,
-		Say:          func(n updatelib.Note) { fmt.Fprintln(opts.IO.Out, n.String()) },
+		Reinstall:    selfupdate.Child{Exe: exe}.Reinstall,
+		Say:          func(n selfupdate.Note) { fmt.Fprintln(opts.IO.Out, n.String()) },
 	}
 	if proj != nil {
 		u.ProjectDir = proj.Dir()
 	}
 	if opts.Self {
-		u.ExtraRoots = []updatelib.Root{{Label: "cotal binary", Path: filepath.Dir(exe)}}
+		u.ExtraRoots = []selfupdate.Root{{Label: "cotal binary", Path: filepath.Dir(exe)}}
 	}
 	return u, nil
 }
 
 // runSelf checks every ancestor, replaces the binary and runs the new binary's update.
-func runSelf(ctx context.Context, opts *Options, u *updatelib.Updater) error {
+func runSelf(ctx context.Context, opts *Options, u *selfupdate.Updater) error {
 	if err := u.Check.CheckAncestors(u.Roots()...); err != nil {
 		return cliext.Unsafe("update --self", err)
 	}
-	target, err := opts.Factory.Executable()
+	target, err := opts.Executable()
 	if err != nil {
 		return fmt.Errorf("cotal binary: %w", err)
 	}
 	if real, err := filepath.EvalSymlinks(target); err == nil {
 		target = real
 	}
-	version, err := updatelib.ReplaceSelf(ctx, opts.From, target)
-	if errors.Is(err, updatelib.ErrBadBinary) {
+	version, err := selfupdate.ReplaceSelf(ctx, opts.From, target)
+	if errors.Is(err, selfupdate.ErrBadBinary) {
 		return cmdutil.Refuse("update --self", err.Error()+"; "+target+" is unchanged", opts.From+" --version")
 	}
 	if err != nil {

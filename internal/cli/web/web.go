@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -41,8 +42,14 @@ const LogFileName = "web.log"
 
 // Options are the flags of `cotal web`.
 type Options struct {
-	IO          *iostreams.IOStreams
-	Factory     *cmdutil.Factory
+	IO *iostreams.IOStreams
+	// From the Factory: only run calls them.
+	Resolve       cmdutil.ResolveFunc
+	Connect       cmdutil.ConnectFunc   // the page's observer
+	ConnectPerson cmdutil.ConnectAsFunc // one connection per post from the page
+	Getenv        func(string) string
+	Logger        *slog.Logger // nil means discard
+
 	Mesh        cmdutil.MeshFlags
 	Host        string
 	Port        int
@@ -54,7 +61,7 @@ type Options struct {
 
 // NewCmdWeb builds `cotal web`.
 func NewCmdWeb(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectPerson: f.ConnectPerson, Getenv: f.Getenv, Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "web [--host 127.0.0.1] [--port 7799] [--space S] [--detach] [--no-open] [--allow-remote]",
 		Short: "Watch a space in the browser: roster, needs-you, channels, DMs and a live graph",
@@ -116,7 +123,7 @@ func loopback(host string) bool {
 }
 
 func runWeb(ctx context.Context, opts *Options) error {
-	target, err := opts.Factory.Resolve(opts.Mesh)
+	target, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
@@ -134,8 +141,8 @@ func runWeb(ctx context.Context, opts *Options) error {
 	}
 	defer ln.Close()
 
-	log := opts.Factory.Logger
-	observer, err := opts.Factory.Connect(ctx, target, client.Config{
+	log := opts.Logger
+	observer, err := opts.Connect(ctx, target, client.Config{
 		Name: "web", Actor: "web_" + strconv.Itoa(os.Getpid()), Kind: protocol.CardEndpoint},
 		cmdutil.As{Profile: trust.ProfileAdmin})
 	if err != nil {
@@ -187,7 +194,7 @@ func runWeb(ctx context.Context, opts *Options) error {
 			}
 			return historyNote
 		},
-		Send: func(ctx context.Context, p Post) error { return send(ctx, opts.Factory, target, p) },
+		Send: func(ctx context.Context, p Post) error { return send(ctx, opts.ConnectPerson, target, p) },
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }} // feeds end with ctx
@@ -204,7 +211,7 @@ func runWeb(ctx context.Context, opts *Options) error {
 		return err
 	}
 	defer pid.Remove(opts.IO.ErrOut)
-	if err := cmdutil.SignalReady(opts.Factory.Getenv, url); err != nil {
+	if err := cmdutil.SignalReady(opts.Getenv, url); err != nil {
 		return err
 	}
 	if !opts.NoOpen && opts.IO.IsStdoutTTY() {
@@ -251,8 +258,8 @@ func pageURL(host string, port int, token string) string {
 
 // send posts p as the project's identity (as `cotal send` does) on a connection made for
 // this one post, so no credential is held between posts.
-func send(ctx context.Context, f *cmdutil.Factory, t cmdutil.Target, p Post) error {
-	ep, err := f.ConnectPerson(ctx, t, trust.ProfileProvisioner)
+func send(ctx context.Context, connectPerson cmdutil.ConnectAsFunc, t cmdutil.Target, p Post) error {
+	ep, err := connectPerson(ctx, t, trust.ProfileProvisioner)
 	if err != nil {
 		return err
 	}
