@@ -22,8 +22,10 @@ type Options struct {
 	IO            *iostreams.IOStreams
 	Resolve       cmdutil.ResolveFunc // the mesh the flags name; only run calls it
 	ConnectPerson cmdutil.ConnectAsFunc
-	Mesh          cmdutil.MeshFlags
-	JSON          bool
+	// ConnectOperator reads the lease buckets, which an observer cannot.
+	ConnectOperator cmdutil.ConnectAsFunc
+	Mesh            cmdutil.MeshFlags
+	JSON            bool
 }
 
 // Report is what `cotal status --json` prints.
@@ -114,7 +116,7 @@ func daemonReports(t cmdutil.Target, userAuth bool) []DaemonReport {
 // readLeases reads the space's leases as the project's provisioner (an observer cannot
 // read the lease buckets); a connection that fails is reported on each lease.
 func readLeases(ctx context.Context, opts *Options, t cmdutil.Target, daemons []DaemonReport, userAuth bool) []LeaseReport {
-	ep, err := opts.Factory.ConnectOperator(ctx, t, trust.ProfileProvisioner)
+	ep, err := opts.ConnectOperator(ctx, t, trust.ProfileProvisioner)
 	if err != nil {
 		return []LeaseReport{{Name: "delivery", State: "unknown", Error: err.Error()}}
 	}
@@ -135,7 +137,7 @@ type RosterEntry struct {
 
 // NewCmdStatus builds `cotal status`.
 func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Resolve: f.Resolve, ConnectPerson: f.ConnectPerson}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, ConnectPerson: f.ConnectPerson, ConnectOperator: f.ConnectOperator}
 	cmd := &cobra.Command{
 		Use:   "status [--json]",
 		Short: "Show the mesh, the space, who is here and the channels",
