@@ -24,7 +24,7 @@ type Config struct {
 	Server   string // broker URL; required
 	TLSCA    string // CA file (PEM) the broker's TLS certificate is checked against; "" means the system's roots
 	Space    string // one space; exclusive with Spaces
-	// Spaces is the path of a space manifest (see spacehost.ParseSpaceManifest): version 2
+	// Spaces is the path of a space manifest (see spacehost.ParseSpaceList): version 2
 	// entries may name a public face (ParseEntry). Its lanes start serve-what-you-can;
 	// with CalloutOnly they run the callout alone and start all-or-none.
 	Spaces      string

@@ -82,14 +82,15 @@ func (r Ready) RetryingNames() []string {
 // Host runs one lane per space of a manifest. Set its fields before Run; call Reload from
 // any goroutine while Run runs.
 type Host struct {
-	// Manifest is the manifest's path; its folder must be writable (for <manifest>.applied).
+	// Manifest is the path of the space manifest (read into a SpaceList); its folder must be
+	// writable (for <manifest>.applied).
 	Manifest string
 	// NewLane builds the lane of one space from its manifest entry, with log, the host's
 	// logger With("space", entry.Space), for the lane's lines. It is called for every
 	// attempt, from the lane's own goroutine (so from several at once); an error counts as
 	// a failed open.
 	NewLane func(entry Entry, log *slog.Logger) (Lane, error)
-	// Settings parses a version 2 entry (see ParseSpaceManifest); nil allows "space" only.
+	// Settings parses a version 2 entry (see ParseSpaceList); nil allows "space" only.
 	Settings func(entry json.RawMessage) (any, error)
 	Policy   Policy
 	// Fatal, when set, reports a lane error that stops the whole host: Run closes every
@@ -150,7 +151,7 @@ type state struct {
 	ctx     context.Context
 	log     *slog.Logger
 	events  chan event
-	cur     *Manifest
+	cur     *SpaceList
 	curHash string
 	stop    context.CancelFunc // ends every lane
 	acked   string             // the hash .applied holds
@@ -199,7 +200,7 @@ func (h *Host) Run(ctx context.Context, ready func(Ready)) error {
 	if err != nil {
 		return fmt.Errorf("space host: read manifest: %w", err)
 	}
-	m, err := ParseSpaceManifest(data, cfg.Settings)
+	m, err := ParseSpaceList(data, cfg.Settings)
 	if err != nil {
 		return fmt.Errorf("space host: %s: %w", cfg.Manifest, err)
 	}
@@ -443,7 +444,7 @@ func (st *state) reloadManifest() {
 	if hash == st.curHash {
 		return
 	}
-	m, err := ParseSpaceManifest(data, st.h.Settings)
+	m, err := ParseSpaceList(data, st.h.Settings)
 	if err != nil {
 		st.log.Warn("manifest ignored: keeping the current lanes", "manifest", st.h.Manifest, "err", err)
 		return
