@@ -31,9 +31,11 @@ type Config struct {
 	CalloutOnly bool
 	// Port is the loopback exchange's port of the one space; 0 means ephemeral. A host's
 	// lanes always bind ephemeral ports, recorded in each space's auth-service.json.
-	Port             int
+	Port int
+	// AuthTimeout bounds one authorization; 0 means the callout's default
+	// (DefaultAuthTimeout, also the flag's default).
 	AuthTimeout      time.Duration
-	ServiceEndpoints bool
+	ServiceEndpoints bool // register each callout as the NATS micro service callout.ServiceName
 	// Public is the public face of the one space (zero Port: none); a host's entries name
 	// their own.
 	Public exchange.PublicFace
