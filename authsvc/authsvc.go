@@ -15,11 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -27,13 +24,11 @@ import (
 	"github.com/cotal-ai/cotal/bearer"
 	"github.com/cotal-ai/cotal/callout"
 	"github.com/cotal-ai/cotal/client"
-	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/plane"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
-	"github.com/cotal-ai/cotal/userauth"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -134,146 +129,211 @@ type Lane struct {
 // once and Run returns an error wrapping ErrFenced. StatusFile is removed, the claim
 // released (unless fenced) and every connection closed before it returns, the plane last.
 func (l *Lane) Run(ctx context.Context, ready func()) error {
-	if err := l.check(); err != nil {
+	if err := l.check(); err != nil { // no I/O yet, nothing to undo
 		return fmt.Errorf("auth service: %w", err)
 	}
-	log := l.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	r := &laneRun{Lane: l, log: l.Logger, dir: l.Dir, fence: newFence()}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
 	}
-	dir := l.Dir
-	if dir == "" {
-		dir = StateDir(l.Chain.Dir(), l.Space)
+	if r.dir == "" {
+		r.dir = StateDir(l.Chain.Dir(), l.Space)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("auth service: state folder: %w", err)
+	err := r.serve(ctx, ready)
+	if err == nil || errors.Is(err, ErrFenced) {
+		return err // a fenced lane's error names the space and the connection it lost
 	}
-	statusPath := filepath.Join(dir, StatusFile)
+	return fmt.Errorf("auth service: %w", err)
+}
 
-	ua, err := l.Chain.UserAuth(l.Space)
-	if err != nil {
-		return fmt.Errorf("auth service: %w", err)
-	}
-	if err := WriteSentinel(dir, ua.SentinelCreds()); err != nil {
-		return fmt.Errorf("auth service: %w", err)
-	}
-	if err := l.pushCalloutAccount(ctx, ua); err != nil {
-		return fmt.Errorf("auth service: %w", err)
-	}
-	store := l.Store
-	if store == nil {
-		store = bearer.FileStore{Dir: l.Chain.Dir()}
-	}
-	secrets := bearer.Within(store, "space."+workspace.SpaceKey(l.Space))
-	issuer, err := bearer.LoadFrom(secrets, l.Space)
-	if err != nil {
-		return fmt.Errorf("auth service: %w", err)
-	}
-	secret, err := bearer.LoadOwnerSecretFrom(secrets)
-	if err != nil {
-		return fmt.Errorf("auth service: %w", err)
-	}
+// laneRun is the state of one Run.
+type laneRun struct {
+	*Lane
+	log   *slog.Logger
+	dir   string // the state folder
+	fence *fence
 
+	// Set by keys.
+	ua     *trust.UserAuth
+	issuer *bearer.Issuer
+	secret bearer.OwnerSecret
+
+	// The parts started by start: each sends its result on errs once; running counts
+	// those not yet received.
+	errs    chan error
+	running int
+}
+
+func (r *laneRun) statusPath() string { return filepath.Join(r.dir, StatusFile) }
+
+// serve is Run after the config check: it opens the parts in order, each undone by a
+// defer, serves until ctx ends or a part stops, and returns an error naming the step.
+func (r *laneRun) serve(ctx context.Context, ready func()) error {
+	if err := r.keys(ctx); err != nil {
+		return err
+	}
 	// The authority plane first: the ledger must be readable, and the plane ours, before
 	// the callout takes its first request. It closes after everything else.
-	f := newFence()
-	data := ua.DataAccount()
-	auth, err := l.openAuthority(ctx, data, f, log)
+	auth, err := r.openAuthority(ctx, r.ua.DataAccount(), r.fence, r.log)
 	if err != nil {
-		return fmt.Errorf("auth service: %w", err)
+		return err
 	}
-	defer auth.close(log)
-	kv := auth.kv
+	defer auth.close(r.log)
 	// The plane is ours: a status file left now is a stale one (a lane refused by the
 	// claim returned above and left the holder's file in place).
-	if err := os.Remove(statusPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("auth service: remove stale %s: %w", statusPath, err)
+	if err := os.Remove(r.statusPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove stale %s: %w", r.statusPath(), err)
 	}
-
-	xkey, err := nkeys.FromSeed(ua.XKeySeed())
+	resp, err := r.responder(auth)
 	if err != nil {
-		return fmt.Errorf("auth service: xkey: %w", err)
+		return err
 	}
-	az := &authorizer{space: l.Space, chain: l.Chain, data: data, issuer: issuer, kv: kv, acl: auth.acl, secret: secret,
-		idpIssuer: l.IdPIssuer, fence: f, recorded: map[string]string{}}
-	resp, err := callout.New(callout.Config{
-		Authorizer: az, XKey: xkey,
-		CalloutAccount: ua.PublicKey(), CalloutSigner: ua.CalloutSigner(),
-		DataAccount: data.PublicKey(), DataSigner: data.UserSigner(),
-		Timeout: l.AuthTimeout, Logger: log, ServiceEndpoints: l.ServiceEndpoints, Space: l.Space,
-	})
+	calloutConn, err := connect(r.Server, r.ua.CalloutCreds(), "cotal:auth-service:"+r.Space+":callout",
+		append(client.TLSOptions(r.TLSCA), r.fence.watched("callout")...)...)
 	if err != nil {
-		return fmt.Errorf("auth service: %w", err)
-	}
-	calloutConn, err := connect(l.Server, ua.CalloutCreds(), "cotal:auth-service:"+l.Space+":callout", append(client.TLSOptions(l.TLSCA), f.watched("callout")...)...)
-	if err != nil {
-		return fmt.Errorf("auth service: callout account: %w", err)
+		return fmt.Errorf("callout account: %w", err)
 	}
 	defer calloutConn.Close()
 
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
-	errs := make(chan error, 2)
-	running := 0
+	r.errs = make(chan error, 2)
 	defer func() {
 		stop()
-		for range running {
-			<-errs
+		for range r.running {
+			<-r.errs
 		}
 	}()
-
-	calloutReady := make(chan struct{})
-	running++
-	go func() { errs <- resp.Run(rctx, calloutConn, func() { close(calloutReady) }) }()
-	if err := waitReady(ctx, calloutReady, errs, &running); err != nil {
-		return fmt.Errorf("auth service: callout: %w", err)
+	if err := r.start(ctx, func(up func()) error { return resp.Run(rctx, calloutConn, up) }); err != nil {
+		return fmt.Errorf("callout: %w", err)
 	}
-
-	if l.CalloutOnly {
-		log.Info("callout ready", "space", l.Space)
+	if r.CalloutOnly {
+		r.log.Info("callout ready", "space", r.Space)
 	} else {
-		st, err := l.serveExchange(ctx, rctx, ua, issuer, auth, secret, f, errs, &running, log)
+		st, err := r.serveExchange(ctx, rctx, auth)
 		if err != nil {
-			return fmt.Errorf("auth service: %w", err)
+			return err
 		}
-		b, err := json.MarshalIndent(st, "", "  ")
-		if err != nil {
-			return fmt.Errorf("auth service: status: %w", err)
+		if err := r.writeStatus(st); err != nil {
+			return err
 		}
-		if err := workspace.WriteFileAtomic(statusPath, append(b, '\n'), 0o600); err != nil {
-			return fmt.Errorf("auth service: write %s: %w", statusPath, err)
-		}
-		defer removeOwnStatus(statusPath, st.Cap)
-		log.Info("auth service ready", "space", l.Space, "exchange", st.URL, "public", st.PublicURL)
+		defer removeOwnStatus(r.statusPath(), st.Cap)
+		r.log.Info("auth service ready", "space", r.Space, "exchange", st.URL, "public", st.PublicURL)
 	}
 	if ready != nil {
 		ready()
 	}
+	return r.wait(ctx, calloutConn, stop)
+}
 
+// keys prepares what the lane signs and checks with: the state folder, the space's
+// callout account (known to the broker, its sentinel creds written), the bearer issuer
+// key and the owner secret.
+func (r *laneRun) keys(ctx context.Context) error {
+	if err := os.MkdirAll(r.dir, 0o700); err != nil {
+		return fmt.Errorf("state folder: %w", err)
+	}
+	ua, err := r.Chain.UserAuth(r.Space)
+	if err != nil {
+		return err
+	}
+	if err := WriteSentinel(r.dir, ua.SentinelCreds()); err != nil {
+		return err
+	}
+	if err := r.pushCalloutAccount(ctx, ua); err != nil {
+		return err
+	}
+	store := r.Store
+	if store == nil {
+		store = bearer.FileStore{Dir: r.Chain.Dir()}
+	}
+	secrets := bearer.Within(store, "space."+workspace.SpaceKey(r.Space))
+	if r.issuer, err = bearer.LoadFrom(secrets, r.Space); err != nil {
+		return err
+	}
+	if r.secret, err = bearer.LoadOwnerSecretFrom(secrets); err != nil {
+		return err
+	}
+	r.ua = ua
+	return nil
+}
+
+// responder is the callout's responder, deciding with the lane's authorizer.
+func (r *laneRun) responder(auth *authority) (*callout.Responder, error) {
+	xkey, err := nkeys.FromSeed(r.ua.XKeySeed())
+	if err != nil {
+		return nil, fmt.Errorf("xkey: %w", err)
+	}
+	data := r.ua.DataAccount()
+	az := &authorizer{space: r.Space, chain: r.Chain, data: data, issuer: r.issuer, kv: auth.kv, acl: auth.acl, secret: r.secret,
+		idpIssuer: r.IdPIssuer, fence: r.fence, recorded: map[string]string{}}
+	return callout.New(callout.Config{
+		Authorizer: az, XKey: xkey,
+		CalloutAccount: r.ua.PublicKey(), CalloutSigner: r.ua.CalloutSigner(),
+		DataAccount: data.PublicKey(), DataSigner: data.UserSigner(),
+		Timeout: r.AuthTimeout, Logger: r.log, ServiceEndpoints: r.ServiceEndpoints, Space: r.Space,
+	})
+}
+
+// start runs part on its own goroutine, counted in running, and waits until part calls
+// up, fails first, or ctx ends.
+func (r *laneRun) start(ctx context.Context, part func(up func()) error) error {
+	up := make(chan struct{})
+	r.running++
+	go func() { r.errs <- part(func() { close(up) }) }()
+	select {
+	case <-up:
+		return nil
+	case err := <-r.errs:
+		r.running--
+		if err == nil {
+			err = errors.New("stopped before it was ready")
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// writeStatus writes StatusFile (0600, atomically).
+func (r *laneRun) writeStatus(st Status) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	if err := workspace.WriteFileAtomic(r.statusPath(), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", r.statusPath(), err)
+	}
+	return nil
+}
+
+// wait serves until ctx ends (nil), the lane is fenced (the fence's error, once the
+// callout and the exchange stopped answering) or a part stops (its error).
+func (r *laneRun) wait(ctx context.Context, calloutConn *nats.Conn, stop context.CancelFunc) error {
 	select {
 	case <-ctx.Done():
 		return nil
-	case <-f.lost:
+	case <-r.fence.lost:
 		// Fenced: the callout and the exchange stop answering now (the authorizer and
 		// the ledger refuse from the instant of the trip; closing the callout connection
 		// and stopping the exchange end the rest).
 		calloutConn.Close()
 		stop()
-		err := f.err(l.Space)
-		log.Error("fenced", "err", err)
+		err := r.fence.err(r.Space)
+		r.log.Error("fenced", "err", err)
 		return err
-	case err := <-errs:
-		running--
+	case err := <-r.errs:
+		r.running--
 		if ctx.Err() != nil {
 			return nil
 		}
-		if f.tripped() {
-			return f.err(l.Space)
+		if r.fence.tripped() {
+			return r.fence.err(r.Space)
 		}
 		if err == nil {
 			err = errors.New("stopped")
 		}
-		return fmt.Errorf("auth service: %w", err)
+		return err
 	}
 }
 
@@ -291,31 +351,28 @@ func removeOwnStatus(path, cap string) {
 	_ = os.Remove(path) // best effort on the way out; a stale file is removed at the next start
 }
 
-// serveExchange starts the exchange (and its public face) on rctx, counted in running, and
-// returns the status the lane records once it listens.
-func (l *Lane) serveExchange(ctx, rctx context.Context, ua *trust.UserAuth, issuer *bearer.Issuer, auth *authority,
-	secret bearer.OwnerSecret, f *fence, errs chan error, running *int, log *slog.Logger) (Status, error) {
+// serveExchange starts the exchange (and its public face) on rctx and returns the status
+// the lane records once it listens.
+func (r *laneRun) serveExchange(ctx, rctx context.Context, auth *authority) (Status, error) {
 	ex := &exchange.Server{
-		Issuer: issuer, Ledger: kvLedger{auth.kv, f}, OwnerSecret: secret, IdP: l.IdP, IdPIssuer: l.IdPIssuer,
-		Enroll: l.enroller(auth),
-		Addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Port)), Logger: log,
-		Public: l.Public,
-		Discovery: exchange.Discovery{Space: l.Space, Server: l.Server, SentinelCreds: string(ua.SentinelCreds()),
-			IdP: exchange.BundleIdP{URL: cmp.Or(l.IdPURL, l.IdPIssuer), Issuer: l.IdPIssuer, Audience: l.IdPClientID}},
+		Issuer: r.issuer, Ledger: kvLedger{auth.kv, r.fence}, OwnerSecret: r.secret, IdP: r.IdP, IdPIssuer: r.IdPIssuer,
+		Enroll: r.enroller(auth),
+		Addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(r.Port)), Logger: r.log,
+		Public: r.Public,
+		Discovery: exchange.Discovery{Space: r.Space, Server: r.Server, SentinelCreds: string(r.ua.SentinelCreds()),
+			IdP: exchange.BundleIdP{URL: cmp.Or(r.IdPURL, r.IdPIssuer), Issuer: r.IdPIssuer, Audience: r.IdPClientID}},
 	}
 	addrs := make(chan net.Addr, 1)
-	exReady := make(chan struct{})
-	*running++
-	go func() {
-		errs <- ex.Run(rctx, func(a net.Addr) {
+	err := r.start(ctx, func(up func()) error {
+		return ex.Run(rctx, func(a net.Addr) {
 			addrs <- a
-			close(exReady)
+			up()
 		})
-	}()
-	if err := waitReady(ctx, exReady, errs, running); err != nil {
+	})
+	if err != nil {
 		return Status{}, err
 	}
-	return Status{Ver: statusVersion, URL: "http://" + (<-addrs).String(), Cap: ex.Cap, Issuer: issuer.Issuer(), PID: os.Getpid(), Space: l.Space,
+	return Status{Ver: statusVersion, URL: "http://" + (<-addrs).String(), Cap: ex.Cap, Issuer: r.issuer.Issuer(), PID: os.Getpid(), Space: r.Space,
 		PublicURL: ex.PublicURL()}, nil
 }
 
@@ -336,22 +393,6 @@ func (l *Lane) check() error {
 		return fmt.Errorf("auth timeout %s: want a positive duration, or 0 for the default", l.AuthTimeout)
 	}
 	return nil
-}
-
-// waitReady waits for ready, or for a part that fails before it, or for ctx.
-func waitReady(ctx context.Context, ready <-chan struct{}, errs <-chan error, running *int) error {
-	select {
-	case <-ready:
-		return nil
-	case err := <-errs:
-		*running--
-		if err == nil {
-			err = errors.New("stopped before it was ready")
-		}
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // pushCalloutAccount hands the callout account to the running broker over the system
@@ -405,107 +446,4 @@ func (k kvLedger) Lookup(ctx context.Context, actor string) (ledger.Row, error) 
 		return ledger.Row{}, ErrFenced
 	}
 	return ledger.Lookup(ctx, k.kv, actor)
-}
-
-// authorizer admits a sentinel connection whose auth_token is a valid bearer of the space
-// for an actor the ledger still grants to the bearer's owner.
-type authorizer struct {
-	space     string
-	chain     *trust.Chain
-	data      *trust.Account
-	issuer    *bearer.Issuer
-	kv        jetstream.KeyValue
-	acl       jetstream.KeyValue // where grants are recorded for the delivery daemon
-	secret    bearer.OwnerSecret
-	idpIssuer string
-	fence     *fence
-
-	mu       sync.Mutex
-	recorded map[string]string // member key -> fingerprint of the last grant recorded
-}
-
-// record stores the grant's read ACL for the delivery daemon (delivery.RecordGrant),
-// unless the same one is already recorded.
-func (a *authorizer) record(ctx context.Context, p protocol.Principal, uid, name, userKey string, sub jwt.Permission) error {
-	key := protocol.MemberKey(p, uid)
-	fp := strings.Join(sub.Allow, "\n") + "\x00" + strings.Join(sub.Deny, "\n")
-	a.mu.Lock()
-	same := a.recorded[key] == fp
-	a.mu.Unlock()
-	if same {
-		return nil
-	}
-	if err := delivery.RecordGrant(ctx, a.acl, p, uid, name, userKey, sub, time.Now()); err != nil {
-		return err
-	}
-	a.mu.Lock()
-	a.recorded[key] = fp
-	a.mu.Unlock()
-	return nil
-}
-
-// Authorize implements callout.Authorizer.
-func (a *authorizer) Authorize(ctx context.Context, req *jwt.AuthorizationRequest) (callout.Grant, error) {
-	if a.fence.tripped() {
-		return callout.Grant{}, fmt.Errorf("%w: %w", callout.ErrDropped, ErrFenced)
-	}
-	c, err := a.issuer.Verify(req.ConnectOptions.Token)
-	if err != nil {
-		return callout.Grant{}, fmt.Errorf("bearer refused: %w", err)
-	}
-	// The reply inbox is the connection's own, named by the client (the reference's
-	// callout.ts assertInboxConnId): the server-generated user key is unknown to it.
-	inbox := req.ConnectOptions.Name
-	if !userauth.ValidInboxName(inbox) {
-		return callout.Grant{}, fmt.Errorf("invalid connId/inbox nonce %q - must match [A-Za-z0-9_-]{8,120} (connect with the name ibx<32 hex> and the inbox prefix _INBOX_<name>)", inbox)
-	}
-	row, err := ledger.Lookup(ctx, a.kv, c.Actor)
-	if err != nil {
-		return callout.Grant{}, fmt.Errorf("actor %q: %w", c.Actor, err)
-	}
-	if !row.HasOwner(a.secret, a.idpIssuer, c.Owner) {
-		return callout.Grant{}, fmt.Errorf("actor %q is no longer granted to this owner", c.Actor)
-	}
-	uid := c.LifecycleUID // enrolled at the exchange; a bearer without one is looked up
-	if uid == "" {
-		if uid, err = a.chain.Identity(a.space, c.Actor); err != nil {
-			return callout.Grant{}, fmt.Errorf("actor %q: %w", c.Actor, err)
-		}
-	}
-	p := protocol.Principal{Owner: c.Owner, Actor: c.Actor}
-	spec := trust.UserSpec{
-		// The reference's callout.ts names the user principalKey(owner, actor).name, the
-		// dash form, which CONNZ reports as the connection's authorized user.
-		Name:           p.Dash(),
-		Profile:        trust.ProfileAgent,
-		Principal:      p,
-		LifecycleUID:   uid,
-		Role:           row.Role,
-		AllowSubscribe: row.AllowSubscribe,
-		AllowPublish:   row.AllowPublish,
-	}
-	perms, err := a.data.Permissions(spec, req.UserNkey)
-	if err != nil {
-		return callout.Grant{}, fmt.Errorf("actor %q: %w", c.Actor, err)
-	}
-	// The profile's inbox is the server-generated user key's; grant the connection's
-	// named one instead.
-	own := "_INBOX_" + req.UserNkey + ".>"
-	for i, s := range perms.Sub.Allow {
-		if s == own {
-			perms.Sub.Allow[i] = userauth.InboxPrefix(inbox) + ".>"
-		}
-	}
-	tags := jwt.TagList{"owner:" + c.Owner, "actor:" + c.Actor, "principal:" + spec.Principal.String(), "uid:" + uid}
-	if row.Role != "" {
-		tags = append(tags, "role:"+row.Role)
-	}
-	tags = append(tags, "profile:"+string(trust.ProfileAgent))
-	if err := a.record(ctx, spec.Principal, uid, spec.Name, req.UserNkey, perms.Sub); err != nil {
-		return callout.Grant{}, fmt.Errorf("actor %q: %w", c.Actor, err)
-	}
-	if a.fence.tripped() { // fenced while this request was being decided
-		return callout.Grant{}, fmt.Errorf("%w: %w", callout.ErrDropped, ErrFenced)
-	}
-	return callout.Grant{Name: spec.Name, Permissions: perms, Tags: tags, Expires: c.Expiry}, nil
 }

@@ -24,16 +24,18 @@ type Config struct {
 	Server   string // broker URL; required
 	TLSCA    string // CA file (PEM) the broker's TLS certificate is checked against; "" means the system's roots
 	Space    string // one space; exclusive with Spaces
-	// Spaces is the path of a space manifest (see spacehost.ParseSpaceManifest): version 2
+	// Spaces is the path of a space manifest (see spacehost.ParseSpaceList): version 2
 	// entries may name a public face (ParseEntry). Its lanes start serve-what-you-can;
 	// with CalloutOnly they run the callout alone and start all-or-none.
 	Spaces      string
 	CalloutOnly bool
 	// Port is the loopback exchange's port of the one space; 0 means ephemeral. A host's
 	// lanes always bind ephemeral ports, recorded in each space's auth-service.json.
-	Port             int
+	Port int
+	// AuthTimeout bounds one authorization; 0 means the callout's default
+	// (DefaultAuthTimeout, also the flag's default).
 	AuthTimeout      time.Duration
-	ServiceEndpoints bool
+	ServiceEndpoints bool // register each callout as the NATS micro service callout.ServiceName
 	// Public is the public face of the one space (zero Port: none); a host's entries name
 	// their own.
 	Public exchange.PublicFace

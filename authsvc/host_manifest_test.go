@@ -25,7 +25,7 @@ func TestParseEntry(t *testing.T) {
 		{`{"version":2,"spaces":[{"space":"a","port":7451}]}`, "unknown field"},
 		{`{"version":2,"spaces":[{"space":"a","exchangePublicPort":7451},{"space":"b","exchangePublicPort":7451}]}`, "port 7451 is named by entry 0"},
 	} {
-		_, err := spacehost.ParseSpaceManifest([]byte(c.doc), ParseEntry)
+		_, err := spacehost.ParseSpaceList([]byte(c.doc), ParseEntry)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: %v", c.doc, err)
@@ -42,7 +42,7 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte(`{"version":2,"spaces":[{"space":"a"},{"space":"b","exchangePublicPort":1}]}`))
 	f.Add([]byte(`{"version":1,"spaces":["a","b"]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := spacehost.ParseSpaceManifest(data, ParseEntry)
+		m, err := spacehost.ParseSpaceList(data, ParseEntry)
 		if err != nil {
 			return
 		}

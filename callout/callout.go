@@ -44,6 +44,9 @@ const (
 // flushTimeout bounds the wait for the server to confirm the subscription.
 const flushTimeout = 10 * time.Second
 
+// DefaultTimeout is the bound on one Authorize call when Config.Timeout is zero.
+const DefaultTimeout = 2 * time.Second
+
 // ErrDropped marks a request that gets no reply: the server times out and denies.
 var ErrDropped = errors.New("callout request dropped")
 
@@ -88,7 +91,7 @@ type Config struct {
 	DataAccount string
 	// DataSigner signs the user JWTs: a signing key of DataAccount.
 	DataSigner nkeys.KeyPair
-	// Timeout bounds one Authorize call; zero means 2 seconds.
+	// Timeout bounds one Authorize call; zero means DefaultTimeout (2 s).
 	Timeout time.Duration
 	// Logger receives drop and refusal events; nil means discard.
 	Logger *slog.Logger
@@ -138,7 +141,7 @@ func New(cfg Config) (*Responder, error) {
 		return nil, errors.New("callout: signers must be account keys")
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 2 * time.Second
+		cfg.Timeout = DefaultTimeout
 	}
 	log := cfg.Logger
 	if log == nil {

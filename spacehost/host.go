@@ -82,14 +82,15 @@ func (r Ready) RetryingNames() []string {
 // Host runs one lane per space of a manifest. Set its fields before Run; call Reload from
 // any goroutine while Run runs.
 type Host struct {
-	// Manifest is the manifest's path; its folder must be writable (for <manifest>.applied).
+	// Manifest is the path of the space manifest (read into a SpaceList); its folder must be
+	// writable (for <manifest>.applied).
 	Manifest string
 	// NewLane builds the lane of one space from its manifest entry, with log, the host's
 	// logger With("space", entry.Space), for the lane's lines. It is called for every
 	// attempt, from the lane's own goroutine (so from several at once); an error counts as
 	// a failed open.
 	NewLane func(entry Entry, log *slog.Logger) (Lane, error)
-	// Settings parses a version 2 entry (see ParseSpaceManifest); nil allows "space" only.
+	// Settings parses a version 2 entry (see ParseSpaceList); nil allows "space" only.
 	Settings func(entry json.RawMessage) (any, error)
 	Policy   Policy
 	// Fatal, when set, reports a lane error that stops the whole host: Run closes every
@@ -150,7 +151,7 @@ type state struct {
 	ctx     context.Context
 	log     *slog.Logger
 	events  chan event
-	cur     *Manifest
+	cur     *SpaceList
 	curHash string
 	stop    context.CancelFunc // ends every lane
 	acked   string             // the hash .applied holds
@@ -195,20 +196,11 @@ func (h *Host) Run(ctx context.Context, ready func(Ready)) error {
 	if err != nil {
 		return fmt.Errorf("space host: %w", err)
 	}
-	data, err := os.ReadFile(cfg.Manifest)
+	m, hash, err := cfg.apply()
 	if err != nil {
-		return fmt.Errorf("space host: read manifest: %w", err)
-	}
-	m, err := ParseSpaceManifest(data, cfg.Settings)
-	if err != nil {
-		return fmt.Errorf("space host: %s: %w", cfg.Manifest, err)
+		return fmt.Errorf("space host: %w", err)
 	}
 	dir := filepath.Dir(cfg.Manifest)
-	hash := Hash(data)
-	if err := workspace.WriteFileAtomic(AppliedPath(cfg.Manifest), []byte(hash+"\n"), 0o644); err != nil {
-		return fmt.Errorf("space host: %w: the manifest's folder %s must be writable for %s: %w",
-			ErrManifestFolder, dir, filepath.Base(AppliedPath(cfg.Manifest)), err)
-	}
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("space host: watch %s: %w", dir, err)
@@ -225,41 +217,65 @@ func (h *Host) Run(ctx context.Context, ready func(Ready)) error {
 	defer st.closeAll()
 	cfg.Logger.Info("manifest applied", "manifest", cfg.Manifest, "sha256", hash, "spaces", strings.Join(m.Names(), ","))
 
-	// Startup: open every space, wait for each first attempt.
+	r, up, err := st.startup(ctx, m)
+	if !up {
+		return err
+	}
+	if ready != nil {
+		ready(r)
+	}
+	return st.serve(ctx, h.reloadCh(), watcher)
+}
+
+// apply reads and parses the manifest whole and acknowledges it in <manifest>.applied,
+// returning it with its hash.
+func (h *Host) apply() (*SpaceList, string, error) {
+	data, err := os.ReadFile(h.Manifest)
+	if err != nil {
+		return nil, "", fmt.Errorf("read manifest: %w", err)
+	}
+	m, err := ParseSpaceList(data, h.Settings)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", h.Manifest, err)
+	}
+	hash := Hash(data)
+	if err := workspace.WriteFileAtomic(AppliedPath(h.Manifest), []byte(hash+"\n"), 0o644); err != nil {
+		return nil, "", fmt.Errorf("%w: the manifest's folder %s must be writable for %s: %w",
+			ErrManifestFolder, filepath.Dir(h.Manifest), filepath.Base(AppliedPath(h.Manifest)), err)
+	}
+	return m, hash, nil
+}
+
+// startup opens a lane per space of m and waits for the first attempt of each. up is false
+// when the host stops instead: ctx ended (err nil), Fatal reported a lane error, or under
+// AllOrNone a space failed.
+func (st *state) startup(ctx context.Context, m *SpaceList) (r Ready, up bool, err error) {
 	pending := map[*slot]bool{}
-	var failures = map[string]error{}
+	failures := map[string]error{}
 	for _, e := range m.Spaces {
 		pending[st.open(e)] = true
 	}
 	for len(pending) > 0 {
 		select {
 		case <-ctx.Done():
-			return nil
+			return Ready{}, false, nil
 		case ev := <-st.events:
-			if ev.exit {
-				st.exited(ev.s)
-				continue
-			}
-			if !ev.first || !pending[ev.s] {
+			if ev.exit || !ev.first || !pending[ev.s] {
 				if err := st.handle(ev); err != nil {
-					return err
+					return Ready{}, false, err
 				}
 				continue
 			}
 			delete(pending, ev.s)
-			if ev.err != nil {
-				if cfg.Fatal != nil && cfg.Fatal(ev.err) {
-					return ev.err
-				}
-				failures[ev.s.entry.Space] = ev.err
-				if cfg.Policy == AllOrNone {
-					return fmt.Errorf("space host: refusing to start: space %s: %w", ev.s.entry.Space, ev.err)
-				}
-				st.spaceLog(ev.s.entry.Space).Warn("cannot serve space; retrying", "every", cfg.RetryDelay, "err", ev.err)
+			if ev.err == nil {
+				continue
 			}
+			if err := st.firstFailure(ev); err != nil {
+				return Ready{}, false, err
+			}
+			failures[ev.s.entry.Space] = ev.err
 		}
 	}
-	r := Ready{}
 	for _, e := range m.Spaces {
 		if err, failed := failures[e.Space]; failed {
 			r.Retrying = append(r.Retrying, Failure{Space: e.Space, Err: err})
@@ -267,25 +283,41 @@ func (h *Host) Run(ctx context.Context, ready func(Ready)) error {
 			r.Serving = append(r.Serving, e.Space)
 		}
 	}
-	if ready != nil {
-		ready(r)
+	return r, true, nil
+}
+
+// firstFailure decides on a space whose first attempt failed: an error stops the host
+// (a fatal lane error, or any failure under AllOrNone); nil means retry it.
+func (st *state) firstFailure(ev event) error {
+	if st.h.Fatal != nil && st.h.Fatal(ev.err) {
+		return ev.err
 	}
-	tick := time.NewTicker(cfg.CloseTimeout)
+	if st.h.Policy == AllOrNone {
+		return fmt.Errorf("space host: refusing to start: space %s: %w", ev.s.entry.Space, ev.err)
+	}
+	st.spaceLog(ev.s.entry.Space).Warn("cannot serve space; retrying", "every", st.h.RetryDelay, "err", ev.err)
+	return nil
+}
+
+// serve follows the manifest (its edits, and reload) and the lanes' events until ctx ends
+// (nil) or Fatal reports a lane error (that error).
+func (st *state) serve(ctx context.Context, reload <-chan struct{}, watcher *fsnotify.Watcher) error {
+	tick := time.NewTicker(st.h.CloseTimeout)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-h.reloadCh():
+		case <-reload:
 			st.reloadManifest()
 		case we, ok := <-watcher.Events:
-			if ok && filepath.Clean(we.Name) == filepath.Clean(cfg.Manifest) &&
+			if ok && filepath.Clean(we.Name) == filepath.Clean(st.h.Manifest) &&
 				we.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
 				st.reloadManifest()
 			}
 		case werr, ok := <-watcher.Errors:
 			if ok {
-				cfg.Logger.Warn("manifest watch", "dir", dir, "err", werr)
+				st.log.Warn("manifest watch", "dir", filepath.Dir(st.h.Manifest), "err", werr)
 			}
 		case ev := <-st.events:
 			if err := st.handle(ev); err != nil {
@@ -443,7 +475,7 @@ func (st *state) reloadManifest() {
 	if hash == st.curHash {
 		return
 	}
-	m, err := ParseSpaceManifest(data, st.h.Settings)
+	m, err := ParseSpaceList(data, st.h.Settings)
 	if err != nil {
 		st.log.Warn("manifest ignored: keeping the current lanes", "manifest", st.h.Manifest, "err", err)
 		return

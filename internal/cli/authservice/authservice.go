@@ -6,38 +6,30 @@ package authservice
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cotal-ai/cotal/authsvc"
-	"github.com/cotal-ai/cotal/callout"
-	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/spacehost"
 )
 
 // anySpace stands in for --space while resolving the mesh of a host: each lane has its own.
 const anySpace = "any"
 
-// Options are the flags of `cotal auth-service`.
+// Options are the flags of `cotal auth-service`: authsvc's flag table (RegisterFlags) in
+// Config, where --space, --server and --tls-ca default to the project's, and --pidfile.
 type Options struct {
 	IO      *iostreams.IOStreams
 	Factory *cmdutil.Factory
 
-	Mesh        cmdutil.MeshFlags // Space and Server only
-	Spaces      string            // a space manifest: one lane per space
-	CalloutOnly bool
-	Port        int
-	AuthTimeout time.Duration
-	Pidfile     string // written once ready, removed on exit
-	Service     bool   // --service-endpoints
-	Public      exchange.PublicFace
+	Config  authsvc.Config // TrustDir, Store and Logger are set by run
+	Pidfile string         // written once ready, removed on exit
 }
 
 // NewCmdAuthService builds `cotal auth-service`.
@@ -102,62 +94,29 @@ the manifest it applied). --callout-only runs the callouts alone, all or none.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Mesh.Space, "space", "", "space to serve (default: the project's space)")
-	fl.StringVar(&opts.Mesh.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
-	fl.StringVar(&opts.Mesh.TLSCA, "tls-ca", "", "CA file (PEM) the mesh's TLS certificate is signed by (default: the one the mesh was started with)")
-	fl.StringVar(&opts.Spaces, "spaces", "", "a space manifest (JSON): one lane per space")
-	fl.BoolVar(&opts.CalloutOnly, "callout-only", false, "with --spaces: run the callouts alone, all or none")
-	fl.IntVar(&opts.Port, "port", 0, "loopback port of the exchange (0: ephemeral)")
-	fl.DurationVar(&opts.AuthTimeout, "auth-timeout", 2*time.Second, "bound on one authorization")
-	fl.IntVar(&opts.Public.Port, string(exchange.SettingPort), 0, "serve the public face on 127.0.0.1:N, behind your HTTPS reverse proxy")
-	fl.StringVar(&opts.Public.URL, string(exchange.SettingURL), "", "the https:// URL the proxy serves the public face at (default http://127.0.0.1:N)")
-	fl.BoolVar(&opts.Public.TrustedProxy, string(exchange.SettingTrustedProxy), false, "key refusal limits on the last X-Forwarded-For hop (only behind your proxy)")
-	fl.StringVar(&opts.Public.AdvertisedServer, string(exchange.SettingAdvertisedServer), "", "the broker URL the discovery bundle names (nats:, tls:, ws: or wss:; default --server)")
-	fl.StringVar(&opts.Public.AgentProvisioningURL, string(exchange.SettingProvisioningURL), "", "the https:// agent provisioning URL the discovery bundle names")
-	fl.BoolVar(&opts.Service, "service-endpoints", false, "register the callout as NATS micro service "+callout.ServiceName+" (nats micro ls)")
+	table := flag.NewFlagSet("auth-service", flag.ContinueOnError)
+	authsvc.RegisterFlags(table, &opts.Config)
+	fl.AddGoFlagSet(table)
+	for name, def := range map[string]string{"space": "the project's space", "server": "the project's running mesh",
+		"tls-ca": "the one the mesh was started with"} {
+		fl.Lookup(name).Usage += " (default: " + def + ")"
+	}
 	fl.StringVar(&opts.Pidfile, "pidfile", "", "write the service's pid here once it is ready; removed when it exits")
 	return cmd
 }
 
 // check refuses bad flags before anything runs.
 func (o *Options) check(cmd *cobra.Command) error {
-	if o.Mesh.Space != "" || cmd.Flags().Changed("space") {
-		if err := protocol.CheckSpace(o.Mesh.Space); err != nil {
-			return cmdutil.FlagErrorf("--space: %v", err)
-		}
-	}
-	if o.Spaces != "" {
-		if cmd.Flags().Changed("space") {
-			return cmdutil.FlagErrorf("--space does not go with --spaces: the manifest names the spaces")
-		}
-		for _, name := range []string{"port", "pidfile", string(exchange.SettingPort), string(exchange.SettingURL),
-			string(exchange.SettingTrustedProxy), string(exchange.SettingAdvertisedServer), string(exchange.SettingProvisioningURL)} {
-			if cmd.Flags().Changed(name) {
-				return cmdutil.FlagErrorf("--%s does not go with --spaces: each lane binds its own ephemeral exchange port, and a manifest entry names its public face", name)
-			}
-		}
-	} else if o.CalloutOnly {
-		return cmdutil.FlagErrorf("--callout-only needs --spaces <version 1 manifest>")
-	}
-	if o.Port < 0 || o.Port > 65535 {
-		return cmdutil.FlagErrorf("--port %d: want 0 (ephemeral) to 65535", o.Port)
-	}
-	if err := o.Public.Check(); err != nil {
-		var se *exchange.SettingError
-		if errors.As(err, &se) {
-			return cmdutil.FlagErrorf("%s: %s", se.Setting.Flag(), se.Msg)
-		}
+	if err := authsvc.CheckFlags(&o.Config, cmd.Flags().Changed); err != nil {
 		return cmdutil.FlagErrorf("%v", err)
-	}
-	if o.AuthTimeout < 0 {
-		return cmdutil.FlagErrorf("--auth-timeout %s: want a positive duration", o.AuthTimeout)
 	}
 	return nil
 }
 
 func run(ctx context.Context, opts *Options) error {
-	flags := opts.Mesh
-	if opts.Spaces != "" {
+	cfg := opts.Config
+	flags := cmdutil.MeshFlags{Space: cfg.Space, Server: cfg.Server, TLSCA: cfg.TLSCA}
+	if cfg.Spaces != "" {
 		flags.Space = anySpace
 	}
 	t, err := opts.Factory.Resolve(flags)
@@ -169,10 +128,8 @@ func run(ctx context.Context, opts *Options) error {
 			"the auth service needs the project's trust chain (.cotal/auth)", "cd into the project and run cotal auth-service --space "+t.Space)
 	}
 	h := opts.Factory.DaemonLog()
-	cfg := authsvc.Config{TrustDir: t.Project.AuthDir(), Server: t.Server, TLSCA: t.TLSCA, Port: opts.Port, AuthTimeout: opts.AuthTimeout,
-		ServiceEndpoints: opts.Service, Public: opts.Public}
-	if opts.Spaces != "" {
-		cfg.Spaces, cfg.CalloutOnly = opts.Spaces, opts.CalloutOnly
+	cfg.TrustDir, cfg.Server, cfg.TLSCA = t.Project.AuthDir(), t.Server, t.TLSCA
+	if cfg.Spaces != "" {
 		cfg.Logger = slog.New(spacehost.NewPrefixHandler(h))
 		return runHost(ctx, opts, cfg)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/spacehost"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -143,18 +144,19 @@ func runDeliver(ctx context.Context, opts *Options) error {
 			return fmt.Errorf("--system-creds: %w", err)
 		}
 	}
-	lane := &delivery.Lane{Space: t.Space, Server: t.Server, TLSCA: t.TLSCA, Creds: creds, SystemCreds: sys, Logger: slog.New(opts.Factory.DaemonLog()),
-		WaitForLease: opts.Wait, BrokerGone: opts.BrokerGone}
+	cfg := delivery.Config{Space: t.Space, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, WaitForLease: opts.Wait,
+		BrokerGone: opts.BrokerGone, Logger: slog.New(opts.Factory.DaemonLog()),
+		Creds: func(string) ([]byte, error) { return creds, nil }}
 	pid := &cmdutil.Pidfile{Path: opts.Pidfile}
 	defer pid.Remove(opts.IO.ErrOut)
 	var readyErr error
-	err = lane.Run(ctx, func() {
+	err = delivery.Serve(ctx, cfg, func(spacehost.Ready) {
 		readyErr = pid.Write()
 		fmt.Fprintf(opts.IO.Out, "✓ delivery daemon up (space %s)\n", t.Space)
 		if rerr := cmdutil.SignalReady(opts.Factory.Getenv, "delivery "+t.Space); rerr != nil {
 			fmt.Fprintf(opts.IO.ErrOut, "! %v\n", rerr)
 		}
-	})
+	}, nil)
 	switch {
 	case errors.Is(err, delivery.ErrLeaseHeld):
 		return cmdutil.Refuse("a second delivery daemon for space "+t.Space, err.Error(), leaseHeldNext(t))

@@ -40,25 +40,13 @@ func runDeliverSpaces(ctx context.Context, opts *Options) error {
 			return fmt.Errorf("--system-creds: %w", err)
 		}
 	}
-	log := slog.New(spacehost.NewPrefixHandler(opts.Factory.DaemonLog()))
-	host := &spacehost.Host{
-		Manifest: opts.Spaces,
-		Policy:   spacehost.ServeWhatYouCan,
-		Logger:   log,
-		Fatal:    func(err error) bool { return errors.Is(err, delivery.ErrBrokerGone) },
-		NewLane: func(e spacehost.Entry, laneLog *slog.Logger) (spacehost.Lane, error) {
-			creds, err := spaceCredential(opts, t, e.Space)
-			if err != nil {
-				return nil, err
-			}
-			return &delivery.Lane{Space: e.Space, Server: t.Server, TLSCA: t.TLSCA, Creds: creds, SystemCreds: sys, Logger: laneLog,
-				BrokerGone: opts.BrokerGone}, nil
-		},
-	}
+	cfg := delivery.Config{Spaces: opts.Spaces, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, BrokerGone: opts.BrokerGone,
+		Logger: slog.New(spacehost.NewPrefixHandler(opts.Factory.DaemonLog())),
+		Creds:  func(space string) ([]byte, error) { return spaceCredential(opts, t, space) }}
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmdutil.ReloadOnHUP(hctx, host)
-	if err := host.Run(hctx, cmdutil.HostReady(opts.IO, "delivery host")); err != nil {
+	err = delivery.Serve(hctx, cfg, cmdutil.HostReady(opts.IO, "delivery host"), func(h *spacehost.Host) { cmdutil.ReloadOnHUP(hctx, h) })
+	if err != nil {
 		return cmdutil.HostError("a delivery host", opts.Spaces, err)
 	}
 	fmt.Fprintln(opts.IO.ErrOut, "delivery host stopped; leases released")

@@ -66,20 +66,20 @@ var manifests = []struct {
 // TestManifestErrorsNameNoGoType: no refusal names a Go type; each says what shape it wants.
 func TestManifestErrorsNameNoGoType(t *testing.T) {
 	for _, c := range manifests {
-		if _, err := ParseSpaceManifest([]byte(c.in), nil); err != nil && strings.Contains(err.Error(), "Go ") {
+		if _, err := ParseSpaceList([]byte(c.in), nil); err != nil && strings.Contains(err.Error(), "Go ") {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}
 }
 
-func TestParseSpaceManifest(t *testing.T) {
+func TestParseSpaceList(t *testing.T) {
 	for _, c := range manifests {
 		t.Run(c.name, func(t *testing.T) {
 			var settings func(json.RawMessage) (any, error)
 			if c.settings {
 				settings = portSettings
 			}
-			m, err := ParseSpaceManifest([]byte(c.in), settings)
+			m, err := ParseSpaceList([]byte(c.in), settings)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("got %v, want an error containing %q", err, c.err)
@@ -96,8 +96,8 @@ func TestParseSpaceManifest(t *testing.T) {
 	}
 }
 
-func TestParseSpaceManifestSettings(t *testing.T) {
-	m, err := ParseSpaceManifest([]byte(`{"version":2,"spaces":[{"space":"a", "exchangePublicPort": 7451}]}`), portSettings)
+func TestParseSpaceListSettings(t *testing.T) {
+	m, err := ParseSpaceList([]byte(`{"version":2,"spaces":[{"space":"a", "exchangePublicPort": 7451}]}`), portSettings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestParseSpaceManifestSettings(t *testing.T) {
 	}
 }
 
-func FuzzParseSpaceManifest(f *testing.F) {
+func FuzzParseSpaceList(f *testing.F) {
 	for _, c := range manifests {
 		f.Add(c.in, c.settings)
 	}
@@ -115,7 +115,7 @@ func FuzzParseSpaceManifest(f *testing.F) {
 		if withSettings {
 			settings = portSettings
 		}
-		m, err := ParseSpaceManifest([]byte(in), settings)
+		m, err := ParseSpaceList([]byte(in), settings)
 		if err != nil {
 			return
 		}
@@ -131,7 +131,7 @@ func FuzzParseSpaceManifest(f *testing.F) {
 		}
 		// A parsed manifest rebuilt as version 1 parses to the same spaces.
 		b, _ := json.Marshal(map[string]any{"version": 1, "spaces": m.Names()})
-		m2, err := ParseSpaceManifest(b, nil)
+		m2, err := ParseSpaceList(b, nil)
 		if err != nil || !slices.Equal(m2.Names(), m.Names()) {
 			t.Fatalf("%q: rebuilt %s: %v", in, b, err)
 		}
@@ -156,11 +156,11 @@ func TestManifestPortsUnique(t *testing.T) {
 		}
 		return onePort(e.Port), nil
 	}
-	_, err := ParseSpaceManifest([]byte(`{"version":2,"spaces":[{"space":"a","port":7451},{"space":"b","port":7452},{"space":"c","port":7451}]}`), parse)
+	_, err := ParseSpaceList([]byte(`{"version":2,"spaces":[{"space":"a","port":7451},{"space":"b","port":7452},{"space":"c","port":7451}]}`), parse)
 	if err == nil || !strings.Contains(err.Error(), "entry 2") || !strings.Contains(err.Error(), `entry 0 (space "a")`) || !strings.Contains(err.Error(), "7451") {
 		t.Fatalf("duplicate port: %v", err)
 	}
-	if _, err := ParseSpaceManifest([]byte(`{"version":2,"spaces":[{"space":"a","port":7451},{"space":"b","port":7452}]}`), parse); err != nil {
+	if _, err := ParseSpaceList([]byte(`{"version":2,"spaces":[{"space":"a","port":7451},{"space":"b","port":7452}]}`), parse); err != nil {
 		t.Fatal(err)
 	}
 }

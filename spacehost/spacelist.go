@@ -11,8 +11,9 @@ import (
 	"github.com/cotal-ai/cotal/protocol"
 )
 
-// Manifest is a parsed space manifest: the spaces a host serves, in manifest order.
-type Manifest struct {
+// SpaceList is a parsed space manifest (the JSON file a host is given): the spaces it serves,
+// in manifest order. It is not a project manifest (cotal.yaml, workspace.Manifest).
+type SpaceList struct {
 	Version int     // 1 or 2
 	Spaces  []Entry // one per space, no space twice
 }
@@ -28,7 +29,7 @@ type Entry struct {
 }
 
 // Names returns the manifest's spaces in order.
-func (m *Manifest) Names() []string {
+func (m *SpaceList) Names() []string {
 	out := make([]string, len(m.Spaces))
 	for i, e := range m.Spaces {
 		out[i] = e.Space
@@ -37,7 +38,7 @@ func (m *Manifest) Names() []string {
 }
 
 // entry returns the entry of space, or false.
-func (m *Manifest) entry(space string) (Entry, bool) {
+func (m *SpaceList) entry(space string) (Entry, bool) {
 	for _, e := range m.Spaces {
 		if e.Space == space {
 			return e, true
@@ -46,14 +47,14 @@ func (m *Manifest) entry(space string) (Entry, bool) {
 	return Entry{}, false
 }
 
-// ParseSpaceManifest parses a whole space manifest. Version 1 names spaces:
+// ParseSpaceList parses a whole space manifest. Version 1 names spaces:
 // {"version": 1, "spaces": ["alpha", "beta"]}. Version 2 has one object per space:
 // {"version": 2, "spaces": [{"space": "alpha", ...}]}; settings, when not nil, parses each
 // whole version 2 entry ("space" included) and should refuse fields it does not know;
 // without it an entry may hold "space" only. Unknown fields, a missing version or spaces
 // list, an invalid space name (protocol.CheckSpace) and a space named twice refuse the
 // manifest, with a message naming the entry.
-func ParseSpaceManifest(data []byte, settings func(entry json.RawMessage) (any, error)) (*Manifest, error) {
+func ParseSpaceList(data []byte, settings func(entry json.RawMessage) (any, error)) (*SpaceList, error) {
 	var doc struct {
 		Version *int            `json:"version"`
 		Spaces  json.RawMessage `json:"spaces"`
@@ -70,7 +71,7 @@ func ParseSpaceManifest(data []byte, settings func(entry json.RawMessage) (any, 
 	if len(doc.Spaces) == 0 || bytes.Equal(doc.Spaces, []byte("null")) {
 		return nil, errors.New("space manifest: no spaces list")
 	}
-	m := &Manifest{Version: *doc.Version}
+	m := &SpaceList{Version: *doc.Version}
 	switch m.Version {
 	case 1:
 		var names []string
