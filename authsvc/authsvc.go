@@ -65,7 +65,7 @@ const statusVersion = 1
 // (.cotal/auth): space.<hex>. It holds the bearer issuer key, the owner secret and
 // StatusFile.
 func StateDir(chainDir, space string) string {
-	return filepath.Join(chainDir, "space."+workspace.SpaceKey(space))
+	return filepath.Join(chainDir, "space."+protocol.SpaceKey(space))
 }
 
 // ReadStatus reads StatusFile from dir. A missing file (fs.ErrNotExist) means no auth
@@ -164,7 +164,7 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 	if store == nil {
 		store = bearer.FileStore{Dir: l.Chain.Dir()}
 	}
-	secrets := bearer.Within(store, "space."+workspace.SpaceKey(l.Space))
+	secrets := bearer.Within(store, "space."+protocol.SpaceKey(l.Space))
 	issuer, err := bearer.LoadFrom(secrets, l.Space)
 	if err != nil {
 		return fmt.Errorf("auth service: %w", err)

@@ -252,7 +252,7 @@ func shownPath(f *cmdutil.Factory, t cmdutil.Target, p protocol.Principal) (stri
 		}
 		dir = home
 	}
-	return filepath.Join(dir, "shown", workspace.SpaceKey(t.Space), p.String()+".json"), nil
+	return filepath.Join(dir, "shown", protocol.SpaceKey(t.Space), p.String()+".json"), nil
 }
 
 // loadShown reads a history cursor; a missing one is empty, a broken one is reported and
