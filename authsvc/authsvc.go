@@ -29,12 +29,12 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/plane"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/userauth"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // StatusFile is the readiness file the lane writes into its state folder once the callout
@@ -240,7 +240,7 @@ func (l *Lane) Run(ctx context.Context, ready func()) error {
 		if err != nil {
 			return fmt.Errorf("auth service: status: %w", err)
 		}
-		if err := workspace.WriteFileAtomic(statusPath, append(b, '\n'), 0o600); err != nil {
+		if err := atomicfile.WriteFile(statusPath, append(b, '\n'), 0o600); err != nil {
 			return fmt.Errorf("auth service: write %s: %w", statusPath, err)
 		}
 		defer removeOwnStatus(statusPath, st.Cap)

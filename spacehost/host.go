@@ -25,7 +25,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/cotal-ai/cotal/workspace"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
 
 // Lane serves one space until ctx ends or the lane fails.
@@ -205,7 +205,7 @@ func (h *Host) Run(ctx context.Context, ready func(Ready)) error {
 	}
 	dir := filepath.Dir(cfg.Manifest)
 	hash := Hash(data)
-	if err := workspace.WriteFileAtomic(AppliedPath(cfg.Manifest), []byte(hash+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(AppliedPath(cfg.Manifest), []byte(hash+"\n"), 0o644); err != nil {
 		return fmt.Errorf("space host: %w: the manifest's folder %s must be writable for %s: %w",
 			ErrManifestFolder, dir, filepath.Base(AppliedPath(cfg.Manifest)), err)
 	}
@@ -487,7 +487,7 @@ func (st *state) ack() {
 		}
 	}
 	path := AppliedPath(st.h.Manifest)
-	if err := workspace.WriteFileAtomic(path, []byte(st.curHash+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(st.curHash+"\n"), 0o644); err != nil {
 		st.log.Error("cannot acknowledge the manifest", "path", path, "err", err)
 		return
 	}

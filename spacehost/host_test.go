@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cotal-ai/cotal/workspace"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
 
 const waitFor = 10 * time.Second
@@ -165,7 +165,7 @@ func newFixture(t *testing.T, manifest string, policy Policy) *fixture {
 
 func (fx *fixture) write(manifest string) {
 	fx.t.Helper()
-	if err := workspace.WriteFileAtomic(fx.manifest, []byte(manifest), 0o644); err != nil {
+	if err := atomicfile.WriteFile(fx.manifest, []byte(manifest), 0o644); err != nil {
 		fx.t.Fatal(err)
 	}
 }
