@@ -29,6 +29,7 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/plane"
@@ -301,7 +302,7 @@ func (l *Lane) serveExchange(ctx, rctx context.Context, ua *trust.UserAuth, issu
 		Addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Port)), Logger: log,
 		Public: l.Public,
 		Discovery: exchange.Discovery{Space: l.Space, Server: l.Server, SentinelCreds: string(ua.SentinelCreds()),
-			IdP: exchange.BundleIdP{URL: cmp.Or(l.IdPURL, l.IdPIssuer), Issuer: l.IdPIssuer, Audience: l.IdPClientID}},
+			IdP: exchangewire.BundleIdP{URL: cmp.Or(l.IdPURL, l.IdPIssuer), Issuer: l.IdPIssuer, Audience: l.IdPClientID}},
 	}
 	addrs := make(chan net.Addr, 1)
 	exReady := make(chan struct{})

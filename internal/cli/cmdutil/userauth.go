@@ -9,7 +9,7 @@ import (
 
 	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/client"
-	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/login"
 	"github.com/cotal-ai/cotal/meshreg"
 	"github.com/cotal-ai/cotal/protocol"
@@ -135,14 +135,14 @@ func (f *Factory) connectUserAuth(ctx context.Context, t Target, cfg client.Conf
 	if err != nil {
 		return nil, err
 	}
-	fetch := func(ctx context.Context) (exchange.Response, error) {
+	fetch := func(ctx context.Context) (exchangewire.Response, error) {
 		tok, err := si.idToken(ctx, logins)
 		if err != nil {
-			return exchange.Response{}, err
+			return exchangewire.Response{}, err
 		}
-		resp, err := si.exchange.Exchange(ctx, exchange.Request{IDPToken: tok, Actor: actor})
+		resp, err := si.exchange.Exchange(ctx, exchangewire.Request{IDPToken: tok, Actor: actor})
 		if err != nil {
-			return exchange.Response{}, fmt.Errorf("act as %q in space %q: %w", actor, t.Space, err)
+			return exchangewire.Response{}, fmt.Errorf("act as %q in space %q: %w", actor, t.Space, err)
 		}
 		return resp, nil
 	}
