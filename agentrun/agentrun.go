@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/cotal-ai/cotal/connector"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
@@ -176,7 +177,7 @@ func WriteFiles(s connector.Spec) error {
 		if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
 			return fmt.Errorf("write %s: %w", f.Path, err)
 		}
-		if err := workspace.WriteFileAtomic(f.Path, f.Data, 0o600); err != nil {
+		if err := atomicfile.WriteFile(f.Path, f.Data, 0o600); err != nil {
 			return fmt.Errorf("write %s: %w", f.Path, err)
 		}
 	}

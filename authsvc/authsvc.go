@@ -25,11 +25,12 @@ import (
 	"github.com/cotal-ai/cotal/callout"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/plane"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // StatusFile is the readiness file the lane writes into its state folder once the callout
@@ -60,7 +61,7 @@ const statusVersion = 1
 // (.cotal/auth): space.<hex>. It holds the bearer issuer key, the owner secret and
 // StatusFile.
 func StateDir(chainDir, space string) string {
-	return filepath.Join(chainDir, "space."+workspace.SpaceKey(space))
+	return filepath.Join(chainDir, "space."+protocol.SpaceKey(space))
 }
 
 // ReadStatus reads StatusFile from dir. A missing file (fs.ErrNotExist) means no auth
@@ -247,7 +248,7 @@ func (r *laneRun) keys(ctx context.Context) error {
 	if store == nil {
 		store = bearer.FileStore{Dir: r.Chain.Dir()}
 	}
-	secrets := bearer.Within(store, "space."+workspace.SpaceKey(r.Space))
+	secrets := bearer.Within(store, "space."+protocol.SpaceKey(r.Space))
 	if r.issuer, err = bearer.LoadFrom(secrets, r.Space); err != nil {
 		return err
 	}
@@ -301,7 +302,7 @@ func (r *laneRun) writeStatus(st Status) error {
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
-	if err := workspace.WriteFileAtomic(r.statusPath(), append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteFile(r.statusPath(), append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", r.statusPath(), err)
 	}
 	return nil
@@ -360,7 +361,7 @@ func (r *laneRun) serveExchange(ctx, rctx context.Context, auth *authority) (Sta
 		Addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(r.Port)), Logger: r.log,
 		Public: r.Public,
 		Discovery: exchange.Discovery{Space: r.Space, Server: r.Server, SentinelCreds: string(r.ua.SentinelCreds()),
-			IdP: exchange.BundleIdP{URL: cmp.Or(r.IdPURL, r.IdPIssuer), Issuer: r.IdPIssuer, Audience: r.IdPClientID}},
+			IdP: exchangewire.BundleIdP{URL: cmp.Or(r.IdPURL, r.IdPIssuer), Issuer: r.IdPIssuer, Audience: r.IdPClientID}},
 	}
 	addrs := make(chan net.Addr, 1)
 	err := r.start(ctx, func(up func()) error {

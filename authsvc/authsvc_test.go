@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/protocol"
@@ -178,7 +178,7 @@ func TestLane(t *testing.T) {
 	}
 
 	// Exchange the ID token for a bearer.
-	body, _ := json.Marshal(exchange.Request{IDPToken: "idtok", Actor: "alice"})
+	body, _ := json.Marshal(exchangewire.Request{IDPToken: "idtok", Actor: "alice"})
 	hreq, err := http.NewRequestWithContext(t.Context(), http.MethodPost, st.URL+"/exchange", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +189,7 @@ func TestLane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var xr exchange.Response
+	var xr exchangewire.Response
 	err = json.NewDecoder(hresp.Body).Decode(&xr)
 	hresp.Body.Close()
 	if err != nil || hresp.StatusCode != http.StatusOK || xr.Token == "" {

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cotal-ai/cotal/bearer"
-	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/userauth"
@@ -30,13 +30,13 @@ func (f *laneFixture) dialBearer(owner, actor, token string, opts ...nats.Option
 
 // exchange trades the fake IdP's token for a bearer of actor at the lane's loopback
 // exchange.
-func (f *laneFixture) exchange(t *testing.T, actor string) exchange.Response {
+func (f *laneFixture) exchange(t *testing.T, actor string) exchangewire.Response {
 	t.Helper()
 	st, err := ReadStatus(f.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(t.Context(), exchange.Request{IDToken: "idtok", Actor: actor})
+	x, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(t.Context(), exchangewire.Request{IDToken: "idtok", Actor: actor})
 	if err != nil {
 		t.Fatalf("exchange for %s: %v", actor, err)
 	}
@@ -52,11 +52,11 @@ func TestBearers(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := &userauth.Exchanger{URL: st.URL, Cap: st.Cap}
-	human, err := x.Exchange(t.Context(), exchange.Request{IDToken: "idtok", Actor: "alice"})
+	human, err := x.Exchange(t.Context(), exchangewire.Request{IDToken: "idtok", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := x.Exchange(t.Context(), exchange.Request{Owner: human.Owner, Actor: "alice", ActorToken: human.Token})
+	agent, err := x.Exchange(t.Context(), exchangewire.Request{Owner: human.Owner, Actor: "alice", ActorToken: human.Token})
 	if err != nil {
 		t.Fatalf("agent exchange: %v", err)
 	}
@@ -121,17 +121,17 @@ func TestSessionOutlivesBearers(t *testing.T) {
 	}
 	first := f.exchange(t, "alice")
 	var fetches atomic.Int32
-	fetch := func(context.Context) (exchange.Response, error) {
+	fetch := func(context.Context) (exchangewire.Response, error) {
 		fetches.Add(1)
 		tok, err := iss.Issue(bearer.Claims{Owner: first.Owner, Actor: "alice", Kind: bearer.KindHuman, TTL: 3 * time.Second})
 		if err != nil {
-			return exchange.Response{}, err
+			return exchangewire.Response{}, err
 		}
 		c, err := iss.Verify(tok)
 		if err != nil {
-			return exchange.Response{}, err
+			return exchangewire.Response{}, err
 		}
-		return exchange.Response{Token: tok, ExpiresAt: c.Expiry.UnixMilli(), Owner: c.Owner, Actor: c.Actor}, nil
+		return exchangewire.Response{Token: tok, ExpiresAt: c.Expiry.UnixMilli(), Owner: c.Owner, Actor: c.Actor}, nil
 	}
 	sess, err := userauth.Start(t.Context(), fetch, nil)
 	if err != nil {

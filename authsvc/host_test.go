@@ -16,7 +16,7 @@ import (
 
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/delivery"
-	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/oidc/oidctest"
 	"github.com/cotal-ai/cotal/plane"
@@ -70,27 +70,27 @@ func (m *hostMesh) addSpace(space string) {
 
 // dial exchanges alice's ID token at space's exchange and connects to space with its
 // sentinel creds, or returns why not.
-func (m *hostMesh) dial(space string) (*nats.Conn, exchange.Response, error) {
+func (m *hostMesh) dial(space string) (*nats.Conn, exchangewire.Response, error) {
 	st, err := ReadStatus(StateDir(m.Chain.Dir(), space))
 	if err != nil {
-		return nil, exchange.Response{}, err
+		return nil, exchangewire.Response{}, err
 	}
 	idt, err := m.idp.IDToken("alice-sub")
 	if err != nil {
-		return nil, exchange.Response{}, err
+		return nil, exchangewire.Response{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	x, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(ctx, exchange.Request{IDToken: idt, Actor: "alice"})
+	x, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(ctx, exchangewire.Request{IDToken: idt, Actor: "alice"})
 	if err != nil {
-		return nil, exchange.Response{}, err
+		return nil, exchangewire.Response{}, err
 	}
 	nc, err := m.dialWith(space, x)
 	return nc, x, err
 }
 
 // dialWith connects to the broker with space's sentinel creds and bearer x.
-func (m *hostMesh) dialWith(space string, x exchange.Response) (*nats.Conn, error) {
+func (m *hostMesh) dialWith(space string, x exchangewire.Response) (*nats.Conn, error) {
 	ua, err := m.Chain.UserAuth(space)
 	if err != nil {
 		return nil, err
@@ -154,7 +154,7 @@ func TestHost(t *testing.T) {
 		t.Fatal("host not ready")
 	}
 
-	bearers := map[string]exchange.Response{}
+	bearers := map[string]exchangewire.Response{}
 	ports := map[string]bool{}
 	for _, s := range []string{"alpha", "beta", "gamma"} {
 		nc, x, err := m.dial(s)
@@ -167,7 +167,7 @@ func TestHost(t *testing.T) {
 		ports[st.URL] = true
 		// An agent of the space too: it exchanges the person's bearer at the same exchange.
 		agent, err := (&userauth.Exchanger{URL: st.URL, Cap: st.Cap}).Exchange(t.Context(),
-			exchange.Request{Owner: x.Owner, Actor: "alice", ActorToken: x.Token})
+			exchangewire.Request{Owner: x.Owner, Actor: "alice", ActorToken: x.Token})
 		if err != nil {
 			t.Fatalf("%s agent exchange: %v", s, err)
 		}

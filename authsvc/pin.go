@@ -10,10 +10,10 @@ import (
 
 	"github.com/cotal-ai/cotal/bearer"
 	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/oidc"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // PinFile, in a space's state folder, marks the space as a user-auth space and pins the
@@ -180,7 +180,7 @@ func Enable(chain *trust.Chain, space, idp, clientID string) (Pin, error) {
 	if err != nil {
 		return Pin{}, fmt.Errorf("user auth for %q: %w", space, err)
 	}
-	err = workspace.CreateFileAtomic(filepath.Join(dir, PinFile), b, 0o600)
+	err = atomicfile.CreateFile(filepath.Join(dir, PinFile), b, 0o600)
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return Pin{}, fmt.Errorf("user auth for %q: %w", space, err)
 	}

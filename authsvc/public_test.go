@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/trust"
 )
 
@@ -39,7 +40,7 @@ func TestPublicFace(t *testing.T) {
 	if st.PublicURL == "" || st.PublicURL == st.URL {
 		t.Fatalf("status: public URL %q (exchange %q)", st.PublicURL, st.URL)
 	}
-	b, err := exchange.FetchBundle(t.Context(), st.PublicURL)
+	b, err := exchangewire.FetchBundle(t.Context(), st.PublicURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/trust"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // SentinelFile, in a space's state folder, is the space's deny-all sentinel user as a
@@ -23,7 +23,7 @@ func WriteSentinel(dir string, creds []byte) error {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, creds) {
 		return nil
 	}
-	if err := workspace.WriteFileAtomic(path, creds, 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, creds, 0o600); err != nil {
 		return fmt.Errorf("write sentinel creds %s: %w", path, err)
 	}
 	return nil

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cotal-ai/cotal/workspace"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
 
 // File and folder modes of the key folder: secrets are readable by their owner only.
@@ -71,7 +71,7 @@ func (s FileStore) Create(key string, value []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), dirMode); err != nil {
 		return fmt.Errorf("create folder of %s: %w", p, err)
 	}
-	return workspace.CreateFileAtomic(p, value, fileMode)
+	return atomicfile.CreateFile(p, value, fileMode)
 }
 
 // Within is the view of store under prefix: key k of the view is prefix/k in store.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/broker/brokertest"
-	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
@@ -140,13 +140,13 @@ func newCalloutMesh(b *testing.B) *calloutMesh {
 }
 
 // exchangeToken trades the fake IdP's ID token for alice's bearer at the lane's exchange.
-func exchangeToken(b *testing.B, dir string) exchange.Response {
+func exchangeToken(b *testing.B, dir string) exchangewire.Response {
 	b.Helper()
 	st, err := authsvc.ReadStatus(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	body, err := json.Marshal(exchange.Request{IDToken: "idtok", Actor: "alice"})
+	body, err := json.Marshal(exchangewire.Request{IDToken: "idtok", Actor: "alice"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func exchangeToken(b *testing.B, dir string) exchange.Response {
 		b.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var xr exchange.Response
+	var xr exchangewire.Response
 	if err := json.NewDecoder(resp.Body).Decode(&xr); err != nil || resp.StatusCode != http.StatusOK || xr.Token == "" {
 		b.Fatalf("exchange: status %d, %v, %+v", resp.StatusCode, err, xr)
 	}

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/protocol"
 )
@@ -331,26 +332,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// ErrorBody is the JSON body of every error response: the reference's {"error": sentence}
-// (implementations/auth/src/service.ts send), followed by Go's stable code.
-type ErrorBody struct {
-	Error string `json:"error"`          // what went wrong and what to do, for a person
-	Code  string `json:"code,omitempty"` // a stable code: unauthorized, refused, throttled, ...
-	// Message is where Go releases before the reference's wire put the sentence (their
-	// Error held the code); it is read from such a server's answers, never written.
-	Message string `json:"message,omitempty"`
-}
-
-// Sentence is the person-readable reason of an error body from either wire.
-func (e ErrorBody) Sentence() string {
-	if e.Message != "" {
-		return e.Message
-	}
-	return e.Error
-}
-
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, ErrorBody{Error: msg, Code: code})
+	writeJSON(w, status, exchangewire.ErrorBody{Error: msg, Code: code})
 }
 
 // capOK reports whether the request presents the capability, in constant time.

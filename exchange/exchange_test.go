@@ -19,6 +19,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/internal/testclock"
 	"github.com/cotal-ai/cotal/ledger"
 )
@@ -181,7 +182,7 @@ type reply struct {
 
 func (r reply) errorCode(t *testing.T) string {
 	t.Helper()
-	var e ErrorBody
+	var e exchangewire.ErrorBody
 	if err := json.Unmarshal(r.body, &e); err != nil {
 		t.Fatalf("error body %q: %v", r.body, err)
 	}
@@ -223,13 +224,13 @@ func (f *fixture) post(t *testing.T, v any) reply {
 		"Authorization": "Bearer " + f.srv.Cap, "Content-Type": "application/json"})
 }
 
-func (f *fixture) ok(t *testing.T, v any) Response {
+func (f *fixture) ok(t *testing.T, v any) exchangewire.Response {
 	t.Helper()
 	r := f.post(t, v)
 	if r.status != http.StatusOK {
 		t.Fatalf("exchange %v: %d %s", v, r.status, r.body)
 	}
-	var res Response
+	var res exchangewire.Response
 	if err := json.Unmarshal(r.body, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func expectRefusals(t *testing.T, do func(t *testing.T, method, path string, bod
 
 func TestRefusals(t *testing.T) {
 	f := start(t)
-	human, _ := json.Marshal(Request{IDToken: goodIDToken, Actor: "alice"})
+	human, _ := json.Marshal(exchangewire.Request{IDToken: goodIDToken, Actor: "alice"})
 	cases := []refusalCase{
 		{"no cap", human, map[string]string{"Content-Type": "application/json"}, 401, "unauthorized"},
 		{"wrong cap", human, map[string]string{"Authorization": "Bearer " + strings.Repeat("0", 64), "Content-Type": "application/json"}, 401, "unauthorized"},
@@ -359,7 +360,7 @@ func TestReferenceWire(t *testing.T) {
 
 func TestHumanExchange(t *testing.T) {
 	f := start(t)
-	res := f.ok(t, Request{IDToken: goodIDToken, Actor: "alice"})
+	res := f.ok(t, exchangewire.Request{IDToken: goodIDToken, Actor: "alice"})
 	c, err := f.srv.Issuer.Verify(res.Token)
 	if err != nil {
 		t.Fatalf("verify: %v", err)
@@ -370,10 +371,10 @@ func TestHumanExchange(t *testing.T) {
 		t.Fatalf("claims %+v, response %+v", c, res)
 	}
 	// A qualified subject "<issuer>|<subject>" matches too.
-	if res := f.ok(t, Request{IDToken: goodIDToken, Actor: "worker"}); res.Owner != owner {
+	if res := f.ok(t, exchangewire.Request{IDToken: goodIDToken, Actor: "worker"}); res.Owner != owner {
 		t.Fatalf("worker owner %q", res.Owner)
 	}
-	for _, req := range []Request{
+	for _, req := range []exchangewire.Request{
 		{IDToken: "forged", Actor: "alice"},       // the IdP refuses
 		{IDToken: goodIDToken, Actor: "bob"},      // the row names someone else
 		{IDToken: goodIDToken, Actor: "stranger"}, // no row
@@ -386,8 +387,8 @@ func TestHumanExchange(t *testing.T) {
 
 func TestAgentExchange(t *testing.T) {
 	f := start(t)
-	human := f.ok(t, Request{IDToken: goodIDToken, Actor: "alice"})
-	res := f.ok(t, Request{Owner: human.Owner, Actor: "worker", ActorToken: human.Token})
+	human := f.ok(t, exchangewire.Request{IDToken: goodIDToken, Actor: "alice"})
+	res := f.ok(t, exchangewire.Request{Owner: human.Owner, Actor: "worker", ActorToken: human.Token})
 	c, err := f.srv.Issuer.Verify(res.Token)
 	if err != nil {
 		t.Fatalf("verify: %v", err)
@@ -397,11 +398,11 @@ func TestAgentExchange(t *testing.T) {
 		t.Fatalf("claims %+v", c)
 	}
 	// The agent renews with its own bearer.
-	if _, err := f.srv.Issuer.Verify(f.ok(t, Request{Owner: res.Owner, Actor: "worker", ActorToken: res.Token}).Token); err != nil {
+	if _, err := f.srv.Issuer.Verify(f.ok(t, exchangewire.Request{Owner: res.Owner, Actor: "worker", ActorToken: res.Token}).Token); err != nil {
 		t.Fatal(err)
 	}
 	other := f.srv.OwnerSecret.Owner(testIdP, "mallory")
-	for _, req := range []Request{
+	for _, req := range []exchangewire.Request{
 		{Owner: other, Actor: "worker", ActorToken: human.Token},             // token of another owner
 		{Owner: human.Owner, Actor: "worker", ActorToken: human.Token + "x"}, // bad signature
 		{Owner: human.Owner, Actor: "bob", ActorToken: human.Token},          // row names another identity
@@ -412,19 +413,19 @@ func TestAgentExchange(t *testing.T) {
 	}
 	// Revoked: the next exchange is refused.
 	f.ledger.revoke("worker")
-	if r := f.post(t, Request{Owner: human.Owner, Actor: "worker", ActorToken: human.Token}); r.status != 401 || r.errorCode(t) != "refused" {
+	if r := f.post(t, exchangewire.Request{Owner: human.Owner, Actor: "worker", ActorToken: human.Token}); r.status != 401 || r.errorCode(t) != "refused" {
 		t.Fatalf("revoked: %d %s", r.status, r.body)
 	}
 	// An unreachable ledger is the exchange's failure, not a refusal.
 	f.ledger.fail(errors.New("kv down"))
-	if r := f.post(t, Request{IDToken: goodIDToken, Actor: "alice"}); r.status != 503 || r.errorCode(t) != "unavailable" {
+	if r := f.post(t, exchangewire.Request{IDToken: goodIDToken, Actor: "alice"}); r.status != 503 || r.errorCode(t) != "unavailable" {
 		t.Fatalf("ledger down: %d %s", r.status, r.body)
 	}
 }
 
 func TestThrottle(t *testing.T) {
 	f := start(t)
-	bad := Request{IDToken: "forged", Actor: "alice"}
+	bad := exchangewire.Request{IDToken: "forged", Actor: "alice"}
 	for i := range RefusalLimit {
 		if r := f.post(t, bad); r.status != 401 {
 			t.Fatalf("refusal %d: %d %s", i+1, r.status, r.body)
@@ -442,7 +443,7 @@ func TestThrottle(t *testing.T) {
 		t.Fatalf("bad cap while throttled: %d", r.status)
 	}
 	// Successes are never throttled.
-	f.ok(t, Request{IDToken: goodIDToken, Actor: "alice"})
+	f.ok(t, exchangewire.Request{IDToken: goodIDToken, Actor: "alice"})
 	// A new window forgives.
 	f.clock.advance(RefusalWindow)
 	if r := f.post(t, bad); r.status != 401 {
@@ -503,7 +504,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		human := req.idpToken() != ""
+		human := idpToken(req) != ""
 		agent := req.ActorToken != "" && req.Owner != ""
 		if human == agent {
 			t.Fatalf("accepted %q as neither or both grant types: %+v", body, req)

@@ -13,61 +13,17 @@ import (
 	"time"
 
 	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/ledger"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
-// Request is the body of POST /exchange, as the reference's clients send it (its
-// implementations/auth/src/service.ts handleExchange): a person sets IDPToken and Actor; an
-// agent sets Owner, Actor and ActorToken. Mixing the two is refused. Unknown fields are
-// ignored, as the reference ignores them.
-type Request struct {
-	IDPToken string `json:"idpToken,omitempty"` // human: the IdP ID token
-	// IDToken is the name Go releases before the reference's wire used for IDPToken; it is
-	// accepted on input (never with IDPToken) and Go clients no longer send it.
-	IDToken    string `json:"idToken,omitempty"`
-	Owner      string `json:"owner,omitempty"`      // agent: the owner the actor token belongs to
-	Actor      string `json:"actor"`                // the actor to act as; both kinds
-	ActorToken string `json:"actorToken,omitempty"` // agent: a still-valid bearer of Owner
-	// TTLSec, when set, asks for a shorter bearer: its lifetime is the smaller of TTLSec
-	// (whole seconds) and the kind's maximum.
-	TTLSec *float64 `json:"ttlSec,omitempty"`
-	// View and ManagerInstanceID are the reference's bearer views; this exchange serves
-	// none, so they are type-checked and otherwise ignored (see docs/interop.md).
-	View              *string `json:"view,omitempty"`
-	ManagerInstanceID *string `json:"managerInstanceId,omitempty"`
-}
-
 // idpToken is the human's ID token under either of its names.
-func (r Request) idpToken() string {
+func idpToken(r exchangewire.Request) string {
 	if r.IDPToken != "" {
 		return r.IDPToken
 	}
 	return r.IDToken
-}
-
-// Response is the body of a successful exchange: the reference's {token, owner, exp}
-// followed by Go's extras.
-type Response struct {
-	Token string `json:"token"` // the Cotal bearer
-	Owner string `json:"owner"`
-	Exp   int64  `json:"exp"` // its expiry, unix seconds
-	Actor string `json:"actor"`
-	// LifecycleUID is the actor's incarnation, which names its DM durable; set when the
-	// server enrolls principals (Server.Enroll).
-	LifecycleUID string `json:"lifecycleUid,omitempty"`
-	// ExpiresAt is the expiry in unix milliseconds, for Go clients released before Exp;
-	// read Expiry instead.
-	ExpiresAt int64 `json:"expiresAt,omitempty"`
-}
-
-// Expiry is when the bearer expires: Exp, or ExpiresAt from an exchange released before
-// Exp.
-func (r Response) Expiry() time.Time {
-	if r.Exp != 0 {
-		return time.Unix(r.Exp, 0)
-	}
-	return time.UnixMilli(r.ExpiresAt)
 }
 
 // refusal is a refused exchange: the status, code and message the client sees, and the
@@ -139,33 +95,33 @@ func (s *Server) exchangeOn(f *face, w http.ResponseWriter, r *http.Request) {
 // serveExchange checks the request hygiene in the reference's order (Origin, content type,
 // then, with needCap, the capability), then the body, then runs the grant. The method is
 // checked by the route table.
-func (s *Server) serveExchange(r *http.Request, needCap bool) (Response, error) {
+func (s *Server) serveExchange(r *http.Request, needCap bool) (exchangewire.Response, error) {
 	if r.Header.Get("Origin") != "" {
-		return Response{}, refuse(http.StatusForbidden, "origin_refused",
+		return exchangewire.Response{}, refuse(http.StatusForbidden, "origin_refused",
 			"browser-origin requests are not served here", nil)
 	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
-		return Response{}, refuse(http.StatusUnsupportedMediaType, "unsupported_media_type",
+		return exchangewire.Response{}, refuse(http.StatusUnsupportedMediaType, "unsupported_media_type",
 			"content-type must be application/json", err)
 	}
 	if needCap && !s.capOK(r) {
-		return Response{}, refuse(http.StatusUnauthorized, "unauthorized",
+		return exchangewire.Response{}, refuse(http.StatusUnauthorized, "unauthorized",
 			"missing/invalid exchange capability - read it from the space's auth-service.json", nil)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBody))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return Response{}, refuse(http.StatusRequestEntityTooLarge, "body_too_large",
+			return exchangewire.Response{}, refuse(http.StatusRequestEntityTooLarge, "body_too_large",
 				fmt.Sprintf("request body too large (maximum %d bytes)", MaxBody), err)
 		}
-		return Response{}, refuse(http.StatusBadRequest, "bad_request", "request body could not be read", err)
+		return exchangewire.Response{}, refuse(http.StatusBadRequest, "bad_request", "request body could not be read", err)
 	}
 	req, ttl, err := decode(body)
 	if err != nil {
-		return Response{}, refuse(http.StatusBadRequest, "bad_request", err.Error(), err)
+		return exchangewire.Response{}, refuse(http.StatusBadRequest, "bad_request", err.Error(), err)
 	}
-	if req.idpToken() != "" {
+	if idpToken(req) != "" {
 		return s.human(r.Context(), req, ttl)
 	}
 	return s.agent(r.Context(), req, ttl)
@@ -180,47 +136,47 @@ const (
 // decode parses one JSON object the way the reference's exchange does: unknown fields are
 // ignored, the known ones type-checked, and the grant type decided. It returns the
 // requested lifetime, 0 when the request names none.
-func decode(body []byte) (Request, time.Duration, error) {
+func decode(body []byte) (exchangewire.Request, time.Duration, error) {
 	if !json.Valid(body) {
-		return Request{}, 0, errors.New("request body is not valid JSON")
+		return exchangewire.Request{}, 0, errors.New("request body is not valid JSON")
 	}
-	var req Request
+	var req exchangewire.Request
 	if err := json.Unmarshal(body, &req); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return Request{}, 0, fmt.Errorf("request field %s must be a %s", te.Field, jsonKind(te.Field))
+			return exchangewire.Request{}, 0, fmt.Errorf("request field %s must be a %s", te.Field, jsonKind(te.Field))
 		}
-		return Request{}, 0, errors.New("request body must be a JSON object")
+		return exchangewire.Request{}, 0, errors.New("request body must be a JSON object")
 	}
 	var ttl time.Duration
 	if req.TTLSec != nil {
 		sec := math.Floor(*req.TTLSec)
 		if math.IsNaN(sec) || sec < 1 {
-			return Request{}, 0, errors.New("ttlSec must be a number of seconds, at least 1")
+			return exchangewire.Request{}, 0, errors.New("ttlSec must be a number of seconds, at least 1")
 		}
 		ttl = time.Duration(min(sec, math.MaxInt32)) * time.Second
 	}
 	if req.ManagerInstanceID != nil && (req.View == nil || *req.View != "manager-caller") {
-		return Request{}, 0, errors.New(`managerInstanceId is only valid with view "manager-caller"`)
+		return exchangewire.Request{}, 0, errors.New(`managerInstanceId is only valid with view "manager-caller"`)
 	}
 	human := req.IDPToken != "" || req.IDToken != ""
 	agent := req.ActorToken != ""
 	switch {
 	case req.IDPToken != "" && req.IDToken != "":
-		return Request{}, 0, errors.New("send idpToken only (idToken is its old name), not both")
+		return exchangewire.Request{}, 0, errors.New("send idpToken only (idToken is its old name), not both")
 	case human && agent:
-		return Request{}, 0, errors.New("exchange takes idpToken (human) OR owner+actorToken (agent), never both")
+		return exchangewire.Request{}, 0, errors.New("exchange takes idpToken (human) OR owner+actorToken (agent), never both")
 	case agent && (req.Owner == "" || req.Actor == ""):
-		return Request{}, 0, errors.New(agentShape)
+		return exchangewire.Request{}, 0, errors.New(agentShape)
 	case !human && !agent:
 		if req.Owner != "" {
-			return Request{}, 0, errors.New(agentShape)
+			return exchangewire.Request{}, 0, errors.New(agentShape)
 		}
-		return Request{}, 0, errors.New(humanShape)
+		return exchangewire.Request{}, 0, errors.New(humanShape)
 	case human && req.Actor == "":
-		return Request{}, 0, errors.New(humanShape)
+		return exchangewire.Request{}, 0, errors.New(humanShape)
 	case !protocol.ValidActor(req.Actor):
-		return Request{}, 0, fmt.Errorf("actor %q: use 1 to %d letters, digits and _", req.Actor, protocol.MaxActorLength)
+		return exchangewire.Request{}, 0, fmt.Errorf("actor %q: use 1 to %d letters, digits and _", req.Actor, protocol.MaxActorLength)
 	}
 	return req, ttl, nil
 }
@@ -263,18 +219,18 @@ func (s *Server) row(ctx context.Context, actor string) (ledger.Row, error) {
 }
 
 // human exchanges an IdP ID token for a human bearer.
-func (s *Server) human(ctx context.Context, req Request, ttl time.Duration) (Response, error) {
+func (s *Server) human(ctx context.Context, req exchangewire.Request, ttl time.Duration) (exchangewire.Response, error) {
 	var iss, sub string
 	var exp time.Time
 	var err error
 	ev, capped := s.IdP.(ExpiringIDTokenVerifier)
 	if capped {
-		iss, sub, exp, err = ev.VerifyIDTokenExpiry(ctx, req.idpToken())
+		iss, sub, exp, err = ev.VerifyIDTokenExpiry(ctx, idpToken(req))
 	} else {
-		iss, sub, err = s.IdP.VerifyIDToken(ctx, req.idpToken())
+		iss, sub, err = s.IdP.VerifyIDToken(ctx, idpToken(req))
 	}
 	if err != nil {
-		return Response{}, refuse(http.StatusUnauthorized, "refused",
+		return exchangewire.Response{}, refuse(http.StatusUnauthorized, "refused",
 			"the ID token was not accepted (expired, wrong issuer or audience, or bad signature); log in again", err)
 	}
 	ttl = lifetime(ttl, bearer.MaxHumanLifetime)
@@ -282,17 +238,17 @@ func (s *Server) human(ctx context.Context, req Request, ttl time.Duration) (Res
 		// The bearer never outlives the IdP proof it rests on (whole seconds, as the reference).
 		left := time.Duration(exp.Unix()-s.clock().Unix()) * time.Second
 		if left <= 0 {
-			return Response{}, refuse(http.StatusUnauthorized, "refused",
+			return exchangewire.Response{}, refuse(http.StatusUnauthorized, "refused",
 				"the IdP session proof has expired - cannot mint a bearer; log in again", fmt.Errorf("id token exp %s", exp))
 		}
 		ttl = min(ttl, left)
 	}
 	row, err := s.row(ctx, req.Actor)
 	if err != nil {
-		return Response{}, err
+		return exchangewire.Response{}, err
 	}
 	if !s.rowHasIdentity(row, iss, sub) {
-		return Response{}, notGranted(req.Actor, fmt.Errorf("no subject of the row matches %q", sub))
+		return exchangewire.Response{}, notGranted(req.Actor, fmt.Errorf("no subject of the row matches %q", sub))
 	}
 	return s.issue(ctx, row, bearer.Claims{Owner: s.OwnerSecret.Owner(iss, sub), Actor: req.Actor, Kind: bearer.KindHuman, Scope: row.Scopes, TTL: ttl})
 }
@@ -306,45 +262,45 @@ func (s *Server) clock() time.Time {
 }
 
 // agent exchanges a still-valid bearer of req.Owner for a short agent bearer.
-func (s *Server) agent(ctx context.Context, req Request, ttl time.Duration) (Response, error) {
+func (s *Server) agent(ctx context.Context, req exchangewire.Request, ttl time.Duration) (exchangewire.Response, error) {
 	c, err := s.Issuer.Verify(req.ActorToken)
 	if err != nil {
-		return Response{}, refuse(http.StatusUnauthorized, "refused",
+		return exchangewire.Response{}, refuse(http.StatusUnauthorized, "refused",
 			"the actor token is not a valid bearer of this space (expired, or from another space); get a fresh one", err)
 	}
 	if c.Owner != req.Owner {
-		return Response{}, refuse(http.StatusUnauthorized, "refused",
+		return exchangewire.Response{}, refuse(http.StatusUnauthorized, "refused",
 			"the actor token belongs to another owner", fmt.Errorf("token owner %q, asked %q", c.Owner, req.Owner))
 	}
 	row, err := s.row(ctx, req.Actor)
 	if err != nil {
-		return Response{}, err
+		return exchangewire.Response{}, err
 	}
 	if !row.HasOwner(s.OwnerSecret, s.IdPIssuer, req.Owner) {
-		return Response{}, notGranted(req.Actor, fmt.Errorf("no subject of the row derives to owner %q", req.Owner))
+		return exchangewire.Response{}, notGranted(req.Actor, fmt.Errorf("no subject of the row derives to owner %q", req.Owner))
 	}
 	return s.issue(ctx, row, bearer.Claims{Owner: req.Owner, Actor: req.Actor, Kind: bearer.KindAgent, Scope: row.Scopes, TTL: lifetime(ttl, bearer.MaxAgentLifetime)})
 }
 
 // issue enrolls the principal (when the server enrolls), signs the bearer, which carries
 // the enrolled lifecycle uid, and builds the response.
-func (s *Server) issue(ctx context.Context, row ledger.Row, c bearer.Claims) (Response, error) {
+func (s *Server) issue(ctx context.Context, row ledger.Row, c bearer.Claims) (exchangewire.Response, error) {
 	if s.Enroll != nil {
 		uid, err := s.Enroll(ctx, protocol.Principal{Owner: c.Owner, Actor: c.Actor}, row.Role)
 		if err != nil {
-			return Response{}, fmt.Errorf("%w: enroll %s/%s: %w", errUnavailable, c.Owner, c.Actor, err)
+			return exchangewire.Response{}, fmt.Errorf("%w: enroll %s/%s: %w", errUnavailable, c.Owner, c.Actor, err)
 		}
 		c.LifecycleUID = uid
 	}
 	tok, err := s.Issuer.Issue(c)
 	if err != nil {
-		return Response{}, fmt.Errorf("exchange %s/%s: %w", c.Owner, c.Actor, err)
+		return exchangewire.Response{}, fmt.Errorf("exchange %s/%s: %w", c.Owner, c.Actor, err)
 	}
 	v, err := s.Issuer.Verify(tok) // read the expiry exactly as a verifier will
 	if err != nil {
-		return Response{}, fmt.Errorf("exchange %s/%s: fresh bearer: %w", c.Owner, c.Actor, err)
+		return exchangewire.Response{}, fmt.Errorf("exchange %s/%s: fresh bearer: %w", c.Owner, c.Actor, err)
 	}
-	return Response{Token: tok, Owner: c.Owner, Exp: v.Expiry.Unix(), Actor: c.Actor, LifecycleUID: v.LifecycleUID,
+	return exchangewire.Response{Token: tok, Owner: c.Owner, Exp: v.Expiry.Unix(), Actor: c.Actor, LifecycleUID: v.LifecycleUID,
 		ExpiresAt: v.Expiry.UnixMilli()}, nil
 }
 

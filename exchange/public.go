@@ -4,7 +4,7 @@ package exchange
 // HTTPS reverse proxy (TLS is never terminated in process). Routes (closed, exact-match;
 // anything else is 404 with the list):
 //
-//	GET  /.well-known/cotal-mesh  the discovery bundle (Bundle)
+//	GET  /.well-known/cotal-mesh  the discovery bundle (exchangewire.Bundle)
 //	GET  /health                  as on loopback
 //	GET  /jwks                    as on loopback
 //	POST /exchange                as on loopback, without the capability
@@ -37,6 +37,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cotal-ai/cotal/exchangewire"
 )
 
 // Defaults of PublicLimits.
@@ -83,8 +85,8 @@ type Discovery struct {
 	// Server is the broker URL of the auth service (--server), advertised unless
 	// PublicFace.AdvertisedServer is set; then it may be empty.
 	Server        string
-	IdP           BundleIdP // the space's pinned IdP; required
-	SentinelCreds string    // the deny-all sentinel creds file text; required
+	IdP           exchangewire.BundleIdP // the space's pinned IdP; required
+	SentinelCreds string                 // the deny-all sentinel creds file text; required
 }
 
 // publicState is the public face of a running Server.
@@ -94,7 +96,7 @@ type publicState struct {
 	slots  chan struct{} // in-flight requests, held until their handler really ends
 	addr   net.Addr      // bound address; set before ready
 	url    string        // public URL; set before ready
-	bundle []byte        // the encoded Bundle; set before ready
+	bundle []byte        // the encoded exchangewire.Bundle; set before ready
 }
 
 // checkPublic validates the public-face configuration without I/O and prepares its state.
@@ -124,23 +126,23 @@ func (s *Server) checkPublic(now func() time.Time) error {
 }
 
 // bundle composes the discovery bundle for the public URL base.
-func (s *Server) bundle(base string) Bundle {
+func (s *Server) bundle(base string) exchangewire.Bundle {
 	server := s.Discovery.Server
 	if s.Public.AdvertisedServer != "" {
 		server = s.Public.AdvertisedServer
 	}
 	tls := false
 	if u, err := url.Parse(server); err == nil {
-		tls = tlsScheme(u.Scheme)
+		tls = exchangewire.TLSScheme(u.Scheme)
 	}
-	return Bundle{
+	return exchangewire.Bundle{
 		Space:       s.Discovery.Space,
 		Server:      server,
 		TLSRequired: tls,
-		UserAuth: UserAuth{
-			Provider: BundleProvider,
+		UserAuth: exchangewire.UserAuth{
+			Provider: exchangewire.BundleProvider,
 			IdP:      s.Discovery.IdP,
-			Endpoints: Endpoints{
+			Endpoints: exchangewire.Endpoints{
 				URL:                  base,
 				ManagerAuthorityURL:  base + "/manager-service-authority",
 				AgentProvisioningURL: s.Public.AgentProvisioningURL,
@@ -169,7 +171,7 @@ func (s *Server) listenPublic(ctx context.Context) (served, error) {
 		return served{}, fmt.Errorf("encode discovery bundle: %w", err)
 	}
 	h := serveRoutes("the public face", []route{
-		{http.MethodGet, BundlePath, s.serveBundle},
+		{http.MethodGet, exchangewire.BundlePath, s.serveBundle},
 		{http.MethodGet, "/health", s.health},
 		{http.MethodGet, "/jwks", s.jwks},
 		{http.MethodPost, "/exchange", s.exchange(p.face)},

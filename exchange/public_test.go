@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cotal-ai/cotal/bearer"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/trust/trusttest"
 )
@@ -52,7 +53,7 @@ func startPublic(t *testing.T, pf PublicFace, lim PublicLimits) (*fixture, *slow
 		s.Public = &pf
 		s.PublicLimits = lim
 		s.Discovery = Discovery{Space: "demo", Server: "nats://127.0.0.1:4222", SentinelCreds: creds,
-			IdP: BundleIdP{URL: testIdP, Issuer: testIdP, Audience: testIdP}}
+			IdP: exchangewire.BundleIdP{URL: testIdP, Issuer: testIdP, Audience: testIdP}}
 	})
 	t.Cleanup(idp.free) // runs before the server's cleanup, so Run can drain
 	return f, idp
@@ -95,7 +96,7 @@ func TestPublicRoutes(t *testing.T) {
 		!bytes.Contains(r.body, []byte(f.srv.Issuer.KeyID())) {
 		t.Fatalf("jwks: %d %s", r.status, r.body)
 	}
-	if r := f.pubDo(t, http.MethodGet, BundlePath, nil, nil); r.status != 200 || r.header.Get("Content-Type") != "application/json" {
+	if r := f.pubDo(t, http.MethodGet, exchangewire.BundlePath, nil, nil); r.status != 200 || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("bundle: %d %s", r.status, r.body)
 	}
 	for _, path := range []string{"/nope", "/", "/exchange/", "/manager-service-authority", "/.well-known/cotal-mesh/x"} {
@@ -112,23 +113,23 @@ func TestPublicRoutes(t *testing.T) {
 	if r := f.pubDo(t, http.MethodGet, "/exchange", nil, nil); r.status != 405 || r.header.Get("Allow") != "POST" {
 		t.Fatalf("GET /exchange: %d Allow %q", r.status, r.header.Get("Allow"))
 	}
-	if r := f.pubDo(t, http.MethodPost, BundlePath, nil, nil); r.status != 405 || r.header.Get("Allow") != "GET" {
+	if r := f.pubDo(t, http.MethodPost, exchangewire.BundlePath, nil, nil); r.status != 405 || r.header.Get("Allow") != "GET" {
 		t.Fatalf("POST bundle: %d Allow %q", r.status, r.header.Get("Allow"))
 	}
 	// The loopback face does not serve the bundle.
-	if r := f.do(t, http.MethodGet, BundlePath, nil, nil); r.status != 404 {
+	if r := f.do(t, http.MethodGet, exchangewire.BundlePath, nil, nil); r.status != 404 {
 		t.Fatalf("loopback bundle: %d", r.status)
 	}
 }
 
 func TestPublicExchangeNeedsNoCap(t *testing.T) {
 	f, _ := startPublic(t, PublicFace{}, PublicLimits{})
-	human := Request{IDToken: goodIDToken, Actor: "alice"}
+	human := exchangewire.Request{IDToken: goodIDToken, Actor: "alice"}
 	r := f.pubPost(t, human, nil)
 	if r.status != 200 {
 		t.Fatalf("public human exchange: %d %s", r.status, r.body)
 	}
-	var res Response
+	var res exchangewire.Response
 	if err := json.Unmarshal(r.body, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -140,11 +141,11 @@ func TestPublicExchangeNeedsNoCap(t *testing.T) {
 		t.Fatalf("public exchange with a junk Authorization: %d %s", r.status, r.body)
 	}
 	// The agent grant stays allowed: a still-valid bearer of the space is the proof.
-	r = f.pubPost(t, Request{Owner: res.Owner, Actor: "worker", ActorToken: res.Token}, nil)
+	r = f.pubPost(t, exchangewire.Request{Owner: res.Owner, Actor: "worker", ActorToken: res.Token}, nil)
 	if r.status != 200 {
 		t.Fatalf("public agent exchange: %d %s", r.status, r.body)
 	}
-	var agent Response
+	var agent exchangewire.Response
 	if err := json.Unmarshal(r.body, &agent); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestPublicExchangeNeedsNoCap(t *testing.T) {
 
 func TestPublicRefusals(t *testing.T) {
 	f, _ := startPublic(t, PublicFace{}, PublicLimits{})
-	human, _ := json.Marshal(Request{IDToken: goodIDToken, Actor: "alice"})
+	human, _ := json.Marshal(exchangewire.Request{IDToken: goodIDToken, Actor: "alice"})
 	js := map[string]string{"Content-Type": "application/json"}
 	cases := []refusalCase{
 		{"origin", human, map[string]string{"Content-Type": "application/json", "Origin": "https://evil.test"}, 403, "origin_refused"},
@@ -177,13 +178,13 @@ func TestPublicRefusals(t *testing.T) {
 func TestPublicBundle(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
 		f, _ := startPublic(t, PublicFace{}, PublicLimits{})
-		b, err := FetchBundle(t.Context(), f.pub)
+		b, err := exchangewire.FetchBundle(t.Context(), f.pub)
 		if err != nil {
 			t.Fatalf("FetchBundle: %v", err)
 		}
-		want := Bundle{Space: "demo", Server: "nats://127.0.0.1:4222", TLSRequired: false,
-			UserAuth: UserAuth{Provider: "cotal", IdP: f.srv.Discovery.IdP,
-				Endpoints: Endpoints{URL: f.pub, ManagerAuthorityURL: f.pub + "/manager-service-authority", JWKSURL: f.pub + "/jwks"}},
+		want := exchangewire.Bundle{Space: "demo", Server: "nats://127.0.0.1:4222", TLSRequired: false,
+			UserAuth: exchangewire.UserAuth{Provider: "cotal", IdP: f.srv.Discovery.IdP,
+				Endpoints: exchangewire.Endpoints{URL: f.pub, ManagerAuthorityURL: f.pub + "/manager-service-authority", JWKSURL: f.pub + "/jwks"}},
 			SentinelCreds: f.srv.Discovery.SentinelCreds}
 		if b != want {
 			t.Fatalf("bundle\n%+v\nwant\n%+v", b, want)
@@ -195,7 +196,7 @@ func TestPublicBundle(t *testing.T) {
 		if f.srv.PublicURL() != "https://mesh.example.com/cotal" {
 			t.Fatalf("public URL %q", f.srv.PublicURL())
 		}
-		b, err := FetchBundle(t.Context(), f.pub)
+		b, err := exchangewire.FetchBundle(t.Context(), f.pub)
 		if err != nil {
 			t.Fatalf("FetchBundle: %v", err)
 		}
@@ -206,7 +207,7 @@ func TestPublicBundle(t *testing.T) {
 			t.Fatalf("bundle %+v", b)
 		}
 		// The served text is closed: exactly the documented keys.
-		r := f.pubDo(t, http.MethodGet, BundlePath, nil, nil)
+		r := f.pubDo(t, http.MethodGet, exchangewire.BundlePath, nil, nil)
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(r.body, &m); err != nil {
 			t.Fatal(err)
@@ -219,7 +220,7 @@ func TestPublicBundle(t *testing.T) {
 
 func TestPublicThrottlePerPeer(t *testing.T) {
 	f, _ := startPublic(t, PublicFace{TrustedProxy: true}, PublicLimits{})
-	bad := Request{IDToken: "forged", Actor: "alice"}
+	bad := exchangewire.Request{IDToken: "forged", Actor: "alice"}
 	a := xff("203.0.113.9, 10.0.0.1") // peer 10.0.0.1: the hop the proxy appended
 	for i := range PublicRefusalLimit {
 		if r := f.pubPost(t, bad, a); r.status != 401 {
@@ -255,7 +256,7 @@ func TestPublicThrottlePerPeer(t *testing.T) {
 		t.Fatalf("other peer: %d %s", r.status, r.body)
 	}
 	// Successes are never throttled.
-	if r := f.pubPost(t, Request{IDToken: goodIDToken, Actor: "alice"}, a); r.status != 200 {
+	if r := f.pubPost(t, exchangewire.Request{IDToken: goodIDToken, Actor: "alice"}, a); r.status != 200 {
 		t.Fatalf("success while throttled: %d %s", r.status, r.body)
 	}
 	// The loopback budget is separate.
@@ -272,7 +273,7 @@ func TestPublicThrottlePerPeer(t *testing.T) {
 func TestPublicPeerKey(t *testing.T) {
 	t.Run("socket without trusted proxy", func(t *testing.T) {
 		f, _ := startPublic(t, PublicFace{}, PublicLimits{RefusalLimit: 3})
-		bad := Request{IDToken: "forged", Actor: "alice"}
+		bad := exchangewire.Request{IDToken: "forged", Actor: "alice"}
 		for i := range 3 {
 			if r := f.pubPost(t, bad, xff(fmt.Sprintf("10.0.1.%d", i))); r.status != 401 {
 				t.Fatalf("refusal %d: %d", i+1, r.status)
@@ -285,7 +286,7 @@ func TestPublicPeerKey(t *testing.T) {
 	})
 	t.Run("trusted proxy without header", func(t *testing.T) {
 		f, _ := startPublic(t, PublicFace{TrustedProxy: true}, PublicLimits{RefusalLimit: 3})
-		bad := Request{IDToken: "forged", Actor: "alice"}
+		bad := exchangewire.Request{IDToken: "forged", Actor: "alice"}
 		for i := range 3 {
 			if r := f.pubPost(t, bad, nil); r.status != 401 {
 				t.Fatalf("refusal %d: %d", i+1, r.status)
@@ -330,7 +331,7 @@ func TestForwardedPeer(t *testing.T) {
 
 func TestPublicPeerBound(t *testing.T) {
 	f, _ := startPublic(t, PublicFace{TrustedProxy: true}, PublicLimits{RefusalLimit: 1})
-	bad := Request{IDToken: "forged", Actor: "alice"}
+	bad := exchangewire.Request{IDToken: "forged", Actor: "alice"}
 	first := xff("10.9.0.0")
 	f.pubPost(t, bad, first)
 	if r := f.pubPost(t, bad, first); r.status != 429 {
@@ -357,7 +358,7 @@ func TestPublicPeerBound(t *testing.T) {
 func TestPublicInFlightCap(t *testing.T) {
 	f, idp := startPublic(t, PublicFace{}, PublicLimits{})
 	statuses := make(chan int, PublicMaxInFlight)
-	body, _ := json.Marshal(Request{IDToken: "slow", Actor: "alice"})
+	body, _ := json.Marshal(exchangewire.Request{IDToken: "slow", Actor: "alice"})
 	for range PublicMaxInFlight {
 		go func() {
 			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, f.pub+"/exchange", bytes.NewReader(body))
@@ -408,7 +409,7 @@ func TestPublicInFlightCap(t *testing.T) {
 
 func TestPublicDeadline(t *testing.T) {
 	f, idp := startPublic(t, PublicFace{}, PublicLimits{Deadline: 100 * time.Millisecond, MaxInFlight: 1})
-	r := f.pubPost(t, Request{IDToken: "slow", Actor: "alice"}, nil)
+	r := f.pubPost(t, exchangewire.Request{IDToken: "slow", Actor: "alice"}, nil)
 	if r.status != 503 || r.errorCode(t) != "deadline" {
 		t.Fatalf("slow request: %d %s, want 503 deadline", r.status, r.body)
 	}
@@ -433,7 +434,7 @@ func TestPublicConfigRefused(t *testing.T) {
 	}
 	creds := trusttest.SentinelCreds(t)
 	disc := Discovery{Space: "demo", Server: "nats://127.0.0.1:4222", SentinelCreds: creds,
-		IdP: BundleIdP{URL: testIdP, Issuer: testIdP, Audience: testIdP}}
+		IdP: exchangewire.BundleIdP{URL: testIdP, Issuer: testIdP, Audience: testIdP}}
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -453,7 +454,7 @@ func TestPublicConfigRefused(t *testing.T) {
 		{"no server", PublicFace{}, func(d *Discovery) { d.Server = "" }, "no server to advertise"},
 		{"bad server", PublicFace{}, func(d *Discovery) { d.Server = "localhost:4222" }, "server"},
 		{"no creds", PublicFace{}, func(d *Discovery) { d.SentinelCreds = "" }, "sentinelCreds"},
-		{"no idp", PublicFace{}, func(d *Discovery) { d.IdP = BundleIdP{} }, "idp"},
+		{"no idp", PublicFace{}, func(d *Discovery) { d.IdP = exchangewire.BundleIdP{} }, "idp"},
 		{"port taken", PublicFace{Port: takenPort}, nil, "public face"},
 	}
 	for _, c := range cases {

@@ -3,9 +3,8 @@ package exchange
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"strings"
+
+	"github.com/cotal-ai/cotal/exchangewire"
 )
 
 // Setting names one public-face setting in its flag form (without the leading "--"). The
@@ -56,14 +55,6 @@ func (e *SettingError) Error() string { return string(e.Setting) + ": " + e.Msg 
 
 // Unwrap returns the underlying cause.
 func (e *SettingError) Unwrap() error { return e.Err }
-
-// plain is the error without a setting name, for rules reused outside the settings.
-func (e *SettingError) plain() error {
-	if e.Err != nil {
-		return fmt.Errorf("%s: %w", e.Msg, e.Err)
-	}
-	return errors.New(e.Msg)
-}
 
 // PublicFace holds the settings of a space's public exchange face, shared by the
 // auth-service flags and the space-host manifest entries. The zero value means no public face.
@@ -120,97 +111,27 @@ func (p PublicFace) checkValues() error {
 		return &SettingError{Setting: SettingPort, Msg: fmt.Sprintf("port %d is out of range 0..65535", p.Port)}
 	}
 	if p.URL != "" {
-		if err := checkHTTPS(p.URL, true); err != nil {
-			err.Setting = SettingURL
-			return err
+		if err := exchangewire.CheckHTTPS(p.URL, true); err != nil {
+			return settingError(SettingURL, err)
 		}
 	}
 	if p.AdvertisedServer != "" {
-		if err := checkBrokerURL(p.AdvertisedServer); err != nil {
-			err.Setting = SettingAdvertisedServer
-			return err
+		if err := exchangewire.CheckBrokerURL(p.AdvertisedServer); err != nil {
+			return settingError(SettingAdvertisedServer, err)
 		}
 	}
 	if p.AgentProvisioningURL != "" {
-		if err := checkHTTPS(p.AgentProvisioningURL, false); err != nil {
-			err.Setting = SettingProvisioningURL
-			return err
+		if err := exchangewire.CheckHTTPS(p.AgentProvisioningURL, false); err != nil {
+			return settingError(SettingProvisioningURL, err)
 		}
 	}
 	return nil
 }
 
-// checkHTTPS checks an absolute https:// URL with a host and no userinfo; base also refuses
-// a query or fragment (clients append paths to it). The caller fills Setting.
-func checkHTTPS(raw string, base bool) *SettingError { return checkWebURL(raw, base, false) }
-
-// checkWebURL is checkHTTPS that, with loopbackHTTP, also accepts http:// on a loopback IP
-// literal host.
-func checkWebURL(raw string, base, loopbackHTTP bool) *SettingError {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return &SettingError{Msg: fmt.Sprintf("%q is not a URL", raw), Err: err}
-	case loopbackHTTP && u.Scheme == "http" && !loopbackIP(u.Hostname()):
-		return &SettingError{Msg: fmt.Sprintf("%q: http is allowed only on a loopback IP; use https://", raw)}
-	case u.Scheme != "https" && !(loopbackHTTP && u.Scheme == "http"):
-		return &SettingError{Msg: fmt.Sprintf("%q must start with https://", raw)}
-	case u.Host == "" || u.Hostname() == "":
-		return &SettingError{Msg: fmt.Sprintf("%q has no host", raw)}
-	case u.User != nil:
-		return &SettingError{Msg: fmt.Sprintf("%q must not carry a user or password", raw)}
-	case base && (u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#")):
-		return &SettingError{Msg: fmt.Sprintf("%q must not carry a query or fragment: clients append paths to it", raw)}
+// settingError names setting s in a URL rule's refusal (an *exchangewire.URLError).
+func settingError(s Setting, err error) *SettingError {
+	if ue, ok := errors.AsType[*exchangewire.URLError](err); ok {
+		return &SettingError{Setting: s, Msg: ue.Msg, Err: ue.Err}
 	}
-	return nil
-}
-
-// brokerScheme reports whether s is a URL scheme a broker address may use.
-func brokerScheme(s string) bool {
-	switch s {
-	case "nats", "tls", "ws", "wss":
-		return true
-	}
-	return false
-}
-
-// tlsScheme reports whether a broker scheme always means TLS.
-func tlsScheme(s string) bool { return s == "tls" || s == "wss" }
-
-// CheckServer checks the broker URL a discovery bundle (or a mesh registered from one)
-// gives clients: a nats:, tls:, ws: or wss: URL with a host, no userinfo and no empty
-// port, and tlsRequired true for tls: and wss:.
-func CheckServer(raw string, tlsRequired bool) error {
-	if err := checkBrokerURL(raw); err != nil {
-		return fmt.Errorf("server: %w", err.plain())
-	}
-	if u, _ := url.Parse(raw); tlsScheme(u.Scheme) && !tlsRequired {
-		return fmt.Errorf("tlsRequired: false contradicts server %q", raw)
-	}
-	return nil
-}
-
-// checkBrokerURL checks a nats:, tls:, ws: or wss: URL with a host, no userinfo and no
-// empty port. The caller fills Setting.
-func checkBrokerURL(raw string) *SettingError {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return &SettingError{Msg: fmt.Sprintf("%q is not a URL", raw), Err: err}
-	case !brokerScheme(u.Scheme):
-		return &SettingError{Msg: fmt.Sprintf("%q must be a nats://, tls://, ws:// or wss:// URL", raw)}
-	case u.Host == "" || u.Hostname() == "":
-		return &SettingError{Msg: fmt.Sprintf("%q has no host", raw)}
-	case u.User != nil:
-		return &SettingError{Msg: fmt.Sprintf("%q must not carry a user or password: the discovery bundle is public", raw)}
-	case strings.HasSuffix(u.Host, ":"):
-		return &SettingError{Msg: fmt.Sprintf("%q has an empty port", raw)}
-	}
-	return nil
-}
-
-// loopbackIP reports whether host is a loopback IP literal.
-func loopbackIP(host string) bool {
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return &SettingError{Setting: s, Msg: err.Error()}
 }

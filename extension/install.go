@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cotal-ai/cotal/workspace"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
 
 // Errors Install and Remove return; match them with errors.Is.
@@ -174,7 +174,7 @@ func (p *Prefix) place(ctx context.Context, src, name string) (rec Record, err e
 		return Record{}, fmt.Errorf("store: rename staged file: %w", err)
 	}
 	for _, d := range []string{filepath.Dir(final), store} {
-		if err := workspace.SyncDir(d); err != nil {
+		if err := atomicfile.SyncDir(d); err != nil {
 			return Record{}, fmt.Errorf("store: sync %s: %w", d, err)
 		}
 	}
@@ -326,7 +326,7 @@ func (p *Prefix) sweep(lf *Lockfile) error {
 		return fmt.Errorf("sweep extensions prefix: %w", err)
 	}
 	for _, e := range top {
-		// tempPrefix: staged GOBINs; "."+LockfileName+".tmp-": WriteFileAtomic's temp file.
+		// tempPrefix: staged GOBINs; "."+LockfileName+".tmp-": atomicfile.WriteFile's temp file.
 		if strings.HasPrefix(e.Name(), tempPrefix) || strings.HasPrefix(e.Name(), "."+LockfileName+".tmp-") {
 			remove(filepath.Join(p.Dir, e.Name()))
 		}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cotal-ai/cotal/workspace"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
 
 // Names inside the extensions prefix.
@@ -149,7 +149,7 @@ func (p *Prefix) writeLockfile(g *Guard, l *Lockfile) error {
 	if err != nil {
 		return fmt.Errorf("encode extensions lock: %w", err)
 	}
-	if err := workspace.WriteFileAtomic(p.LockfilePath(), append(raw, '\n'), lockfileMode); err != nil {
+	if err := atomicfile.WriteFile(p.LockfilePath(), append(raw, '\n'), lockfileMode); err != nil {
 		return fmt.Errorf("extensions lock: %w", err)
 	}
 	return nil

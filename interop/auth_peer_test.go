@@ -20,6 +20,7 @@ import (
 
 	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/internal/connz"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/ledger"
@@ -243,7 +244,7 @@ func TestDiscoveryBundle(t *testing.T) {
 	creds := trusttest.SentinelCreds(t)
 	credsJSON, _ := json.Marshal(creds)
 	ref := bytes.Replace(authFixture(t, "bundle.json"), []byte(`"<SENTINEL_CREDS>"`), credsJSON, 1)
-	b, err := exchange.DecodeBundle(ref)
+	b, err := exchangewire.DecodeBundle(ref)
 	if err != nil {
 		t.Fatalf("reference bundle: %v", err)
 	}
@@ -258,7 +259,7 @@ func TestDiscoveryBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := http.Get(st.PublicURL + exchange.BundlePath)
+	res, err := http.Get(st.PublicURL + exchangewire.BundlePath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/cotal-ai/cotal/bearer"
-	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 )
 
 // authFixture reads testdata/auth/<name>.
@@ -65,9 +65,9 @@ func readFile(path string) ([]byte, error) { return os.ReadFile(path) }
 func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o600) }
 
 // TestExchangeRequestFixtures: the reference clients' request bodies decode into Go's
-// exchange.Request field for field (ttlSec included).
+// exchangewire.Request field for field (ttlSec included).
 func TestExchangeRequestFixtures(t *testing.T) {
-	var h, a exchange.Request
+	var h, a exchangewire.Request
 	if err := json.Unmarshal(authFixture(t, "exchange-request-human.json"), &h); err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cotal-ai/cotal/agentrun"
 	"github.com/cotal-ai/cotal/connector"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
@@ -96,7 +97,7 @@ func (s *seat) writeRecord(start string) error {
 	if err != nil {
 		return err
 	}
-	return workspace.WriteFileAtomic(seatFile(s.m.Project, s.info.Name), b, 0o600)
+	return atomicfile.WriteFile(seatFile(s.m.Project, s.info.Name), b, 0o600)
 }
 
 // spawn starts a seat and answers at once with its name and uid (with Wait, once it
@@ -241,7 +242,7 @@ func (m *Manager) start(s *seat, con connector.Connector, cwd string) error {
 		if c, err := trust.ReadCreds(creds); err == nil {
 			s.info.UID = c.LifecycleUID
 		}
-		if err := workspace.WriteFileAtomic(l.CredsPath, creds, 0o600); err != nil {
+		if err := atomicfile.WriteFile(l.CredsPath, creds, 0o600); err != nil {
 			return fail(fmt.Errorf("write creds: %w", err))
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
@@ -42,18 +42,18 @@ type Entry struct {
 }
 
 // BaseURL returns the canonical form of a public face's base URL, the form Entry pins:
-// query, fragment and trailing slash dropped. Like exchange.BundleURL it refuses a URL that
+// query, fragment and trailing slash dropped. Like exchangewire.BundleURL it refuses a URL that
 // is not https (http only on a loopback IP).
 func BaseURL(raw string) (string, error) {
-	u, err := exchange.BundleURL(raw)
+	u, err := exchangewire.BundleURL(raw)
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSuffix(u, exchange.BundlePath), nil
+	return strings.TrimSuffix(u, exchangewire.BundlePath), nil
 }
 
 // idpURL is the IdP base URL an entry keeps: empty when it is the issuer.
-func idpURL(idp exchange.BundleIdP) string {
+func idpURL(idp exchangewire.BundleIdP) string {
 	if idp.URL == idp.Issuer {
 		return ""
 	}
@@ -73,7 +73,7 @@ func (e *Entry) LoginURL() string {
 }
 
 // FromBundle builds the entry of a bundle fetched from the public base URL base at time now.
-func FromBundle(b exchange.Bundle, base string, now time.Time) (Entry, error) {
+func FromBundle(b exchangewire.Bundle, base string, now time.Time) (Entry, error) {
 	pinned, err := BaseURL(base)
 	if err != nil {
 		return Entry{}, err
@@ -95,14 +95,14 @@ func (e *Entry) Validate() error {
 	if err := protocol.CheckSpace(e.Space); err != nil {
 		return fmt.Errorf("space: %w", err)
 	}
-	if err := exchange.CheckServer(e.Server, e.TLSRequired); err != nil {
+	if err := exchangewire.CheckServer(e.Server, e.TLSRequired); err != nil {
 		return err
 	}
 	if e.IdPIssuer == "" || e.IdPClientID == "" {
 		return errors.New("idpIssuer and idpClientId are required")
 	}
 	if e.IdPURL != "" {
-		if _, err := exchange.BundleURL(e.IdPURL); err != nil {
+		if _, err := exchangewire.BundleURL(e.IdPURL); err != nil {
 			return fmt.Errorf("idpUrl: %w", err)
 		}
 	}
@@ -111,11 +111,11 @@ func (e *Entry) Validate() error {
 	} else if base != e.ExchangeURL {
 		return fmt.Errorf("exchangeUrl %q: not canonical (want %q)", e.ExchangeURL, base)
 	}
-	if _, err := exchange.BundleURL(e.JWKSURL); err != nil {
+	if _, err := exchangewire.BundleURL(e.JWKSURL); err != nil {
 		return fmt.Errorf("jwksUrl: %w", err)
 	}
 	if m := e.ManagerAuthorityURL; m != "" {
-		if _, err := exchange.BundleURL(m); err != nil {
+		if _, err := exchangewire.BundleURL(m); err != nil {
 			return fmt.Errorf("managerAuthorityUrl: %w", err)
 		}
 	}

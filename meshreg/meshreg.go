@@ -14,8 +14,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/protocol"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // ErrNotFound is wrapped by Get and Remove when no entry is registered for the space.
@@ -86,7 +86,7 @@ func Add(dir string, e Entry, force bool) error {
 		return fmt.Errorf("add mesh %q: %w", e.Space, err)
 	}
 	p, _ := Path(dir, e.Space) // the space was checked by Validate
-	if err := workspace.WriteFileAtomic(p, data, 0o600); err != nil {
+	if err := atomicfile.WriteFile(p, data, 0o600); err != nil {
 		return fmt.Errorf("add mesh %q: %w", e.Space, err)
 	}
 	return nil

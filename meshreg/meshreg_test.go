@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/internal/testclock"
 	"github.com/cotal-ai/cotal/trust/trusttest"
 )
@@ -112,10 +112,10 @@ func FuzzDecode(f *testing.F) {
 
 func TestFromBundle(t *testing.T) {
 	creds := trusttest.SentinelCreds(t)
-	b := exchange.Bundle{Space: "team", Server: "tls://nats.example.com:4222", TLSRequired: true,
-		UserAuth: exchange.UserAuth{Provider: exchange.BundleProvider,
-			IdP: exchange.BundleIdP{URL: "https://idp.example.com", Issuer: "https://idp.example.com", Audience: "cotal"},
-			Endpoints: exchange.Endpoints{URL: "https://mesh.example.com/cotal", JWKSURL: "https://mesh.example.com/cotal/jwks",
+	b := exchangewire.Bundle{Space: "team", Server: "tls://nats.example.com:4222", TLSRequired: true,
+		UserAuth: exchangewire.UserAuth{Provider: exchangewire.BundleProvider,
+			IdP: exchangewire.BundleIdP{URL: "https://idp.example.com", Issuer: "https://idp.example.com", Audience: "cotal"},
+			Endpoints: exchangewire.Endpoints{URL: "https://mesh.example.com/cotal", JWKSURL: "https://mesh.example.com/cotal/jwks",
 				AgentProvisioningURL: "https://mesh.example.com/provision"}},
 		SentinelCreds: creds}
 	e, err := FromBundle(b, "https://mesh.example.com/cotal/?q=1#f", testclock.Epoch(t).Add(123*time.Millisecond))
@@ -135,10 +135,10 @@ func TestFromBundle(t *testing.T) {
 // survives the entry file; an OIDC bundle keeps no URL beside its issuer.
 func TestFromReferenceBundle(t *testing.T) {
 	creds := trusttest.SentinelCreds(t)
-	b := exchange.Bundle{Space: "team", Server: "tls://nats.example.com:4222", TLSRequired: true,
-		UserAuth: exchange.UserAuth{Provider: exchange.BundleProvider,
-			IdP:       exchange.BundleIdP{URL: "https://idp.example.com/api/auth", Issuer: "https://idp.example.com", Audience: "https://idp.example.com"},
-			Endpoints: exchange.Endpoints{URL: "https://mesh.example.com/cotal", ManagerAuthorityURL: "https://mesh.example.com/cotal/manager-service-authority"}},
+	b := exchangewire.Bundle{Space: "team", Server: "tls://nats.example.com:4222", TLSRequired: true,
+		UserAuth: exchangewire.UserAuth{Provider: exchangewire.BundleProvider,
+			IdP:       exchangewire.BundleIdP{URL: "https://idp.example.com/api/auth", Issuer: "https://idp.example.com", Audience: "https://idp.example.com"},
+			Endpoints: exchangewire.Endpoints{URL: "https://mesh.example.com/cotal", ManagerAuthorityURL: "https://mesh.example.com/cotal/manager-service-authority"}},
 		SentinelCreds: creds}
 	e, err := FromBundle(b, "https://mesh.example.com/cotal", testclock.Epoch(t))
 	if err != nil {
@@ -151,7 +151,7 @@ func TestFromReferenceBundle(t *testing.T) {
 	if err != nil || back.IdPURL != e.IdPURL {
 		t.Fatalf("decoded %+v %v", back, err)
 	}
-	b.UserAuth.IdP = exchange.BundleIdP{URL: "https://idp.example.com/realms/t", Issuer: "https://idp.example.com/realms/t", Audience: "cotal"}
+	b.UserAuth.IdP = exchangewire.BundleIdP{URL: "https://idp.example.com/realms/t", Issuer: "https://idp.example.com/realms/t", Audience: "cotal"}
 	e, err = FromBundle(b, "https://mesh.example.com/cotal", testclock.Epoch(t))
 	if err != nil || e.IdPURL != "" || e.ReferenceIdP() || e.LoginURL() != "https://idp.example.com/realms/t" {
 		t.Fatalf("OIDC entry %+v %v", e, err)

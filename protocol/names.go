@@ -1,5 +1,9 @@
 package protocol
 
+import (
+	"encoding/hex"
+)
+
 // Names of one space's JetStream footprint. Every function takes the space token as it
 // appears in subjects (see CheckSpace).
 
@@ -32,3 +36,8 @@ func ConsumerHistory(p Principal, uid string) string { return "chathist_" + p.Da
 
 // ChannelDefaultsKey is the channel-registry key that holds the space-wide defaults.
 const ChannelDefaultsKey = "=defaults"
+
+// SpaceKey returns the case-safe file-name key of a space: the lowercase hex of its UTF-8
+// bytes ("prod" -> "70726f64"). Per-space files (creds, accounts, pidfiles, logs) are named
+// with it, as in the reference, so two spaces that differ only in case never share a file.
+func SpaceKey(space string) string { return hex.EncodeToString([]byte(space)) }

@@ -60,3 +60,18 @@ func TestValidLifecycleUID(t *testing.T) {
 		}
 	}
 }
+
+func TestSpaceKey(t *testing.T) {
+	tests := []struct{ space, want string }{
+		{"prod", "70726f64"},
+		{"Prod", "50726f64"}, // case-safe: differs from "prod" on a case-folding file system
+		{"a-b_1", "612d625f31"},
+		{"", ""},
+		{"é", "c3a9"},
+	}
+	for _, tt := range tests {
+		if got := protocol.SpaceKey(tt.space); got != tt.want {
+			t.Errorf("SpaceKey(%q) = %q, want %q", tt.space, got, tt.want)
+		}
+	}
+}

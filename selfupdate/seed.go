@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cotal-ai/cotal/workspace"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
 
 // Note is one line of what setup or update did or found.
@@ -101,7 +101,7 @@ func writeConfig(dir, why string) ([]Note, error) {
 		return nil, fmt.Errorf("operator config folder: %w", err)
 	}
 	path := filepath.Join(dir, ConfigName)
-	if err := workspace.WriteFileAtomic(path, []byte(seedConfig), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(seedConfig), 0o600); err != nil {
 		return nil, fmt.Errorf("seed operator config: %w", err)
 	}
 	return []Note{wrote(path, why)}, nil
@@ -123,7 +123,7 @@ func backup(path string, now time.Time) (string, error) {
 		}
 		bak = base + "-" + strconv.Itoa(i)
 	}
-	if err := workspace.WriteFileAtomic(bak, raw, 0o600); err != nil {
+	if err := atomicfile.WriteFile(bak, raw, 0o600); err != nil {
 		return "", fmt.Errorf("back up %s: %w", path, err)
 	}
 	return bak, nil
@@ -267,7 +267,7 @@ func RepairPersonas(controlDir string, now time.Time) ([]Note, error) {
 			if err != nil {
 				return notes, fmt.Errorf("persona %s: %w", p.Name, err)
 			}
-			if err := workspace.WriteFileAtomic(path+".bak", raw, 0o600); err != nil {
+			if err := atomicfile.WriteFile(path+".bak", raw, 0o600); err != nil {
 				return notes, fmt.Errorf("persona %s: back up: %w", p.Name, err)
 			}
 			notes = append(notes, Note{"!", "persona " + p.Name + " differed from the seed: previous copy in " + path + ".bak"})
@@ -292,7 +292,7 @@ func writePersona(controlDir string, p Persona) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("persona %s: %w", p.Name, err)
 	}
-	if err := workspace.WriteFileAtomic(path, []byte(p.Content), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(p.Content), 0o600); err != nil {
 		return fmt.Errorf("persona %s: %w", p.Name, err)
 	}
 	return nil

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cotal-ai/cotal/workspace"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
 
 // ErrBadBinary reports a new binary that does not run.
@@ -78,7 +78,7 @@ func ReplaceSelf(ctx context.Context, from, target string) (version string, err 
 	if err := os.Rename(tmp.Name(), target); err != nil {
 		return "", fmt.Errorf("replace %s: rename: %w", target, err)
 	}
-	if err := workspace.SyncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return version, fmt.Errorf("replace %s: replaced, but sync folder: %w", target, err)
 	}
 	return version, nil

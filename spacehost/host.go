@@ -25,7 +25,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/cotal-ai/cotal/workspace"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
 
 // Lane serves one space until ctx ends or the lane fails.
@@ -239,7 +239,7 @@ func (h *Host) apply() (*SpaceList, string, error) {
 		return nil, "", fmt.Errorf("%s: %w", h.Manifest, err)
 	}
 	hash := Hash(data)
-	if err := workspace.WriteFileAtomic(AppliedPath(h.Manifest), []byte(hash+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(AppliedPath(h.Manifest), []byte(hash+"\n"), 0o644); err != nil {
 		return nil, "", fmt.Errorf("%w: the manifest's folder %s must be writable for %s: %w",
 			ErrManifestFolder, filepath.Dir(h.Manifest), filepath.Base(AppliedPath(h.Manifest)), err)
 	}
@@ -519,7 +519,7 @@ func (st *state) ack() {
 		}
 	}
 	path := AppliedPath(st.h.Manifest)
-	if err := workspace.WriteFileAtomic(path, []byte(st.curHash+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(st.curHash+"\n"), 0o644); err != nil {
 		st.log.Error("cannot acknowledge the manifest", "path", path, "err", err)
 		return
 	}

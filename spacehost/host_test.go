@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/internal/meshtest"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 const waitFor = 10 * time.Second
@@ -166,7 +166,7 @@ func newFixture(t *testing.T, manifest string, policy Policy) *fixture {
 
 func (fx *fixture) write(manifest string) {
 	fx.t.Helper()
-	if err := workspace.WriteFileAtomic(fx.manifest, []byte(manifest), 0o644); err != nil {
+	if err := atomicfile.WriteFile(fx.manifest, []byte(manifest), 0o644); err != nil {
 		fx.t.Fatal(err)
 	}
 }

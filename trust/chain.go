@@ -18,7 +18,6 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/cotal-ai/cotal/protocol"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // File names inside the trust folder.
@@ -275,7 +274,7 @@ func (c *Chain) SystemCreds(expiresIn time.Duration) ([]byte, error) {
 }
 
 func (c *Chain) accountPath(space string) string {
-	return filepath.Join(c.dir, accountFilePrefix+workspace.SpaceKey(space)+accountFileSuffix)
+	return filepath.Join(c.dir, accountFilePrefix+protocol.SpaceKey(space)+accountFileSuffix)
 }
 
 // account loads the space's account, creating it when create is set and no file exists.
@@ -340,7 +339,7 @@ func scanSpaces(dir string) ([]string, error) {
 		}
 		b, err := hex.DecodeString(key)
 		space := string(b)
-		if err != nil || protocol.CheckSpace(space) != nil || workspace.SpaceKey(space) != key {
+		if err != nil || protocol.CheckSpace(space) != nil || protocol.SpaceKey(space) != key {
 			continue // not a space key: not ours
 		}
 		spaces = append(spaces, space)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/cotal-ai/cotal/protocol"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // identityFile records the lifecycle uid of one agent of a space, so every credential
@@ -30,7 +29,7 @@ func (c *Chain) Identity(space, actor string) (string, error) {
 	if !protocol.ValidActor(actor) {
 		return "", fmt.Errorf("identity %q: not an actor token (1 to %d of A-Z a-z 0-9 _)", actor, protocol.MaxActorLength)
 	}
-	dir := filepath.Join(c.dir, "space."+workspace.SpaceKey(space), "agents")
+	dir := filepath.Join(c.dir, "space."+protocol.SpaceKey(space), "agents")
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return "", fmt.Errorf("identity %q: %w", actor, err)
 	}

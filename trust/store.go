@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/cotal-ai/cotal/workspace"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
 
 // File and folder modes of the trust folder: secrets are readable by their owner only.
@@ -59,7 +59,7 @@ func createFile(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	err = workspace.CreateFileAtomic(path, append(b, '\n'), fileMode)
+	err = atomicfile.CreateFile(path, append(b, '\n'), fileMode)
 	if errors.Is(err, fs.ErrExist) {
 		return errExists
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/cotal-ai/cotal/protocol"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // File name parts of a space's callout account: auth.<spacekey>.json. The prefix differs
@@ -66,7 +65,7 @@ func (c *Chain) UserAuth(space string) (*UserAuth, error) {
 }
 
 func (c *Chain) userAuthPath(space string) string {
-	return filepath.Join(c.dir, userAuthFilePrefix+workspace.SpaceKey(space)+userAuthFileSuffix)
+	return filepath.Join(c.dir, userAuthFilePrefix+protocol.SpaceKey(space)+userAuthFileSuffix)
 }
 
 // userAuth loads the callout account of space, creating it when create is set.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/trust"
 )
 
@@ -42,14 +42,14 @@ type Exchanger struct {
 }
 
 // Exchange posts req to URL/exchange and returns the bearer it got.
-func (x *Exchanger) Exchange(ctx context.Context, req exchange.Request) (exchange.Response, error) {
+func (x *Exchanger) Exchange(ctx context.Context, req exchangewire.Request) (exchangewire.Response, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
-		return exchange.Response{}, fmt.Errorf("exchange: %w", err)
+		return exchangewire.Response{}, fmt.Errorf("exchange: %w", err)
 	}
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, x.URL+"/exchange", bytes.NewReader(body))
 	if err != nil {
-		return exchange.Response{}, fmt.Errorf("exchange %s: %w", x.URL, err)
+		return exchangewire.Response{}, fmt.Errorf("exchange %s: %w", x.URL, err)
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	if x.Cap != "" {
@@ -61,34 +61,34 @@ func (x *Exchanger) Exchange(ctx context.Context, req exchange.Request) (exchang
 	}
 	resp, err := hc.Do(hr)
 	if err != nil {
-		return exchange.Response{}, fmt.Errorf("exchange %s: %w", x.URL, err)
+		return exchangewire.Response{}, fmt.Errorf("exchange %s: %w", x.URL, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return exchange.Response{}, fmt.Errorf("exchange %s: %w", x.URL, err)
+		return exchangewire.Response{}, fmt.Errorf("exchange %s: %w", x.URL, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		why := resp.Status
-		var eb exchange.ErrorBody
+		var eb exchangewire.ErrorBody
 		if json.Unmarshal(b, &eb) == nil && eb.Sentence() != "" {
 			why = fmt.Sprintf("%d: %s", resp.StatusCode, eb.Sentence())
 		}
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			return exchange.Response{}, fmt.Errorf("%w (%s)", ErrRefused, why)
+			return exchangewire.Response{}, fmt.Errorf("%w (%s)", ErrRefused, why)
 		}
-		return exchange.Response{}, fmt.Errorf("exchange %s: %s", x.URL, why)
+		return exchangewire.Response{}, fmt.Errorf("exchange %s: %s", x.URL, why)
 	}
-	var out exchange.Response
+	var out exchangewire.Response
 	if err := json.Unmarshal(b, &out); err != nil || out.Token == "" || out.Expiry().Unix() <= 0 {
-		return exchange.Response{}, fmt.Errorf("exchange %s: malformed answer: %v", x.URL, err)
+		return exchangewire.Response{}, fmt.Errorf("exchange %s: malformed answer: %v", x.URL, err)
 	}
 	return out, nil
 }
 
 // Fetch obtains a fresh bearer: for a person, an exchange of a fresh IdP ID token; for an
 // agent, of a still-valid bearer of its owner.
-type Fetch func(ctx context.Context) (exchange.Response, error)
+type Fetch func(ctx context.Context) (exchangewire.Response, error)
 
 // Session holds the current bearer of one principal and renews it before it expires.
 type Session struct {
@@ -97,7 +97,7 @@ type Session struct {
 	now   func() time.Time
 
 	mu  sync.Mutex
-	cur exchange.Response
+	cur exchangewire.Response
 }
 
 // Start fetches the first bearer. log may be nil.
@@ -115,7 +115,7 @@ func Start(ctx context.Context, fetch Fetch, log *slog.Logger) (*Session, error)
 }
 
 // Current is the bearer in hand.
-func (s *Session) Current() exchange.Response {
+func (s *Session) Current() exchangewire.Response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur
@@ -227,7 +227,7 @@ func (s *Session) Keep(ctx context.Context, nc *nats.Conn) {
 }
 
 // set makes next the bearer in hand.
-func (s *Session) set(next exchange.Response) {
+func (s *Session) set(next exchangewire.Response) {
 	s.mu.Lock()
 	s.cur = next
 	s.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cotal-ai/cotal/protocol"
 )
 
 // AuthDir is where the trust chain of the project's broker lives: <root>/.cotal/auth.
@@ -14,37 +16,37 @@ func (p *Project) AuthDir() string { return filepath.Join(p.Dir(), "auth") }
 
 // CredsDir is where minted creds files of a space go: .cotal/auth/creds/space.<hex>.
 func (p *Project) CredsDir(space string) string {
-	return filepath.Join(p.AuthDir(), "creds", "space."+SpaceKey(space))
+	return filepath.Join(p.AuthDir(), "creds", "space."+protocol.SpaceKey(space))
 }
 
 // DeliveryPidFile is the pidfile of the delivery daemon of space: .cotal/delivery.<hex>.pid.
 func (p *Project) DeliveryPidFile(space string) string {
-	return filepath.Join(p.Dir(), "delivery."+SpaceKey(space)+".pid")
+	return filepath.Join(p.Dir(), "delivery."+protocol.SpaceKey(space)+".pid")
 }
 
 // ManagerPidFile is the pidfile of the agent manager of space: .cotal/manager.<hex>.pid.
 func (p *Project) ManagerPidFile(space string) string {
-	return filepath.Join(p.Dir(), "manager."+SpaceKey(space)+".pid")
+	return filepath.Join(p.Dir(), "manager."+protocol.SpaceKey(space)+".pid")
 }
 
 // ManagerLogFile is the log of the agent manager of space: .cotal/manager.<hex>.log.
 func (p *Project) ManagerLogFile(space string) string {
-	return filepath.Join(p.Dir(), "manager."+SpaceKey(space)+".log")
+	return filepath.Join(p.Dir(), "manager."+protocol.SpaceKey(space)+".log")
 }
 
 // DeliveryLogFile is the log of the delivery daemon of space: .cotal/delivery.<hex>.log.
 func (p *Project) DeliveryLogFile(space string) string {
-	return filepath.Join(p.Dir(), "delivery."+SpaceKey(space)+".log")
+	return filepath.Join(p.Dir(), "delivery."+protocol.SpaceKey(space)+".log")
 }
 
 // AuthServicePidFile is the pidfile of the auth service of space: .cotal/auth-service.<hex>.pid.
 func (p *Project) AuthServicePidFile(space string) string {
-	return filepath.Join(p.Dir(), "auth-service."+SpaceKey(space)+".pid")
+	return filepath.Join(p.Dir(), "auth-service."+protocol.SpaceKey(space)+".pid")
 }
 
 // AuthServiceLogFile is the log of the auth service of space: .cotal/auth-service.<hex>.log.
 func (p *Project) AuthServiceLogFile(space string) string {
-	return filepath.Join(p.Dir(), "auth-service."+SpaceKey(space)+".log")
+	return filepath.Join(p.Dir(), "auth-service."+protocol.SpaceKey(space)+".log")
 }
 
 // HeldFile is the marker `cotal down <component>` leaves beside the daemon pidfile

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -113,7 +114,7 @@ func (p *Project) WriteMesh(m *Mesh) error {
 	if err != nil {
 		return fmt.Errorf("write mesh record %s: encode: %w", path, err)
 	}
-	return WriteFileAtomic(path, append(data, '\n'), 0o600)
+	return atomicfile.WriteFile(path, append(data, '\n'), 0o600)
 }
 
 // RemoveMesh deletes the project's mesh record; a record already gone is not an error.

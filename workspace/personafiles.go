@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
 
 // AgentsDir returns the persona folder, <root>/.cotal/agents.
@@ -117,7 +119,7 @@ func (p *Project) writePersona(per *Persona, replace bool) error {
 	}
 	path := p.PersonaPath(per.Name)
 	if replace {
-		err = WriteFileAtomic(path, data, 0o600)
+		err = atomicfile.WriteFile(path, data, 0o600)
 	} else {
 		err = createPersonaFile(path, data, 0o600)
 	}
@@ -142,7 +144,7 @@ func (p *Project) RemovePersona(name string) error {
 	case err != nil:
 		return fmt.Errorf("remove persona %q: %w", name, err)
 	}
-	if err := syncDir(p.AgentsDir()); err != nil {
+	if err := atomicfile.SyncDir(p.AgentsDir()); err != nil {
 		return fmt.Errorf("remove persona %q: sync folder: %w", name, err)
 	}
 	return nil
@@ -174,7 +176,7 @@ func readLimited(path string, limit int64) ([]byte, error) {
 
 // createPersonaFile creates path with data, refusing with ErrPersonaExists when it exists.
 func createPersonaFile(path string, data []byte, perm os.FileMode) error {
-	err := CreateFileAtomic(path, data, perm)
+	err := atomicfile.CreateFile(path, data, perm)
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%w: %s", ErrPersonaExists, path)
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
 
 // ErrNoPidfile reports that no pidfile is recorded at a path.
@@ -46,10 +48,10 @@ func WritePidfile(path string, pid int) error {
 	if err != nil {
 		return fmt.Errorf("write pidfile %s: encode identity: %w", path, err)
 	}
-	if err := WriteFileAtomic(identityPath(path), append(id, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteFile(identityPath(path), append(id, '\n'), 0o600); err != nil {
 		return fmt.Errorf("write pidfile identity: %w", err)
 	}
-	if err := WriteFileAtomic(path, []byte(strconv.Itoa(pid)+"\n"), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(strconv.Itoa(pid)+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write pidfile: %w", err)
 	}
 	return nil

@@ -11,6 +11,20 @@ import (
 	"testing"
 )
 
+// names lists the entries of dir.
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
 // exitedPid returns the pid of a process that has exited and been reaped.
 func exitedPid(t *testing.T) int {
 	t.Helper()

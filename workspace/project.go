@@ -1,7 +1,6 @@
 package workspace
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -170,7 +169,3 @@ func (p *Project) MeshFile() string { return filepath.Join(p.Dir(), "mesh.json")
 // DefaultSpace returns the space a project serves when none is named: the project folder's
 // name as a token (protocol.Token), so "/src/my app" gives "my_app".
 func (p *Project) DefaultSpace() string { return protocol.Token(filepath.Base(p.Root)) }
-
-// SpaceKey returns the case-safe file-name key of a space: the lowercase hex of its UTF-8
-// bytes ("prod" -> "70726f64"). Per-space files are named with it, as in the reference.
-func SpaceKey(space string) string { return hex.EncodeToString([]byte(space)) }

@@ -196,21 +196,6 @@ func TestPaths(t *testing.T) {
 	}
 }
 
-func TestSpaceKey(t *testing.T) {
-	tests := []struct{ space, want string }{
-		{"prod", "70726f64"},
-		{"Prod", "50726f64"}, // case-safe: differs from "prod" on a case-folding file system
-		{"a-b_1", "612d625f31"},
-		{"", ""},
-		{"é", "c3a9"},
-	}
-	for _, tt := range tests {
-		if got := SpaceKey(tt.space); got != tt.want {
-			t.Errorf("SpaceKey(%q) = %q, want %q", tt.space, got, tt.want)
-		}
-	}
-}
-
 // TestFindProjectMachineHome pins the one way commands find their project: the machine
 // home passed over is $COTAL_HOME (made absolute) when set, else $HOME/.cotal, both read
 // through the getenv handed in (not the process's environment); with neither known,

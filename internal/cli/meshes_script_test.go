@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 )
 
 // cmdBundle serves discovery bundles from this test process on loopback until the script
@@ -40,14 +40,14 @@ func cmdBundle(ts *testscript.TestScript, neg bool, args []string) {
 	srv := httptest.NewUnstartedServer(nil) // loopback; its address is known before Start
 	if args[0] == "serve" {
 		base := "http://" + srv.Listener.Addr().String()
-		body = exchange.Bundle{Space: args[2], Server: "nats://127.0.0.1:4222",
-			UserAuth: exchange.UserAuth{Provider: exchange.BundleProvider,
-				IdP:       exchange.BundleIdP{URL: "http://127.0.0.1:5556", Issuer: "http://127.0.0.1:5556", Audience: "cotal"},
-				Endpoints: exchange.Endpoints{URL: base, JWKSURL: base + "/jwks"}},
+		body = exchangewire.Bundle{Space: args[2], Server: "nats://127.0.0.1:4222",
+			UserAuth: exchangewire.UserAuth{Provider: exchangewire.BundleProvider,
+				IdP:       exchangewire.BundleIdP{URL: "http://127.0.0.1:5556", Issuer: "http://127.0.0.1:5556", Audience: "cotal"},
+				Endpoints: exchangewire.Endpoints{URL: base, JWKSURL: base + "/jwks"}},
 			SentinelCreds: sentinelCreds(ts)}
 	}
 	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != exchange.BundlePath {
+		if r.URL.Path != exchangewire.BundlePath {
 			http.NotFound(w, r)
 			return
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
@@ -130,7 +131,7 @@ func runExport(opts *ExportOptions) error {
 		_, err := io.Copy(opts.IO.Out, &buf)
 		return err
 	}
-	if err := workspace.WriteFileAtomic(opts.Out, buf.Bytes(), 0o600); err != nil {
+	if err := atomicfile.WriteFile(opts.Out, buf.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", opts.Out, err)
 	}
 	fmt.Fprintf(opts.IO.Out, "✓ trust chain of %s (%s) written to %s\n", proj.Root, cmdutil.Count(n, "file"), opts.Out)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cotal-ai/cotal/broker"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
@@ -228,7 +229,7 @@ func runConfig(opts *ConfigOptions) error {
 		_, err := opts.IO.Out.Write(conf)
 		return err
 	}
-	if err := workspace.WriteFileAtomic(opts.Out, conf, 0o600); err != nil {
+	if err := atomicfile.WriteFile(opts.Out, conf, 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", opts.Out, err)
 	}
 	spaces, err := chain.Spaces()

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/cotal-ai/cotal/workspace"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
 
 // OutFile is a file the user named for a command to write (cotal mint --out FILE). Whatever
@@ -36,9 +36,9 @@ func (o OutFile) Check() error {
 // there, otherwise it creates Path and refuses when it appeared since Check.
 func (o OutFile) Write(data []byte, perm os.FileMode) error {
 	if o.Force {
-		return workspace.WriteFileAtomic(o.Path, data, perm)
+		return atomicfile.WriteFile(o.Path, data, perm)
 	}
-	err := workspace.CreateFileAtomic(o.Path, data, perm)
+	err := atomicfile.CreateFile(o.Path, data, perm)
 	if errors.Is(err, fs.ErrExist) {
 		return o.exists()
 	}

@@ -10,9 +10,7 @@ import (
 	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/devicelogin"
-	"github.com/cotal-ai/cotal/exchange"
 	"github.com/cotal-ai/cotal/meshreg"
-	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/userauth"
 )
@@ -119,57 +117,32 @@ func remoteSignIn(e *meshreg.Entry) signIn {
 }
 
 // connectUserAuth connects to a user-auth space as the person signed in with its IdP
-// (cotal login), acting as cfg.Actor (or cfg.Name): the sentinel creds plus a bearer from
-// the space's exchange, renewed for as long as ctx lasts and the connection is open. The
-// auth service enrolls the principal at the exchange (its lifecycle uid and bind-only
-// durables), so joining needs no key of the space.
+// (cotal login), acting as cfg.Actor (or cfg.Name), with userauth.Connect; a broker that
+// refuses the bearer gets the login command as its next step.
 func (f *Factory) connectUserAuth(ctx context.Context, t Target, cfg client.Config, si signIn) (*client.Endpoint, error) {
-	actor := cfg.Actor
-	if actor == "" {
-		actor = cfg.Name
-	}
-	if !protocol.ValidActor(actor) {
-		return nil, fmt.Errorf("user-auth space %q: %q is not an actor name (letters, digits and _)", t.Space, actor)
-	}
-	logins, err := f.LoginDir()
-	if err != nil {
-		return nil, err
-	}
-	fetch := func(ctx context.Context) (exchange.Response, error) {
-		tok, err := si.idToken(ctx, logins)
-		if err != nil {
-			return exchange.Response{}, err
+	ep, err := userauth.Connect(ctx, userauth.ConnectOptions{
+		Server:        t.Server,
+		Space:         t.Space,
+		Exchanger:     si.exchange,
+		SentinelCreds: si.sentinel,
+		IDToken: func(ctx context.Context) (string, error) {
+			logins, err := f.LoginDir()
+			if err != nil {
+				return "", err
+			}
+			return si.idToken(ctx, logins)
+		},
+		Config:      cfg,
+		NATSOptions: t.TLSOptions(),
+		Logger:      f.Logger,
+	})
+	if ce, ok := errors.AsType[*userauth.ConnectError](err); ok {
+		if refusedAuth(ce) {
+			return nil, WithNext(ce, "cotal login --idp "+si.issuer)
 		}
-		resp, err := si.exchange.Exchange(ctx, exchange.Request{IDPToken: tok, Actor: actor})
-		if err != nil {
-			return exchange.Response{}, fmt.Errorf("act as %q in space %q: %w", actor, t.Space, err)
-		}
-		return resp, nil
+		return nil, connectError(t, ce)
 	}
-	sess, err := userauth.Start(ctx, fetch, f.Logger)
-	if err != nil {
-		return nil, err
-	}
-	opts, err := sess.Options(si.sentinel)
-	if err != nil {
-		return nil, err
-	}
-	cur := sess.Current()
-	me := protocol.Principal{Owner: cur.Owner, Actor: actor}
-	cfg.Owner, cfg.Actor, cfg.LifecycleUID, cfg.Callout = me.Owner, me.Actor, cur.LifecycleUID, true
-	if cfg.Name == "" {
-		cfg.Name = actor
-	}
-	ep, err := client.Connect(ctx, t.Server, cfg, append(opts, t.TLSOptions()...)...)
-	if err != nil {
-		err = fmt.Errorf("user-auth space %q on %s as %s: %w", t.Space, t.Server, me, err)
-		if refusedAuth(err) {
-			return nil, WithNext(err, "cotal login --idp "+si.issuer)
-		}
-		return nil, connectError(t, err)
-	}
-	go sess.Keep(ctx, ep.Conn())
-	return ep, nil
+	return ep, err
 }
 
 // MeshRegistryDir is where `cotal meshes add` registers remote meshes: <config dir>/meshes.

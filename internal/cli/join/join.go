@@ -17,12 +17,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/internal/termsafe"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // Options are the flags of `cotal join`.
@@ -256,7 +256,7 @@ func shownPath(machineHome func() (string, error), t cmdutil.Target, p protocol.
 		}
 		dir = home
 	}
-	return filepath.Join(dir, "shown", workspace.SpaceKey(t.Space), p.String()+".json"), nil
+	return filepath.Join(dir, "shown", protocol.SpaceKey(t.Space), p.String()+".json"), nil
 }
 
 // loadShown reads a history cursor; a missing one is empty, a broken one is reported and
@@ -289,7 +289,7 @@ func saveShown(path string, s client.Shown) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("history cursor: %w", err)
 	}
-	return workspace.WriteFileAtomic(path, append(b, '\n'), 0o600)
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o600)
 }
 
 // connect connects as the identity the flags name: a persona (its own least-privilege

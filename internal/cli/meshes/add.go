@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cotal-ai/cotal/devicelogin"
-	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/meshreg"
@@ -20,9 +20,9 @@ import (
 // AddOptions are the flags of `cotal meshes add`.
 type AddOptions struct {
 	IO    *iostreams.IOStreams
-	Dir   func() (string, error)                                          // registry folder; only run calls it
-	Fetch func(ctx context.Context, base string) (exchange.Bundle, error) // nil means exchange.FetchBundle
-	Now   func() time.Time                                                // nil means time.Now
+	Dir   func() (string, error)                                              // registry folder; only run calls it
+	Fetch func(ctx context.Context, base string) (exchangewire.Bundle, error) // nil means exchangewire.FetchBundle
+	Now   func() time.Time                                                    // nil means time.Now
 
 	Space string
 	From  string // the mesh's public base URL, as given
@@ -83,7 +83,7 @@ Then sign in with the IdP the bundle names: cotal prints the cotal login command
 func runAdd(ctx context.Context, opts *AddOptions) error {
 	fetch, now := opts.Fetch, opts.Now
 	if fetch == nil {
-		fetch = exchange.FetchBundle
+		fetch = exchangewire.FetchBundle
 	}
 	if now == nil {
 		now = time.Now

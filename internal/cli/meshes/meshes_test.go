@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cotal-ai/cotal/exchange"
+	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/internal/cli/cmdtest"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
@@ -72,7 +72,7 @@ func serve(t *testing.T, body func(base string) any) string {
 	t.Helper()
 	var srv *httptest.Server
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != exchange.BundlePath {
+		if r.URL.Path != exchangewire.BundlePath {
 			http.NotFound(w, r)
 			return
 		}
@@ -85,11 +85,11 @@ func serve(t *testing.T, body func(base string) any) string {
 	return srv.URL
 }
 
-func bundle(space, base, audience, creds string) exchange.Bundle {
-	return exchange.Bundle{Space: space, Server: "nats://127.0.0.1:4222",
-		UserAuth: exchange.UserAuth{Provider: exchange.BundleProvider,
-			IdP:       exchange.BundleIdP{URL: "http://127.0.0.1:5556", Issuer: "http://127.0.0.1:5556", Audience: audience},
-			Endpoints: exchange.Endpoints{URL: base, JWKSURL: base + "/jwks"}},
+func bundle(space, base, audience, creds string) exchangewire.Bundle {
+	return exchangewire.Bundle{Space: space, Server: "nats://127.0.0.1:4222",
+		UserAuth: exchangewire.UserAuth{Provider: exchangewire.BundleProvider,
+			IdP:       exchangewire.BundleIdP{URL: "http://127.0.0.1:5556", Issuer: "http://127.0.0.1:5556", Audience: audience},
+			Endpoints: exchangewire.Endpoints{URL: base, JWKSURL: base + "/jwks"}},
 		SentinelCreds: creds}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/internal/cli/supervise"
@@ -251,10 +252,10 @@ func runInstall(o *Options) error {
 	if err := os.MkdirAll(p.envDir, 0o700); err != nil {
 		return fmt.Errorf("environment folder: %w", err)
 	}
-	if err := workspace.WriteFileAtomic(p.envPath, env, 0o600); err != nil {
+	if err := atomicfile.WriteFile(p.envPath, env, 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", p.envPath, err)
 	}
-	if err := workspace.WriteFileAtomic(p.unitPath, unit, 0o644); err != nil {
+	if err := atomicfile.WriteFile(p.unitPath, unit, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", p.unitPath, err)
 	}
 	out := o.IO.Out

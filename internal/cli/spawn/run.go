@@ -14,6 +14,7 @@ import (
 
 	"github.com/cotal-ai/cotal/agentrun"
 	"github.com/cotal-ai/cotal/connector"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -243,7 +244,7 @@ func mint(ctx context.Context, opts *Options, p *plan) error {
 	if err != nil {
 		return err
 	}
-	if err := workspace.WriteFileAtomic(l.CredsPath, creds, 0o600); err != nil {
+	if err := atomicfile.WriteFile(l.CredsPath, creds, 0o600); err != nil {
 		return fmt.Errorf("write creds: %w", err)
 	}
 	return nil

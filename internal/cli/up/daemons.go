@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cotal-ai/cotal/authsvc"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/deliver"
 	"github.com/cotal-ai/cotal/trust"
@@ -216,7 +217,7 @@ func deliveryCreds(chain *trust.Chain, proj *workspace.Project, space string) (s
 	if err := os.MkdirAll(proj.CredsDir(space), 0o700); err != nil {
 		return "", fmt.Errorf("creds folder: %w", err)
 	}
-	if err := workspace.WriteFileAtomic(path, b, 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return "", err
 	}
 	return path, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
@@ -182,7 +183,7 @@ func applyManifest(ctx context.Context, o *Options, chain *trust.Chain, proj *wo
 			return err
 		}
 		path := filepath.Join(dir, a.Name+".creds")
-		if err := workspace.WriteFileAtomic(path, b, 0o600); err != nil {
+		if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 			return err
 		}
 		fmt.Fprintf(o.IO.ErrOut, "→ wrote %s\n", path)

@@ -1,11 +1,11 @@
 //go:build !windows
 
-package workspace
+package atomicfile
 
 import "os"
 
-// syncDir fsyncs a folder so a rename or removal inside it survives a crash.
-func syncDir(dir string) error {
+// SyncDir fsyncs a folder so that a rename or removal inside it survives a crash.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package exchange
+package exchangewire
 
 import (
 	"encoding/json"

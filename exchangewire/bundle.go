@@ -1,4 +1,4 @@
-package exchange
+package exchangewire
 
 import (
 	"context"
@@ -117,8 +117,8 @@ func (b *Bundle) Validate() error {
 		}
 	}
 	if p := ua.Endpoints.AgentProvisioningURL; p != "" {
-		if err := checkHTTPS(p, false); err != nil {
-			return fmt.Errorf("userAuth.endpoints.agentProvisioningUrl: %w", err.plain())
+		if err := CheckHTTPS(p, false); err != nil {
+			return fmt.Errorf("userAuth.endpoints.agentProvisioningUrl: %w", err)
 		}
 	}
 	if _, err := trust.ReadCreds([]byte(b.SentinelCreds)); err != nil {
@@ -126,15 +126,6 @@ func (b *Bundle) Validate() error {
 	}
 	if b.Policy != nil && b.Policy.Events != "required" {
 		return fmt.Errorf(`policy {"events":%q}: the only policy is {"events":"required"}`, b.Policy.Events)
-	}
-	return nil
-}
-
-// checkEndpointURL checks an absolute https URL with a host and no userinfo, or an http one
-// whose host is a loopback IP literal; base also refuses a query or fragment.
-func checkEndpointURL(raw string, base bool) error {
-	if err := checkWebURL(raw, base, true); err != nil {
-		return err.plain()
 	}
 	return nil
 }

@@ -1,4 +1,8 @@
-package workspace
+// Package atomicfile writes files so that a crash leaves the old content or the new, never
+// half of one: temp file in the same folder, exact mode, fsync, rename (or hard link for a
+// create that must not replace), fsync of the folder. It is on the ground floor: it imports
+// nothing of this module, and every package that keeps state on disk writes through it.
+package atomicfile
 
 import (
 	"errors"
@@ -8,11 +12,11 @@ import (
 	"path/filepath"
 )
 
-// WriteFileAtomic replaces path with data: it writes a temp file in the same folder, sets
+// WriteFile replaces path with data: it writes a temp file in the same folder, sets
 // its mode to perm exactly (no umask), fsyncs and closes it (both checked), renames it over
 // path and fsyncs the folder. A crash leaves the old content or the new, never half a file,
 // and a failed write removes its temp file and leaves path as it was.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -45,19 +49,19 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write %s: rename temp file: %w", path, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		// The rename happened: path holds the new content, only its durability is unknown.
 		return fmt.Errorf("write %s: sync folder: %w", path, err)
 	}
 	return nil
 }
 
-// CreateFileAtomic creates path with data, never replacing anything: it writes a temp file
+// CreateFile creates path with data, never replacing anything: it writes a temp file
 // (mode perm exactly), fsyncs and closes it, and hard-links it to path, which is atomic and
 // fails when path exists (the error wraps fs.ErrExist), so two processes creating one file
 // both end up with the one that won. Where links are not supported it falls back to a
 // rename after checking that path is absent.
-func CreateFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+func CreateFile(path string, data []byte, perm os.FileMode) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -95,7 +99,7 @@ func CreateFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 			return fmt.Errorf("create %s: %w", path, err)
 		}
 	}
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		return fmt.Errorf("create %s: sync folder: %w", path, err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package workspace
+package atomicfile
 
 import (
 	"os"
@@ -19,7 +19,7 @@ func names(t *testing.T, dir string) []string {
 	return out
 }
 
-func TestWriteFileAtomic(t *testing.T) {
+func TestWriteFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f.json")
 	steps := []struct {
@@ -32,7 +32,7 @@ func TestWriteFileAtomic(t *testing.T) {
 		{"", 0o600},
 	}
 	for i, s := range steps {
-		if err := WriteFileAtomic(path, []byte(s.data), s.perm); err != nil {
+		if err := WriteFile(path, []byte(s.data), s.perm); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		got, err := os.ReadFile(path)
@@ -55,17 +55,19 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 }
 
-func TestWriteFileAtomicFailureLeavesNothing(t *testing.T) {
+func TestWriteFileFailureLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "target")
-	mkdirs(t, filepath.Join(target, "child")) // a non-empty directory cannot be renamed over
+	if err := os.MkdirAll(filepath.Join(target, "child"), 0o700); err != nil {
+		t.Fatal(err)
+	} // a non-empty directory cannot be renamed over
 	tests := []struct{ name, path string }{
 		{"rename over a directory", target},
 		{"missing folder", filepath.Join(dir, "missing", "f")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := WriteFileAtomic(tt.path, []byte("data"), 0o600); err == nil {
+			if err := WriteFile(tt.path, []byte("data"), 0o600); err == nil {
 				t.Fatal("want an error")
 			}
 			if n := names(t, dir); len(n) != 1 || n[0] != "target" {
