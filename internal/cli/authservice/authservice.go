@@ -25,8 +25,10 @@ const anySpace = "any"
 // Options are the flags of `cotal auth-service`: authsvc's flag table (RegisterFlags) in
 // Config, where --space, --server and --tls-ca default to the project's, and --pidfile.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO        *iostreams.IOStreams
+	Resolve   cmdutil.ResolveFunc
+	Getenv    func(string) string
+	DaemonLog func() slog.Handler // the daemon's log handler (COTAL_DEBUG)
 
 	Config  authsvc.Config // TrustDir, Store and Logger are set by run
 	Pidfile string         // written once ready, removed on exit
@@ -34,7 +36,7 @@ type Options struct {
 
 // NewCmdAuthService builds `cotal auth-service`.
 func NewCmdAuthService(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Getenv: f.Getenv, DaemonLog: f.DaemonLog}
 	cmd := &cobra.Command{
 		Use:   "auth-service [--space S | --spaces MANIFEST [--callout-only]] [--server URL] [--port N] [--auth-timeout D] [--service-endpoints]",
 		Short: "Run the auth service of user-auth spaces in the foreground",
@@ -119,7 +121,7 @@ func run(ctx context.Context, opts *Options) error {
 	if cfg.Spaces != "" {
 		flags.Space = anySpace
 	}
-	t, err := opts.Factory.Resolve(flags)
+	t, err := opts.Resolve(flags)
 	if err != nil {
 		return err
 	}
@@ -127,7 +129,7 @@ func run(ctx context.Context, opts *Options) error {
 		return cmdutil.Refuse("cotal auth-service outside a project",
 			"the auth service needs the project's trust chain (.cotal/auth)", "cd into the project and run cotal auth-service --space "+t.Space)
 	}
-	h := opts.Factory.DaemonLog()
+	h := opts.DaemonLog()
 	cfg.TrustDir, cfg.Server, cfg.TLSCA = t.Project.AuthDir(), t.Server, t.TLSCA
 	if cfg.Spaces != "" {
 		cfg.Logger = slog.New(spacehost.NewPrefixHandler(h))
@@ -143,7 +145,7 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	// Started by a broker process (cotal up): end with it, even when it was killed.
-	ctx, stopWatch, err := cmdutil.WithParent(ctx, opts.Factory.Getenv)
+	ctx, stopWatch, err := cmdutil.WithParent(ctx, opts.Getenv)
 	if err != nil {
 		return err
 	}
@@ -162,7 +164,7 @@ func run(ctx context.Context, opts *Options) error {
 			where = "exchange " + st.URL + " (" + where + ")"
 		}
 		fmt.Fprintf(opts.IO.Out, "✓ auth service of space %q ready: %s\n", t.Space, where)
-		if rerr := cmdutil.SignalReady(opts.Factory.Getenv, "auth "+t.Space); rerr != nil {
+		if rerr := cmdutil.SignalReady(opts.Getenv, "auth "+t.Space); rerr != nil {
 			fmt.Fprintf(opts.IO.ErrOut, "! %v\n", rerr)
 		}
 	}, nil)

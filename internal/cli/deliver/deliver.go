@@ -27,8 +27,11 @@ var DaemonPrincipal = protocol.Principal{Owner: protocol.OwnerLocal, Actor: "cot
 
 // Options are the flags of `cotal deliver`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO        *iostreams.IOStreams
+	Resolve   cmdutil.ResolveFunc
+	Getenv    func(string) string
+	DaemonLog func() slog.Handler                                  // the daemon's log handler (COTAL_DEBUG)
+	Mint      func(cmdutil.Target, trust.UserSpec) ([]byte, error) // a credential minted on the fly
 
 	Mesh        cmdutil.MeshFlags
 	SystemCreds string
@@ -41,7 +44,7 @@ type Options struct {
 
 // NewCmdDeliver builds `cotal deliver` and `cotal deliver pending`.
 func NewCmdDeliver(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Factory: f}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Getenv: f.Getenv, DaemonLog: f.DaemonLog, Mint: f.Mint}
 	cmd := &cobra.Command{
 		Use:   "deliver --space S | --spaces MANIFEST [--server URL] [--creds FILE]",
 		Short: "Run the delivery daemon of a space in the foreground",
@@ -124,12 +127,12 @@ func spaceOr(s string) string {
 }
 
 func runDeliver(ctx context.Context, opts *Options) error {
-	t, err := opts.Factory.Resolve(opts.Mesh)
+	t, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
 	// Started by a broker process (cotal up): end with it, even when it was killed.
-	ctx, stopWatch, err := cmdutil.WithParent(ctx, opts.Factory.Getenv)
+	ctx, stopWatch, err := cmdutil.WithParent(ctx, opts.Getenv)
 	if err != nil {
 		return err
 	}
@@ -145,7 +148,7 @@ func runDeliver(ctx context.Context, opts *Options) error {
 		}
 	}
 	cfg := delivery.Config{Space: t.Space, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, WaitForLease: opts.Wait,
-		BrokerGone: opts.BrokerGone, Logger: slog.New(opts.Factory.DaemonLog()),
+		BrokerGone: opts.BrokerGone, Logger: slog.New(opts.DaemonLog()),
 		Creds: func(string) ([]byte, error) { return creds, nil }}
 	pid := &cmdutil.Pidfile{Path: opts.Pidfile}
 	defer pid.Remove(opts.IO.ErrOut)
@@ -153,7 +156,7 @@ func runDeliver(ctx context.Context, opts *Options) error {
 	err = delivery.Serve(ctx, cfg, func(spacehost.Ready) {
 		readyErr = pid.Write()
 		fmt.Fprintf(opts.IO.Out, "✓ delivery daemon up (space %s)\n", t.Space)
-		if rerr := cmdutil.SignalReady(opts.Factory.Getenv, "delivery "+t.Space); rerr != nil {
+		if rerr := cmdutil.SignalReady(opts.Getenv, "delivery "+t.Space); rerr != nil {
 			fmt.Fprintf(opts.IO.ErrOut, "! %v\n", rerr)
 		}
 	}, nil)
@@ -190,7 +193,7 @@ func credential(opts *Options, t cmdutil.Target) ([]byte, error) {
 		return nil, cmdutil.Refuse(fmt.Sprintf("a delivery daemon for space %q", t.Space), "the mesh of "+t.Project.Root+" does not serve it",
 			"cotal up --space "+t.Space)
 	}
-	return opts.Factory.Mint(t, trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery, Principal: DaemonPrincipal})
+	return opts.Mint(t, trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery, Principal: DaemonPrincipal})
 }
 
 // leaseHeldNext is what to run when another daemon holds the lease: when it is the one

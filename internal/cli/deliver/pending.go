@@ -14,8 +14,9 @@ import (
 
 // PendingOptions are the arguments and flags of `cotal deliver pending`.
 type PendingOptions struct {
-	IO      *iostreams.IOStreams
-	Factory *cmdutil.Factory
+	IO              *iostreams.IOStreams
+	Resolve         cmdutil.ResolveFunc
+	ConnectOperator cmdutil.ConnectAsFunc // reads the DM and hand-off durables as the provisioner
 
 	Mesh  cmdutil.MeshFlags
 	Name  string
@@ -33,7 +34,7 @@ type PendingReport struct {
 
 // NewCmdPending builds `cotal deliver pending`.
 func NewCmdPending(f *cmdutil.Factory, runF func(context.Context, *PendingOptions) error) *cobra.Command {
-	opts := &PendingOptions{IO: f.IO, Factory: f}
+	opts := &PendingOptions{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator}
 	cmd := &cobra.Command{
 		Use:   "pending <name> [--json]",
 		Short: "Show the messages one recipient has not read yet (read-only)",
@@ -61,11 +62,11 @@ of them. Read-only: nothing is acked, created or started.`,
 }
 
 func runPending(ctx context.Context, opts *PendingOptions) error {
-	t, err := opts.Factory.Resolve(opts.Mesh)
+	t, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
 	}
-	ep, err := opts.Factory.ConnectOperator(ctx, t, trust.ProfileProvisioner)
+	ep, err := opts.ConnectOperator(ctx, t, trust.ProfileProvisioner)
 	if err != nil {
 		return err
 	}

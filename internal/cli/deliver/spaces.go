@@ -25,7 +25,7 @@ const anySpace = "any"
 func runDeliverSpaces(ctx context.Context, opts *Options) error {
 	flags := opts.Mesh
 	flags.Space = anySpace
-	t, err := opts.Factory.Resolve(flags)
+	t, err := opts.Resolve(flags)
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func runDeliverSpaces(ctx context.Context, opts *Options) error {
 		}
 	}
 	cfg := delivery.Config{Spaces: opts.Spaces, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, BrokerGone: opts.BrokerGone,
-		Logger: slog.New(spacehost.NewPrefixHandler(opts.Factory.DaemonLog())),
+		Logger: slog.New(spacehost.NewPrefixHandler(opts.DaemonLog())),
 		Creds:  func(space string) ([]byte, error) { return spaceCredential(opts, t, space) }}
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -75,5 +75,5 @@ func spaceCredential(opts *Options, t cmdutil.Target, space string) ([]byte, err
 			t.Mesh = mesh
 		}
 	}
-	return opts.Factory.Mint(t, trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery, Principal: DaemonPrincipal})
+	return opts.Mint(t, trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery, Principal: DaemonPrincipal})
 }
