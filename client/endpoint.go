@@ -53,6 +53,10 @@ type Config struct {
 	// DeliveryTimeout bounds a request to the delivery daemon (durable join and leave);
 	// 0 means 3 s.
 	DeliveryTimeout time.Duration
+	// PositionEvery is the least time between two confirmations of what the endpoint read
+	// live on its durable channels (sent to the delivery daemon, which then skips those
+	// copies); 0 means 100 ms.
+	PositionEvery time.Duration
 	// ReconnectFor bounds how long Connect's connection keeps trying to reconnect to a
 	// lost server before it gives up and Lost closes; 0 means 1 minute.
 	ReconnectFor time.Duration
@@ -91,6 +95,7 @@ type Endpoint struct {
 	events   <-chan ConnEvent
 	inbox    chan *Incoming
 	seen     *dedupe
+	pos      *positions  // what each durable channel was given, by CHAT sequence
 	order    sync.Mutex  // held from a dedupe claim to its hand-off into Messages()
 	replayMu sync.Mutex  // one history reader at a time
 	tap      atomic.Bool // surface own posts too (observers)
@@ -329,6 +334,9 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 	if cfg.DeliveryTimeout <= 0 {
 		cfg.DeliveryTimeout = 3 * time.Second
 	}
+	if cfg.PositionEvery <= 0 {
+		cfg.PositionEvery = 100 * time.Millisecond
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -341,6 +349,7 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 		me:       protocol.Principal{Owner: cfg.Owner, Actor: cfg.Actor},
 		inbox:    make(chan *Incoming, cfg.InboxSize),
 		seen:     newDedupe(8192),
+		pos:      newPositions(),
 		status:   protocol.StatusIdle,
 		since:    now,
 		uid:      cfg.LifecycleUID,
@@ -416,6 +425,9 @@ func (e *Endpoint) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	e.noteLeaving()
+	// What was read live is confirmed while the subscriptions still hold it, so the daemon
+	// does not hand it to this incarnation again.
+	e.confirmAndReport(context.Background(), true)
 	e.mu.Lock()
 	joined := e.joined
 	stops := e.stops
@@ -432,6 +444,7 @@ func (e *Endpoint) Close() error {
 		stop()
 	}
 	e.wg.Wait() // history readers and the heartbeat end with e.ctx
+	e.nakHeld() // hand-off copies of posts never taken come back to the next incarnation
 	if joined {
 		e.requeueUnread()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

@@ -48,6 +48,7 @@ func (e *Endpoint) surface(in *Incoming) bool {
 	}
 	select {
 	case e.inbox <- in:
+		e.noteSurfaced() // position.go: what the application took is counted from it
 		return true
 	case <-e.ctx.Done():
 		return false
@@ -56,6 +57,7 @@ func (e *Endpoint) surface(in *Incoming) bool {
 
 // onLive handles a core-NATS copy from a channel subscription.
 func (e *Endpoint) onLive(m *nats.Msg) {
+	defer e.liveHandled(m.Sub) // counted whatever the outcome (position.go)
 	r, ok := e.check(m.Subject, m.Data)
 	if !ok || (r.Subject.Sender == e.me && !e.tap.Load()) {
 		return
