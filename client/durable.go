@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -319,7 +320,34 @@ func (e *Endpoint) bindHandoff(ctx context.Context, stream, name string) error {
 	}
 	e.handoff = name
 	e.mu.Unlock()
-	return e.consumeWith(cons, name, stream, e.onHandoff)
+	cc, err := e.consumeWith(cons, name, stream, e.onHandoff)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.handCC = cc
+	e.mu.Unlock()
+	return nil
+}
+
+// drainHandoff stops the hand-off consumer at Close and waits until every copy the
+// broker sent it has passed onHandoff (up to DeliveryTimeout, a hang guard).
+func (e *Endpoint) drainHandoff() {
+	e.mu.Lock()
+	cc := e.handCC
+	e.mu.Unlock()
+	if cc == nil {
+		return
+	}
+	closed := cc.Closed()
+	cc.Drain()
+	t := time.NewTimer(e.cfg.DeliveryTimeout)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		e.log.Warn("hand-off consumer not drained in time; copies still in flight wait out their ack wait")
+	}
 }
 
 // bindExistingHandoff consumes this incarnation's hand-off durable if a daemon made it
@@ -372,7 +400,8 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 	// A copy missed while away is newer than the channel's history: let that go first
 	// (it may hold this post too, which the dedupe below then drops).
 	if !e.waitHistory(r.Subject.Channel) {
-		return // closing: left unacked, so it is redelivered to the next incarnation
+		e.handBack(m) // closing: redelivered to the next incarnation
+		return
 	}
 	ch := r.Subject.Channel
 	if r.Subject.Sender == e.me || e.leftBefore(ch, seq) {
@@ -393,6 +422,10 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 		surfaced, dup = e.surfaceFirst(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, msg: m})
 		if surfaced || dup {
 			e.pos.surfacedHandoff(ch, seq)
+		}
+		if !surfaced && !dup {
+			e.handBack(m) // closing: redelivered to the next incarnation
+			return
 		}
 	}
 	// A post surfaced live but still unread is acked only once the application takes it

@@ -111,13 +111,14 @@ type Endpoint struct {
 	channels map[string]*nats.Subscription
 	presence jetstream.KeyValue
 	stops    []func()
-	backstop map[string]string   // joined channel -> "" when its durable backstop is established, else why not
-	left     map[string]uint64   // channel left in this session -> the CHAT sequence it was left at
-	handoff  string              // the hand-off durable this endpoint consumes, once bound
-	gates    map[string]*gate    // channel whose history is replaying -> its gate
-	shown    Shown               // history shown per channel, for the next session
-	joinedAt map[string]uint64   // channel joined this session -> its watermark, once replayed
-	inboxes  map[string]struct{} // DM recipients whose inbox was confirmed (bounded)
+	backstop map[string]string        // joined channel -> "" when its durable backstop is established, else why not
+	left     map[string]uint64        // channel left in this session -> the CHAT sequence it was left at
+	handoff  string                   // the hand-off durable this endpoint consumes, once bound
+	handCC   jetstream.ConsumeContext // its consume context, drained first at Close
+	gates    map[string]*gate         // channel whose history is replaying -> its gate
+	shown    Shown                    // history shown per channel, for the next session
+	joinedAt map[string]uint64        // channel joined this session -> its watermark, once replayed
+	inboxes  map[string]struct{}      // DM recipients whose inbox was confirmed (bounded)
 
 	ctx    context.Context // the endpoint's lifetime; cancelled by Close
 	cancel context.CancelFunc
@@ -425,8 +426,14 @@ func (e *Endpoint) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	e.noteLeaving()
-	// What was read live is confirmed while the subscriptions still hold it, so the daemon
-	// does not hand it to this incarnation again.
+	// Nothing reaches Messages() from here on: a copy in flight is handed back below.
+	e.cancel()
+	// The hand-off durable is drained before the daemon hears of the close, so every copy
+	// delivered to this endpoint has passed onHandoff (which keeps each one it does not
+	// ack) and no copy waits out its ack wait while later ones go to the next incarnation.
+	e.drainHandoff()
+	// What the application took is confirmed while the subscriptions still hold it, so the
+	// daemon does not hand it to this incarnation again.
 	e.confirmAndReport(context.Background(), true)
 	e.mu.Lock()
 	joined := e.joined
@@ -436,7 +443,6 @@ func (e *Endpoint) Close() error {
 	e.mu.Unlock()
 
 	var errs []error
-	e.cancel()
 	for _, sub := range subs {
 		_ = sub.Unsubscribe() // the connection closes below either way
 	}
@@ -444,9 +450,10 @@ func (e *Endpoint) Close() error {
 		stop()
 	}
 	e.wg.Wait() // history readers and the heartbeat end with e.ctx
-	e.nakHeld() // hand-off copies of posts never taken come back to the next incarnation
+	// Durable copies never taken (held, handed back, or unread in Messages()) are
+	// redelivered at once to the next incarnation, in the order they were stored.
+	e.returnUnsettled()
 	if joined {
-		e.requeueUnread()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		if err := e.writePresence(ctx, protocol.StatusOffline); err != nil {
 			errs = append(errs, fmt.Errorf("leave: presence: %w", err))
@@ -460,21 +467,6 @@ func (e *Endpoint) Close() error {
 		e.nc.Close()
 	}
 	return errors.Join(errs...)
-}
-
-// requeueUnread naks durable copies that were queued for Messages() but never read, so
-// they are redelivered at once instead of after the ack wait.
-func (e *Endpoint) requeueUnread() {
-	for {
-		select {
-		case in := <-e.inbox:
-			if err := in.Nak(); err != nil {
-				e.log.Debug("nak unread", "id", in.ID, "err", err)
-			}
-		default:
-			return
-		}
-	}
 }
 
 func (e *Endpoint) lifecycleUID() string {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +60,7 @@ type posTrack struct {
 	live     uint64   // every post in (from, live] was surfaced live
 	reported uint64   // the last position the daemon accepted
 	broken   bool     // the subscription dropped messages: live reading is incomplete
+	cut      bool     // a post it received was not shown (the endpoint closes): same
 	windows  []window // live positions not yet all taken, in order
 	taken    uint64   // every post in (from, taken] was taken by the application
 }
@@ -121,6 +123,23 @@ func (e *Endpoint) liveHandled(sub *nats.Subscription) {
 		select {
 		case p.kick <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// liveCut records that a live post sub received was not shown (the endpoint closes
+// first): no live position of its channel is claimed from then on, so the daemon copies
+// the post to the next incarnation. It runs before the post is counted handled.
+func (e *Endpoint) liveCut(sub *nats.Subscription) {
+	if e.pos == nil {
+		return
+	}
+	p := e.pos
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.tracks {
+		if t.sub == sub {
+			t.cut = true
 		}
 	}
 }
@@ -283,17 +302,79 @@ func (e *Endpoint) holdCopy(ch string, seq uint64, m jetstream.Msg) bool {
 	return false
 }
 
-// nakHeld asks for the held copies to be redelivered (the endpoint closes with their
-// posts unread), so the next incarnation is given them.
-func (e *Endpoint) nakHeld() {
+// handBack keeps a hand-off copy the closing endpoint did not surface, to be naked by
+// returnUnsettled with the others.
+func (e *Endpoint) handBack(m jetstream.Msg) {
+	p := e.pos
+	p.mu.Lock()
+	p.held = append(p.held, heldCopy{need: ^uint64(0), msg: m})
+	p.mu.Unlock()
+}
+
+// unsettled is a durable copy to hand back at Close, with where it sits in its durable.
+type unsettled struct {
+	in       *Incoming // the unread Incoming, if it reached Messages()
+	msg      jetstream.Msg
+	consumer string
+	seq      uint64
+}
+
+// returnUnsettled naks, at Close, every durable copy this endpoint holds unacked: held
+// hand-off copies of posts not taken, copies handed back while closing, and copies unread
+// in Messages(). The broker redelivers naked copies first, in the order it hears the
+// naks, so they are naked per durable in stream order (the order the daemon stored them:
+// CHAT order per channel), and the last nak of each durable waits for the broker's
+// answer, so the next incarnation, connecting after Close, is given them first and in
+// order. Without this a copy left unacked would come back only after its ack wait, behind
+// later copies.
+func (e *Endpoint) returnUnsettled() {
+	var out []unsettled
+	add := func(in *Incoming, m jetstream.Msg) {
+		u := unsettled{in: in, msg: m}
+		if md, err := m.Metadata(); err == nil {
+			u.consumer, u.seq = md.Consumer, md.Sequence.Stream
+		}
+		out = append(out, u)
+	}
 	p := e.pos
 	p.mu.Lock()
 	held := p.held
 	p.held = nil
 	p.mu.Unlock()
 	for _, h := range held {
-		if err := h.msg.Nak(); err != nil {
-			e.log.Debug("nak held copy", "err", err)
+		add(nil, h.msg)
+	}
+	for {
+		select {
+		case in := <-e.inbox:
+			if in.msg != nil {
+				add(in, in.msg)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].consumer != out[j].consumer {
+			return out[i].consumer < out[j].consumer
+		}
+		return out[i].seq < out[j].seq
+	})
+	for i, u := range out {
+		last := i == len(out)-1 || out[i+1].consumer != u.consumer
+		var err error
+		if last && u.msg.Reply() != "" {
+			// Acks are applied in the order sent: the answer to this one says all were.
+			_, err = e.nc.Request(u.msg.Reply(), []byte("-NAK"), e.cfg.DeliveryTimeout)
+		} else {
+			err = u.msg.Nak()
+		}
+		if err != nil {
+			e.log.Debug("nak unsettled copy", "consumer", u.consumer, "seq", u.seq, "err", err)
+		}
+		if u.in != nil {
+			u.in.settled()
 		}
 	}
 }
@@ -360,7 +441,9 @@ func (e *Endpoint) confirmLive(ctx context.Context) {
 		for {
 			p.mu.Lock()
 			if p.done[w.t.sub] >= w.target {
-				if last > w.t.live {
+				if w.t.cut {
+					w.t.broken = true // a post up to last may be one not shown
+				} else if last > w.t.live {
 					w.t.live = last
 					// Every post up to last was handled, so surfaced ones are counted.
 					w.t.windows = append(w.t.windows, window{pos: last, need: p.surfaced.Load()})

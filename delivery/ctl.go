@@ -265,13 +265,24 @@ func (c *ctl) join(ctx context.Context, op, channel string, cursor *uint64, who 
 	// row existed included (catch-up): the row is active at once.
 	activated := true
 	row.Activated = &activated
+	var mr memberRow
+	owe := false
+	if fresh {
+		// Noted before the row is written: a fan-out round that sees the row runs its
+		// catch-up first (fanout.catchUpSeen).
+		if mr, err = decodeMembership(mustJSON(row)); err == nil {
+			owe = true
+			r.fanout.owe(mr)
+		}
+	}
 	if err := c.writeRow(ctx, key, row, rev); err != nil {
+		if owe {
+			r.fanout.forgive(mr)
+		}
 		return protocol.Membership{}, err
 	}
-	if fresh {
-		if mr, err := decodeMembership(mustJSON(row)); err == nil {
-			r.fanout.requeue(mr)
-		}
+	if owe {
+		r.fanout.requeue(mr)
 	}
 	r.log.Info("durable join", "member", mem.key(), "channel", channel, "cursor", row.JoinCursor, "generation", row.Generation)
 	return *row, nil

@@ -43,6 +43,11 @@ type fanout struct {
 
 	catchups chan memberRow // new memberships whose activation window needs copying
 
+	// owed are the new memberships whose catch-up has not run, noted before their rows are
+	// written: a round that sees such a row runs its catch-up first, so the member's copies
+	// keep CHAT order (guarded by mu).
+	owed map[owedKey]memberRow
+
 	// readers are the members reading live; their copies of a round wait up to grace
 	// for their confirmed positions (see round).
 	readers *readers
@@ -304,7 +309,11 @@ func (f *fanout) session(ctx context.Context) error {
 		case <-closed:
 			return nil
 		case r := <-f.catchups:
+			if !f.take(r) {
+				continue // a round ran it already
+			}
 			if err := f.catchUp(ctx, r); err != nil {
+				f.owe(r)
 				f.requeue(r)
 				return fmt.Errorf("catch-up of %s on %s: %w", r.m.key(), r.Channel, err)
 			}
@@ -343,7 +352,12 @@ func (f *fanout) round(ctx context.Context, group []jetstream.Msg) error {
 	if err := f.fresh(ctx); err != nil {
 		return err
 	}
-	cl, ro, ac := f.classes.snapshot(), f.roster.snapshot(), f.acls.snapshot()
+	ro := f.roster.snapshot()
+	// A new membership's catch-up copies posts before this round's: it goes first.
+	if err := f.catchUpSeen(ctx, ro); err != nil {
+		return err
+	}
+	cl, ac := f.classes.snapshot(), f.acls.snapshot()
 	now := time.Now()
 	var futs inflight
 	last := uint64(0)
@@ -515,6 +529,67 @@ func (f *fanout) setProgress(seq uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.progress = max(f.progress, seq)
+}
+
+// owedKey is one membership row at one generation.
+type owedKey struct {
+	member  string
+	channel string
+	gen     uint64
+}
+
+func keyOf(r memberRow) owedKey { return owedKey{r.m.key(), r.Channel, r.Generation} }
+
+// owe notes that the new membership r needs its catch-up, before its row is written.
+func (f *fanout) owe(r memberRow) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.owed == nil {
+		f.owed = map[owedKey]memberRow{}
+	}
+	f.owed[keyOf(r)] = r
+}
+
+// forgive drops r's catch-up (its row was not written).
+func (f *fanout) forgive(r memberRow) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.owed, keyOf(r))
+}
+
+// take reports whether r's catch-up is still owed, and marks it run.
+func (f *fanout) take(r memberRow) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.owed[keyOf(r)]
+	delete(f.owed, keyOf(r))
+	return ok
+}
+
+// catchUpSeen runs the owed catch-ups of the rows ro holds, before a round copies for
+// them. A catch-up that fails stays owed.
+func (f *fanout) catchUpSeen(ctx context.Context, ro roster) error {
+	f.mu.Lock()
+	var due []memberRow
+	for k, r := range f.owed {
+		for _, row := range ro.byMember[k.member] {
+			if row.Channel == k.channel && row.Generation == k.gen && row.Active() {
+				due = append(due, r)
+				break
+			}
+		}
+	}
+	f.mu.Unlock()
+	for _, r := range due {
+		if !f.take(r) {
+			continue
+		}
+		if err := f.catchUp(ctx, r); err != nil {
+			f.owe(r)
+			return fmt.Errorf("catch-up of %s on %s: %w", r.m.key(), r.Channel, err)
+		}
+	}
+	return nil
 }
 
 // requeue puts a membership back for a later catch-up, dropping it if the queue is full
