@@ -313,26 +313,33 @@ func (e *Endpoint) handBack(m jetstream.Msg) {
 
 // unsettled is a durable copy to hand back at Close, with where it sits in its durable.
 type unsettled struct {
-	in       *Incoming // the unread Incoming, if it reached Messages()
-	msg      jetstream.Msg
-	consumer string
-	seq      uint64
+	in               *Incoming // the unread Incoming, if it reached Messages()
+	msg              jetstream.Msg
+	stream, consumer string
+	seq              uint64
 }
 
 // returnUnsettled naks, at Close, every durable copy this endpoint holds unacked: held
 // hand-off copies of posts not taken, copies handed back while closing, and copies unread
-// in Messages(). The broker redelivers naked copies first, in the order it hears the
-// naks, so they are naked per durable in stream order (the order the daemon stored them:
-// CHAT order per channel), and the last nak of each durable waits for the broker's
-// answer, so the next incarnation, connecting after Close, is given them first and in
-// order. Without this a copy left unacked would come back only after its ack wait, behind
-// later copies.
+// in Messages(). Without it such a copy would come back only after its ack wait, behind
+// later copies. The broker redelivers naked copies first, in the order it queued them, so
+// they are naked per durable in stream order (for the hand-off durable the order the
+// daemon stored them: CHAT order per channel), and the last nak of each durable waits for
+// the broker's answer, so the next incarnation, connecting after Close, is given them
+// first and in order.
+//
+// One broker behaviour needs care: a redelivery the broker takes up while the only pull
+// request it lists is one whose subscriber is gone (this endpoint's, unsubscribed above)
+// goes back to the end of its redelivery queue, behind the copies naked after it. Reading
+// the durable's info first makes the broker drop such requests (nats-server 2.10 to
+// 2.15: consumer info processes the waiting requests), so nothing is taken up until the
+// next incarnation pulls.
 func (e *Endpoint) returnUnsettled() {
 	var out []unsettled
 	add := func(in *Incoming, m jetstream.Msg) {
 		u := unsettled{in: in, msg: m}
 		if md, err := m.Metadata(); err == nil {
-			u.consumer, u.seq = md.Consumer, md.Sequence.Stream
+			u.stream, u.consumer, u.seq = md.Stream, md.Consumer, md.Sequence.Stream
 		}
 		out = append(out, u)
 	}
@@ -362,7 +369,15 @@ func (e *Endpoint) returnUnsettled() {
 		return out[i].seq < out[j].seq
 	})
 	for i, u := range out {
+		first := i == 0 || out[i-1].consumer != u.consumer
 		last := i == len(out)-1 || out[i+1].consumer != u.consumer
+		if first && u.consumer != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DeliveryTimeout)
+			if _, err := e.js.Consumer(ctx, u.stream, u.consumer); err != nil {
+				e.log.Debug("durable info before handing copies back", "consumer", u.consumer, "err", err)
+			}
+			cancel()
+		}
 		var err error
 		if last && u.msg.Reply() != "" {
 			// Acks are applied in the order sent: the answer to this one says all were.

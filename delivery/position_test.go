@@ -45,15 +45,22 @@ func TestLaggingCopiesPastTheIDWindowShownOnce(t *testing.T) {
 		}
 		done <- nil
 	}()
-	for i := range n + window {
+	// Each channel's posts come in order; the two subscriptions interleave freely.
+	next := map[string]int{}
+	for range n + window {
 		in := receive(t, bob)
-		want := text(i)
-		if i >= n {
-			want = fmt.Sprintf("noise %d", i-n)
+		ch := in.Subject.Channel
+		want := text(next[ch])
+		if ch == "random" {
+			want = fmt.Sprintf("noise %d", next[ch])
 		}
 		if in.Durable || in.Text() != want {
-			t.Fatalf("message %d: durable %v %q, want live %q", i, in.Durable, in.Text(), want)
+			t.Fatalf("%s message %d: durable %v %q, want live %q", ch, next[ch], in.Durable, in.Text(), want)
 		}
+		next[ch]++
+	}
+	if next["general"] != n || next["random"] != window {
+		t.Fatalf("read %v, want %d general and %d random", next, n, window)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -225,5 +232,67 @@ func TestUnreadLivePostsAtCloseComeBack(t *testing.T) {
 	postTexts(t, alice, 5, 6)
 	if in := receive(t, bob); in.Text() != text(5) {
 		t.Fatalf("shown %q (durable %v), want only the marker %q", in.Text(), in.Durable, text(5))
+	}
+}
+
+// TestCopiesInHandAtCloseComeBackAtOnceInOrder: bob returns to 50 hand-off copies with
+// room for one message in Messages(), takes the first and closes while the others are
+// delivered to him unacked (one queued, one in the handler, the rest in the consumer's
+// buffer). His next session is given every one of them at once (not after the 60 s ack
+// wait) and in order.
+func TestCopiesInHandAtCloseComeBackAtOnceInOrder(t *testing.T) {
+	const n = 50
+	m := newMesh(t, 0)
+	m.setChannel("general", `{"replay":false}`)
+	serve(t, m.lane())
+	bobCreds := m.agent("bob", "general")
+	bob := m.endpoint(bobCreds)
+	if err := bob.JoinChannel(t.Context(), "general"); err != nil {
+		t.Fatal(err)
+	}
+	if err := bob.Close(); err != nil {
+		t.Fatal(err)
+	}
+	alice := m.endpoint(m.agent("alice", "general"))
+	postTexts(t, alice, 0, n)
+	meshtest.Until(t, "every copy stored", deadline, func() bool { return m.stored("bob") == n })
+
+	bob = m.endpointInbox(bobCreds, 1)
+	if err := bob.JoinChannel(t.Context(), "general"); err != nil {
+		t.Fatal(err)
+	}
+	if in := receive(t, bob); !in.Durable || in.Text() != text(0) {
+		t.Fatalf("first copy: durable %v %q, want durable %q", in.Durable, in.Text(), text(0))
+	} else if err := in.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := m.js.Consumer(t.Context(), protocol.StreamDLV(space), protocol.ConsumerDLV(bob.Principal(), m.uid("bob")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Until(t, "the other copies delivered to bob, unacked", deadline, func() bool {
+		info, err := cons.Info(t.Context())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == n-1
+	})
+	if err := bob.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	bob = m.endpoint(bobCreds)
+	if err := bob.JoinChannel(t.Context(), "general"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < n; i++ {
+		in := receive(t, bob) // within deadline, well inside the ack wait
+		if !in.Durable || in.Text() != text(i) {
+			t.Fatalf("next session's message %d: durable %v %q, want durable %q", i, in.Durable, in.Text(), text(i))
+		}
+		if err := in.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	postTexts(t, alice, n, n+1)
+	if in := receive(t, bob); in.Text() != text(n) {
+		t.Fatalf("shown %q (durable %v), want only the marker %q", in.Text(), in.Durable, text(n))
 	}
 }
