@@ -426,6 +426,14 @@ func (e *Endpoint) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	e.noteLeaving()
+	// How far the live subscriptions got is confirmed while they still show what they
+	// receive, so a post arriving during Close (not shown, see liveCut) cuts the live
+	// position only after it.
+	if e.pos != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DeliveryTimeout)
+		e.confirmLive(ctx)
+		cancel()
+	}
 	// Nothing reaches Messages() from here on: a copy in flight is handed back below.
 	e.cancel()
 	// The hand-off durable is drained before the daemon hears of the close, so every copy

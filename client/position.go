@@ -420,6 +420,12 @@ func received(sub *nats.Subscription) (uint64, bool) {
 // sequence once the live handler has handled every message received before it was read.
 func (e *Endpoint) confirmLive(ctx context.Context) {
 	p := e.pos
+	p.mu.Lock()
+	none := len(p.tracks) == 0
+	p.mu.Unlock()
+	if none {
+		return
+	}
 	p.confirms.Lock()
 	defer p.confirms.Unlock()
 	stream := protocol.StreamChat(e.cfg.Space)
