@@ -336,8 +336,8 @@ func (e *Endpoint) drainHandoff() {
 	e.mu.Lock()
 	cc := e.handCC
 	e.mu.Unlock()
-	if cc == nil {
-		return
+	if cc == nil || !e.nc.IsConnected() {
+		return // stopped with the others; copies in flight wait out their ack wait
 	}
 	closed := cc.Closed()
 	cc.Drain()

@@ -429,7 +429,7 @@ func (e *Endpoint) Close() error {
 	// How far the live subscriptions got is confirmed while they still show what they
 	// receive, so a post arriving during Close (not shown, see liveCut) cuts the live
 	// position only after it.
-	if e.pos != nil {
+	if e.pos != nil && e.nc.IsConnected() {
 		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DeliveryTimeout)
 		e.confirmLive(ctx)
 		cancel()

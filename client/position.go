@@ -368,8 +368,9 @@ func (e *Endpoint) returnUnsettled() {
 		}
 		return out[i].seq < out[j].seq
 	})
+	up := e.nc.IsConnected() // without the broker the naks are lost anyway: no waiting
 	for i, u := range out {
-		first := i == 0 || out[i-1].consumer != u.consumer
+		first := up && (i == 0 || out[i-1].consumer != u.consumer)
 		last := i == len(out)-1 || out[i+1].consumer != u.consumer
 		if first && u.consumer != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DeliveryTimeout)
@@ -379,7 +380,7 @@ func (e *Endpoint) returnUnsettled() {
 			cancel()
 		}
 		var err error
-		if last && u.msg.Reply() != "" {
+		if up && last && u.msg.Reply() != "" {
 			// Acks are applied in the order sent: the answer to this one says all were.
 			_, err = e.nc.Request(u.msg.Reply(), []byte("-NAK"), e.cfg.DeliveryTimeout)
 		} else {
