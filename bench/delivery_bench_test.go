@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -103,7 +104,8 @@ func (m *durableMesh) connect(b *testing.B, spec trust.UserSpec) *nats.Conn {
 	return nc
 }
 
-// agent is the spec of an agent that reads and posts on general.
+// agent is the spec of an agent that reads and posts on general (durable) and lively
+// (live class).
 func (m *durableMesh) agent(b *testing.B, actor string) trust.UserSpec {
 	b.Helper()
 	p := protocol.Principal{Owner: "local", Actor: actor}
@@ -112,14 +114,14 @@ func (m *durableMesh) agent(b *testing.B, actor string) trust.UserSpec {
 		b.Fatal(err)
 	}
 	return trust.UserSpec{Name: actor, Profile: trust.ProfileAgent, Principal: p, LifecycleUID: uid,
-		AllowSubscribe: []string{"general"}, AllowPublish: []string{"general"}}
+		AllowSubscribe: []string{"general", "lively"}, AllowPublish: []string{"general", "lively"}}
 }
 
 func (m *durableMesh) endpoint(b *testing.B, spec trust.UserSpec) *client.Endpoint {
 	b.Helper()
 	c := m.mint(b, spec)
-	ep, err := client.Connect(b.Context(), m.url, client.Config{Space: space, Name: spec.Principal.Actor, LifecycleUID: spec.LifecycleUID, Heartbeat: time.Hour},
-		nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix))
+	ep, err := client.Connect(b.Context(), m.url, client.Config{Space: space, Name: spec.Principal.Actor, LifecycleUID: spec.LifecycleUID,
+		Heartbeat: time.Hour, InboxSize: 4096}, nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -127,140 +129,204 @@ func (m *durableMesh) endpoint(b *testing.B, spec trust.UserSpec) *client.Endpoi
 	return ep
 }
 
-// fanoutMember is one member of the durable channel as the benchmark reads it: a live
-// subscription and its hand-off durable, on one connection, each counting posts.
+// fanoutMember is one member of both channels as the benchmark reads it: an endpoint whose
+// application counts each post it is shown once, per channel, and any post shown again.
 type fanoutMember struct {
-	nc      *nats.Conn
-	handoff jetstream.Consumer
-	live    atomic.Int64
-	durable atomic.Int64
+	spec  trust.UserSpec
+	ep    *client.Endpoint
+	mu    sync.Mutex
+	seen  map[string]bool // ids shown
+	shown map[string]*atomic.Int64
+	dups  atomic.Int64
+	quit  chan struct{} // closed to stop read
 }
 
-// BenchmarkDurableFanout: one poster, a durable channel of 10 members. Each round the
-// poster sends 2000 posts; from the first post the round times how long until every
-// member has read every post live (the baseline: a core subscription) and how long until
-// every member has read (and acked) every post from its hand-off durable, written by the
-// delivery daemon. It reports both rates in delivered messages per second and
-// durable/live. "post" sends each post with Post, which waits for the broker's stored ack
-// as an agent does; "burst" sends them with PublishAsync as fast as the poster can.
+func (fm *fanoutMember) count(ch string) int64 { return fm.shown[ch].Load() }
+
+// read is the member's application: it takes every message, acks durable copies and
+// counts what it was shown, until quit closes.
+func (fm *fanoutMember) read() {
+	for {
+		var in *client.Incoming
+		select {
+		case in = <-fm.ep.Messages():
+		case <-fm.quit:
+			return
+		}
+		if in.Durable {
+			_ = in.Ack()
+		}
+		fm.mu.Lock()
+		dup := fm.seen[in.ID]
+		fm.seen[in.ID] = true
+		fm.mu.Unlock()
+		if dup {
+			fm.dups.Add(1)
+			continue
+		}
+		if c := fm.shown[in.Subject.Channel]; c != nil {
+			c.Add(1)
+		}
+	}
+}
+
+// BenchmarkDurableFanout: one poster, 10 members of a durable channel (general) and of a
+// live one (lively), each an endpoint whose application takes every message. Each round
+// the poster sends 1000 posts to lively (the baseline) and then 1000 to general; a round
+// is timed from its first post until every connected member was shown every post once
+// (and, with a member offline, until the delivery daemon passed every post, so that
+// member's copy of each is stored). It reports the rates in posts shown per second and shown/live: the durable
+// channel's cost over live delivery, all members connected and one offline. "post" sends
+// each post with Post, which waits for the broker's stored ack as an agent does; "burst"
+// sends them with PublishAsync as fast as the poster can. dups counts posts shown twice,
+// copies/post the hand-off copies written per durable post (10 before position tracking).
 func BenchmarkDurableFanout(b *testing.B) {
 	m := newDurableMesh(b)
+	kv, err := m.js.KeyValue(b.Context(), protocol.BucketChannels(space))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := kv.Put(b.Context(), "lively", []byte(`{"deliveryClass":"live"}`)); err != nil {
+		b.Fatal(err)
+	}
 	members := make([]*fanoutMember, fanoutMembers)
 	for i := range members {
 		spec := m.agent(b, "member"+strconv.Itoa(i))
-		ep := m.endpoint(b, spec)
-		if err := ep.Join(b.Context(), "general"); err != nil { // the durable join
+		fm := &fanoutMember{spec: spec, ep: m.endpoint(b, spec), seen: map[string]bool{}, quit: make(chan struct{}),
+			shown: map[string]*atomic.Int64{"general": {}, "lively": {}}}
+		if err := fm.ep.Join(b.Context(), "general", "lively"); err != nil { // general: the durable join
 			b.Fatal(err)
 		}
-		if ok, why, _ := ep.Backstop("general"); !ok {
+		if ok, why, _ := fm.ep.Backstop("general"); !ok {
 			b.Fatalf("member %d: %s", i, why)
 		}
-		if err := ep.Close(); err != nil {
-			b.Fatal(err)
-		}
-		fm := &fanoutMember{nc: m.connect(b, spec)}
-		js, err := jetstream.New(fm.nc)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if fm.handoff, err = js.Consumer(b.Context(), protocol.StreamDLV(space), protocol.ConsumerDLV(spec.Principal, spec.LifecycleUID)); err != nil {
-			b.Fatal(err)
-		}
-		sub, err := fm.nc.Subscribe(protocol.ChannelFilter(space, "general"), func(*nats.Msg) { fm.live.Add(1) })
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := sub.SetPendingLimits(-1, -1); err != nil {
-			b.Fatal(err)
-		}
-		cc, err := fm.handoff.Consume(func(msg jetstream.Msg) {
-			if err := msg.Ack(); err != nil {
-				b.Error(err)
-			}
-			fm.durable.Add(1)
-		}, jetstream.PullMaxMessages(1000))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(cc.Stop)
-		if err := fm.nc.Flush(); err != nil {
-			b.Fatal(err)
-		}
+		go fm.read()
 		members[i] = fm
 	}
 	alice := m.endpoint(b, m.agent(b, "alice"))
+	dlv, err := m.js.Stream(b.Context(), protocol.StreamDLV(space))
+	if err != nil {
+		b.Fatal(err)
+	}
+	offline := members[0]
+	chat, err := m.js.Stream(b.Context(), protocol.StreamChat(space))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fan, err := m.js.Consumer(b.Context(), protocol.StreamChat(space), protocol.ConsumerFanout)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// passed: the fan-out acked every post stored, so each copy it owed is stored.
+	passed := func() bool {
+		ci, err := chat.Info(b.Context())
+		if err != nil {
+			return false
+		}
+		fi, err := fan.Info(b.Context())
+		return err == nil && fi.NumPending == 0 && fi.NumAckPending == 0 && fi.AckFloor.Stream >= ci.State.LastSeq
+	}
+	copies := func() uint64 {
+		info, err := dlv.Info(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		return info.State.LastSeq
+	}
 
-	for _, mode := range []string{"post", "burst"} {
-		b.Run(mode, func(b *testing.B) {
-			var live, durable time.Duration
-			rounds := 0
-			for b.Loop() {
-				for _, fm := range members {
-					fm.live.Store(0)
-					fm.durable.Store(0)
-				}
-				liveDone, durableDone := make(chan time.Duration, 1), make(chan time.Duration, 1)
-				start := time.Now()
-				go watch(members, func(fm *fanoutMember) int64 { return fm.live.Load() }, start, liveDone)
-				go watch(members, func(fm *fanoutMember) int64 { return fm.durable.Load() }, start, durableDone)
-				for range fanoutPosts {
-					if mode == "post" {
-						if _, err := alice.Post(b.Context(), "general", client.Text(text)); err != nil {
-							b.Fatal(err)
-						}
-						continue
-					}
-					msg := alice.Envelope(client.Text(text))
-					msg.Channel = "general"
-					if _, err := alice.PublishAsync(protocol.ChatSubject(space, alice.Principal(), "general"), msg); err != nil {
+	for _, c := range []struct {
+		name    string
+		burst   bool
+		offline bool
+	}{{"post", false, false}, {"burst", true, false}, {"post-one-offline", false, true}, {"burst-one-offline", true, true}} {
+		if c.offline && offline.ep != nil {
+			close(offline.quit)
+			if err := offline.ep.Close(); err != nil {
+				b.Fatal(err)
+			}
+			offline.ep = nil
+		}
+		connected := members
+		if c.offline {
+			connected = members[1:]
+		}
+		send := func(b *testing.B, ch string) {
+			for range fanoutPosts {
+				if !c.burst {
+					if _, err := alice.Post(b.Context(), ch, client.Text(text)); err != nil {
 						b.Fatal(err)
 					}
+					continue
 				}
-				live += wait(b, members, liveDone, "live")
-				durable += wait(b, members, durableDone, "durable")
+				msg := alice.Envelope(client.Text(text))
+				msg.Channel = ch
+				if _, err := alice.PublishAsync(protocol.ChatSubject(space, alice.Principal(), ch), msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.Run(c.name, func(b *testing.B) {
+			var live, shown time.Duration
+			rounds := 0
+			copies0 := copies()
+			dups0 := int64(0)
+			for _, fm := range members {
+				dups0 += fm.dups.Load()
+			}
+			for b.Loop() {
+				for _, ch := range []string{"lively", "general"} {
+					base := map[*fanoutMember]int64{}
+					for _, fm := range connected {
+						base[fm] = fm.count(ch)
+					}
+					done := func() bool {
+						for _, fm := range connected {
+							if fm.count(ch)-base[fm] < fanoutPosts {
+								return false
+							}
+						}
+						return !c.offline || ch != "general" || passed()
+					}
+					start := time.Now()
+					send(b, ch)
+					d := waitFor(b, done, start, ch)
+					if ch == "lively" {
+						live += d
+					} else {
+						shown += d
+					}
+				}
 				rounds++
 			}
-			n := float64(fanoutPosts * fanoutMembers * rounds)
-			liveRate, durableRate := n/live.Seconds(), n/durable.Seconds()
+			dups := -dups0
+			for _, fm := range members {
+				dups += fm.dups.Load()
+			}
+			n := float64(fanoutPosts * len(connected) * rounds)
+			liveRate, shownRate := n/live.Seconds(), n/shown.Seconds()
 			b.ReportMetric(liveRate, "live-msgs/s")
-			b.ReportMetric(durableRate, "durable-msgs/s")
-			b.ReportMetric(durableRate/liveRate, "durable/live")
+			b.ReportMetric(shownRate, "durable-msgs/s")
+			b.ReportMetric(shownRate/liveRate, "durable/live")
+			b.ReportMetric(float64(dups), "dups")
+			b.ReportMetric(float64(copies()-copies0)/float64(fanoutPosts*rounds), "copies/post")
 		})
 	}
 }
 
-// watch sends the time from start until every member's count reached fanoutPosts.
-func watch(members []*fanoutMember, count func(*fanoutMember) int64, start time.Time, done chan<- time.Duration) {
+// waitFor returns the time from start until done holds, polling every millisecond; it
+// fails the benchmark after two minutes.
+func waitFor(b *testing.B, done func() bool, start time.Time, what string) time.Duration {
+	b.Helper()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	deadline := time.Now().Add(2 * time.Minute)
 	for range tick.C {
-		all := true
-		for _, fm := range members {
-			if count(fm) < fanoutPosts {
-				all = false
-				break
-			}
-		}
-		if all {
-			done <- time.Since(start)
-			return
+		if done() {
+			return time.Since(start)
 		}
 		if time.Now().After(deadline) {
-			done <- -1
-			return
+			b.Fatalf("%s: not every member was shown every post", what)
 		}
 	}
-}
-
-func wait(b *testing.B, members []*fanoutMember, done <-chan time.Duration, what string) time.Duration {
-	b.Helper()
-	d := <-done
-	if d < 0 {
-		for i, fm := range members {
-			b.Logf("member %d: live %d, durable %d", i, fm.live.Load(), fm.durable.Load())
-		}
-		b.Fatalf("%s: not every member got every post", what)
-	}
-	return d
+	return 0
 }

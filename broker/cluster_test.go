@@ -42,7 +42,7 @@ func TestClusterReplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second) // hang guard: a re-election on a loaded machine can take tens of seconds
+	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second) // hang guard
 	defer cancel()
 	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -53,7 +54,11 @@ func (e *Endpoint) durableJoin(ctx context.Context, channel string, cursor uint6
 		return 0, false
 	}
 	why := ""
-	joinCursor, err := e.requestJoin(ctx, channel, cursor)
+	res, err := e.requestJoin(ctx, channel, cursor)
+	joinCursor = cursor
+	if res.JoinCursor != nil {
+		joinCursor = *res.JoinCursor
+	}
 	if err == nil {
 		uid := e.lifecycleUID()
 		if uid == "" {
@@ -71,28 +76,29 @@ func (e *Endpoint) durableJoin(ctx context.Context, channel string, cursor uint6
 		e.backstop[channel] = why
 	}
 	e.mu.Unlock()
+	if why == "" {
+		// Posts after cursor reach the live subscription (it was live before cursor was read).
+		e.track(channel, cursor, joinCursor, res.Generation, res.Position)
+	}
 	return joinCursor, why == ""
 }
 
 // requestJoin sends durableJoin for channel, with cursor (a Go extension a reference
-// daemon ignores), and returns the membership's join cursor: the daemon's answer, else
-// (a reference daemon) cursor, before which the history replay stops.
-func (e *Endpoint) requestJoin(ctx context.Context, channel string, cursor uint64) (uint64, error) {
+// daemon ignores), and returns the daemon's answer. Its join cursor, before which the
+// history replay stops, is cursor when the daemon (a reference one) does not say.
+func (e *Endpoint) requestJoin(ctx context.Context, channel string, cursor uint64) (protocol.DurableJoinResult, error) {
+	var res protocol.DurableJoinResult
 	rep, err := e.deliveryRequest(ctx, protocol.OpDurableJoin, protocol.DurableJoinArgs{Channel: channel, Cursor: &cursor})
 	if err != nil {
-		return 0, err
+		return res, err
 	}
-	var res protocol.DurableJoinResult
 	if err := json.Unmarshal(rep.Data, &res); err != nil {
-		return 0, fmt.Errorf("durable join: answer: %w", err)
+		return res, fmt.Errorf("durable join: answer: %w", err)
 	}
 	if !res.Durable {
-		return 0, fmt.Errorf("durable join: the daemon did not make it durable: %s", res.Reason)
+		return res, fmt.Errorf("durable join: the daemon did not make it durable: %s", res.Reason)
 	}
-	if res.JoinCursor == nil {
-		return cursor, nil
-	}
-	return *res.JoinCursor, nil
+	return res, nil
 }
 
 // durableLeave tombstones the membership of channel at the CHAT stream's last sequence.
@@ -109,6 +115,7 @@ func (e *Endpoint) durableLeave(channel string) error {
 	e.mu.Lock()
 	e.left[channel] = cursor
 	e.mu.Unlock()
+	e.untrack(channel)
 	uid := e.lifecycleUID()
 	if uid == "" {
 		return nil // no incarnation, no membership
@@ -313,7 +320,34 @@ func (e *Endpoint) bindHandoff(ctx context.Context, stream, name string) error {
 	}
 	e.handoff = name
 	e.mu.Unlock()
-	return e.consumeWith(cons, name, stream, e.onHandoff)
+	cc, err := e.consumeWith(cons, name, stream, e.onHandoff)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.handCC = cc
+	e.mu.Unlock()
+	return nil
+}
+
+// drainHandoff stops the hand-off consumer at Close and waits until every copy the
+// broker sent it has passed onHandoff (up to DeliveryTimeout, a hang guard).
+func (e *Endpoint) drainHandoff() {
+	e.mu.Lock()
+	cc := e.handCC
+	e.mu.Unlock()
+	if cc == nil || !e.nc.IsConnected() {
+		return // stopped with the others; copies in flight wait out their ack wait
+	}
+	closed := cc.Closed()
+	cc.Drain()
+	t := time.NewTimer(e.cfg.DeliveryTimeout)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		e.log.Warn("hand-off consumer not drained in time; copies still in flight wait out their ack wait")
+	}
 }
 
 // bindExistingHandoff consumes this incarnation's hand-off durable if a daemon made it
@@ -324,7 +358,17 @@ func (e *Endpoint) bindExistingHandoff(ctx context.Context) {
 	if uid == "" || e.nc.Opts.UserJWT == nil {
 		return
 	}
-	err := e.bindHandoff(ctx, protocol.StreamDLV(e.cfg.Space), protocol.ConsumerDLV(e.me, uid))
+	stream, name := protocol.StreamDLV(e.cfg.Space), protocol.ConsumerDLV(e.me, uid)
+	if _, err := e.js.Consumer(ctx, stream, name); errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return // never a durable member: nothing waits, nothing to ask the daemon
+	}
+	// The copies waiting there are judged by the positions the memberships confirmed.
+	if list, err := e.Memberships(ctx); err == nil {
+		e.seedRows(list)
+	} else {
+		e.log.Debug("memberships not listed; waiting copies are judged by id only", "err", err)
+	}
+	err := e.bindHandoff(ctx, stream, name)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		e.log.Debug("no hand-off durable bound", "err", err)
 	}
@@ -333,8 +377,9 @@ func (e *Endpoint) bindExistingHandoff(ctx context.Context) {
 // onHandoff handles a copy from the hand-off durable: the reference's frame or, for
 // copies stored before an upgrade, the earlier Go frame (protocol.DecodeHandoff). The
 // daemon alone writes there; the post then passes the same receive checks as a live copy.
-// A copy already seen live, of this endpoint's own post, or of a channel it left (posted
-// after the leave) is acked at once; a frame that does not decode is terminated.
+// A copy of this endpoint's own post, or of a channel it left (posted after the leave),
+// is acked at once; one already seen live is acked once the application took the live
+// copy (holdCopy); a frame that does not decode is terminated.
 func (e *Endpoint) onHandoff(m jetstream.Msg) {
 	h := m.Headers()
 	ho, err := protocol.DecodeHandoff(e.cfg.Space, h.Get, m.Data())
@@ -355,13 +400,37 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 	// A copy missed while away is newer than the channel's history: let that go first
 	// (it may hold this post too, which the dedupe below then drops).
 	if !e.waitHistory(r.Subject.Channel) {
-		return // closing: left unacked, so it is redelivered to the next incarnation
+		e.handBack(m) // closing: redelivered to the next incarnation
+		return
 	}
-	dup := r.Subject.Sender == e.me || e.leftBefore(r.Subject.Channel, seq)
+	ch := r.Subject.Channel
+	if r.Subject.Sender == e.me || e.leftBefore(ch, seq) {
+		if err := m.Ack(); err != nil {
+			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
+		}
+		return
+	}
+	dup := e.pos.givenAt(ch, seq)
+	if !dup && e.pos.liveMayCover(ch, seq) {
+		// The post may have been read live past what the id window remembers: confirm
+		// how far live reading got (it holds every post stored by now) and judge again.
+		e.confirmLive(e.ctx)
+		dup = e.pos.givenAt(ch, seq)
+	}
 	if !dup {
-		_, dup = e.surfaceFirst(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, msg: m})
+		var surfaced bool
+		surfaced, dup = e.surfaceFirst(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, msg: m})
+		if surfaced || dup {
+			e.pos.surfacedHandoff(ch, seq)
+		}
+		if !surfaced && !dup {
+			e.handBack(m) // closing: redelivered to the next incarnation
+			return
+		}
 	}
-	if dup {
+	// A post surfaced live but still unread is acked only once the application takes it
+	// (position.go), so a Close before that leaves the copy to the next incarnation.
+	if dup && !e.holdCopy(ch, seq, m) {
 		if err := m.Ack(); err != nil {
 			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
 		}

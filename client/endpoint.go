@@ -53,6 +53,10 @@ type Config struct {
 	// DeliveryTimeout bounds a request to the delivery daemon (durable join and leave);
 	// 0 means 3 s.
 	DeliveryTimeout time.Duration
+	// PositionEvery is the least time between two confirmations of what the endpoint read
+	// live on its durable channels (sent to the delivery daemon, which then skips those
+	// copies); 0 means 100 ms.
+	PositionEvery time.Duration
 	// ReconnectFor bounds how long Connect's connection keeps trying to reconnect to a
 	// lost server before it gives up and Lost closes; 0 means 1 minute.
 	ReconnectFor time.Duration
@@ -91,6 +95,7 @@ type Endpoint struct {
 	events   <-chan ConnEvent
 	inbox    chan *Incoming
 	seen     *dedupe
+	pos      *positions  // what each durable channel was given, by CHAT sequence
 	order    sync.Mutex  // held from a dedupe claim to its hand-off into Messages()
 	replayMu sync.Mutex  // one history reader at a time
 	tap      atomic.Bool // surface own posts too (observers)
@@ -106,13 +111,14 @@ type Endpoint struct {
 	channels map[string]*nats.Subscription
 	presence jetstream.KeyValue
 	stops    []func()
-	backstop map[string]string   // joined channel -> "" when its durable backstop is established, else why not
-	left     map[string]uint64   // channel left in this session -> the CHAT sequence it was left at
-	handoff  string              // the hand-off durable this endpoint consumes, once bound
-	gates    map[string]*gate    // channel whose history is replaying -> its gate
-	shown    Shown               // history shown per channel, for the next session
-	joinedAt map[string]uint64   // channel joined this session -> its watermark, once replayed
-	inboxes  map[string]struct{} // DM recipients whose inbox was confirmed (bounded)
+	backstop map[string]string        // joined channel -> "" when its durable backstop is established, else why not
+	left     map[string]uint64        // channel left in this session -> the CHAT sequence it was left at
+	handoff  string                   // the hand-off durable this endpoint consumes, once bound
+	handCC   jetstream.ConsumeContext // its consume context, drained first at Close
+	gates    map[string]*gate         // channel whose history is replaying -> its gate
+	shown    Shown                    // history shown per channel, for the next session
+	joinedAt map[string]uint64        // channel joined this session -> its watermark, once replayed
+	inboxes  map[string]struct{}      // DM recipients whose inbox was confirmed (bounded)
 
 	ctx    context.Context // the endpoint's lifetime; cancelled by Close
 	cancel context.CancelFunc
@@ -329,6 +335,9 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 	if cfg.DeliveryTimeout <= 0 {
 		cfg.DeliveryTimeout = 3 * time.Second
 	}
+	if cfg.PositionEvery <= 0 {
+		cfg.PositionEvery = 100 * time.Millisecond
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -341,6 +350,7 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 		me:       protocol.Principal{Owner: cfg.Owner, Actor: cfg.Actor},
 		inbox:    make(chan *Incoming, cfg.InboxSize),
 		seen:     newDedupe(8192),
+		pos:      newPositions(),
 		status:   protocol.StatusIdle,
 		since:    now,
 		uid:      cfg.LifecycleUID,
@@ -416,6 +426,23 @@ func (e *Endpoint) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	e.noteLeaving()
+	// How far the live subscriptions got is confirmed while they still show what they
+	// receive, so a post arriving during Close (not shown, see liveCut) cuts the live
+	// position only after it.
+	if e.pos != nil && e.nc.IsConnected() {
+		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DeliveryTimeout)
+		e.confirmLive(ctx)
+		cancel()
+	}
+	// Nothing reaches Messages() from here on: a copy in flight is handed back below.
+	e.cancel()
+	// The hand-off durable is drained before the daemon hears of the close, so every copy
+	// delivered to this endpoint has passed onHandoff (which keeps each one it does not
+	// ack) and no copy waits out its ack wait while later ones go to the next incarnation.
+	e.drainHandoff()
+	// What the application took is confirmed while the subscriptions still hold it, so the
+	// daemon does not hand it to this incarnation again.
+	e.confirmAndReport(context.Background(), true)
 	e.mu.Lock()
 	joined := e.joined
 	stops := e.stops
@@ -424,7 +451,6 @@ func (e *Endpoint) Close() error {
 	e.mu.Unlock()
 
 	var errs []error
-	e.cancel()
 	for _, sub := range subs {
 		_ = sub.Unsubscribe() // the connection closes below either way
 	}
@@ -432,8 +458,10 @@ func (e *Endpoint) Close() error {
 		stop()
 	}
 	e.wg.Wait() // history readers and the heartbeat end with e.ctx
+	// Durable copies never taken (held, handed back, or unread in Messages()) are
+	// redelivered at once to the next incarnation, in the order they were stored.
+	e.returnUnsettled()
 	if joined {
-		e.requeueUnread()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		if err := e.writePresence(ctx, protocol.StatusOffline); err != nil {
 			errs = append(errs, fmt.Errorf("leave: presence: %w", err))
@@ -447,21 +475,6 @@ func (e *Endpoint) Close() error {
 		e.nc.Close()
 	}
 	return errors.Join(errs...)
-}
-
-// requeueUnread naks durable copies that were queued for Messages() but never read, so
-// they are redelivered at once instead of after the ack wait.
-func (e *Endpoint) requeueUnread() {
-	for {
-		select {
-		case in := <-e.inbox:
-			if err := in.Nak(); err != nil {
-				e.log.Debug("nak unread", "id", in.ID, "err", err)
-			}
-		default:
-			return
-		}
-	}
 }
 
 func (e *Endpoint) lifecycleUID() string {

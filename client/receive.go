@@ -48,6 +48,7 @@ func (e *Endpoint) surface(in *Incoming) bool {
 	}
 	select {
 	case e.inbox <- in:
+		e.noteSurfaced() // position.go: what the application took is counted from it
 		return true
 	case <-e.ctx.Done():
 		return false
@@ -56,15 +57,19 @@ func (e *Endpoint) surface(in *Incoming) bool {
 
 // onLive handles a core-NATS copy from a channel subscription.
 func (e *Endpoint) onLive(m *nats.Msg) {
+	defer e.liveHandled(m.Sub) // counted whatever the outcome (position.go)
 	r, ok := e.check(m.Subject, m.Data)
 	if !ok || (r.Subject.Sender == e.me && !e.tap.Load()) {
 		return
 	}
 	// History of the channel comes first: it holds the posts before this one.
 	if !e.waitHistory(r.Subject.Channel) {
+		e.liveCut(m.Sub) // closing: this post is not shown, so no live position covers it
 		return
 	}
-	e.surfaceFirst(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject})
+	if surfaced, dup := e.surfaceFirst(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject}); !surfaced && !dup {
+		e.liveCut(m.Sub)
+	}
 }
 
 // onDurable handles a JetStream copy from the DM or anycast durable. The durable copy
@@ -96,11 +101,13 @@ func (e *Endpoint) consume(ctx context.Context, stream, name string, opts ...jet
 	if err != nil {
 		return fmt.Errorf("bind %s on %s: %w", name, stream, err)
 	}
-	return e.consumeWith(cons, name, stream, e.onDurable, opts...)
+	_, err = e.consumeWith(cons, name, stream, e.onDurable, opts...)
+	return err
 }
 
-// consumeWith feeds the bound durable cons to handle until Close.
-func (e *Endpoint) consumeWith(cons jetstream.Consumer, name, stream string, handle jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) error {
+// consumeWith feeds the bound durable cons to handle until Close, and returns its consume
+// context.
+func (e *Endpoint) consumeWith(cons jetstream.Consumer, name, stream string, handle jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
 	opts = append(opts, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if !errors.Is(err, jetstream.ErrNoHeartbeat) || e.ctx.Err() == nil {
 			e.log.Debug("consume", "durable", name, "err", err)
@@ -108,12 +115,12 @@ func (e *Endpoint) consumeWith(cons jetstream.Consumer, name, stream string, han
 	}))
 	cc, err := cons.Consume(handle, opts...)
 	if err != nil {
-		return fmt.Errorf("consume %s on %s: %w", name, stream, err)
+		return nil, fmt.Errorf("consume %s on %s: %w", name, stream, err)
 	}
 	e.mu.Lock()
 	e.stops = append(e.stops, cc.Stop)
 	e.mu.Unlock()
-	return nil
+	return cc, nil
 }
 
 // bindDM finds or creates this principal's DM durable and consumes it. With a fixed

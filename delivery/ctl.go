@@ -77,6 +77,8 @@ func (c *ctl) handle(m *nats.Msg) {
 		data, err = c.list(ctx, req.Args, who)
 	case protocol.OpReadHistory:
 		data, err = c.readHistory(ctx, req.Args, who)
+	case protocol.OpConfirmPosition:
+		data, err = c.confirmPosition(ctx, req.Args, who)
 	case protocol.OpJoin:
 		data, err = c.legacyJoin(ctx, req.Args, who)
 	case protocol.OpLeave:
@@ -187,6 +189,12 @@ func (c *ctl) durableJoin(ctx context.Context, raw json.RawMessage, who caller) 
 	res := protocol.DurableJoinResult{Durable: true, Generation: row.Generation}
 	if a.Cursor != nil { // a Go caller, which reads the join cursor back; a reference caller sees its own shape
 		res.JoinCursor = &row.JoinCursor
+		res.Position = row.Position
+		// A Go member reads the channel live from now on and confirms its position: the
+		// fan-out defers its copies for the grace (readers).
+		if p, err := protocol.ParsePrincipal(row.Owner); err == nil {
+			c.r.readers.heard(member{p: p, uid: row.UID}, row.Channel, row.Generation, row.Position)
+		}
 	}
 	return res, nil
 }
@@ -257,13 +265,24 @@ func (c *ctl) join(ctx context.Context, op, channel string, cursor *uint64, who 
 	// row existed included (catch-up): the row is active at once.
 	activated := true
 	row.Activated = &activated
+	var mr memberRow
+	owe := false
+	if fresh {
+		// Noted before the row is written: a fan-out round that sees the row runs its
+		// catch-up first (fanout.catchUpSeen).
+		if mr, err = decodeMembership(mustJSON(row)); err == nil {
+			owe = true
+			r.fanout.owe(mr)
+		}
+	}
 	if err := c.writeRow(ctx, key, row, rev); err != nil {
+		if owe {
+			r.fanout.forgive(mr)
+		}
 		return protocol.Membership{}, err
 	}
-	if fresh {
-		if mr, err := decodeMembership(mustJSON(row)); err == nil {
-			r.fanout.requeue(mr)
-		}
+	if owe {
+		r.fanout.requeue(mr)
 	}
 	r.log.Info("durable join", "member", mem.key(), "channel", channel, "cursor", row.JoinCursor, "generation", row.Generation)
 	return *row, nil
@@ -368,8 +387,75 @@ func (c *ctl) leave(ctx context.Context, channel string, gen, cursor *uint64, me
 	if err := c.writeRow(ctx, key, row, rev); err != nil {
 		return nil, err
 	}
+	r.readers.gone(mem, channel)
 	r.log.Info("durable leave", "member", mem.key(), "channel", channel, "cursor", at)
 	return row, nil
+}
+
+// confirmPosition records what a member was given of a channel (a Go extension): the
+// position of its active row of that generation moves up to the one confirmed (never past
+// CHAT's last sequence, never down), so the fan-out makes no copy of what the member read
+// live. Only the member itself asks, on its own subject; a position it claims wrongly
+// costs only its own copies.
+func (c *ctl) confirmPosition(ctx context.Context, raw json.RawMessage, who caller) (any, error) {
+	var a protocol.ConfirmPositionArgs
+	if err := decodeArgs(protocol.OpConfirmPosition, raw, &a); err != nil {
+		return nil, err
+	}
+	if err := protocol.CheckChannelPattern(a.Channel); err != nil {
+		return nil, fmt.Errorf("confirmPosition: channel: %w", err)
+	}
+	if !protocol.ValidLifecycleUID(a.LifecycleUID) {
+		return nil, fmt.Errorf("confirmPosition: args.lifecycleUid %q: want 26 to 32 of a-z 0-9", a.LifecycleUID)
+	}
+	if who.uid != "" && who.uid != a.LifecycleUID {
+		return nil, fmt.Errorf("confirmPosition: args.lifecycleUid %s is not the presented credential's %s", a.LifecycleUID, who.uid)
+	}
+	mem := member{p: who.p, uid: a.LifecycleUID}
+	if a.Closing {
+		// The member stops reading live: its copies are written at once from now on.
+		defer c.r.readers.gone(mem, a.Channel)
+	}
+	type answer struct {
+		Position uint64 `json:"position"`
+	}
+	if at, ok := c.r.readers.known(mem, a.Channel, a.Generation); ok && a.Position <= at && !a.Closing {
+		// Nothing moved (a keep-alive): the member is still reading; no row to write.
+		c.r.readers.heard(mem, a.Channel, a.Generation, at)
+		return answer{at}, nil
+	}
+	key := protocol.MembershipKey(a.Channel, mem.p, mem.uid)
+	last, err := c.r.chatLast(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var werr error
+	for range 5 { // a concurrent write moved the revision: read again
+		row, rev, err := c.readRow(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if row == nil || !row.Active() || row.Generation != a.Generation {
+			return nil, fmt.Errorf("confirmPosition: no active membership of %s on %s at generation %d", mem.key(), a.Channel, a.Generation)
+		}
+		at := min(a.Position, last)
+		if at <= row.Position {
+			if !a.Closing {
+				c.r.readers.heard(mem, a.Channel, row.Generation, row.Position)
+			}
+			return answer{row.Position}, nil
+		}
+		row.Position = at
+		err = c.writeRow(ctx, key, row, rev)
+		if err == nil {
+			if !a.Closing {
+				c.r.readers.heard(mem, a.Channel, row.Generation, at)
+			}
+			return answer{at}, nil
+		}
+		werr = err
+	}
+	return nil, fmt.Errorf("confirmPosition: %w", werr)
 }
 
 // list is the reference's listMemberships: the caller's active rows of the named
@@ -394,7 +480,7 @@ func (c *ctl) list(ctx context.Context, raw json.RawMessage, who caller) (any, e
 	for _, row := range c.r.roster.snapshot().byMember[mem.key()] {
 		if row.Active() {
 			out = append(out, protocol.MembershipInfo{Channel: row.Channel, Generation: row.Generation,
-				Activated: row.Activated != nil && *row.Activated})
+				Activated: row.Activated != nil && *row.Activated, Position: row.Position})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Channel < out[j].Channel })

@@ -43,6 +43,16 @@ type fanout struct {
 
 	catchups chan memberRow // new memberships whose activation window needs copying
 
+	// owed are the new memberships whose catch-up has not run, noted before their rows are
+	// written: a round that sees such a row runs its catch-up first, so the member's copies
+	// keep CHAT order (guarded by mu).
+	owed map[owedKey]memberRow
+
+	// readers are the members reading live; their copies of a round wait up to grace
+	// for their confirmed positions (see round).
+	readers *readers
+	grace   time.Duration
+
 	mu sync.Mutex
 	// progress is the last CHAT sequence at or below which every post delivered to the
 	// fan-out has had its copies stored (the durable's ack floor at the session's start,
@@ -112,7 +122,7 @@ func plan(p post, cl classes, ro roster, ac acls, only *member, now time.Time) [
 	}
 	if cl.class(p.channel) == provision.ClassDurable {
 		ro.rows(p.channel, func(r memberRow) {
-			if r.Covers(p.seq) {
+			if r.Covers(p.seq) && !given(ro, r.m, p) {
 				add(r.m, protocol.HandoffDurableChannel)
 			}
 		})
@@ -124,6 +134,17 @@ func plan(p post, cl classes, ro roster, ac acls, only *member, now time.Time) [
 		}
 	}
 	return out
+}
+
+// given reports whether m confirmed it was given p already (a row of m matching p's
+// channel holds a position at or past it): m read it live, so no copy is made.
+func given(ro roster, m member, p post) bool {
+	for _, r := range ro.byMember[m.key()] {
+		if r.Position >= p.seq && protocol.ChannelMatches(r.Channel, p.channel) {
+			return true
+		}
+	}
+	return false
 }
 
 // generation is the dedupe generation of m's copy of p: the lowest generation among m's
@@ -288,7 +309,11 @@ func (f *fanout) session(ctx context.Context) error {
 		case <-closed:
 			return nil
 		case r := <-f.catchups:
+			if !f.take(r) {
+				continue // a round ran it already
+			}
 			if err := f.catchUp(ctx, r); err != nil {
+				f.owe(r)
 				f.requeue(r)
 				return fmt.Errorf("catch-up of %s on %s: %w", r.m.key(), r.Channel, err)
 			}
@@ -311,18 +336,37 @@ func (f *fanout) session(ctx context.Context) error {
 }
 
 // round decides and copies one group of posts in order and then acks each of them: a post
-// is acked only once every copy of it is stored. A post delivered again (its ack was lost,
-// or the server redelivered it) is copied again; the copies' Nats-Msg-Id makes the second
-// write a no-op within DLV's dedupe window. Copying every delivery, never skipping one as
-// done, keeps progress safe for catch-up even when redeliveries come out of order.
+// is acked only once every copy of it is stored or skipped as given. A post delivered
+// again (its ack was lost, or the server redelivered it) is copied again; the copies'
+// Nats-Msg-Id makes the second write a no-op within DLV's dedupe window. Copying every
+// delivery, never skipping one as done, keeps progress safe for catch-up even when
+// redeliveries come out of order.
+//
+// A durable channel's copy for a member reading that channel live (readers) is deferred:
+// once the round's other copies are written, the round waits, up to the grace, until the
+// member's confirmed position covers each deferred post or it stops reading, and then
+// writes only the copies not covered, in CHAT order. The decision is taken once per
+// member and channel in a round, so each member's copies of a channel keep CHAT order;
+// a skip is backed by the position written in the member's row before the post is acked.
 func (f *fanout) round(ctx context.Context, group []jetstream.Msg) error {
 	if err := f.fresh(ctx); err != nil {
 		return err
 	}
-	cl, ro, ac := f.classes.snapshot(), f.roster.snapshot(), f.acls.snapshot()
+	ro := f.roster.snapshot()
+	// A new membership's catch-up copies posts before this round's: it goes first.
+	if err := f.catchUpSeen(ctx, ro); err != nil {
+		return err
+	}
+	cl, ac := f.classes.snapshot(), f.acls.snapshot()
 	now := time.Now()
 	var futs inflight
 	last := uint64(0)
+	type key struct {
+		m  member
+		ch string
+	}
+	defers := map[key]bool{} // the member reads the channel live: its copies wait
+	var later []owed
 	for _, m := range group {
 		md, err := m.Metadata()
 		if err != nil {
@@ -334,14 +378,39 @@ func (f *fanout) round(ctx context.Context, group []jetstream.Msg) error {
 			continue
 		}
 		for _, t := range plan(p, cl, ro, ac, nil, now) {
-			cm, err := copyMsg(f.space, p, t)
-			if err != nil {
-				break // parsePost read it as an object; nothing to copy otherwise
+			if t.reason == protocol.HandoffDurableChannel && f.readers != nil {
+				k := key{t.m, p.channel}
+				d, ok := defers[k]
+				if !ok {
+					d = f.readers.reading(ro, t.m, p.channel)
+					defers[k] = d
+				}
+				if d {
+					later = append(later, owed{p, t})
+					continue
+				}
 			}
-			if err := f.write(ctx, &futs, cm); err != nil {
-				return fmt.Errorf("copy post %d to %s: %w", p.seq, t.m.key(), err)
+			if err := f.copyOne(ctx, &futs, p, t); err != nil {
+				return err
 			}
 		}
+	}
+	if len(later) > 0 {
+		f.waitGiven(ctx, ro, later)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		skipped := 0
+		for _, o := range later {
+			if f.readers.given(ro, o.t.m, o.p.channel, o.p.seq) {
+				skipped++
+				continue
+			}
+			if err := f.copyOne(ctx, &futs, o.p, o.t); err != nil {
+				return err
+			}
+		}
+		f.log.Debug("fan-out round: deferred copies", "deferred", len(later), "skipped", skipped)
 	}
 	if err := f.await(ctx, &futs); err != nil {
 		return err
@@ -355,6 +424,51 @@ func (f *fanout) round(ctx context.Context, group []jetstream.Msg) error {
 	f.progress = max(f.progress, last)
 	f.mu.Unlock()
 	return nil
+}
+
+// owed is one copy of a round deferred for a member reading live.
+type owed struct {
+	p post
+	t target
+}
+
+// copyOne writes the copy of p for t.
+func (f *fanout) copyOne(ctx context.Context, futs *inflight, p post, t target) error {
+	cm, err := copyMsg(f.space, p, t)
+	if err != nil {
+		return nil // parsePost read it as an object; nothing to copy otherwise
+	}
+	if err := f.write(ctx, futs, cm); err != nil {
+		return fmt.Errorf("copy post %d to %s: %w", p.seq, t.m.key(), err)
+	}
+	return nil
+}
+
+// waitGiven waits until every deferred copy is covered by its member's confirmed
+// position or its member stopped reading live, the grace passed, or ctx ended.
+func (f *fanout) waitGiven(ctx context.Context, ro roster, later []owed) {
+	grace := time.NewTimer(f.grace)
+	defer grace.Stop()
+	for {
+		wake := f.readers.changes() // taken before the check: no change is missed
+		open := false
+		for _, o := range later {
+			if !f.readers.given(ro, o.t.m, o.p.channel, o.p.seq) && f.readers.reading(ro, o.t.m, o.p.channel) {
+				open = true
+				break
+			}
+		}
+		if !open {
+			return
+		}
+		select {
+		case <-wake:
+		case <-grace.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // inflight is the copies of one round written and not yet known stored.
@@ -415,6 +529,67 @@ func (f *fanout) setProgress(seq uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.progress = max(f.progress, seq)
+}
+
+// owedKey is one membership row at one generation.
+type owedKey struct {
+	member  string
+	channel string
+	gen     uint64
+}
+
+func keyOf(r memberRow) owedKey { return owedKey{r.m.key(), r.Channel, r.Generation} }
+
+// owe notes that the new membership r needs its catch-up, before its row is written.
+func (f *fanout) owe(r memberRow) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.owed == nil {
+		f.owed = map[owedKey]memberRow{}
+	}
+	f.owed[keyOf(r)] = r
+}
+
+// forgive drops r's catch-up (its row was not written).
+func (f *fanout) forgive(r memberRow) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.owed, keyOf(r))
+}
+
+// take reports whether r's catch-up is still owed, and marks it run.
+func (f *fanout) take(r memberRow) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.owed[keyOf(r)]
+	delete(f.owed, keyOf(r))
+	return ok
+}
+
+// catchUpSeen runs the owed catch-ups of the rows ro holds, before a round copies for
+// them. A catch-up that fails stays owed.
+func (f *fanout) catchUpSeen(ctx context.Context, ro roster) error {
+	f.mu.Lock()
+	var due []memberRow
+	for k, r := range f.owed {
+		for _, row := range ro.byMember[k.member] {
+			if row.Channel == k.channel && row.Generation == k.gen && row.Active() {
+				due = append(due, r)
+				break
+			}
+		}
+	}
+	f.mu.Unlock()
+	for _, r := range due {
+		if !f.take(r) {
+			continue
+		}
+		if err := f.catchUp(ctx, r); err != nil {
+			f.owe(r)
+			return fmt.Errorf("catch-up of %s on %s: %w", r.m.key(), r.Channel, err)
+		}
+	}
+	return nil
 }
 
 // requeue puts a membership back for a later catch-up, dropping it if the queue is full

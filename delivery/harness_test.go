@@ -80,12 +80,18 @@ func (m *mesh) agent(actor string, channels ...string) []byte {
 // endpoint connects an endpoint holding creds and joins the space (no channel yet).
 func (m *mesh) endpoint(creds []byte) *client.Endpoint {
 	m.t.Helper()
+	return m.endpointInbox(creds, 1024)
+}
+
+// endpointInbox is endpoint with a Messages() buffer of inbox.
+func (m *mesh) endpointInbox(creds []byte, inbox int) *client.Endpoint {
+	m.t.Helper()
 	c, err := trust.ReadCreds(creds)
 	if err != nil {
 		m.t.Fatal(err)
 	}
 	ep, err := client.Connect(m.t.Context(), m.URL, client.Config{Space: space, Name: c.Principal.Actor, LifecycleUID: c.LifecycleUID,
-		Heartbeat: time.Hour, InboxSize: 1024, Logger: brokertest.Logger(m.t)},
+		Heartbeat: time.Hour, InboxSize: inbox, Logger: brokertest.Logger(m.t)},
 		nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix))
 	if err != nil {
 		m.t.Fatal(err)

@@ -41,6 +41,13 @@ const (
 	DefaultReconnectWait = 250 * time.Millisecond
 	DefaultAckWait       = 60 * time.Second // the reference's fan-out ack wait
 	DefaultOpTimeout     = 5 * time.Second
+	// DefaultPositionGrace is how long the fan-out defers the copies of a member reading
+	// the channel live, waiting for its confirmed position to cover them: a few times the
+	// Go SDK's 100 ms position period.
+	DefaultPositionGrace = 500 * time.Millisecond
+	// DefaultReaderTTL is how long a member counts as reading live after it was last heard
+	// from (the Go SDK confirms at least every second while connected).
+	DefaultReaderTTL = 5 * time.Second
 )
 
 var (
@@ -81,6 +88,13 @@ type Lane struct {
 	ReconnectWait time.Duration // between reconnect attempts; 0 means 250 ms
 	AckWait       time.Duration // fan-out redelivery of an unacked post, set when the durable is created; 0 means 60 s
 	OpTimeout     time.Duration // bound of one broker operation; 0 means 5 s
+	// PositionGrace is how long the fan-out defers a round's copies for members reading
+	// the channel live (they confirm positions), and copies only what their positions did
+	// not cover by then; 0 means 500 ms.
+	PositionGrace time.Duration
+	// ReaderTTL is how long after its last position confirmation a member still counts as
+	// reading live; 0 means 5 s.
+	ReaderTTL time.Duration
 
 	abandon bool // tests: stop like a crash, leaving the lease to expire
 }
@@ -107,6 +121,8 @@ func (l *Lane) check() (Lane, error) {
 		{"reconnect wait", &c.ReconnectWait, DefaultReconnectWait},
 		{"ack wait", &c.AckWait, DefaultAckWait},
 		{"operation timeout", &c.OpTimeout, DefaultOpTimeout},
+		{"position grace", &c.PositionGrace, DefaultPositionGrace},
+		{"reader ttl", &c.ReaderTTL, DefaultReaderTTL},
 	} {
 		if *d.v < 0 {
 			return c, fmt.Errorf("%s %s: want a positive duration", d.name, *d.v)
@@ -162,6 +178,7 @@ type run struct {
 	acls                                *view[*ACL, acls]
 	fanout                              *fanout
 	lease                               *lease
+	readers                             *readers
 
 	connMu  sync.Mutex
 	connUp  bool
@@ -437,8 +454,10 @@ func (r *run) start(ctx context.Context, wg *sync.WaitGroup) error {
 		}
 	}
 
+	r.readers = newReaders(r.cfg.ReaderTTL, time.Now)
 	r.fanout = &fanout{space: r.space, js: r.js, ackWait: r.cfg.AckWait, classes: r.classes, roster: r.roster, acls: r.acls,
-		gate: r.gate, log: r.log, syncWait: r.opTimeout, catchups: make(chan memberRow, 256)}
+		gate: r.gate, log: r.log, syncWait: r.opTimeout, catchups: make(chan memberRow, 256),
+		readers: r.readers, grace: r.cfg.PositionGrace}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

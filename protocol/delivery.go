@@ -237,6 +237,9 @@ const (
 	OpListMemberships   = "listMemberships"
 	OpPlaneConnLiveness = "planeConnLiveness"
 	OpReadHistory       = "readHistory"
+	// OpConfirmPosition is a Go extension: a member confirms what it was given of a
+	// channel (ConfirmPositionArgs). A reference daemon refuses it as unsupported.
+	OpConfirmPosition = "confirmPosition"
 	// OpJoin and OpLeave are the durable join and leave of earlier Go releases (args
 	// MembershipArgs, replies JoinResult and Membership); still answered, never sent.
 	OpJoin  = "join"
@@ -266,6 +269,22 @@ type DurableJoinResult struct {
 	// sequence after which every post of the channel arrives as a hand-off copy. A
 	// reference daemon leaves it out.
 	JoinCursor *uint64 `json:"joinCursor,omitempty"`
+	// Position is a Go extension answered with JoinCursor: the membership's confirmed
+	// position (Membership.Position).
+	Position uint64 `json:"position,omitempty"`
+}
+
+// ConfirmPositionArgs are the args of confirmPosition: the member incarnation, the
+// channel of its membership row, the row's generation and the CHAT sequence up to which
+// it was given every post of the channel.
+type ConfirmPositionArgs struct {
+	Channel      string `json:"channel"`
+	Generation   uint64 `json:"generation"`
+	LifecycleUID string `json:"lifecycleUid"`
+	Position     uint64 `json:"position"`
+	// Closing says the member stops reading the channel live (its endpoint closes): the
+	// daemon writes its copies at once from then on instead of deferring them.
+	Closing bool `json:"closing,omitempty"`
 }
 
 // DurableLeaveArgs are the args of durableLeave: the channel, the membership's generation
@@ -295,6 +314,8 @@ type MembershipInfo struct {
 	Channel    string `json:"channel"`
 	Generation uint64 `json:"generation"`
 	Activated  bool   `json:"activated"`
+	// Position is a Go extension: the row's confirmed position (Membership.Position).
+	Position uint64 `json:"position,omitempty"`
 }
 
 // ListMembershipsResult is the data of a listMemberships answer.
@@ -374,6 +395,11 @@ type Membership struct {
 	Generation  uint64  `json:"generation"`
 	Writer      string  `json:"writerIdentity"`
 	UpdatedAt   int64   `json:"updatedAt"` // unix ms
+	// Position is a Go extension (the reference ignores it, and its writes keep it): the
+	// member confirmed it was given every post of the row's window up to this CHAT
+	// sequence (read live or as a hand-off copy). The fan-out makes no copy of a post at or
+	// below it, and the member drops a copy at or below it. 0 means none confirmed.
+	Position uint64 `json:"position,omitempty"`
 }
 
 // DecodeMembership reads a members row leniently (unknown fields ignored): the

@@ -1,0 +1,588 @@
+package client
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// What a durable member was given, by position: per joined durable channel the CHAT
+// sequence up to which every post reached Messages(), live or as a hand-off copy. A
+// hand-off copy at or below it is a duplicate whatever the dedupe window remembers, and
+// the position is confirmed to the delivery daemon (a Go extension, kept in the
+// membership row), which then copies no post at or below it and hands it back on the
+// next join, so a returning member is not shown again what it read.
+//
+// A live copy carries no sequence. The live position comes from the order the broker
+// keeps: it routes a post to subscribers before the stream stores it, so once the CHAT
+// stream's last sequence L is read, every post of the channel up to L is already on this
+// connection, and once the subscription's handler has handled everything received by
+// then, every post in (watermark at subscribe, L] has been surfaced. Where that order is
+// not known to hold (the connection is not on the stream leader's server) or the
+// subscription dropped messages (slow consumer), no live position is claimed.
+//
+// What reached Messages() is not yet what the application took: only a position whose
+// posts were all taken is confirmed to the daemon (a window), so a post still unread in
+// the inbox at Close is copied to the next incarnation. The inbox is FIFO: when s
+// messages were surfaced in all and n are still queued, the first s-n were taken; a
+// window records how many had been surfaced once its posts all were, and is taken when
+// that many were. A hand-off copy of a post surfaced live but not yet taken is held
+// unacked until it is, and naked at Close, so it comes back to the next incarnation.
+
+// window is a position whose posts were all surfaced once need messages were.
+type window struct {
+	pos  uint64
+	need uint64
+}
+
+// heldCopy is a hand-off copy of a post surfaced live and not yet taken.
+type heldCopy struct {
+	need uint64
+	msg  jetstream.Msg
+}
+
+// posTrack is the position record of one joined durable channel.
+type posTrack struct {
+	channel  string
+	sub      *nats.Subscription
+	from     uint64   // live reading covers posts after this sequence (the watermark at subscribe)
+	join     uint64   // the membership's join cursor
+	gen      uint64   // the membership's generation
+	row      uint64   // the membership's confirmed position when joined
+	live     uint64   // every post in (from, live] was surfaced live
+	reported uint64   // the last position the daemon accepted
+	broken   bool     // the subscription dropped messages: live reading is incomplete
+	cut      bool     // a post it received was not shown (the endpoint closes): same
+	windows  []window // live positions not yet all taken, in order
+	taken    uint64   // every post in (from, taken] was taken by the application
+}
+
+// positions is the endpoint's position state.
+type positions struct {
+	mu       sync.Mutex
+	done     map[*nats.Subscription]uint64 // live messages handled, per subscription
+	wake     chan struct{}                 // closed when a handled count moves, if someone waits
+	tracks   map[string]*posTrack          // joined durable channel -> its record
+	rows     map[string]uint64             // membership channel -> position listed at connect
+	handoff  map[string]uint64             // concrete channel -> highest sequence of a hand-off copy surfaced
+	hwin     map[string][]window           // concrete channel -> hand-off positions not yet all taken
+	htaken   map[string]uint64             // concrete channel -> highest hand-off copy taken
+	held     []heldCopy                    // copies acked once taken (settle)
+	surfaced atomic.Uint64                 // messages handed to Messages(), from every source
+	kick     chan struct{}
+	start    sync.Once
+	refused  bool       // the daemon does not take confirmPosition (a reference daemon)
+	confirms sync.Mutex // one confirmation round at a time
+}
+
+func newPositions() *positions {
+	return &positions{done: map[*nats.Subscription]uint64{}, tracks: map[string]*posTrack{},
+		rows: map[string]uint64{}, handoff: map[string]uint64{}, hwin: map[string][]window{},
+		htaken: map[string]uint64{}, kick: make(chan struct{}, 1)}
+}
+
+// noteSurfaced counts one message handed to Messages().
+func (e *Endpoint) noteSurfaced() {
+	if e.pos != nil { // an endpoint made without New (tests) tracks nothing
+		e.pos.surfaced.Add(1)
+	}
+}
+
+// taken is how many surfaced messages the application has taken from Messages(), at
+// least: the count is read before the queue, so a message surfaced in between is only
+// counted as not taken.
+func (e *Endpoint) taken() uint64 {
+	s := e.pos.surfaced.Load()
+	n := uint64(len(e.inbox))
+	if n > s {
+		return 0
+	}
+	return s - n
+}
+
+// liveHandled counts one live message of sub as handled (surfaced or dropped).
+func (e *Endpoint) liveHandled(sub *nats.Subscription) {
+	p := e.pos
+	p.mu.Lock()
+	p.done[sub]++
+	if p.wake != nil {
+		close(p.wake)
+		p.wake = nil
+	}
+	tracked := len(p.tracks) > 0
+	p.mu.Unlock()
+	if tracked {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// liveCut records that a live post sub received was not shown (the endpoint closes
+// first): no live position of its channel is claimed from then on, so the daemon copies
+// the post to the next incarnation. It runs before the post is counted handled.
+func (e *Endpoint) liveCut(sub *nats.Subscription) {
+	if e.pos == nil {
+		return
+	}
+	p := e.pos
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.tracks {
+		if t.sub == sub {
+			t.cut = true
+		}
+	}
+}
+
+// track starts the position record of a durable channel whose backstop is established.
+func (e *Endpoint) track(channel string, from, join, gen, row uint64) {
+	e.mu.Lock()
+	sub := e.channels[channel]
+	e.mu.Unlock()
+	if sub == nil {
+		return
+	}
+	p := e.pos
+	p.mu.Lock()
+	p.tracks[channel] = &posTrack{channel: channel, sub: sub, from: from, join: join, gen: gen, row: row, reported: row}
+	p.mu.Unlock()
+	p.start.Do(func() {
+		e.wg.Add(1)
+		go e.reportLoop()
+	})
+}
+
+// untrack drops the position record of a channel left.
+func (e *Endpoint) untrack(channel string) {
+	p := e.pos
+	p.mu.Lock()
+	if t := p.tracks[channel]; t != nil {
+		delete(p.done, t.sub)
+		delete(p.tracks, channel)
+	}
+	p.mu.Unlock()
+}
+
+// seedRows records the positions of this incarnation's memberships, so hand-off copies
+// that arrive before a channel is joined again are judged by them.
+func (e *Endpoint) seedRows(list []protocol.MembershipInfo) {
+	p := e.pos
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range list {
+		p.rows[m.Channel] = max(p.rows[m.Channel], m.Position)
+	}
+}
+
+// givenAt reports whether the post at seq on concrete channel ch was given already: at or
+// below a confirmed position of a membership matching ch, inside the live-read interval
+// of a joined channel matching ch, or at or below the last hand-off copy surfaced (copies
+// of ch arrive in CHAT order). seq 0 (a frame without a sequence) is never judged given.
+func (p *positions) givenAt(ch string, seq uint64) bool {
+	if seq == 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if seq <= p.handoff[ch] {
+		return true
+	}
+	for pattern, at := range p.rows {
+		if seq <= at && protocol.ChannelMatches(pattern, ch) {
+			return true
+		}
+	}
+	for _, t := range p.tracks {
+		if protocol.ChannelMatches(t.channel, ch) && (seq <= t.row || (t.from < seq && seq <= t.live)) {
+			return true
+		}
+	}
+	return false
+}
+
+// liveMayCover reports whether a live confirmation could show the post at seq on ch
+// given: a joined channel matching ch reads it live and has not confirmed that far.
+func (p *positions) liveMayCover(ch string, seq uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.tracks {
+		if !t.broken && t.from < seq && seq > t.live && protocol.ChannelMatches(t.channel, ch) {
+			return true
+		}
+	}
+	return false
+}
+
+// surfacedHandoff records that the hand-off copy at seq on concrete channel ch reached
+// Messages(). A channel's copies arrive in CHAT order (a new membership's catch-up copies
+// only posts its live subscription also read), so every copy of ch below seq came first.
+func (p *positions) surfacedHandoff(ch string, seq uint64) {
+	need := p.surfaced.Load() // counts this copy: it was surfaced before
+	p.mu.Lock()
+	p.handoff[ch] = max(p.handoff[ch], seq)
+	p.hwin[ch] = append(p.hwin[ch], window{pos: seq, need: need})
+	p.mu.Unlock()
+}
+
+// settleTaken moves the taken positions up to the windows the application took all of
+// (taken messages), and returns the held copies now taken, to ack. p.mu is held.
+func (p *positions) settleTaken(taken uint64) []jetstream.Msg {
+	for _, t := range p.tracks {
+		n := 0
+		for _, w := range t.windows {
+			if w.need > taken {
+				break
+			}
+			t.taken = max(t.taken, w.pos)
+			n++
+		}
+		t.windows = t.windows[n:]
+	}
+	for ch, ws := range p.hwin {
+		n := 0
+		for _, w := range ws {
+			if w.need > taken {
+				break
+			}
+			p.htaken[ch] = max(p.htaken[ch], w.pos)
+			n++
+		}
+		if n == len(ws) {
+			delete(p.hwin, ch)
+		} else {
+			p.hwin[ch] = ws[n:]
+		}
+	}
+	var acks []jetstream.Msg
+	n := 0
+	for _, h := range p.held {
+		if h.need <= taken {
+			acks = append(acks, h.msg)
+		} else {
+			p.held[n] = h
+			n++
+		}
+	}
+	p.held = p.held[:n]
+	return acks
+}
+
+// holdCopy decides the ack of a hand-off copy of the post at seq on ch found given: a
+// copy of a post surfaced live and not yet taken by the application is held (acked once
+// it is taken, naked at Close) and holdCopy reports true; otherwise the caller acks it.
+func (e *Endpoint) holdCopy(ch string, seq uint64, m jetstream.Msg) bool {
+	p := e.pos
+	taken := e.taken()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.tracks {
+		if !protocol.ChannelMatches(t.channel, ch) || seq <= t.from || seq <= t.taken {
+			continue
+		}
+		for _, w := range t.windows { // the first window holding seq
+			if seq <= w.pos {
+				if w.need <= taken {
+					return false
+				}
+				p.held = append(p.held, heldCopy{need: w.need, msg: m})
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// handBack keeps a hand-off copy the closing endpoint did not surface, to be naked by
+// returnUnsettled with the others.
+func (e *Endpoint) handBack(m jetstream.Msg) {
+	p := e.pos
+	p.mu.Lock()
+	p.held = append(p.held, heldCopy{need: ^uint64(0), msg: m})
+	p.mu.Unlock()
+}
+
+// unsettled is a durable copy to hand back at Close, with where it sits in its durable.
+type unsettled struct {
+	in               *Incoming // the unread Incoming, if it reached Messages()
+	msg              jetstream.Msg
+	stream, consumer string
+	seq              uint64
+}
+
+// returnUnsettled naks, at Close, every durable copy this endpoint holds unacked: held
+// hand-off copies of posts not taken, copies handed back while closing, and copies unread
+// in Messages(). Without it such a copy would come back only after its ack wait, behind
+// later copies. The broker redelivers naked copies first, in the order it queued them, so
+// they are naked per durable in stream order (for the hand-off durable the order the
+// daemon stored them: CHAT order per channel), and the last nak of each durable waits for
+// the broker's answer, so the next incarnation, connecting after Close, is given them
+// first and in order.
+//
+// One broker behaviour needs care: a redelivery the broker takes up while the only pull
+// request it lists is one whose subscriber is gone (this endpoint's, unsubscribed above)
+// goes back to the end of its redelivery queue, behind the copies naked after it. Reading
+// the durable's info first makes the broker drop such requests (nats-server 2.10 to
+// 2.15: consumer info processes the waiting requests), so nothing is taken up until the
+// next incarnation pulls.
+func (e *Endpoint) returnUnsettled() {
+	var out []unsettled
+	add := func(in *Incoming, m jetstream.Msg) {
+		u := unsettled{in: in, msg: m}
+		if md, err := m.Metadata(); err == nil {
+			u.stream, u.consumer, u.seq = md.Stream, md.Consumer, md.Sequence.Stream
+		}
+		out = append(out, u)
+	}
+	p := e.pos
+	p.mu.Lock()
+	held := p.held
+	p.held = nil
+	p.mu.Unlock()
+	for _, h := range held {
+		add(nil, h.msg)
+	}
+	for {
+		select {
+		case in := <-e.inbox:
+			if in.msg != nil {
+				add(in, in.msg)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].consumer != out[j].consumer {
+			return out[i].consumer < out[j].consumer
+		}
+		return out[i].seq < out[j].seq
+	})
+	up := e.nc.IsConnected() // without the broker the naks are lost anyway: no waiting
+	for i, u := range out {
+		first := up && (i == 0 || out[i-1].consumer != u.consumer)
+		last := i == len(out)-1 || out[i+1].consumer != u.consumer
+		if first && u.consumer != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DeliveryTimeout)
+			if _, err := e.js.Consumer(ctx, u.stream, u.consumer); err != nil {
+				e.log.Debug("durable info before handing copies back", "consumer", u.consumer, "err", err)
+			}
+			cancel()
+		}
+		var err error
+		if up && last && u.msg.Reply() != "" {
+			// Acks are applied in the order sent: the answer to this one says all were.
+			_, err = e.nc.Request(u.msg.Reply(), []byte("-NAK"), e.cfg.DeliveryTimeout)
+		} else {
+			err = u.msg.Nak()
+		}
+		if err != nil {
+			e.log.Debug("nak unsettled copy", "consumer", u.consumer, "seq", u.seq, "err", err)
+		}
+		if u.in != nil {
+			u.in.settled()
+		}
+	}
+}
+
+// received is how many messages sub has taken off the connection: those handed to its
+// handler and those queued for it, read together (no hand-over between the two reads).
+func received(sub *nats.Subscription) (uint64, bool) {
+	for {
+		d1, err := sub.Delivered()
+		if err != nil {
+			return 0, false
+		}
+		q, _, err := sub.Pending()
+		if err != nil {
+			return 0, false
+		}
+		d2, err := sub.Delivered()
+		if err != nil {
+			return 0, false
+		}
+		if d1 == d2 {
+			return uint64(d1) + uint64(q), true
+		}
+	}
+}
+
+// confirmLive moves the live position of every tracked channel up to CHAT's last
+// sequence once the live handler has handled every message received before it was read.
+func (e *Endpoint) confirmLive(ctx context.Context) {
+	p := e.pos
+	p.mu.Lock()
+	none := len(p.tracks) == 0
+	p.mu.Unlock()
+	if none {
+		return
+	}
+	p.confirms.Lock()
+	defer p.confirms.Unlock()
+	stream := protocol.StreamChat(e.cfg.Space)
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		e.log.Debug("live position: stream info", "err", err)
+		return
+	}
+	info := s.CachedInfo()
+	if info.Cluster != nil && info.Cluster.Leader != "" && info.Cluster.Leader != e.nc.ConnectedServerName() {
+		return // the routing-before-storing order is only known on the stream leader's server
+	}
+	last := info.State.LastSeq
+	type want struct {
+		t      *posTrack
+		target uint64
+	}
+	var wants []want
+	p.mu.Lock()
+	for _, t := range p.tracks {
+		if t.broken || t.live >= last {
+			continue
+		}
+		if n, err := t.sub.Dropped(); err != nil || n > 0 {
+			t.broken = true // a slow consumer lost posts: this subscription proves nothing
+			continue
+		}
+		if n, ok := received(t.sub); ok {
+			wants = append(wants, want{t, n})
+		}
+	}
+	p.mu.Unlock()
+	for _, w := range wants {
+		for {
+			p.mu.Lock()
+			if p.done[w.t.sub] >= w.target {
+				if w.t.cut {
+					w.t.broken = true // a post up to last may be one not shown
+				} else if last > w.t.live {
+					w.t.live = last
+					// Every post up to last was handled, so surfaced ones are counted.
+					w.t.windows = append(w.t.windows, window{pos: last, need: p.surfaced.Load()})
+				}
+				p.mu.Unlock()
+				break
+			}
+			if p.wake == nil {
+				p.wake = make(chan struct{})
+			}
+			wake := p.wake
+			p.mu.Unlock()
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// reportLoop confirms positions to the daemon after live traffic, at most once per
+// PositionEvery, and at least every keepAlive periods while connected (the daemon counts
+// the member as reading live while it hears from it, and defers its copies), until the
+// endpoint closes.
+func (e *Endpoint) reportLoop() {
+	defer e.wg.Done()
+	p := e.pos
+	keep := time.NewTicker(keepAlive * e.cfg.PositionEvery)
+	defer keep.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-keep.C:
+		case <-p.kick:
+			t := time.NewTimer(e.cfg.PositionEvery)
+			select {
+			case <-e.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		e.confirmAndReport(e.ctx, false)
+	}
+}
+
+// keepAlive is how many PositionEvery periods pass at most between two confirmations
+// while connected (1 s by default, within the daemon's 5 s reader ttl).
+const keepAlive = 10
+
+// confirmAndReport confirms the live positions and sends the daemon the position of every
+// tracked channel that the application took (even when it did not move: the daemon keeps
+// counting the member as reading live). closing says the endpoint closes: the daemon then
+// stops deferring its copies.
+func (e *Endpoint) confirmAndReport(ctx context.Context, closing bool) {
+	p := e.pos
+	p.mu.Lock()
+	none := len(p.tracks) == 0
+	p.mu.Unlock()
+	if none {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.DeliveryTimeout)
+	defer cancel()
+	e.confirmLive(ctx)
+	uid := e.lifecycleUID()
+	type report struct {
+		t   *posTrack
+		pos uint64
+	}
+	var out []report
+	taken := e.taken()
+	p.mu.Lock()
+	acks := p.settleTaken(taken)
+	if p.refused || uid == "" {
+		p.mu.Unlock()
+		e.ackAll(acks)
+		return
+	}
+	for _, t := range p.tracks {
+		// Given for sure: what the row confirmed and the hand-off copies the application
+		// took (every copy up to the last one, in CHAT order); the live interval taken adds
+		// to it only once it joins on, i.e. nothing before the subscribe is missing.
+		pos := max(t.row, p.htaken[t.channel])
+		if t.taken > 0 && t.from <= max(pos, t.join) {
+			pos = max(pos, t.taken)
+		}
+		out = append(out, report{t, max(pos, t.reported)})
+	}
+	p.mu.Unlock()
+	e.ackAll(acks)
+	for _, r := range out {
+		_, err := e.deliveryRequest(ctx, protocol.OpConfirmPosition, protocol.ConfirmPositionArgs{Channel: r.t.channel,
+			Generation: r.t.gen, LifecycleUID: uid, Position: r.pos, Closing: closing})
+		if err != nil {
+			if strings.Contains(err.Error(), "not supported") {
+				p.mu.Lock()
+				p.refused = true
+				p.mu.Unlock()
+				return
+			}
+			e.log.Debug("confirm position", "channel", r.t.channel, "err", err)
+			continue
+		}
+		p.mu.Lock()
+		r.t.reported = max(r.t.reported, r.pos)
+		p.mu.Unlock()
+	}
+}
+
+// ackAll acks copies whose posts the application took.
+func (e *Endpoint) ackAll(acks []jetstream.Msg) {
+	for _, m := range acks {
+		if err := m.Ack(); err != nil {
+			e.log.Debug("ack held copy", "err", err)
+		}
+	}
+}
