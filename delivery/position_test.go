@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/client/clienttest"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 )
@@ -48,7 +49,7 @@ func TestLaggingCopiesPastTheIDWindowShownOnce(t *testing.T) {
 	// Each channel's posts come in order; the two subscriptions interleave freely.
 	next := map[string]int{}
 	for range n + window {
-		in := receive(t, bob)
+		in := clienttest.Receive(t, bob, deadline)
 		ch := in.Subject.Channel
 		want := text(next[ch])
 		if ch == "random" {
@@ -96,7 +97,7 @@ func TestLaggingCopiesPastTheIDWindowShownOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	postTexts(t, alice, n, n+1) // a marker: the first thing bob is shown must be it
-	if in := receive(t, bob); in.Text() != text(n) {
+	if in := clienttest.Receive(t, bob, deadline); in.Text() != text(n) {
 		t.Fatalf("rejoined bob shown %q (durable %v), want only the new %q", in.Text(), in.Durable, text(n))
 	}
 }
@@ -139,7 +140,7 @@ func TestConnectedMemberSkippedOfflineMemberGetsEveryPost(t *testing.T) {
 		posted <- nil
 	}()
 	for i := range n {
-		if in := receive(t, carol); in.Durable || in.Text() != text(i) {
+		if in := clienttest.Receive(t, carol, deadline); in.Durable || in.Text() != text(i) {
 			t.Fatalf("carol's message %d: durable %v %q, want live %q", i, in.Durable, in.Text(), text(i))
 		}
 	}
@@ -165,7 +166,7 @@ func TestConnectedMemberSkippedOfflineMemberGetsEveryPost(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range n {
-		in := receive(t, bob)
+		in := clienttest.Receive(t, bob, deadline)
 		if !in.Durable || in.Text() != text(i) {
 			t.Fatalf("bob's message %d: durable %v %q, want durable %q", i, in.Durable, in.Text(), text(i))
 		}
@@ -175,7 +176,7 @@ func TestConnectedMemberSkippedOfflineMemberGetsEveryPost(t *testing.T) {
 	}
 	postTexts(t, alice, n, n+1) // a marker: nothing may come before it
 	for _, ep := range []*client.Endpoint{bob, carol} {
-		if in := receive(t, ep); in.Text() != text(n) {
+		if in := clienttest.Receive(t, ep, deadline); in.Text() != text(n) {
 			t.Fatalf("%s shown %q (durable %v), want only the marker %q", ep.Principal(), in.Text(), in.Durable, text(n))
 		}
 	}
@@ -199,7 +200,7 @@ func TestUnreadLivePostsAtCloseComeBack(t *testing.T) {
 	alice := m.endpoint(m.agent("alice", "general"))
 	postTexts(t, alice, 0, 2)
 	for i := range 2 {
-		if in := receive(t, bob); in.Text() != text(i) {
+		if in := clienttest.Receive(t, bob, deadline); in.Text() != text(i) {
 			t.Fatalf("message %d: %q", i, in.Text())
 		}
 	}
@@ -221,7 +222,7 @@ func TestUnreadLivePostsAtCloseComeBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 2; i < 5; i++ {
-		in := receive(t, bob)
+		in := clienttest.Receive(t, bob, deadline)
 		if !in.Durable || in.Text() != text(i) {
 			t.Fatalf("next session's message %d: durable %v %q, want durable %q", i, in.Durable, in.Text(), text(i))
 		}
@@ -230,7 +231,7 @@ func TestUnreadLivePostsAtCloseComeBack(t *testing.T) {
 		}
 	}
 	postTexts(t, alice, 5, 6)
-	if in := receive(t, bob); in.Text() != text(5) {
+	if in := clienttest.Receive(t, bob, deadline); in.Text() != text(5) {
 		t.Fatalf("shown %q (durable %v), want only the marker %q", in.Text(), in.Durable, text(5))
 	}
 }
@@ -261,7 +262,7 @@ func TestCopiesInHandAtCloseComeBackAtOnceInOrder(t *testing.T) {
 	if err := bob.JoinChannel(t.Context(), "general"); err != nil {
 		t.Fatal(err)
 	}
-	if in := receive(t, bob); !in.Durable || in.Text() != text(0) {
+	if in := clienttest.Receive(t, bob, deadline); !in.Durable || in.Text() != text(0) {
 		t.Fatalf("first copy: durable %v %q, want durable %q", in.Durable, in.Text(), text(0))
 	} else if err := in.Ack(); err != nil {
 		t.Fatal(err)
@@ -283,7 +284,7 @@ func TestCopiesInHandAtCloseComeBackAtOnceInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 1; i < n; i++ {
-		in := receive(t, bob) // within deadline, well inside the ack wait
+		in := clienttest.Receive(t, bob, deadline) // within deadline, well inside the ack wait
 		if !in.Durable || in.Text() != text(i) {
 			t.Fatalf("next session's message %d: durable %v %q, want durable %q", i, in.Durable, in.Text(), text(i))
 		}
@@ -292,7 +293,7 @@ func TestCopiesInHandAtCloseComeBackAtOnceInOrder(t *testing.T) {
 		}
 	}
 	postTexts(t, alice, n, n+1)
-	if in := receive(t, bob); in.Text() != text(n) {
+	if in := clienttest.Receive(t, bob, deadline); in.Text() != text(n) {
 		t.Fatalf("shown %q (durable %v), want only the marker %q", in.Text(), in.Durable, text(n))
 	}
 }
