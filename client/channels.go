@@ -113,7 +113,7 @@ func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) (
 	// A durable member gets every post after its membership's join cursor as a hand-off
 	// copy (a real message, not history), so history stops there.
 	upTo := watermark
-	if joinCursor, ok := e.durableJoin(ctx, channel, watermark, cfg); ok && joinCursor < upTo {
+	if joinCursor, ok := e.joinDurableChannel(ctx, channel, watermark, cfg); ok && joinCursor < upTo {
 		upTo = joinCursor
 	}
 	if upTo <= after || (cfg.Replay != nil && !*cfg.Replay) {
@@ -325,7 +325,7 @@ func (e *Endpoint) LeaveChannel(channel string) error {
 		return fmt.Errorf("leave channel %s: %w", channel, err)
 	}
 	if durable && why == "" {
-		if err := e.durableLeave(channel); err != nil {
+		if err := e.leaveDurableChannel(channel); err != nil {
 			return fmt.Errorf("leave channel %s: left live; durable leave not recorded: %w", channel, err)
 		}
 	}

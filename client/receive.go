@@ -72,10 +72,10 @@ func (e *Endpoint) onLive(m *nats.Msg) {
 	}
 }
 
-// onDurable handles a JetStream copy from the DM or anycast durable. The durable copy
+// onDMOrAnycast handles a JetStream copy from the DM or anycast durable. The durable copy
 // owns the ack: a duplicate is acked at once, an anomaly is terminated, anything else is
 // acked by whoever reads it from Messages().
-func (e *Endpoint) onDurable(m jetstream.Msg) {
+func (e *Endpoint) onDMOrAnycast(m jetstream.Msg) {
 	r, ok := e.check(m.Subject(), m.Data())
 	if !ok {
 		if err := m.Term(); err != nil {
@@ -95,13 +95,13 @@ func (e *Endpoint) onDurable(m jetstream.Msg) {
 	}
 }
 
-// consume binds durable name on stream and feeds it to onDurable until Close.
+// consume binds durable name on stream and feeds it to onDMOrAnycast until Close.
 func (e *Endpoint) consume(ctx context.Context, stream, name string, opts ...jetstream.PullConsumeOpt) error {
 	cons, err := e.js.Consumer(ctx, stream, name)
 	if err != nil {
 		return fmt.Errorf("bind %s on %s: %w", name, stream, err)
 	}
-	_, err = e.consumeWith(cons, name, stream, e.onDurable, opts...)
+	_, err = e.consumeWith(cons, name, stream, e.onDMOrAnycast, opts...)
 	return err
 }
 

@@ -276,83 +276,6 @@ func (r *run) serve(ctx context.Context, ready func()) (err error) {
 	return err
 }
 
-// releaseRetry is how often a close retries a lease release the broker refused.
-const releaseRetry = time.Second
-
-// releaseLease releases the lease as the lane closes. A release the broker refuses is
-// retried every releaseRetry until it succeeds, the connection is lost, releaseBound has
-// passed, or the row has expired by itself (a TTL after this run last wrote it): until
-// then the lane has not confirmed its close, and a host holds its manifest acknowledgment
-// back. A release that finds the bucket unwritable (no answer, no stream leader: a cluster
-// without quorum) is not retried: the row expires by itself, and the close goes on.
-func (r *run) releaseLease(ctx context.Context) {
-	end := time.Now().Add(releaseBound)
-	for {
-		rctx, cancel := context.WithTimeout(ctx, r.opTimeout)
-		err := r.lease.release(rctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		expires := r.lease.wrote.Add(r.lease.ttl)
-		if !r.nc.IsConnected() || unwritable(err) || !time.Now().Before(expires) || !time.Now().Before(end) {
-			r.log.Warn("lease not released; it expires by itself", "err", err, "expires", expires)
-			return
-		}
-		r.log.Warn("lease not released; retrying before the close is confirmed", "err", err, "expires", expires)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(min(releaseRetry, time.Until(expires), time.Until(end))):
-		}
-	}
-}
-
-// acquire takes the lease; while it waits for a held one, a broker gone for BrokerGone
-// ends the wait with ErrBrokerGone.
-func (r *run) acquire(ctx context.Context) error {
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		var gone <-chan time.Time
-		for {
-			select {
-			case <-actx.Done():
-				return
-			case <-gone:
-				cancel(fmt.Errorf("%w for %s (broker at %s unreachable) while waiting for the lease", ErrBrokerGone, r.cfg.BrokerGone, r.cfg.Server))
-				return
-			case <-r.connSig:
-				r.connMu.Lock()
-				up := r.connUp
-				r.connMu.Unlock()
-				if up {
-					gone = nil
-				} else if gone == nil {
-					gone = time.After(r.cfg.BrokerGone)
-				}
-			}
-		}
-	}()
-	err := r.lease.acquire(actx, r.cfg.WaitForLease, func(h LeaseInfo) {
-		r.log.Info("waiting for the lease", "holder", h.String())
-	})
-	cancel(nil)
-	<-watched
-	if cause := context.Cause(actx); errors.Is(cause, ErrBrokerGone) {
-		return cause
-	}
-	if !r.nc.IsConnected() { // a state change the watcher consumed: tell the main loop
-		select {
-		case r.connSig <- struct{}{}:
-		default:
-		}
-	}
-	return err
-}
-
 // dial connects with the daemon's credential and forwards connection state changes.
 func (r *run) dial(creds trust.Creds) error {
 	signal := func(up bool) {
@@ -521,39 +444,6 @@ func (r *run) newOracle() (*oracle, error) {
 	}
 	o.nc, o.account = nc, r.verify.account
 	return o, nil
-}
-
-// watchLease forwards every change of lease.0 to the main loop.
-func (r *run) watchLease(ctx context.Context, wg *sync.WaitGroup) (<-chan jetstream.KeyValueEntry, error) {
-	w, err := r.leaseKV.Watch(ctx, protocol.LeaseKey, jetstream.UpdatesOnly())
-	if err != nil {
-		return nil, fmt.Errorf("watch the lease: %w", err)
-	}
-	out := make(chan jetstream.KeyValueEntry, 16)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					continue
-				}
-				select {
-				case out <- e:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out, nil
 }
 
 // loop keeps the lease and watches the broker until ctx ends or the lane must stop.

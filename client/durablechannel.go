@@ -44,12 +44,12 @@ func (e *Endpoint) Backstop(channel string) (established bool, why string, ok bo
 	return why == "", why, true
 }
 
-// durableJoin asks the daemon for the durable join of channel from cursor (the CHAT
+// joinDurableChannel asks the daemon for the durable join of channel from cursor (the CHAT
 // sequence captured before the live subscribe) and binds the hand-off durable. It returns
 // the membership's join cursor, after which every post arrives as a hand-off copy, and
 // whether the backstop is established. A failure is not the live join's: it is recorded
 // and logged as "joined live, durable backstop unestablished".
-func (e *Endpoint) durableJoin(ctx context.Context, channel string, cursor uint64, cfg ChannelConfig) (joinCursor uint64, ok bool) {
+func (e *Endpoint) joinDurableChannel(ctx context.Context, channel string, cursor uint64, cfg ChannelConfig) (joinCursor uint64, ok bool) {
 	if cfg.DeliveryClass == "live" {
 		return 0, false
 	}
@@ -101,9 +101,9 @@ func (e *Endpoint) requestJoin(ctx context.Context, channel string, cursor uint6
 	return res, nil
 }
 
-// durableLeave tombstones the membership of channel at the CHAT stream's last sequence.
+// leaveDurableChannel tombstones the membership of channel at the CHAT stream's last sequence.
 // Copies of later posts that were already on their way are dropped by this endpoint.
-func (e *Endpoint) durableLeave(channel string) error {
+func (e *Endpoint) leaveDurableChannel(channel string) error {
 	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.DeliveryTimeout)
 	defer cancel()
 	stream := protocol.StreamChat(e.cfg.Space)
