@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -305,7 +306,9 @@ func joinArgs(args []string) string {
 }
 
 // cmdHoldPort listens on a free loopback port until the script ends and sets $VAR to it;
-// with -release it lets the port go at once, for a command that must bind it.
+// with -release it lets the port go at once, for a command that must bind it. A released
+// port is never handed out again in the same script: the system may offer a port it just
+// got back, and two nodes told the same port would collide.
 //
 //	holdport [-release] VAR
 func cmdHoldPort(ts *testscript.TestScript, neg bool, args []string) {
@@ -316,16 +319,33 @@ func cmdHoldPort(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: holdport [-release] VAR")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		ts.Fatalf("listen: %v", err)
-	}
-	ts.Setenv(args[0], strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
-	if release {
-		_ = l.Close()
+	const releasedVar = "HOLDPORT_RELEASED" // ports this script released, ",p1,p2,"
+	released := ts.Getenv(releasedVar)
+	var refused []net.Listener
+	defer func() {
+		for _, r := range refused {
+			_ = r.Close()
+		}
+	}()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			ts.Fatalf("listen: %v", err)
+		}
+		port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+		if strings.Contains(released, ","+port+",") {
+			refused = append(refused, l) // held until a new port is found, so it is not offered again
+			continue
+		}
+		ts.Setenv(args[0], port)
+		if release {
+			_ = l.Close()
+			ts.Setenv(releasedVar, cmp.Or(released, ",")+port+",")
+			return
+		}
+		ts.Defer(func() { _ = l.Close() })
 		return
 	}
-	ts.Defer(func() { _ = l.Close() })
 }
 
 // cmdRawNATS checks an ACL with raw nats.go, independent of cotal's client:
