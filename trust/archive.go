@@ -19,6 +19,11 @@ import (
 // broker's account resolver folder, which every broker rebuilds from the account files.
 var archiveSkip = map[string]bool{"creds": true, "accounts": true}
 
+// archiveSkipState is the file, in a space's state folder (space.<hex>/), where a
+// running auth service says it is ready: the state of one node's process, not part of
+// the chain (authsvc.StatusFile).
+const archiveSkipState = "auth-service.json"
+
 // Bounds on an archive being imported.
 const (
 	maxArchiveFiles    = 10000
@@ -63,6 +68,9 @@ func Export(dir string, w io.Writer) (int, error) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
+			return nil
+		}
+		if !d.IsDir() && d.Name() == archiveSkipState && strings.HasPrefix(path.Dir(name), "space.") {
 			return nil
 		}
 		switch {

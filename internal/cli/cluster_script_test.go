@@ -106,6 +106,9 @@ func cmdWhoHolds(ts *testscript.TestScript, neg bool, args []string) {
 			for _, k := range []string{"HOME", "COTAL_HOME", "XDG_CONFIG_HOME", "WORK", "TMPDIR"} {
 				cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
 			}
+			if a := ts.Getenv("COTAL_ACTOR"); a != "" { // the person status signs in as, on a user-auth space
+				cmd.Env = append(cmd.Env, "COTAL_ACTOR="+a)
+			}
 			out, err := cmd.Output()
 			if err != nil {
 				fmt.Fprintf(&seen, "%s: %v\n", dir, err)

@@ -14,9 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/oidc"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
@@ -48,29 +50,56 @@ type ExportOptions struct {
 	Out    string   // archive file; "-" is stdout
 	Force  bool     // replace Out when it exists
 	Spaces []string // spaces whose accounts are made (when missing) before the export
+
+	UserAuth bool   // make each of Spaces a user-auth space before the export
+	IdP      string // with UserAuth: the IdP's base URL, or with ClientID the OIDC issuer URL
+	ClientID string // with UserAuth: the OIDC client id; "" pins the reference's way
 }
 
 // NewCmdExport builds `cotal broker export`.
 func NewCmdExport(f *cmdutil.Factory, runF func(context.Context, *ExportOptions) error) *cobra.Command {
 	opts := &ExportOptions{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv}
 	cmd := &cobra.Command{
-		Use:   "export <file.tar | -> [--space S]... [--force]",
+		Use:   "export <file.tar | -> [--space S]... [--user-auth --idp URL [--client-id ID]] [--force]",
 		Short: "Write the project's trust chain to a tar archive",
 		Long: `Write the trust chain of this project's broker (.cotal/auth/) to a tar archive (0600), or to
 stdout with -. A project without a chain gets one first (the project is the nearest .cotal/
 above the current folder, or a new one here): the first node of a cluster makes the chain
 the others import. --space S makes the account of space S first, when the chain has none:
 every node of a cluster must hold the account of each space it serves. Creds minted on this machine and the broker's resolver folder are left out.
+A user-auth space's auth-service keys (the IdP pin, the bearer issuer key, the owner
+secret, the callout account) are part of the chain and go with it, so the auth service of
+every node signs and checks the same bearers. --user-auth --idp URL [--client-id ID]
+makes each --space a user-auth space first (as cotal up --user-auth does), for a cluster
+whose nodes have not started yet.
 The archive holds every secret of the mesh: move it over a channel you trust and delete it
 once imported. A file that exists is refused unless --force.`,
 		Example: `  cotal broker export --space team trust.tar
-  cotal broker export - | ssh b 'cd team && cotal broker import -'`,
+  cotal broker export - | ssh b 'cd team && cotal broker import -'
+  cotal broker export --space team --user-auth --idp https://idp.example.com/realms/team --client-id cotal trust.tar`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Out = args[0]
 			for _, sp := range opts.Spaces {
 				if err := protocol.CheckSpace(sp); err != nil {
 					return cmdutil.FlagErrorf("--space: %v", err)
+				}
+			}
+			if opts.UserAuth && len(opts.Spaces) == 0 {
+				return cmdutil.FlagErrorf("--user-auth needs --space S: the space whose people sign in with the IdP")
+			}
+			if opts.UserAuth && opts.IdP == "" {
+				return cmdutil.FlagErrorf("--user-auth needs --idp <URL>: the IdP people sign in with")
+			}
+			if !opts.UserAuth && (cmd.Flags().Changed("idp") || cmd.Flags().Changed("client-id")) {
+				return cmdutil.FlagErrorf("--idp and --client-id go with --user-auth")
+			}
+			if opts.UserAuth && cmd.Flags().Changed("client-id") {
+				if opts.ClientID == "" {
+					return cmdutil.FlagErrorf("--client-id: want the OIDC client id people sign in with, or leave it out to pin the IdP the reference's way")
+				}
+				if err := oidc.CheckIssuer(opts.IdP); err != nil {
+					return cmdutil.FlagErrorf("--idp: %v", err)
 				}
 			}
 			if opts.Force && opts.Out == "-" {
@@ -84,6 +113,9 @@ once imported. A file that exists is refused unless --force.`,
 	}
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "replace the file when it exists")
 	cmd.Flags().StringArrayVar(&opts.Spaces, "space", nil, "make the account of this space first when the chain has none (repeatable)")
+	cmd.Flags().BoolVar(&opts.UserAuth, "user-auth", false, "make each --space a user-auth space first (needs --idp)")
+	cmd.Flags().StringVar(&opts.IdP, "idp", "", "with --user-auth: the IdP's base URL, or with --client-id its OIDC issuer URL")
+	cmd.Flags().StringVar(&opts.ClientID, "client-id", "", "with --user-auth: the OIDC client id the IdP's ID tokens name")
 	return cmd
 }
 
@@ -120,6 +152,15 @@ func runExport(opts *ExportOptions) error {
 			if _, err := chain.Space(sp); err != nil {
 				return err
 			}
+			if !opts.UserAuth {
+				continue
+			}
+			pin, err := authsvc.Enable(chain, sp, opts.IdP, opts.ClientID)
+			if err != nil {
+				return cmdutil.Refuse("--user-auth --idp "+opts.IdP, err.Error(),
+					"cotal broker export "+opts.Out+" --space "+sp)
+			}
+			fmt.Fprintf(opts.IO.ErrOut, "user auth: space %s admits people of %s\n", sp, pin.Issuer)
 		}
 	}
 	var buf bytes.Buffer
