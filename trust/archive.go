@@ -34,8 +34,9 @@ const (
 var ErrChainExists = errors.New("the folder already holds another trust chain")
 
 // Export writes the trust chain kept in dir to w as a tar archive: broker.json, every
-// space account, identities and user-auth keys; creds minted on this machine and the
-// broker's resolver folder are left out. The chain is opened (and so checked) first. It
+// space account, identities and user-auth keys (a user-auth space's state folder with its
+// IdP pin, bearer issuer key and owner secret); creds minted on this machine, the broker's
+// resolver folder and a running auth service's readiness file are left out. The chain is opened (and so checked) first. It
 // returns how many files it wrote. The archive holds every secret of the mesh: keep it as
 // carefully as the folder.
 func Export(dir string, w io.Writer) (int, error) {

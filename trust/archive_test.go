@@ -125,3 +125,45 @@ func TestImportRefusesBadArchives(t *testing.T) {
 		})
 	}
 }
+
+// TestExportCarriesUserAuthState: a user-auth space's state folder (space.<hex>/: the
+// IdP pin, the bearer issuer key, the owner secret, the sentinel) goes with the chain, so
+// every node runs the same auth service, and imports 0600; the readiness file a running
+// auth service writes there (auth-service.json) is one node's, and stays behind.
+func TestExportCarriesUserAuthState(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "auth")
+	if _, err := Open(src); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(src, "space.7465616d")
+	if err := os.MkdirAll(state, dirMode); err != nil {
+		t.Fatal(err)
+	}
+	carried := []string{"idp.json", "issuer.json", "owner-secret.json", "sentinel.creds"}
+	for _, f := range append(carried, archiveSkipState) {
+		if err := os.WriteFile(filepath.Join(state, f), []byte(f), fileMode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var arch bytes.Buffer
+	if _, err := Export(src, &arch); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "auth")
+	if _, err := Import(bytes.NewReader(arch.Bytes()), dst, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range carried {
+		p := filepath.Join(dst, "space.7465616d", f)
+		b, err := os.ReadFile(p)
+		if err != nil || string(b) != f {
+			t.Fatalf("%s: %q %v", f, b, err)
+		}
+		if fi, _ := os.Stat(p); fi.Mode().Perm() != fileMode {
+			t.Fatalf("%s: mode %v, want %v", f, fi.Mode().Perm(), os.FileMode(fileMode))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dst, "space.7465616d", archiveSkipState)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s was carried: %v", archiveSkipState, err)
+	}
+}
