@@ -48,7 +48,7 @@ func connectError(t Target, err error) error {
 		switch {
 		case t.Remote != nil:
 			return WithNext(err, "cotal meshes add "+t.Space+" --from "+t.Remote.ExchangeURL+" --force")
-		case t.Project != nil && t.Mesh != nil && t.Mesh.Server == t.Server:
+		case t.Project != nil && t.OnProjectMesh():
 			return WithNext(err, "cotal down && cotal up --detach")
 		case loopback(t.Server):
 			return WithNext(err, "cotal up --detach --server "+t.Server)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
@@ -107,9 +108,16 @@ type Target struct {
 func (t Target) TLSOptions() []nats.Option { return client.TLSOptions(t.TLSCA) }
 
 // Auth reports whether the target is an authenticated mesh: a creds file was given, or
-// the project's mesh record says so.
+// the project's mesh record says so (and the target is that mesh, see OnProjectMesh).
 func (t Target) Auth() bool {
-	return t.Creds != "" || t.CredsData != nil || t.Remote != nil || (t.Mesh != nil && t.Mesh.Mode == workspace.ModeAuth && t.Mesh.Server == t.Server)
+	return t.Creds != "" || t.CredsData != nil || t.Remote != nil || (t.OnProjectMesh() && t.Mesh.Mode == workspace.ModeAuth)
+}
+
+// OnProjectMesh reports whether the target's server is the project's recorded mesh: its
+// URL, or a list of URLs that names it (--server a,b,c: the nodes of a cluster the
+// project's broker is one of), so the project's keys and sign-in apply to it.
+func (t Target) OnProjectMesh() bool {
+	return t.Mesh != nil && slices.Contains(strings.Split(t.Server, ","), t.Mesh.Server)
 }
 
 // Resolve picks the mesh: --server and --space when given, otherwise the running mesh
@@ -158,7 +166,7 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 		return t, err
 	default:
 		t.Mesh = mesh
-		if t.TLSCA == "" && (t.Server == "" || t.Server == mesh.Server) {
+		if t.TLSCA == "" && (t.Server == "" || t.OnProjectMesh()) {
 			t.TLSCA = mesh.TLSCA
 		}
 	}
