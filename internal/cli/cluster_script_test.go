@@ -75,9 +75,11 @@ func cmdStreams(ts *testscript.TestScript, neg bool, args []string) {
 // whose own daemon holds the lease NAME ("delivery", or "auth" for the plane claim), and
 // sets $VAR to it and $VAR_1, $VAR_2, ... to the other DIRs in order. With -wait, it asks
 // again until one does (SECONDS is a hang guard; a folder whose mesh is down answers
-// nothing and is skipped); without, exactly one folder must hold it now:
+// nothing and is skipped); without, exactly one folder must hold it now. With -any, it
+// waits only until some daemon holds the lease, on any node, as a DIR's status sees it,
+// and sets $VAR to that DIR:
 //
-//	whoholds [-wait SECONDS] VAR NAME DIR...
+//	whoholds [-wait SECONDS] [-any] VAR NAME DIR...
 func cmdWhoHolds(ts *testscript.TestScript, neg bool, args []string) {
 	guard := time.Duration(0)
 	if len(args) > 2 && args[0] == "-wait" {
@@ -87,8 +89,12 @@ func cmdWhoHolds(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		guard, args = time.Duration(secs)*time.Second, args[2:]
 	}
+	anyNode := len(args) > 0 && args[0] == "-any"
+	if anyNode {
+		args = args[1:]
+	}
 	if neg || len(args) < 3 {
-		ts.Fatalf("usage: whoholds [-wait SECONDS] VAR NAME DIR...")
+		ts.Fatalf("usage: whoholds [-wait SECONDS] [-any] VAR NAME DIR...")
 	}
 	exe, err := exec.LookPath("cotal")
 	if err != nil {
@@ -130,6 +136,11 @@ func cmdWhoHolds(ts *testscript.TestScript, neg bool, args []string) {
 					fmt.Fprintf(&seen, "%s: %s here=%v %s\n", dir, l.State, l.Here, l.Error)
 					if l.Here {
 						holders = append(holders, dir)
+					}
+					if anyNode && l.State == "held" {
+						ts.Logf("whoholds -any %s: held (seen from %s, here=%v)", name, dir, l.Here)
+						ts.Setenv(v, dir)
+						return
 					}
 				}
 			}

@@ -210,7 +210,7 @@ const grantAttempts = 3
 // space: no auth service reads its ledger, so the row would grant nothing. A space served
 // elsewhere is left to its own mesh to judge.
 func checkUserAuth(t cmdutil.Target, actor string) error {
-	if t.Project == nil || t.Remote != nil || t.Mesh == nil || t.Mesh.Server != t.Server || !slices.Contains(t.Mesh.Spaces, t.Space) {
+	if t.Project == nil || t.Remote != nil || t.Mesh == nil || !t.OnProjectMesh() || !slices.Contains(t.Mesh.Spaces, t.Space) {
 		return nil
 	}
 	_, err := authsvc.ReadPin(t.Project.AuthDir(), t.Space)

@@ -90,7 +90,7 @@ type DaemonReport struct {
 // daemonReports reads the pidfiles of the space's daemons on the project's authenticated
 // mesh: its delivery daemon, and its auth service on a user-auth space.
 func daemonReports(t cmdutil.Target, userAuth bool) []DaemonReport {
-	if t.Project == nil || t.Mesh == nil || t.Mesh.Mode != workspace.ModeAuth || t.Mesh.Server != t.Server {
+	if t.Project == nil || t.Mesh == nil || t.Mesh.Mode != workspace.ModeAuth || !t.OnProjectMesh() {
 		return nil
 	}
 	var out []DaemonReport
