@@ -114,10 +114,15 @@ func (t Target) Auth() bool {
 }
 
 // OnProjectMesh reports whether the target's server is the project's recorded mesh: its
-// URL, or a list of URLs that names it (--server a,b,c: the nodes of a cluster the
-// project's broker is one of), so the project's keys and sign-in apply to it.
+// URL or URL list, or a list that shares a URL with it (--server a,b,c: the nodes of a
+// cluster the project's broker is one of; a mesh on external servers records their list),
+// so the project's keys and sign-in apply to it.
 func (t Target) OnProjectMesh() bool {
-	return t.Mesh != nil && slices.Contains(strings.Split(t.Server, ","), t.Mesh.Server)
+	if t.Mesh == nil {
+		return false
+	}
+	recorded := strings.Split(t.Mesh.Server, ",")
+	return slices.ContainsFunc(strings.Split(t.Server, ","), func(u string) bool { return slices.Contains(recorded, u) })
 }
 
 // Resolve picks the mesh: --server and --space when given, otherwise the running mesh

@@ -11,6 +11,7 @@ import (
 func TestTargetOnProjectMesh(t *testing.T) {
 	own := "nats://127.0.0.1:4222"
 	mesh := &workspace.Mesh{Server: own, Mode: workspace.ModeAuth}
+	external := &workspace.Mesh{Server: own + ",nats://127.0.0.1:5222", Mode: workspace.ModeAuth}
 	for _, c := range []struct {
 		server string
 		mesh   *workspace.Mesh
@@ -22,6 +23,10 @@ func TestTargetOnProjectMesh(t *testing.T) {
 		{server: "nats://127.0.0.1:5222,nats://127.0.0.1:6222", mesh: mesh, want: false},
 		{server: "nats://127.0.0.1:42220", mesh: mesh, want: false},
 		{server: own, mesh: nil, want: false},
+		// a mesh on external servers records their list (cotal up --external a,b,c)
+		{server: own + ",nats://127.0.0.1:5222", mesh: external, want: true},
+		{server: "nats://127.0.0.1:5222", mesh: external, want: true},
+		{server: "nats://127.0.0.1:6222", mesh: external, want: false},
 	} {
 		tg := Target{Server: c.server, Space: "team", Mesh: c.mesh}
 		if got := tg.OnProjectMesh(); got != c.want {
