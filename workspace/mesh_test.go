@@ -76,7 +76,7 @@ func TestReadMeshInvalid(t *testing.T) {
 		{"wrong type", `{"pid":"x"}`, []string{"decode JSON"}},
 		{"null", `null`, []string{"missing server, mode, spaces, root, ts"}},
 		{"missing fields", `{"server":"nats://127.0.0.1:4222","spaces":[]}`, []string{"missing mode, spaces, root, ts"}},
-		{"bad mode and space", `{"server":"s","mode":"user","spaces":["a b"],"root":"/r","ts":"2025-05-01T12:00:00Z"}`,
+		{"bad mode and space", `{"server":"s","mode":"user","spaces":["a b"],"root":"/r","ts":"` + testclock.Epoch(t).Format(time.RFC3339) + `"}`,
 			[]string{`invalid mode "user"`, `invalid space name "a b"`}},
 	}
 	for _, tt := range tests {

@@ -18,7 +18,6 @@ import (
 	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	"github.com/cotal-ai/cotal/oidc"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
@@ -88,19 +87,8 @@ once imported. A file that exists is refused unless --force.`,
 			if opts.UserAuth && len(opts.Spaces) == 0 {
 				return cmdutil.FlagErrorf("--user-auth needs --space S: the space whose people sign in with the IdP")
 			}
-			if opts.UserAuth && opts.IdP == "" {
-				return cmdutil.FlagErrorf("--user-auth needs --idp <URL>: the IdP people sign in with")
-			}
-			if !opts.UserAuth && (cmd.Flags().Changed("idp") || cmd.Flags().Changed("client-id")) {
-				return cmdutil.FlagErrorf("--idp and --client-id go with --user-auth")
-			}
-			if opts.UserAuth && cmd.Flags().Changed("client-id") {
-				if opts.ClientID == "" {
-					return cmdutil.FlagErrorf("--client-id: want the OIDC client id people sign in with, or leave it out to pin the IdP the reference's way")
-				}
-				if err := oidc.CheckIssuer(opts.IdP); err != nil {
-					return cmdutil.FlagErrorf("--idp: %v", err)
-				}
+			if err := cmdutil.CheckIdPFlags(cmd, opts.UserAuth, opts.IdP, opts.ClientID); err != nil {
+				return err
 			}
 			if opts.Force && opts.Out == "-" {
 				return cmdutil.FlagErrorf("--force replaces a file: it does not go with -")

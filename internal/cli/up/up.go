@@ -25,7 +25,6 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	"github.com/cotal-ai/cotal/oidc"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
@@ -125,23 +124,8 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 			if opts.UserAuth && opts.Open {
 				return cmdutil.FlagErrorf("--user-auth and --open exclude each other: an open mesh has no credentials to check")
 			}
-			if opts.UserAuth && opts.IdP == "" {
-				return cmdutil.FlagErrorf("--user-auth needs --idp <URL>: the IdP people sign in with")
-			}
-			if !opts.UserAuth && (cmd.Flags().Changed("idp") || cmd.Flags().Changed("client-id")) {
-				return cmdutil.FlagErrorf("--idp and --client-id go with --user-auth")
-			}
-			if opts.UserAuth && cmd.Flags().Changed("client-id") {
-				if opts.ClientID == "" {
-					return cmdutil.FlagErrorf("--client-id: want the OIDC client id people sign in with, or leave it out to pin the IdP the reference's way")
-				}
-				if err := oidc.CheckIssuer(opts.IdP); err != nil {
-					return cmdutil.FlagErrorf("--idp: %v", err)
-				}
-			} else if opts.UserAuth {
-				if _, err := oidc.NormalizeIdPURL(opts.IdP); err != nil {
-					return cmdutil.FlagErrorf("--idp: %v", err)
-				}
+			if err := cmdutil.CheckIdPFlags(cmd, opts.UserAuth, opts.IdP, opts.ClientID); err != nil {
+				return err
 			}
 			if opts.DryRun && opts.File == "" {
 				return cmdutil.FlagErrorf("--dry-run needs -f <cotal.yaml>")
