@@ -1,6 +1,8 @@
 package agentmcp
 
 import (
+	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/cotal-ai/cotal/client"
@@ -24,10 +26,53 @@ type inbox struct {
 	room  chan struct{} // signalled when items shrink below the hold limit
 	hold  int
 	drain int64 // unix ms of the last window taken; 0 never
+	// sent are the windows a cotal_inbox result carries, by window id, from the moment
+	// the result is built until it is written to the client (then acked) or the session
+	// ends (then handed back).
+	sent   map[string][]*client.Incoming
+	nextID uint64
+	closed bool // all was called: the session is over
 }
 
 func newInbox(hold int) *inbox {
-	return &inbox{room: make(chan struct{}, 1), hold: hold}
+	return &inbox{room: make(chan struct{}, 1), hold: hold, sent: map[string][]*client.Incoming{}}
+}
+
+// await keeps a window taken for a cotal_inbox result until the result is written, and
+// returns the window's id, which the result carries in its _meta (WindowMeta). ok is
+// false once the session is over (all was called): the caller hands the window back.
+func (b *inbox) await(window []*client.Incoming) (id string, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return "", false
+	}
+	b.nextID++
+	id = strconv.FormatUint(b.nextID, 10)
+	b.sent[id] = window
+	return id, true
+}
+
+// written removes and returns the window id once its result was written to the client.
+func (b *inbox) written(id string) []*client.Incoming {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.sent[id]
+	delete(b.sent, id)
+	return w
+}
+
+// unsent puts the window id back at the head of the inbox: its result could not be
+// written, so the model never had it.
+func (b *inbox) unsent(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w, ok := b.sent[id]
+	if !ok {
+		return
+	}
+	delete(b.sent, id)
+	b.items = append(slices.Clone(w), b.items...)
 }
 
 // add holds in and reports whether the inbox is now full.
@@ -128,12 +173,18 @@ func (b *inbox) take(maxItems, maxBytes int, now int64) []*client.Incoming {
 	return out
 }
 
-// all removes and returns everything held (on shutdown, to hand back to the broker).
+// all removes and returns everything held, with the windows whose result was never
+// written (on shutdown, to hand back to the broker).
 func (b *inbox) all() []*client.Incoming {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := b.items
 	b.items = nil
+	b.closed = true
+	for id, w := range b.sent {
+		out = append(out, w...)
+		delete(b.sent, id)
+	}
 	return out
 }
 
@@ -171,9 +222,13 @@ func (b *inbox) pushable() []*client.Incoming {
 	return out
 }
 
-// snapshot lists what is held without removing it.
+// snapshot lists what is held, including windows not yet written, without removing it.
 func (b *inbox) snapshot() []*client.Incoming {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return append([]*client.Incoming(nil), b.items...)
+	out := append([]*client.Incoming(nil), b.items...)
+	for _, w := range b.sent {
+		out = append(out, w...)
+	}
+	return out
 }

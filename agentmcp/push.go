@@ -1,6 +1,7 @@
 package agentmcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,9 +41,16 @@ type notifyTransport struct {
 	inner mcp.Transport
 	// onSubscribed is called after the server acknowledged a subscriptions/listen stream.
 	onSubscribed func()
-	mu           sync.Mutex
-	conn         mcp.Connection
+	// onWindow is called once a response carrying a cotal_inbox window (WindowMeta) was
+	// written, with the window's id and the write's error.
+	onWindow func(id string, err error)
+	mu       sync.Mutex
+	conn     mcp.Connection
 }
+
+// WindowMeta is the _meta key of a cotal_inbox result that names the window it carries:
+// the server acks the window's copies once that result is written to the client.
+const WindowMeta = "cotal/window"
 
 // subscriptionsAcked is the notification a server sends once it holds a subscription.
 const subscriptionsAcked = "notifications/subscriptions/acknowledged"
@@ -53,26 +61,51 @@ func (t *notifyTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &watchedConn{Connection: c, onSubscribed: t.onSubscribed}
+	c = &watchedConn{Connection: c, onSubscribed: t.onSubscribed, onWindow: t.onWindow}
 	t.mu.Lock()
 	t.conn = c
 	t.mu.Unlock()
 	return c, nil
 }
 
-// watchedConn is a connection that reports the server's subscription acknowledgments.
+// watchedConn is a connection that reports the server's subscription acknowledgments
+// and the writing of cotal_inbox results.
 type watchedConn struct {
 	mcp.Connection
 	onSubscribed func()
+	onWindow     func(id string, err error)
 }
 
-// Write writes msg and, once a subscription acknowledgment is out, calls onSubscribed.
+// Write writes msg and, once a subscription acknowledgment is out, calls onSubscribed;
+// once a result carrying an inbox window is written (or failed to be), calls onWindow.
 func (c *watchedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	err := c.Connection.Write(ctx, msg)
-	if r, ok := msg.(*jsonrpc.Request); ok && err == nil && r.Method == subscriptionsAcked && c.onSubscribed != nil {
-		c.onSubscribed()
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		if err == nil && m.Method == subscriptionsAcked && c.onSubscribed != nil {
+			c.onSubscribed()
+		}
+	case *jsonrpc.Response:
+		if id := windowOf(m); id != "" && c.onWindow != nil {
+			c.onWindow(id, err)
+		}
 	}
 	return err
+}
+
+// windowOf is the inbox window a response's result carries, or "".
+func windowOf(r *jsonrpc.Response) string {
+	if r.Error != nil || len(r.Result) == 0 || !bytes.Contains(r.Result, []byte(WindowMeta)) {
+		return ""
+	}
+	var res struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	if json.Unmarshal(r.Result, &res) != nil {
+		return ""
+	}
+	id, _ := res.Meta[WindowMeta].(string)
+	return id
 }
 
 // notify writes one notification frame of method with params.

@@ -30,6 +30,9 @@ type Server struct {
 	// Channel pushes Claude Code channel notifications even to a client that did not
 	// declare the claude/channel capability (Claude Code does not declare it; its
 	// launcher sets COTAL_CHANNEL=1). A client that declares it gets them either way.
+	// Notifications go only to a session on a revision before ModernRevision, which has
+	// a path for them; with Channel set the server offers only those revisions, so
+	// Claude Code negotiates one.
 	Channel bool
 	// KeepHeld is how often held durable copies are marked in progress, so the broker
 	// does not redeliver them while they wait for the model; 0 means 20 s. It must be
@@ -56,7 +59,8 @@ type Server struct {
 }
 
 // Run joins the space, serves the tools on t until the client goes away (closes stdin)
-// or ctx ends, and then hands every message it still holds back to the broker. It
+// or ctx ends, and then hands every message the model was not given back to the
+// endpoint, which returns them to the broker when the caller closes it. It
 // returns nil when the client or ctx ended it, and an error naming the cause otherwise
 // (the join failed, the connection to the space is gone for good).
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
@@ -72,9 +76,17 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	if s.Manager != nil {
 		instr += " " + managerInstructions
 	}
+	var versions []string
+	if s.Channel {
+		// Claude Code takes channel notifications only on a legacy revision (a modern one
+		// has no path for a notification the client did not ask for): offer only those,
+		// so it negotiates one.
+		versions = legacyVersions()
+	}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "cotal", Title: "Cotal", Version: s.Version}, &mcp.ServerOptions{
-		Instructions: instr,
-		Logger:       s.Logger,
+		Instructions:              instr,
+		Logger:                    s.Logger,
+		SupportedProtocolVersions: versions,
 		Capabilities: &mcp.ServerCapabilities{
 			Experimental: map[string]any{ChannelCapability: map[string]any{}},
 			Tools:        &mcp.ToolCapabilities{},
@@ -110,7 +122,7 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 
 	// Under the newer protocol a subscription is a subscriptions/listen stream the server
 	// acknowledges once it holds it: the subscriber hears then of what arrived before.
-	s.nt = &notifyTransport{inner: t, onSubscribed: s.wake}
+	s.nt = &notifyTransport{inner: t, onSubscribed: s.wake, onWindow: s.windowWritten}
 	ss, err := s.srv.Connect(ctx, s.nt, nil)
 	if err != nil {
 		return fmt.Errorf("agentmcp: connect transport: %w", err)
@@ -181,7 +193,7 @@ func (s *Server) markReady(method string, req mcp.Request) {
 		return
 	}
 	if p := ss.InitializeParams(); p != nil {
-		s.push.Store(s.Channel || wantsChannel(p))
+		s.push.Store((s.Channel || wantsChannel(p)) && p.ProtocolVersion < ModernRevision)
 		s.ready.Store(true)
 		s.wake()
 	}
@@ -285,13 +297,42 @@ func (s *Server) ack(in *client.Incoming) {
 	}
 }
 
-// handBack naks every held durable copy so the next incarnation gets it at once.
+// windowWritten acks the copies of a cotal_inbox window once its result is written to
+// the client; a window whose result could not be written goes back to the inbox.
+func (s *Server) windowWritten(id string, err error) {
+	if err != nil {
+		s.Logger.Debug("inbox result not written; the window stays held", "window", id, "err", err)
+		s.box.unsent(id)
+		return
+	}
+	for _, in := range s.box.written(id) {
+		s.ack(in)
+	}
+}
+
+// handBack returns every copy the model was not given to the endpoint, which naks it
+// when it closes (after it stopped consuming), so the next incarnation gets it at once.
+// A nak now would come straight back to this endpoint, which would ack it as a
+// duplicate of a message it has seen.
 func (s *Server) handBack() {
 	for _, in := range s.box.all() {
-		if err := in.Nak(); err != nil {
-			s.Logger.Debug("nak held", "id", in.ID, "err", err)
+		s.Endpoint.HandBack(in)
+	}
+}
+
+// ModernRevision is the first MCP revision without a path for a notification the client
+// did not subscribe to; a session on it (or later) is not pushed to.
+const ModernRevision = "2026-07-28"
+
+// legacyVersions are the MCP revisions the SDK supports that come before ModernRevision.
+func legacyVersions() []string {
+	var out []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v < ModernRevision {
+			out = append(out, v)
 		}
 	}
+	return out
 }
 
 // selfPeer is this agent's own presence record, if it is in the roster.

@@ -310,17 +310,26 @@ func (s *Server) inboxTool(_ context.Context, _ *mcp.CallToolRequest, _ noArgs) 
 		b.WriteString("\n")
 	}
 	out.Remaining, _ = s.box.counts()
-	// Given to the model: the result is built and goes out as this call returns.
-	for _, in := range window {
-		s.ack(in)
-	}
 	switch {
 	case len(window) == 0:
 		b.WriteString("Your inbox is empty.")
 	case out.Remaining > 0:
 		fmt.Fprintf(&b, "%d more waiting: call cotal_inbox again.", out.Remaining)
 	}
-	return text("%s", strings.TrimRight(b.String(), "\n")), out, nil
+	res := text("%s", strings.TrimRight(b.String(), "\n"))
+	if len(window) > 0 {
+		// Acked only once the result is written to the client (see watchedConn.Write): a
+		// client gone before then never had it, and the window is handed back.
+		id, ok := s.box.await(window)
+		if !ok { // the session ended while this result was built: nobody will read it
+			for _, in := range window {
+				s.Endpoint.HandBack(in)
+			}
+			return nil, inboxOut{}, errors.New("the session is closing")
+		}
+		res.Meta = mcp.Meta{WindowMeta: id}
+	}
+	return res, out, nil
 }
 
 // readInbox serves InboxURI: what is held, without clearing it.

@@ -47,6 +47,7 @@ type window struct {
 type heldCopy struct {
 	need uint64
 	msg  jetstream.Msg
+	in   *Incoming // the copy the application handed back (HandBack), settled with it; else nil
 }
 
 // posTrack is the position record of one joined durable channel.
@@ -76,6 +77,7 @@ type positions struct {
 	hwin     map[string][]window           // concrete channel -> hand-off positions not yet all taken
 	htaken   map[string]uint64             // concrete channel -> highest hand-off copy taken
 	held     []heldCopy                    // copies acked once taken (settle)
+	returned bool                          // returnUnsettled ran: a copy handed back now is naked at once
 	surfaced atomic.Uint64                 // messages handed to Messages(), from every source
 	kick     chan struct{}
 	start    sync.Once
@@ -311,6 +313,30 @@ func (e *Endpoint) handBack(m jetstream.Msg) {
 	p.mu.Unlock()
 }
 
+// HandBack returns a durable copy the application took from Messages() but did not
+// handle (it is closing, and the copy was never shown to anyone). The copy is naked at
+// Close, once the endpoint no longer consumes, with the copies still unread in
+// Messages(), so the broker redelivers it at once to the next incarnation. A Nak now
+// would be redelivered to this endpoint, which has seen the message's id and would ack
+// the copy as a duplicate: the message would be lost. After Close the copy is naked at
+// once. A live copy, or one already settled, is left alone.
+func (e *Endpoint) HandBack(in *Incoming) {
+	if in == nil || in.msg == nil {
+		return
+	}
+	p := e.pos
+	p.mu.Lock()
+	if !p.returned {
+		p.held = append(p.held, heldCopy{need: ^uint64(0), msg: in.msg, in: in})
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	if err := in.Nak(); err != nil {
+		e.log.Debug("nak handed-back copy", "id", in.ID, "err", err)
+	}
+}
+
 // unsettled is a durable copy to hand back at Close, with where it sits in its durable.
 type unsettled struct {
 	in               *Incoming // the unread Incoming, if it reached Messages()
@@ -347,9 +373,10 @@ func (e *Endpoint) returnUnsettled() {
 	p.mu.Lock()
 	held := p.held
 	p.held = nil
+	p.returned = true
 	p.mu.Unlock()
 	for _, h := range held {
-		add(nil, h.msg)
+		add(h.in, h.msg)
 	}
 	for {
 		select {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -170,27 +171,66 @@ func (e *Endpoint) createDMDurable(ctx context.Context) error {
 	return nil
 }
 
-// findDMDurable returns the name of an existing DM durable of p, or "".
+// findDMDurable returns the name of an existing DM durable of p, or "". It lists the
+// DM stream's durables by name only ($JS.API.CONSUMER.NAMES, which an agent credential
+// may send), never reading the stream's info, which only the provisioner may.
 func (e *Endpoint) findDMDurable(ctx context.Context, p protocol.Principal) (string, error) {
 	stream := protocol.StreamDM(e.cfg.Space)
-	s, err := e.js.Stream(ctx, stream)
-	if err != nil {
-		return "", e.streamErr(stream, err)
-	}
 	prefix := protocol.ConsumerDMPrefix(p)
-	names := s.ConsumerNames(ctx)
 	found := ""
-	for name := range names.Name() {
-		if len(name) > len(prefix) && name[:len(prefix)] == prefix && protocol.ValidLifecycleUID(name[len(prefix):]) {
-			if found == "" || name < found {
-				found = name
+	for offset := 0; ; {
+		names, total, err := e.consumerNames(ctx, stream, offset)
+		if err != nil {
+			return "", err
+		}
+		for _, name := range names {
+			if len(name) > len(prefix) && name[:len(prefix)] == prefix && protocol.ValidLifecycleUID(name[len(prefix):]) {
+				if found == "" || name < found {
+					found = name
+				}
 			}
 		}
+		offset += len(names)
+		if len(names) == 0 || offset >= total {
+			return found, nil
+		}
 	}
-	if err := names.Err(); err != nil {
-		return "", fmt.Errorf("list durables of %s: %w", stream, err)
+}
+
+// consumerNames reads one page of the durables of stream from offset, and the total.
+func (e *Endpoint) consumerNames(ctx context.Context, stream string, offset int) ([]string, int, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 	}
-	return found, nil
+	req, err := json.Marshal(map[string]int{"offset": offset})
+	if err != nil {
+		return nil, 0, err
+	}
+	m, err := e.nc.RequestWithContext(ctx, "$JS.API.CONSUMER.NAMES."+stream, req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list durables of %s: %w", stream, e.refused(err))
+	}
+	var page struct {
+		Total     int      `json:"total"`
+		Consumers []string `json:"consumers"`
+		Error     *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &page); err != nil {
+		return nil, 0, fmt.Errorf("list durables of %s: %w", stream, err)
+	}
+	if page.Error != nil {
+		if page.Error.ErrCode == 10059 { // stream not found
+			return nil, 0, e.streamErr(stream, jetstream.ErrStreamNotFound)
+		}
+		return nil, 0, fmt.Errorf("list durables of %s: %s (%d)", stream, page.Error.Description, page.Error.ErrCode)
+	}
+	return page.Consumers, page.Total, nil
 }
 
 // bindRole finds or creates the role-shared anycast durable and takes its asks, at most

@@ -154,8 +154,11 @@ func agentGrants(g *grants, space string, s UserSpec, inbox string) {
 	}
 	g.pub(api(verbConsumerInfo, chat, hist), api(verbConsumerNext, chat, hist), api(verbConsumerDelete, chat, hist))
 
-	// DMs and anycasts: bind-only, on the durables the provisioner pre-created.
+	// DMs and anycasts: bind-only, on the durables the provisioner pre-created. The names
+	// of DM's durables (who has an inbox, which presence shows anyway) may be listed, so a
+	// DM to a peer offline past the presence TTL resolves and an unknown name is told so.
 	bind(g, dm, protocol.ConsumerDM(me, s.LifecycleUID))
+	g.pub(api(verbConsumerNames, dm))
 	if s.Role != "" {
 		bind(g, task, protocol.ConsumerRole(s.Role))
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/mgrclient"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -281,10 +282,11 @@ func managerTools(opts *Options, target cmdutil.Target, ep *client.Endpoint) *ag
 	return m
 }
 
-// The ack wait of the durables cotal mcp creates, and how often it marks the copies it
-// holds in progress: a killed server's copies come back to the next one within ackWait.
+// The ack wait of the DM durables cotal mcp creates (an open mesh; on an authenticated
+// one the provisioner makes them with the same wait), and how often it marks the copies
+// it holds in progress: a killed server's copies come back to the next one within ackWait.
 const (
-	ackWait  = 10 * time.Second
+	ackWait  = provision.DMAckWait
 	keepHeld = 3 * time.Second
 )
 
