@@ -27,6 +27,7 @@ const (
 	verbDurableCreate   = "CONSUMER.DURABLE.CREATE"
 	verbConsumerDelete  = "CONSUMER.DELETE"
 	verbConsumerInfo    = "CONSUMER.INFO"
+	verbConsumerNames   = "CONSUMER.NAMES"
 	verbConsumerNext    = "CONSUMER.MSG.NEXT"
 	verbConsumerReset   = "CONSUMER.RESET"
 	verbStreamCreate    = "STREAM.CREATE"
