@@ -54,9 +54,9 @@ type Manager struct {
 	// keyboard, local.<login>); required. Only it is answered on the operator rail, and no
 	// seat is ever given its name.
 	Operator protocol.Principal
-	Space   string             // required
-	Servers string             // NATS URLs the agents connect to; required
-	Auth    bool               // the mesh checks credentials: seats get a minted one
+	Space    string // required
+	Servers  string // NATS URLs the agents connect to; required
+	Auth     bool   // the mesh checks credentials: seats get a minted one
 	// Mint mints an agent credential for spec (its durables created); required with Auth.
 	Mint     func(ctx context.Context, spec trust.UserSpec) ([]byte, error)
 	Exe      string // this binary: each agent's MCP server is `<Exe> mcp`; required
