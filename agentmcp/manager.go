@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -360,6 +361,9 @@ func (s *Server) definePersona(ctx context.Context, _ *mcp.CallToolRequest, a pe
 	}
 	if per.Agent != "" && !slices.Contains(Harnesses(), per.Agent) {
 		return nil, personaInfo{}, fmt.Errorf("persona %s: agent %q: want one of %s (a program of your choosing is the operator's to run); nothing was written", per.Name, per.Agent, strings.Join(Harnesses(), ", "))
+	}
+	if _, err := os.Stat(proj.PersonaPath(per.Name)); err == nil {
+		return nil, personaInfo{}, fmt.Errorf("persona %s exists already and is never replaced by an agent: pick another name (cotal_personas lists them)", per.Name)
 	}
 	if why, err := s.identityOf(ctx, per.Name); err != nil {
 		return nil, personaInfo{}, fmt.Errorf("persona %s: cannot tell whether the name is an identity's: %w; nothing was written", per.Name, err)
