@@ -21,15 +21,17 @@ import (
 // CREDS is a creds file, or - for none (an open mesh). MESHJSON is a mesh.json naming
 // the broker and the space (its first). RAIL is manager (the operator rail) or
 // manager-agent. In OWNER.ACTOR and JSON, @operator stands for the actor of the operator
-// at the keyboard. It prints "answer: <the manager's answer>" or, when the broker refused
-// the request, "refused: <error>". With !, the request must be refused: by the broker, or
-// by the manager (ok false).
+// at the keyboard and @work for the script's work folder. It prints "answer: <the
+// manager's answer>" or, when the broker refused the request, "refused: <error>". With !,
+// the request must be refused: by the broker, or by the manager (ok false).
 func cmdMgrReq(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 6 {
 		ts.Fatalf("usage: mgrreq CREDS|- MESHJSON manager|manager-agent OWNER.ACTOR OP JSON")
 	}
 	_, op := cmdutil.OperatorIdentity()
-	sub := func(s string) string { return strings.ReplaceAll(s, "@operator", op) }
+	sub := func(s string) string {
+		return strings.NewReplacer("@operator", op, "@work", ts.Getenv("WORK")).Replace(s)
+	}
 	var mesh struct {
 		Server string   `json:"server"`
 		Spaces []string `json:"spaces"`
