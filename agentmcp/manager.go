@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/cotal-ai/cotal/connector"
 	"github.com/cotal-ai/cotal/mgrclient"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -36,16 +41,19 @@ type Manager struct {
 	Grant *workspace.Grant
 	// Timeout bounds one request to the manager; 0 means 30 s.
 	Timeout time.Duration
+	// Reserved are names no persona an agent defines may take, besides every name in the
+	// roster: the operator's, the manager's.
+	Reserved []string
 }
 
 type (
+	// spawnArgs are what an agent may ask of a spawn: the persona fixes the rest (the
+	// program, its arguments, folder, environment and role).
 	spawnArgs struct {
 		Name   string `json:"name" jsonschema:"the persona to start (cotal_personas lists them); the teammate's name derives from it"`
-		Role   string `json:"role,omitempty" jsonschema:"a role to serve instead of the persona's"`
-		Agent  string `json:"agent,omitempty" jsonschema:"the harness: claude, codex or opencode; default the persona's"`
+		Agent  string `json:"agent,omitempty" jsonschema:"the harness, when the persona pins none: claude, codex or opencode"`
 		Model  string `json:"model,omitempty" jsonschema:"the model instead of the persona's"`
 		Prompt string `json:"prompt,omitempty" jsonschema:"the teammate's first task"`
-		Cwd    string `json:"cwd,omitempty" jsonschema:"its working folder on the manager's host; default the project root"`
 	}
 	despawnArgs struct {
 		Name string `json:"name,omitempty" jsonschema:"the teammate to stop (one you spawned); omit to stop yourself"`
@@ -96,14 +104,70 @@ type (
 	}
 )
 
+// Harnesses are the connectors an agent may ask cotal_spawn for: every one but command,
+// which runs a program only the operator names.
+func Harnesses() []string {
+	var out []string
+	for _, n := range connector.Names() {
+		if n != "command" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// maxModel bounds a model name an agent asks for (the manager checks it again).
+const maxModel = 128
+
+// spawnSchema is cotal_spawn's input schema: closed, the harness one of Harnesses.
+func spawnSchema() *jsonschema.Schema {
+	sch, err := jsonschema.For[spawnArgs](nil)
+	if err != nil {
+		panic(fmt.Sprintf("cotal_spawn schema: %v", err)) // a fixed struct: a programming error
+	}
+	for _, h := range Harnesses() {
+		sch.Properties["agent"].Enum = append(sch.Properties["agent"].Enum, h)
+	}
+	sch.Properties["model"].MaxLength = jsonschema.Ptr(maxModel)
+	sch.Properties["model"].Pattern = `^[A-Za-z0-9._/:@][A-Za-z0-9._/:@-]*$`
+	sch.Properties["prompt"].MaxLength = jsonschema.Ptr(MaxPersonaPrompt)
+	return sch
+}
+
+// offerManager keeps the manager tools only when they can work: a persona grants the
+// agent the spawn capability (its grant is known), and its credential may ask on its
+// manager rail, which a request the broker refuses at once shows (a ps: it lists only
+// the seats the agent spawned). A manager that refuses the agent outright withdraws them
+// too; one not running yet does not (it may start later).
+func (s *Server) offerManager(ctx context.Context) {
+	m := s.Manager
+	if m == nil {
+		return
+	}
+	if m.Grant == nil || !slices.Contains(m.Grant.Capabilities, trust.CapabilitySpawn) {
+		s.Logger.Info("manager tools withheld: no persona grants this agent the spawn capability")
+		s.Manager = nil
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var ps protocol.PsResult
+	err := m.Client.Call(ctx, protocol.MgrPs, protocol.NameArgs{}, &ps)
+	var rf *mgrclient.Error
+	if errors.As(err, &rf) && rf.Code == mgrclient.CodeDenied {
+		s.Logger.Info("manager tools withheld", "why", rf.Message)
+		s.Manager = nil
+	}
+}
+
 // addManagerTools registers the manager tools when the agent has the spawn capability.
 func (s *Server) addManagerTools() {
 	if s.Manager == nil {
 		return
 	}
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
-	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_spawn", Title: "Cotal: start a teammate",
-		Description: "Ask the space's agent manager to start a teammate from a persona. Returns its name at once; it appears in cotal_roster when it has joined."},
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_spawn", Title: "Cotal: start a teammate", InputSchema: spawnSchema(),
+		Description: "Ask the space's agent manager to start a teammate from a persona, with the harness, role and permissions the persona fixes. Returns its name at once; it appears in cotal_roster when it has joined."},
 		s.spawn)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_despawn", Title: "Cotal: stop a teammate",
 		Description: "Stop a teammate you spawned (gracefully; its credential is retired). Without a name, stop yourself."},
@@ -142,14 +206,11 @@ func (s *Server) spawn(ctx context.Context, _ *mcp.CallToolRequest, a spawnArgs)
 	if err := workspace.CheckPersonaName(a.Name); err != nil {
 		return nil, spawnOut{}, fmt.Errorf("persona %w (cotal_personas lists them)", err)
 	}
-	if a.Role != "" && !protocol.ValidToken(a.Role) {
-		return nil, spawnOut{}, fmt.Errorf("role %q: use letters, digits, _ and - only", a.Role)
-	}
 	ctx, cancel := s.mgrCtx(ctx)
 	defer cancel()
 	var res protocol.SpawnResult
-	err := s.Manager.Client.Call(ctx, protocol.MgrSpawn, protocol.SpawnArgs{Persona: a.Name, Role: a.Role, Agent: a.Agent,
-		Model: a.Model, Prompt: a.Prompt, Cwd: a.Cwd}, &res)
+	err := s.Manager.Client.Call(ctx, protocol.MgrSpawn, protocol.SpawnArgs{Persona: a.Name, Agent: a.Agent,
+		Model: a.Model, Prompt: a.Prompt}, &res)
 	if err != nil {
 		return nil, spawnOut{}, mgrErr("spawn "+a.Name, err)
 	}
@@ -263,7 +324,25 @@ func (s *Server) personas(_ context.Context, _ *mcp.CallToolRequest, a personasA
 	return text("%s", strings.Join(lines, "\n")), out, nil
 }
 
-func (s *Server) definePersona(_ context.Context, _ *mcp.CallToolRequest, a personaArgs) (*mcp.CallToolResult, personaInfo, error) {
+// identityOf says whose identity name is ("" when none is known): a reserved name (the
+// operator's, the manager's), or a local peer in the roster, online or not.
+func (s *Server) identityOf(ctx context.Context, name string) (string, error) {
+	if slices.Contains(s.Manager.Reserved, name) {
+		return "reserved (the operator's or the manager's)", nil
+	}
+	peers, err := s.Endpoint.Roster(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range peers {
+		if p.Card.ID == (protocol.Principal{Owner: protocol.OwnerLocal, Actor: name}).String() {
+			return "a peer's in the roster", nil
+		}
+	}
+	return "", nil
+}
+
+func (s *Server) definePersona(ctx context.Context, _ *mcp.CallToolRequest, a personaArgs) (*mcp.CallToolResult, personaInfo, error) {
 	proj, err := s.project()
 	if err != nil {
 		return nil, personaInfo{}, err
@@ -279,6 +358,17 @@ func (s *Server) definePersona(_ context.Context, _ *mcp.CallToolRequest, a pers
 		AllowPublish: a.AllowPublish, Capabilities: a.Capabilities, Prompt: strings.TrimRight(a.Prompt, "\n") + "\n"}
 	if err := per.Validate(); err != nil {
 		return nil, personaInfo{}, fmt.Errorf("persona %v; nothing was written", err)
+	}
+	if per.Agent != "" && !slices.Contains(Harnesses(), per.Agent) {
+		return nil, personaInfo{}, fmt.Errorf("persona %s: agent %q: want one of %s (a program of your choosing is the operator's to run); nothing was written", per.Name, per.Agent, strings.Join(Harnesses(), ", "))
+	}
+	if _, err := os.Stat(proj.PersonaPath(per.Name)); err == nil {
+		return nil, personaInfo{}, fmt.Errorf("persona %s exists already and is never replaced by an agent: pick another name (cotal_personas lists them)", per.Name)
+	}
+	if why, err := s.identityOf(ctx, per.Name); err != nil {
+		return nil, personaInfo{}, fmt.Errorf("persona %s: cannot tell whether the name is an identity's: %w; nothing was written", per.Name, err)
+	} else if why != "" {
+		return nil, personaInfo{}, fmt.Errorf("persona %s: the name is %s, and a persona never takes over an identity: pick another name; nothing was written", per.Name, why)
 	}
 	if s.Manager.Grant == nil {
 		return nil, personaInfo{}, errors.New("your own grant is unknown (you run without a persona file of your name), so you cannot define personas; ask the operator: cotal personas new")

@@ -72,6 +72,7 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	if err := ep.Join(ctx, s.Channels...); err != nil {
 		return fmt.Errorf("agentmcp: %w", err)
 	}
+	s.offerManager(ctx) // the manager tools only when they can work
 	instr := instructions
 	if s.Manager != nil {
 		instr += " " + managerInstructions

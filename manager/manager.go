@@ -5,9 +5,11 @@
 //
 // A request's caller is the principal in its subject, which the broker pins to the
 // caller's credential: cotal.<space>.ctl.<service>.<owner>.<actor>.<op>. The manager
-// service is the operator's (the project's own identity, admins): everything. The
-// manager-agent service is for agents whose persona has capabilities: [spawn]: spawn a
-// persona, stop a seat it spawned (same owner) or itself, list the seats it spawned.
+// service is the operator's alone (the project's own identity, as the operator the
+// manager runs for): everything. The manager-agent service is for agents whose persona
+// has capabilities: [spawn]: spawn a persona as the persona fixes it (never a program,
+// arguments, folder, environment or role of its choosing), stop a seat it spawned (same
+// owner) or itself, list the seats it spawned.
 //
 // One manager serves a space per host: it holds the row lease.<host> of the bucket
 // cotal_manager_<space> while it runs. Its seats are recorded in their run folders
@@ -48,9 +50,13 @@ type Manager struct {
 	// Connect connects the manager's peer (name manager, not yet joined); required.
 	Connect func(ctx context.Context) (*client.Endpoint, error)
 	Project *workspace.Project // required: personas, run folders, logs
-	Space   string             // required
-	Servers string             // NATS URLs the agents connect to; required
-	Auth    bool               // the mesh checks credentials: seats get a minted one
+	// Operator is the principal of the operator this manager runs for (the person at the
+	// keyboard, local.<login>); required. Only it is answered on the operator rail, and no
+	// seat is ever given its name.
+	Operator protocol.Principal
+	Space    string // required
+	Servers  string // NATS URLs the agents connect to; required
+	Auth     bool   // the mesh checks credentials: seats get a minted one
 	// Mint mints an agent credential for spec (its durables created); required with Auth.
 	Mint     func(ctx context.Context, spec trust.UserSpec) ([]byte, error)
 	Exe      string // this binary: each agent's MCP server is `<Exe> mcp`; required
@@ -83,6 +89,8 @@ func (m *Manager) check() error {
 		return errors.New("no Connect")
 	case m.Project == nil:
 		return errors.New("no project")
+	case m.Operator.Validate() != nil:
+		return errors.New("no operator principal")
 	case m.Space == "" || m.Servers == "":
 		return errors.New("no space or servers")
 	case m.Auth && m.Mint == nil:

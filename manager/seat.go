@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -107,21 +108,18 @@ func (m *Manager) spawn(who caller, a protocol.SpawnArgs) (protocol.SpawnResult,
 	if err != nil {
 		return protocol.SpawnResult{}, err
 	}
-	// An agent hands a teammate no more than its own grant (a persona file it could
-	// write by other means is checked here, where the credential is minted).
 	if !who.operator {
-		own := m.personaOf(who.p)
-		if own == nil {
-			return protocol.SpawnResult{}, refuse(codeDenied, "%s may not spawn: it has no persona here", who.p)
-		}
-		if err := workspace.GrantOf(own).Covers(per); err != nil {
-			return protocol.SpawnResult{}, refuse(codeDenied, "%s may not spawn persona %s: %v (narrow the persona, or ask the operator: cotal spawn --detach %s)", who.p, per.Name, err, per.Name)
+		if err := m.checkAgentSpawn(who, a, per); err != nil {
+			return protocol.SpawnResult{}, err
 		}
 	}
 	agent, from := agentrun.PickAgent(a.Agent, per, m.Getenv)
 	con, ok := connector.Lookup(agent)
 	if !ok {
 		return protocol.SpawnResult{}, refuse(codeBad, "%s: cotal has no connector of that name", from)
+	}
+	if !who.operator && con.Name == commandConnector {
+		return protocol.SpawnResult{}, refuse(codeDenied, "%s may not spawn persona %s with %s: the command connector runs a program only the operator names (cotal spawn --detach %s --agent command -- <program>); pin a harness (claude, codex, opencode) in the persona", who.p, per.Name, from, per.Name)
 	}
 	if a.Name != "" && !protocol.ValidActor(a.Name) {
 		return protocol.SpawnResult{}, refuse(codeBad, "name %q: want 1 to %d letters, digits or _", a.Name, protocol.MaxActorLength)
@@ -140,18 +138,23 @@ func (m *Manager) spawn(who caller, a protocol.SpawnArgs) (protocol.SpawnResult,
 		return protocol.SpawnResult{}, refuse(codeBad, "cwd %s is not a folder on the manager's host", cwd)
 	}
 
-	// The name: an explicit one must be free; a persona-derived one gets _2, _3, ...
+	// The name is one no one else holds or held in this space: an explicit one is
+	// refused when it is, a persona-derived one gets _2, _3, ...
+	held, err := m.heldNames()
+	if err != nil {
+		return protocol.SpawnResult{}, err
+	}
 	name := a.Name
 	m.mu.Lock() // names are picked one spawn at a time
 	if name != "" {
-		if m.takenLocked(name) {
+		if why := m.takenLocked(name, held); why != "" {
 			m.mu.Unlock()
-			return protocol.SpawnResult{}, refuse(codeExists, "name %s is taken (a running agent has it); pick another --name", name)
+			return protocol.SpawnResult{}, refuse(codeExists, "name %s is taken: %s; a spawned agent never takes over an identity: pick another --name", name, why)
 		}
 	} else {
 		base := per.Name
 		name = base
-		for i := 2; m.takenLocked(name); i++ {
+		for i := 2; m.takenLocked(name, held) != ""; i++ {
 			name = base + "_" + strconv.Itoa(i)
 		}
 	}
@@ -182,21 +185,88 @@ func (m *Manager) spawn(who caller, a protocol.SpawnArgs) (protocol.SpawnResult,
 	return res, nil
 }
 
-// takenLocked is taken with m.mu held.
-func (m *Manager) takenLocked(name string) bool {
-	if s := m.seats[name]; s != nil {
-		s.mu.Lock()
-		run := s.info.Process != "exited"
-		s.mu.Unlock()
-		if run {
-			return true
+// commandConnector is the connector that runs any program: the operator's alone.
+const commandConnector = "command"
+
+// checkAgentSpawn refuses what an agent's spawn request may not choose. A request from
+// the mesh is data: an agent names a persona, and may name the seat, pick a harness the
+// persona leaves open, a model and a first prompt. The program, its arguments, the folder
+// and the role are the persona's (or the operator's), and the persona must stay within
+// the spawner's own grant: what it reads, posts, may do and the role it serves.
+func (m *Manager) checkAgentSpawn(who caller, a protocol.SpawnArgs, per *workspace.Persona) error {
+	switch {
+	case len(a.Args) > 0:
+		return refuse(codeDenied, "%s may not pass arguments to a spawn (args %q): the persona (or the operator) fixes how its harness runs", who.p, a.Args)
+	case a.Cwd != "":
+		return refuse(codeDenied, "%s may not choose a spawn's folder (cwd %q): an agent's spawn runs in the project root", who.p, a.Cwd)
+	case a.Role != "" && a.Role != per.Role:
+		return refuse(codeDenied, "%s may not choose a spawn's role (role %q): the role is the persona's (%s serves %s)", who.p, a.Role, per.Name, orNone(per.Role))
+	case a.Agent == commandConnector:
+		return refuse(codeDenied, "%s may not spawn with agent command: it runs a program only the operator names; ask for a harness (claude, codex, opencode)", who.p)
+	case a.Agent != "" && per.Agent != "" && a.Agent != per.Agent:
+		return refuse(codeDenied, "%s may not run persona %s with %s: the persona pins %s", who.p, per.Name, a.Agent, per.Agent)
+	case a.Model != "" && !validModel(a.Model):
+		return refuse(codeBad, "model %q: want a model name of letters, digits and . _ - / : @, not starting with -", a.Model)
+	}
+	// An agent hands a teammate no more than its own grant (a persona file it could
+	// write by other means is checked here, where the credential is minted).
+	own := m.personaOf(who.p)
+	if own == nil {
+		return refuse(codeDenied, "%s may not spawn: it has no persona here", who.p)
+	}
+	if err := workspace.GrantOf(own).Covers(per); err != nil {
+		return refuse(codeDenied, "%s may not spawn persona %s: %v (narrow the persona, or ask the operator: cotal spawn --detach %s)", who.p, per.Name, err, per.Name)
+	}
+	return nil
+}
+
+// validModel accepts a model name an agent may ask for: 1 to 128 of letters, digits and
+// . _ - / : @, not starting with - (it reaches a harness as a value, never as an option).
+func validModel(s string) bool {
+	if s == "" || len(s) > 128 || s[0] == '-' {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("._-/:@", r):
+		default:
+			return false
 		}
 	}
-	if agentrun.Held(m.Project, name) {
-		return true
+	return true
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no role"
 	}
-	p, ok := m.presence[name]
-	return ok && p.Online
+	return s
+}
+
+// takenLocked says why name may not be given to a new seat ("" when it may), with m.mu
+// held: it is the operator's or the manager's, a seat of this manager has or had it, a
+// live launcher holds its run folder, the roster knows it (online or not), or a DM
+// durable of it exists (held).
+func (m *Manager) takenLocked(name string, held map[string]bool) string {
+	switch {
+	case name == m.Operator.Actor && m.Operator.Owner == protocol.OwnerLocal:
+		return "it is the operator's"
+	case m.ep != nil && name == m.ep.Principal().Actor:
+		return "it is the manager's"
+	case m.seats[name] != nil:
+		return "a seat of this manager has or had it (see cotal ps)"
+	case agentrun.Held(m.Project, name):
+		return "an agent of that name runs from this project"
+	case held[name]:
+		return "an identity of that name has a DM inbox in this space"
+	}
+	if p, ok := m.presence[name]; ok {
+		if p.Online {
+			return "a peer of that name is online"
+		}
+		return "a peer of that name is in the roster (offline)"
+	}
+	return ""
 }
 
 // start prepares the seat's run (folder, credential, files) and starts it in a
@@ -233,15 +303,24 @@ func (m *Manager) start(s *seat, con connector.Connector, cwd string) error {
 		return errors.Join(err, agentrun.Cleanup(spec), release())
 	}
 	if l.CredsPath != "" {
+		// Every start gets a fresh lifecycle uid, so a fresh DM durable: a seat never
+		// reads a DM that was waiting for an earlier holder of its name.
+		spec := agentrun.UserSpec(l, per)
+		spec.LifecycleUID = protocol.NewLifecycleUID()
 		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
-		creds, err := m.Mint(ctx, agentrun.UserSpec(l, per))
+		creds, err := m.Mint(ctx, spec)
 		cancel()
 		if err != nil {
 			return fail(fmt.Errorf("mint %s: %w", l.Name, err))
 		}
-		if c, err := trust.ReadCreds(creds); err == nil {
-			s.info.UID = c.LifecycleUID
+		c, err := trust.ReadCreds(creds)
+		if err != nil {
+			return fail(fmt.Errorf("mint %s: %w", l.Name, err))
 		}
+		if c.LifecycleUID != spec.LifecycleUID {
+			return fail(fmt.Errorf("mint %s: the credential names lifecycle uid %s, not the fresh %s asked for", l.Name, c.LifecycleUID, spec.LifecycleUID))
+		}
+		s.info.UID = c.LifecycleUID
 		if err := atomicfile.WriteFile(l.CredsPath, creds, 0o600); err != nil {
 			return fail(fmt.Errorf("write creds: %w", err))
 		}

@@ -7,9 +7,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
@@ -35,9 +37,11 @@ const (
 	codeBad      = "bad-request"
 )
 
-// caller is who asks: its principal and whether it came on the operator rail.
+// caller is who asks: its principal, whether it asked on the operator rail, and whether
+// it is the operator (the operator rail, as the operator the manager runs for).
 type caller struct {
 	p        protocol.Principal
+	rail     string // protocol.ServiceManager or protocol.ServiceManagerAgent
 	operator bool
 }
 
@@ -51,7 +55,7 @@ func (m *Manager) handle(req micro.Request) {
 		m.log.Debug("manager request with a foreign reply subject ignored", "subject", req.Subject(), "reply", req.Reply())
 		return
 	}
-	who := caller{p: p, operator: svc == protocol.ServiceManager}
+	who := caller{p: p, rail: svc, operator: svc == protocol.ServiceManager && p == m.Operator}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -93,7 +97,11 @@ func (m *Manager) dispatch(who caller, op string, req micro.Request) (any, error
 	switch op {
 	case protocol.MgrSpawn:
 		var a protocol.SpawnArgs
-		if err := decode(req.Data(), &a); err != nil {
+		dec := decode
+		if !who.operator {
+			dec = decodeAgentSpawn
+		}
+		if err := dec(req.Data(), &a); err != nil {
 			return nil, err
 		}
 		return m.spawn(who, a)
@@ -135,12 +143,30 @@ func decode(b []byte, v any) error {
 	return nil
 }
 
-// authorize decides who may do what: the operator rail everything; an agent with the
-// spawn capability spawn, ps and stop (each narrowed later to its own seats); anyone else
-// nothing.
+// decodeAgentSpawn decodes an agent's spawn request, refusing a key SpawnArgs has no
+// field for (a program, an environment): what an agent may not choose is refused, never
+// silently dropped.
+func decodeAgentSpawn(b []byte, v any) error {
+	if len(b) == 0 {
+		b = []byte("{}")
+	}
+	if err := strictjson.Decode(b, v); err != nil {
+		return refuse(codeBad, "spawn request: %v: an agent asks for a persona, a name, a model and a first prompt; the program, its arguments, folder and environment are never an agent's to choose", err)
+	}
+	return nil
+}
+
+// authorize decides who may do what: the operator everything; an agent with the spawn
+// capability spawn, ps and stop (each narrowed later to its own seats); anyone else
+// nothing. The operator rail answers only the operator this manager runs for: the broker
+// lets only the project's own identity publish there, and a credential minted before that
+// rule (an old admin credential) still finds the manager refusing it.
 func (m *Manager) authorize(who caller, op string) error {
 	if who.operator {
 		return nil
+	}
+	if who.rail == protocol.ServiceManager {
+		return refuse(codeDenied, "%s may not use the manager's operator rail: it answers there only the operator it runs for (%s), with the project's own identity (an agent with the spawn capability asks on its own rail)", who.p, m.Operator)
 	}
 	caps, from := m.capabilities(who.p)
 	if !slices.Contains(caps, trust.CapabilitySpawn) {
@@ -284,4 +310,48 @@ func (m *Manager) personaFor(name string) (*workspace.Persona, error) {
 		return nil, refuse(codeNotFound, "persona %q: there is no %s (cotal personas new %s --prompt '...')", name, m.Project.PersonaPath(name), name)
 	}
 	return per, err
+}
+
+// heldNames are the actors of owner local with a DM durable in the space
+// (dm_local-<actor>-<uid>): identities that were held here, though their peer may have
+// left the roster long ago. It fails closed: a name it cannot check is not given.
+func (m *Manager) heldNames() (map[string]bool, error) {
+	subject := "$JS.API.CONSUMER.NAMES." + protocol.StreamDM(m.Space)
+	held := map[string]bool{}
+	for offset := 0; ; {
+		body, _ := json.Marshal(map[string]int{"offset": offset})
+		msg, err := m.ep.Conn().Request(subject, body, 10*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("list the DM inboxes of space %s, to check the name is free: %w", m.Space, err)
+		}
+		var page struct {
+			Total     int      `json:"total"`
+			Consumers []string `json:"consumers"`
+			Error     *struct {
+				Description string `json:"description"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(msg.Data, &page); err != nil {
+			return nil, fmt.Errorf("list the DM inboxes of space %s: %w", m.Space, err)
+		}
+		if page.Error != nil {
+			return nil, fmt.Errorf("list the DM inboxes of space %s: %s", m.Space, page.Error.Description)
+		}
+		for _, c := range page.Consumers {
+			// dm_<owner>-<actor>-<uid>: no token holds a dash, so the actor is the
+			// middle one; the name must be exactly that actor's durable prefix.
+			t := strings.Split(c, "-")
+			if len(t) != 3 {
+				continue
+			}
+			p := protocol.Principal{Owner: protocol.OwnerLocal, Actor: t[1]}
+			if strings.HasPrefix(c, protocol.ConsumerDMPrefix(p)) && p.Validate() == nil {
+				held[p.Actor] = true
+			}
+		}
+		offset += len(page.Consumers)
+		if len(page.Consumers) == 0 || offset >= page.Total {
+			return held, nil
+		}
+	}
 }

@@ -89,7 +89,7 @@ func (c *Client) CallAt(ctx context.Context, op, nonce string, args, out any) er
 		(strings.Contains(last.Error(), `"`+subj+`"`) || strings.Contains(last.Error(), `"`+reply+`"`)) {
 		why := "its credential may not use the manager's agent rail (only a persona with capabilities: [spawn] may; ask the operator)"
 		if c.Operator {
-			why = "its credential may not use the manager's operator rail (use the project's own identity or admin creds)"
+			why = "its credential may not use the manager's operator rail (only the project's own identity may: run the command in the project, without --creds)"
 		}
 		return &Error{Code: CodeDenied, Broker: true, Message: fmt.Sprintf("the broker refused %s's request to %s: %s", c.Caller, op, why)}
 	}

@@ -28,7 +28,8 @@ const (
 	// its history reader on CHAT.
 	ProfileObserver Profile = "observer"
 	// ProfileAdmin reads everything of the messaging plane, DMs and anycasts included, and
-	// sends nothing (the dashboard).
+	// sends nothing (the dashboard): not even a request to the agent manager, whose
+	// operator rail only the project's own identity (the provisioner) may use.
 	ProfileAdmin Profile = "admin"
 	// ProfileDelivery is the delivery daemon: it reads CHAT through its fan-out durable,
 	// writes members' hand-off copies to DLV and creates their bind-only durables there,
@@ -45,7 +46,9 @@ const (
 	// answers the manager's control rails (every request on ctl.manager and
 	// ctl.manager-agent, the NATS micro service's $SRV discovery, one answer per request,
 	// and the attach stream under an attach request's reply subjects) and keeps its lease
-	// bucket. It mints no credential: the process that runs it holds the project's keys.
+	// bucket. It may list the names of the DM durables, to tell whether a name was ever
+	// held in the space before it gives it to a seat. It mints no credential: the process
+	// that runs it holds the project's keys.
 	ProfileManager Profile = "manager"
 )
 
@@ -250,6 +253,8 @@ func managerGrants(g *grants, space string, s UserSpec, inbox string) {
 		g.pub(protocol.ReplyFilter(protocol.MgrFilter(space, svc, protocol.MgrAttach)))
 	}
 	g.sub("$SRV.>")
+	// The names of the DM durables (dm_<o>-<a>-<uid>): a name with one was held.
+	g.pub(api(verbConsumerNames, protocol.StreamDM(space)))
 	b := protocol.BucketManager(space)
 	readBucket(g, b)
 	g.pub(kvPrefix + b + ".>")
@@ -265,10 +270,6 @@ func readerGrants(g *grants, space string, s UserSpec, inbox string, admin bool)
 	if admin {
 		g.sub(protocol.InstAll(space), protocol.SvcAll(space))
 		g.pub(api(verbStreamInfo, dm), api(verbStreamInfo, task))
-		// The manager's operator rail: spawn, ps, stop, attach and input for anyone.
-		mgr := protocol.CtlSubject(space, protocol.ServiceManager, s.Principal) + ".*"
-		g.pub(mgr)
-		g.sub(protocol.ReplyFilter(mgr))
 	}
 	if s.LifecycleUID != "" {
 		hist := protocol.ConsumerHistory(s.Principal, s.LifecycleUID)
@@ -281,9 +282,10 @@ func readerGrants(g *grants, space string, s UserSpec, inbox string, admin bool)
 	g.sub(inbox)
 
 	// Sends nothing on the messaging plane, and writes no KV key.
+	// Nor asks the agent manager: its rails run programs and type into terminals.
 	g.deny(protocol.ChatAll(space), protocol.InstAll(space), protocol.SvcAll(space), kvPrefix+">")
-	if !admin {
-		g.deny(protocol.CtlFilter(space, protocol.ServiceManager) + ".*")
+	for _, svc := range []string{protocol.ServiceManager, protocol.ServiceManagerAgent} {
+		g.deny(protocol.CtlFilter(space, svc) + ".*")
 	}
 	if admin {
 		// The admin's DM reader needs CONSUMER.CREATE/DELETE.DM_<space>.<its name>, so

@@ -33,3 +33,22 @@ func TestGrantCovers(t *testing.T) {
 		t.Fatalf("an empty grant covers the default read of general: %v", err)
 	}
 }
+
+// A role's anycast queue is work meant for that role: a spawner hands out only its own
+// role, or one its capability role:<r> names.
+func TestGrantCoversRole(t *testing.T) {
+	lead := &Persona{Name: "lead", Role: "lead", AllowPublish: []string{"general"}, Capabilities: []string{"spawn", "role:helper"}}
+	g := GrantOf(lead)
+	for _, c := range []struct {
+		role string
+		ok   bool
+	}{{"", true}, {"lead", true}, {"helper", true}, {"reviewer", false}} {
+		err := g.Covers(&Persona{Name: "x", Role: c.role, Subscribe: []string{"general"}})
+		if (err == nil) != c.ok {
+			t.Errorf("role %q: err %v, want ok %v", c.role, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), `it would serve role "reviewer", which you may not hand out (you serve lead; the capability role:reviewer lets you)`) {
+			t.Errorf("role %q: %v", c.role, err)
+		}
+	}
+}

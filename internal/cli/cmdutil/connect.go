@@ -205,7 +205,8 @@ func (f *Factory) account(t Target) (*trust.Account, *trust.Chain, error) {
 
 // AgentCreds mints an agent credential for spec on the target's space from the project's
 // signing key, after creating the bind-only durables it needs, and returns the creds.
-// spec.LifecycleUID is filled from the agent's recorded identity.
+// An empty spec.LifecycleUID is filled from the agent's recorded identity; a given one (a
+// spawn's fresh uid) is kept.
 func (f *Factory) AgentCreds(ctx context.Context, t Target, spec trust.UserSpec) ([]byte, error) {
 	if err := CheckStatic(t, "static creds for "+spec.Principal.Actor); err != nil {
 		return nil, err
@@ -214,8 +215,10 @@ func (f *Factory) AgentCreds(ctx context.Context, t Target, spec trust.UserSpec)
 	if err != nil {
 		return nil, err
 	}
-	if spec.LifecycleUID, err = chain.Identity(t.Space, spec.Principal.Actor); err != nil {
-		return nil, err
+	if spec.LifecycleUID == "" {
+		if spec.LifecycleUID, err = chain.Identity(t.Space, spec.Principal.Actor); err != nil {
+			return nil, err
+		}
 	}
 	creds, err := acct.Mint(spec)
 	if err != nil {

@@ -262,9 +262,11 @@ func managerTools(opts *Options, target cmdutil.Target, ep *client.Endpoint) *ag
 	if !contains(opts.Capabilities, trust.CapabilitySpawn) {
 		return nil
 	}
+	_, operator := cmdutil.OperatorIdentity()
 	m := &agentmcp.Manager{
-		Client:  &mgrclient.Client{NC: ep.Conn(), Space: ep.Space(), Caller: ep.Principal()},
-		Project: target.Project,
+		Client:   &mgrclient.Client{NC: ep.Conn(), Space: ep.Space(), Caller: ep.Principal()},
+		Project:  target.Project,
+		Reserved: []string{operator, "manager"},
 	}
 	name := opts.Persona
 	if name == "" {

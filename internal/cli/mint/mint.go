@@ -53,7 +53,9 @@ Profiles:
             role's anycasts; writes only its own presence. Its bind-only DM durable (and role
             durable) are created now, so the mesh must be running.
   observer  reads channels and presence, no DMs, publishes nothing (a console).
-  admin     reads everything in the space including DMs, publishes nothing (a dashboard).
+  admin     reads everything in the space including DMs, publishes nothing (a dashboard):
+            not even a request to the agent manager, which only the project's own identity
+            drives (cotal spawn --detach, ps, stop, attach, input, run in the project).
 
 The ACL flags (--role, --allow-subscribe, --allow-publish) are for the agent profile only.
 Connect with it: cotal join --creds FILE, or any NATS client.`,

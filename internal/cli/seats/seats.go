@@ -17,14 +17,15 @@ import (
 )
 
 // Dial connects to the mesh flags names (resolve) as the operator at the keyboard
-// (connectOperator with profile admin: the manager's operator rail) and returns a manager
-// client and the endpoint to close.
+// (connectOperator with the project's own identity, the provisioner: only it may use the
+// manager's operator rail, and the manager answers there only the operator it runs for)
+// and returns a manager client and the endpoint to close.
 func Dial(ctx context.Context, resolve cmdutil.ResolveFunc, connectOperator cmdutil.ConnectAsFunc, flags cmdutil.MeshFlags) (*mgrclient.Client, *client.Endpoint, cmdutil.Target, error) {
 	t, err := resolve(flags)
 	if err != nil {
 		return nil, nil, t, err
 	}
-	ep, err := connectOperator(ctx, t, trust.ProfileAdmin)
+	ep, err := connectOperator(ctx, t, trust.ProfileProvisioner)
 	if err != nil {
 		return nil, nil, t, err
 	}

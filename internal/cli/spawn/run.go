@@ -89,6 +89,14 @@ func resolve(opts *Options) (*plan, error) {
 		Auth: target.Auth(), Exe: exe, Getenv: opts.Getenv},
 		per, agentrun.Overrides{Name: opts.Name, Role: opts.Role, Model: opts.Model, Prompt: opts.Prompt, HasPrompt: opts.HasPrompt, Args: opts.Args})
 	p.launch = l
+	if _, op := cmdutil.OperatorIdentity(); l.Name == op || l.Name == managerName {
+		whose := "the operator's (yours: cotal send, ps and the manager's operator rail act as it)"
+		if l.Name == managerName {
+			whose = "the agent manager's"
+		}
+		return nil, cmdutil.RefuseUsage("spawning an agent named "+l.Name, "the name is "+whose+", and an agent never takes over an identity",
+			"cotal spawn "+per.Name+" --name "+suggestName(l.Name+"_agent"))
+	}
 	if p.spec, err = con.Build(l); err != nil {
 		return nil, cmdutil.RefuseUsage("spawning "+l.Name+" with "+agent, err.Error(), "cotal spawn --help")
 	}
@@ -111,6 +119,9 @@ func resolve(opts *Options) (*plan, error) {
 
 	return p, nil
 }
+
+// managerName is the agent manager's actor (cotal supervise).
+const managerName = "manager"
 
 // notInstalled refuses a harness that is not on PATH, saying how to install it.
 func notInstalled(con connector.Connector, program string) error {

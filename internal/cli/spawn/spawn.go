@@ -85,8 +85,10 @@ Arguments after -- go to the harness (for command: the program and its arguments
 agent in a seat of its own: spawn prints the agent's name and lifecycle uid at once, then
 how it settled: succeeded (it joined the roster), failed (it exited first: its code and last
 output lines; exit status 1) or uncertain (not in the roster within the manager's window;
-it still runs). A name derived from the persona that is taken gets a suffix (reviewer_2);
-a taken --name is refused. See cotal ps, stop, attach and input.`,
+it still runs). A seat never takes over an identity: a name derived from the persona that
+anyone holds or held in the space (the operator's, the manager's, a peer in the roster, a
+DM inbox of it) gets a suffix (reviewer_2), a taken --name is refused, and every seat gets
+a fresh lifecycle uid. See cotal ps, stop, attach and input.`,
 		Example: `  cotal spawn                                # the default persona in Claude Code
   cotal spawn reviewer --agent codex --prompt 'Review the open pull request'
   cotal spawn builder --name builder_2 --model opus

@@ -127,6 +127,7 @@ func runSupervise(ctx context.Context, opts *Options) error {
 			return opts.Connect(ctx, mt, cfg, cmdutil.As{})
 		},
 		Project: t.Project, Space: t.Space, Servers: t.Server, Auth: t.Auth(), Exe: exe, Wait: opts.Wait,
+		Operator: operator(),
 		Mint: func(ctx context.Context, spec trust.UserSpec) ([]byte, error) {
 			return opts.AgentCreds(ctx, t, spec)
 		},
@@ -154,6 +155,13 @@ func runSupervise(ctx context.Context, opts *Options) error {
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "manager of space %s stopped; its seats are stopped and its lease released\n", t.Space)
 	return nil
+}
+
+// operator is the principal of the person at the keyboard, as cotal spawn --detach, ps,
+// stop, attach and input connect: the only caller the manager answers on its operator rail.
+func operator() protocol.Principal {
+	_, actor := cmdutil.OperatorIdentity()
+	return protocol.Principal{Owner: protocol.OwnerLocal, Actor: actor}
 }
 
 // leaseHeldNext: stop the manager cotal up supervises, or wait for the holder.
