@@ -315,3 +315,20 @@ const (
 	errMemoryResourcesExceeded  jetstream.ErrorCode = 10028 // insufficient memory resources available
 	errStorageResourcesExceeded jetstream.ErrorCode = 10047 // insufficient storage resources available
 )
+
+// Text is the limit called name (LimitNames) as Set reads it (1GiB, 100, unlimited), and
+// "" when l does not set it.
+func (l Limits) Text(name string) string {
+	for i, p := range l.fields() {
+		switch {
+		case limitNames[i] != name || *p == 0:
+		case *p == Unlimited:
+			return "unlimited"
+		case isBytes(i):
+			return FormatSize(*p)
+		default:
+			return strconv.FormatInt(*p, 10)
+		}
+	}
+	return ""
+}

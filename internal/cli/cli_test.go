@@ -69,6 +69,7 @@ func TestScripts(t *testing.T) {
 			"tlsdial":  cmdTLSDial,
 			"natsproc": stock.cmd,
 			"whoholds": cmdWhoHolds,
+			"repeat":   cmdRepeat,
 		},
 	})
 }
