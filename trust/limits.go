@@ -2,14 +2,12 @@ package trust
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 
 	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
@@ -294,27 +292,6 @@ func replaceFile(path string, v any) error {
 	}
 	return atomicfile.WriteFile(path, append(b, '\n'), fileMode)
 }
-
-// IsSpaceFull reports whether err is the broker's refusal of a write because the space's
-// account has reached its storage (or memory) limit.
-func IsSpaceFull(err error) bool {
-	var api *jetstream.APIError
-	if !errors.As(err, &api) {
-		return false
-	}
-	switch api.ErrorCode {
-	case errAccountResourcesExceeded, errStorageResourcesExceeded, errMemoryResourcesExceeded:
-		return true
-	}
-	return false
-}
-
-// The broker's JetStream error codes for a write or a stream past a storage limit.
-const (
-	errAccountResourcesExceeded jetstream.ErrorCode = 10002 // resource limits exceeded for account
-	errMemoryResourcesExceeded  jetstream.ErrorCode = 10028 // insufficient memory resources available
-	errStorageResourcesExceeded jetstream.ErrorCode = 10047 // insufficient storage resources available
-)
 
 // Text is the limit called name (LimitNames) as Set reads it (1GiB, 100, unlimited), and
 // "" when l does not set it.

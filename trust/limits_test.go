@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/protocol"
 )
@@ -47,7 +48,7 @@ func TestFullSpaceRefusesWritesAndKeepsWhatItStored(t *testing.T) {
 	if refused == nil {
 		t.Fatal("1000 DMs of 4 KiB fit in a 256 KiB space")
 	}
-	if !IsSpaceFull(refused) {
+	if !spaceFull(refused) {
 		t.Fatalf("the refusal %v is not the space's storage limit", refused)
 	}
 	if len(stored) < 10 {
@@ -88,10 +89,17 @@ func TestFullSpaceRefusesWritesAndKeepsWhatItStored(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if !IsSpaceFull(err) || time.Now().After(deadlineAt) {
+		if !spaceFull(err) || time.Now().After(deadlineAt) {
 			t.Fatalf("a write after the limit was raised: %v", err)
 		}
 	}
+}
+
+// spaceFull reports whether err is the broker's refusal of a write past the account's
+// storage limit (JetStream error 10002, resource limits exceeded for account).
+func spaceFull(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == 10002
 }
 
 // sysConn connects to url as the chain's system account.

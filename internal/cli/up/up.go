@@ -107,6 +107,12 @@ runs in the background (log .cotal/auth-service.<hex>.log; cotal down auth stops
 Static creds (cotal mint) are refused on such a space. The IdP is pinned on first use:
 owners are derived from it, so a space is never re-pointed to another.
 
+Every space is bounded by the limits in its account: --max-storage (default 1GiB),
+--max-memory, --max-streams, --max-consumers, --max-connections, and per connection
+--max-subscriptions and --max-payload (or limits: in cotal.yaml). A limit no flag names keeps
+its value. On a running mesh, cotal up --space S --max-storage 4GiB re-signs the account and
+pushes it to the broker at once. A full space refuses new writes and keeps what it stored.
+
 Without --client-id the IdP is pinned as the TypeScript reference pins it, so a
 reference IdP (Better Auth with its JWT and device plugins) works unchanged: URL is its
 auth base URL (e.g. https://idp.example.com/api/auth), its ID tokens are EdDSA JWTs whose
@@ -118,6 +124,7 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
   cotal up --open --detach         # unauthenticated dev mesh
   cotal up --detach --user-auth --idp https://idp.example.com/api/auth
   cotal up --detach --user-auth --idp https://idp.example.com/realms/team --client-id cotal
+  cotal up --space review --max-storage 4GiB   # raise a space's storage limit, live
   cotal up                         # foreground; Ctrl-C stops it`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
