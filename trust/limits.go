@@ -169,10 +169,6 @@ func FormatSize(n int64) string {
 	return strconv.FormatInt(n, 10) + "B"
 }
 
-// LimitName is the name of the i-th limit in field order (storage, memory, streams,
-// consumers, connections, subscriptions, payload), as flags and the manifest spell it.
-func LimitName(i int) string { return limitNames[i] }
-
 // LimitNames are the names of the limits in field order.
 func LimitNames() []string { return limitNames[:] }
 
@@ -219,11 +215,6 @@ func accountLimits(ac *jwt.AccountClaims) (l Limits, set bool) {
 		Conns: ac.Limits.Conn, Subs: ac.Limits.Subs, Payload: ac.Limits.Payload,
 	}
 	return l, ac.Tags.Contains(limitsTag)
-}
-
-// userLimits sets the per-connection limits of a user JWT the account signs.
-func (l Limits) userLimits(uc *jwt.UserClaims) {
-	uc.Limits.Subs, uc.Limits.Payload = l.Subs, l.Payload
 }
 
 // UserLimits are the per-connection limits (subscriptions, payload) of every user JWT of
