@@ -124,5 +124,7 @@ func (a *authorizer) Authorize(ctx context.Context, req *jwt.AuthorizationReques
 	if a.fence.tripped() { // fenced while this request was being decided
 		return callout.Grant{}, fmt.Errorf("%w: %w", callout.ErrDropped, ErrFenced)
 	}
-	return callout.Grant{Name: spec.Name, Permissions: perms, Tags: tags, Expires: c.Expiry}, nil
+	// The space's per-connection limits, as in every credential the account mints. The
+	// broker applies the data account's own (trust.Limits) to the connection either way.
+	return callout.Grant{Name: spec.Name, Permissions: perms, Tags: tags, Expires: c.Expiry, Limits: a.data.UserLimits()}, nil
 }

@@ -109,10 +109,22 @@ func provisionSpace(t *testing.T, m *meshtest.Mesh, space string) jetstream.KeyV
 // lane until it is ready.
 func startLane(t *testing.T) *laneFixture {
 	t.Helper()
+	return startLaneLimits(t, nil)
+}
+
+// startLaneLimits is startLane on a space whose account has the limits lim (nil: the
+// defaults).
+func startLaneLimits(t *testing.T, lim *trust.Limits) *laneFixture {
+	t.Helper()
 	f := &laneFixture{done: make(chan error, 1)}
 	chain, err := trust.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if lim != nil {
+		if _, _, err := chain.SetLimits(testSpace, *lim); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if f.ua, err = chain.UserAuth(testSpace); err != nil {
 		t.Fatal(err)

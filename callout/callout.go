@@ -56,6 +56,7 @@ type Grant struct {
 	Permissions jwt.Permissions // the connection's publish/subscribe/response permissions
 	Tags        jwt.TagList     // set as given (not lower-cased)
 	Expires     time.Time       // the user JWT's expiry; zero means none
+	Limits      jwt.NatsLimits  // the user JWT's per-connection limits; the zero value leaves them unlimited
 }
 
 // Authorizer decides whether a connection may enter the data account. req has passed
@@ -307,6 +308,9 @@ func (r *Responder) authorize(parent context.Context, req *jwt.AuthorizationRequ
 	uc.Tags = g.Tags
 	if !g.Expires.IsZero() {
 		uc.Expires = g.Expires.Unix()
+	}
+	if g.Limits != (jwt.NatsLimits{}) {
+		uc.Limits.NatsLimits = g.Limits
 	}
 	token, err := uc.Encode(r.dataSigner)
 	if err != nil {

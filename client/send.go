@@ -192,7 +192,7 @@ func (e *Endpoint) awaitAck(ctx context.Context, subject, id string, f jetstream
 			return Sent{ID: id, Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate}, false, nil
 		case err := <-f.Err():
 			if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout) {
-				return Sent{}, false, fmt.Errorf("send %s: %w", subject, err)
+				return Sent{}, false, e.sendFailed(ctx, subject, err)
 			}
 			select { // no stream answered: give a restarting broker a moment
 			case <-time.After(sendBackoff):

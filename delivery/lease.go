@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cotal-ai/cotal/kvlease"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -69,19 +70,31 @@ func ReadLease(ctx context.Context, js jetstream.JetStream, space string) (Lease
 	return info, true, nil
 }
 
-// lease is this run's hold on lease.0. Only the run's main loop touches it.
+// lease is this run's hold on lease.0, a kvlease.Lease over the delivery row. Only the
+// run's main loop touches it.
 type lease struct {
-	kv    jetstream.KeyValue
-	ttl   time.Duration
-	me    LeaseInfo
-	rev   uint64 // the revision this run last wrote; 0 when it holds nothing
-	held  bool
-	wrote time.Time // when this run last wrote the row: it expires a TTL later at the latest
+	kv   jetstream.KeyValue
+	ttl  time.Duration
+	me   LeaseInfo
+	hold kvlease.Lease[LeaseInfo] // bound to the fields above at each call
 }
 
-// wroteAt records a successful write of the row at revision rev.
-func (l *lease) wroteAt(rev uint64) {
-	l.rev, l.held, l.wrote = rev, true, time.Now()
+// leaseReading is what a re-read of the lease found.
+type leaseReading = kvlease.Reading
+
+const (
+	leaseOurs    = kvlease.Ours    // still this run's: keep serving
+	leaseTaken   = kvlease.Taken   // another run holds it: stop for good
+	leaseUnknown = kvlease.Unknown // could not tell: stay quiet, ask again later
+)
+
+// bound is the shared lease, told this run's bucket, TTL and row.
+func (l *lease) bound() *kvlease.Lease[LeaseInfo] {
+	h := &l.hold
+	h.KV, h.Key, h.TTL, h.Held = l.kv, protocol.LeaseKey, l.ttl, ErrLeaseHeld
+	h.Encode, h.Decode = l.value, decodeLease
+	h.Mine = func(i LeaseInfo) bool { return i.Instance == l.me.Instance }
+	return h
 }
 
 func (l *lease) value() []byte {
@@ -94,133 +107,24 @@ func (l *lease) value() []byte {
 // ErrLeaseHeld naming the holder, or, with wait set, waits until the holder releases it or
 // its row expires and tries again.
 func (l *lease) acquire(ctx context.Context, wait bool, log func(LeaseInfo)) error {
-	for {
-		rev, err := l.kv.Create(ctx, protocol.LeaseKey, l.value())
-		if err == nil {
-			l.wroteAt(rev)
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("create %s: %w", protocol.LeaseKey, err)
-		}
-		e, err := l.kv.Get(ctx, protocol.LeaseKey)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // it expired in between
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", protocol.LeaseKey, err)
-		}
-		holder, err := decodeLease(e.Value())
-		if err != nil {
-			return fmt.Errorf("read %s: %w", protocol.LeaseKey, err)
-		}
-		if !wait {
-			return fmt.Errorf("%w by %s; it expires %s after its holder stops renewing it", ErrLeaseHeld, holder, l.ttl)
-		}
-		log(holder)
-		if err := l.awaitChange(ctx, e); err != nil {
-			return err
-		}
-	}
-}
-
-// awaitChange waits until the row e changes or is due to expire (its write time plus the
-// TTL, with a little slack for the broker's expiry timer).
-func (l *lease) awaitChange(ctx context.Context, e jetstream.KeyValueEntry) error {
-	w, err := l.kv.Watch(ctx, protocol.LeaseKey, jetstream.UpdatesOnly())
-	if err != nil {
-		return fmt.Errorf("watch %s: %w", protocol.LeaseKey, err)
-	}
-	defer func() { _ = w.Stop() }()
-	due := time.Until(e.Created().Add(l.ttl)) + l.ttl/20 + 50*time.Millisecond
-	t := time.NewTimer(max(due, 50*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		case u := <-w.Updates():
-			if u != nil && u.Revision() != e.Revision() {
-				return nil
-			}
-		}
-	}
+	return l.bound().Acquire(ctx, wait, log)
 }
 
 // renew rewrites the lease at the revision this run wrote last.
-func (l *lease) renew(ctx context.Context) error {
-	rev, err := l.kv.Update(ctx, protocol.LeaseKey, l.value(), l.rev)
-	if err != nil {
-		return err
-	}
-	l.wroteAt(rev)
-	return nil
-}
-
-// leaseReading is what a re-read of the lease found.
-type leaseReading int
-
-const (
-	leaseOurs    leaseReading = iota // still this run's: keep serving
-	leaseTaken                       // another run holds it: stop for good
-	leaseUnknown                     // could not tell: stay quiet, ask again later
-)
+func (l *lease) renew(ctx context.Context) error { return l.bound().Renew(ctx) }
 
 // recheck decides who holds the lease after a failed renewal or a foreign event: this run
 // (it adopts the broker's revision), another run (taken, with the holder), or nobody, in
 // which case it re-creates the row atomically and is the holder again if that wins.
 func (l *lease) recheck(ctx context.Context) (leaseReading, LeaseInfo, error) {
-	e, err := l.kv.Get(ctx, protocol.LeaseKey)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		rev, cerr := l.kv.Create(ctx, protocol.LeaseKey, l.value())
-		if cerr == nil {
-			l.wroteAt(rev)
-			return leaseOurs, l.me, nil
-		}
-		if !errors.Is(cerr, jetstream.ErrKeyExists) {
-			return leaseUnknown, LeaseInfo{}, cerr
-		}
-		return l.recheck(ctx)
-	case err != nil:
-		return leaseUnknown, LeaseInfo{}, err
-	}
-	info, err := decodeLease(e.Value())
-	if err != nil {
-		return leaseUnknown, LeaseInfo{}, err
-	}
-	if info.Instance != l.me.Instance {
-		l.held = false // never touch a successor's row
-		return leaseTaken, info, nil
-	}
-	l.rev, l.held, l.wrote = e.Revision(), true, e.Created()
-	return leaseOurs, info, nil
+	return l.bound().Recheck(ctx)
 }
 
 // release deletes the lease only if it is still this run's, at the broker's revision.
-func (l *lease) release(ctx context.Context) error {
-	if !l.held {
-		return nil
-	}
-	e, err := l.kv.Get(ctx, protocol.LeaseKey)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("release lease: %w", err)
-	}
-	info, err := decodeLease(e.Value())
-	if err != nil || info.Instance != l.me.Instance {
-		return nil
-	}
-	if err := l.kv.Delete(ctx, protocol.LeaseKey, jetstream.LastRevision(e.Revision())); err != nil {
-		return fmt.Errorf("release lease: %w", err)
-	}
-	l.held = false
-	return nil
-}
+func (l *lease) release(ctx context.Context) error { return l.bound().Release(ctx) }
+
+// wrote is when this run last wrote the row: it expires a TTL later at the latest.
+func (l *lease) wrote() time.Time { return l.hold.Wrote() }
 
 // releaseBound bounds the retries of a lease release the broker refused at close: past it
 // (or past the row's expiry, if sooner) the close goes on and the row expires by itself.
@@ -288,7 +192,7 @@ func (r *run) releaseLease(ctx context.Context) {
 		if err == nil {
 			return
 		}
-		expires := r.lease.wrote.Add(r.lease.ttl)
+		expires := r.lease.wrote().Add(r.lease.ttl)
 		if !r.nc.IsConnected() || unwritable(err) || !time.Now().Before(expires) || !time.Now().Before(end) {
 			r.log.Warn("lease not released; it expires by itself", "err", err, "expires", expires)
 			return

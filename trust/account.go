@@ -20,10 +20,12 @@ type accountFile struct {
 // Account is the data account of one space. Every user credential of the space is
 // signed by its signing key.
 type Account struct {
-	space  string
-	pub    string
-	signer nkeys.KeyPair
-	jwt    string
+	space     string
+	pub       string
+	signer    nkeys.KeyPair
+	jwt       string
+	limits    Limits // the JWT's (limits.go)
+	limitsSet bool   // whether cotal chose them: false for an account made before limits
 }
 
 // Space is the space this account holds.
@@ -51,10 +53,7 @@ func (c *Chain) newAccountFile(space string) (accountFile, error) {
 	ac := jwt.NewAccountClaims(mustPub(acc))
 	ac.Name = space
 	ac.SigningKeys.Add(mustPub(signer))
-	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{
-		MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit,
-		Streams: jwt.NoLimit, Consumer: jwt.NoLimit,
-	}
+	DefaultLimits().applyAccount(ac) // JetStream on, within the space's limits
 	token, err := ac.Encode(c.signer)
 	if err != nil {
 		return accountFile{}, fmt.Errorf("account jwt: %w", err)
@@ -90,7 +89,8 @@ func (c *Chain) loadAccount(space, path string, af accountFile, repair string) (
 	case ac.Issuer != mustPub(c.signer):
 		return nil, bad("the account jwt was signed by %s, not by this broker's operator (broker.json)", ac.Issuer)
 	}
-	return &Account{space: space, pub: pub, signer: signer, jwt: af.JWT}, nil
+	lim, set := accountLimits(ac)
+	return &Account{space: space, pub: pub, signer: signer, jwt: af.JWT, limits: lim, limitsSet: set}, nil
 }
 
 // Mint issues a user credential for spec in the standard NATS creds file format: a user
@@ -108,7 +108,9 @@ func (a *Account) Mint(spec UserSpec) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mint %q: %w", spec.Name, err)
 	}
-	creds, err := mintUserKey(user, a.signer, a.pub, spec.Name, spec.tags(), perms, spec.ExpiresIn)
+	creds, err := mintUserKey(user, a.signer, a.pub, spec.Name, spec.tags(), perms, spec.ExpiresIn, func(uc *jwt.UserClaims) {
+		uc.Limits.NatsLimits = a.UserLimits()
+	})
 	if err != nil {
 		return nil, fmt.Errorf("mint %q: %w", spec.Name, err)
 	}
@@ -142,8 +144,8 @@ func mintUser(signer nkeys.KeyPair, issuerAccount, name string, tags jwt.TagList
 }
 
 // mintUserKey signs a user JWT for user and formats it with the user's seed as a creds
-// file.
-func mintUserKey(user, signer nkeys.KeyPair, issuerAccount, name string, tags jwt.TagList, perms jwt.Permissions, expiresIn time.Duration) ([]byte, error) {
+// file; each of with amends the claims before they are signed.
+func mintUserKey(user, signer nkeys.KeyPair, issuerAccount, name string, tags jwt.TagList, perms jwt.Permissions, expiresIn time.Duration, with ...func(*jwt.UserClaims)) ([]byte, error) {
 	uc := jwt.NewUserClaims(mustPub(user))
 	uc.Name = name
 	uc.IssuerAccount = issuerAccount
@@ -152,6 +154,9 @@ func mintUserKey(user, signer nkeys.KeyPair, issuerAccount, name string, tags jw
 	uc.Tags = tags
 	if expiresIn > 0 {
 		uc.Expires = time.Now().Add(expiresIn).Unix()
+	}
+	for _, f := range with {
+		f(uc)
 	}
 	token, err := uc.Encode(signer)
 	if err != nil {

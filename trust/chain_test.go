@@ -65,8 +65,9 @@ func TestOpenTwiceKeepsEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	js := ac.Limits.JetStreamLimits
-	if ac.Name != "prod" || js.DiskStorage != -1 || js.MemoryStorage != -1 || js.Streams != -1 || js.Consumer != -1 {
-		t.Fatalf("account claims: name %q, jetstream %+v; want prod with unlimited JetStream", ac.Name, js)
+	def := DefaultLimits()
+	if ac.Name != "prod" || js.DiskStorage != def.Storage || js.MemoryStorage != def.Memory || js.Streams != def.Streams || js.Consumer != def.Consumers {
+		t.Fatalf("account claims: name %q, jetstream %+v; want prod with JetStream within the default limits", ac.Name, js)
 	}
 	sc, err := jwt.DecodeAccountClaims(jwts1[c1.SystemAccount()])
 	if err != nil {

@@ -2,6 +2,8 @@ package workspace
 
 import (
 	"fmt"
+
+	"github.com/cotal-ai/cotal/trust"
 )
 
 // ManifestFile is the usual name of a team manifest.
@@ -40,9 +42,10 @@ const (
 type Manifest struct {
 	Space              string
 	Broker             ManifestBroker
-	Runtime            string // manager runtime; "" means pty
-	Agent              string // default harness of agents that name none; "" for none
-	PersonaPermissions string // PersonaReject or PersonaInclude (default PersonaReject)
+	Limits             trust.Limits // what the space may store and each connection may do; 0 fields are unset
+	Runtime            string       // manager runtime; "" means pty
+	Agent              string       // default harness of agents that name none; "" for none
+	PersonaPermissions string       // PersonaReject or PersonaInclude (default PersonaReject)
 	Defaults           ChannelDefaults
 	Agents             []ManifestAgent
 	Channels           []ManifestChannel

@@ -11,7 +11,7 @@ import (
 
 // The keys each manifest mapping knows.
 func topKeys() []string {
-	return []string{"apiVersion", "kind", "space", "broker", "runtime", "agent", "personaPermissions", "defaults", "agents", "channels"}
+	return []string{"apiVersion", "kind", "space", "broker", "limits", "runtime", "agent", "personaPermissions", "defaults", "agents", "channels"}
 }
 
 // ParseManifest parses a team manifest. Unknown keys, values of the wrong shape, channels
@@ -84,12 +84,17 @@ func (y *yamlFile) header(top map[string]*keyValue, m *Manifest) error {
 	return nil
 }
 
-// settings reads the space-wide settings: broker, runtime, agent, personaPermissions and
-// the channel defaults.
+// settings reads the space-wide settings: broker, limits, runtime, agent,
+// personaPermissions and the channel defaults.
 func (y *yamlFile) settings(top map[string]*keyValue, m *Manifest) error {
 	var err error
 	if kv := top["broker"]; kv != nil {
 		if m.Broker, err = y.broker(kv.value); err != nil {
+			return err
+		}
+	}
+	if kv := top["limits"]; kv != nil {
+		if m.Limits, err = y.limits(kv.value); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
 )
 
 // cliManifest is the example of cli.md §6.2.
@@ -149,6 +150,21 @@ channels:
 	}
 }
 
+// TestParseManifestLimits: the limits block sets what it names and leaves the rest unset.
+func TestParseManifestLimits(t *testing.T) {
+	m, err := ParseManifest("cotal.yaml", []byte(head+"limits:\n  storage: 4GiB\n  memory: unlimited\n  subscriptions: 5000\n  payload: 512KiB\nchannels: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := trust.Limits{Storage: 4 << 30, Memory: trust.Unlimited, Subs: 5000, Payload: 512 << 10}
+	if m.Limits != want {
+		t.Fatalf("limits %+v, want %+v", m.Limits, want)
+	}
+	if m, err := ParseManifest("cotal.yaml", []byte(head+"channels: {}\n")); err != nil || m.Limits != (trust.Limits{}) {
+		t.Fatalf("no limits block: %+v, %v", m.Limits, err)
+	}
+}
+
 func TestParseManifestErrors(t *testing.T) {
 	agents := "agents:\n  al: al.md\n  bo: bo.md\n" // lines 4 to 6
 	tests := []struct {
@@ -176,6 +192,10 @@ func TestParseManifestErrors(t *testing.T) {
 		{"broker auth", head + "broker: {auth: open}\nchannels: {}\n", `m.yaml:4: broker.auth "open": want static or user (or true, or false for an open mesh)`},
 		{"broker auth list", head + "broker: {auth: [x]}\nchannels: {}\n", `m.yaml:4: broker.auth: want a string, not a list`},
 		{"runtime list", head + "runtime: [pty]\nchannels: {}\n", `m.yaml:4: runtime: want a string, not a list`},
+		{"limits unknown", head + "limits:\n  storage: 1GiB\n  disk: 2GiB\nchannels: {}\n", `m.yaml:6: unknown key "disk" in limits (known keys: storage, memory,`},
+		{"limits size", head + "limits: {storage: lots}\nchannels: {}\n", `m.yaml:4: limits.storage: limit storage: size "lots": want a positive whole number`},
+		{"limits zero", head + "limits:\n  connections: 0\nchannels: {}\n", `m.yaml:5: limits.connections: limit connections: "0": want a positive whole number, or unlimited`},
+		{"limits list", head + "limits: {payload: [1]}\nchannels: {}\n", `m.yaml:4: limits.payload: want a string, not a list`},
 		{"personaPermissions", head + "personaPermissions: maybe\nchannels: {}\n", `m.yaml:4: personaPermissions "maybe": want reject or include`},
 		{"defaults unknown", head + "defaults:\n  replay: true\n  window: 1d\nchannels: {}\n", `m.yaml:6: unknown key "window" in defaults`},
 		{"defaults replay", head + "defaults: {replay: yes}\nchannels: {}\n", `m.yaml:4: defaults.replay: want true or false, not "yes"`},

@@ -70,6 +70,7 @@ func TestScripts(t *testing.T) {
 			"natsproc": stock.cmd,
 			"whoholds": cmdWhoHolds,
 			"mgrreq":   cmdMgrReq,
+			"repeat":   cmdRepeat,
 		},
 	})
 }

@@ -36,6 +36,9 @@ func (o *Options) readManifest() error {
 		return cmdutil.Refuse("broker.auth user in "+o.File, "per-user authentication is not in this build", "cotal up -f "+o.File+"  # after setting broker.auth to static")
 	case workspace.AuthOpen:
 		o.Open = true
+		if m.Limits != (trust.Limits{}) || o.Limits != (trust.Limits{}) {
+			return cmdutil.FlagErrorf("limits in %s (or --max-*) and broker.auth: false exclude each other: an open mesh has no accounts to bound", o.File)
+		}
 	default:
 		if o.Open {
 			return cmdutil.FlagErrorf("--open contradicts the authenticated broker of %s: drop --open or set broker.auth: false", o.File)

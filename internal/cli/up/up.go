@@ -67,12 +67,17 @@ type Options struct {
 	ClusterListen string // host:port the node's routes listen on
 	Routes        string // comma-separated route URLs of the cluster's nodes
 
+	// Limits are the --max-* flags given: what the named space may store and each
+	// connection to it may do; a limit no flag sets is 0 (see applyLimits).
+	Limits trust.Limits
+
 	manifest *workspace.Manifest // read from File
 }
 
 // NewCmdUp builds `cotal up`.
 func NewCmdUp(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Getwd: f.Getwd, Executable: f.Executable, Getenv: f.Getenv}
+	limitTexts := map[string]*string{}
 	cmd := &cobra.Command{
 		Use:   "up [--open | --user-auth --idp URL] [--space S] [--server URL] [--store-dir D] [--detach] [-f cotal.yaml [--dry-run]]",
 		Short: "Start the embedded broker and serve a space",
@@ -102,6 +107,12 @@ runs in the background (log .cotal/auth-service.<hex>.log; cotal down auth stops
 Static creds (cotal mint) are refused on such a space. The IdP is pinned on first use:
 owners are derived from it, so a space is never re-pointed to another.
 
+Every space is bounded by the limits in its account: --max-storage (default 1GiB),
+--max-memory, --max-streams, --max-consumers, --max-connections, and per connection
+--max-subscriptions and --max-payload (or limits: in cotal.yaml). A limit no flag names keeps
+its value. On a running mesh, cotal up --space S --max-storage 4GiB re-signs the account and
+pushes it to the broker at once. A full space refuses new writes and keeps what it stored.
+
 Without --client-id the IdP is pinned as the TypeScript reference pins it, so a
 reference IdP (Better Auth with its JWT and device plugins) works unchanged: URL is its
 auth base URL (e.g. https://idp.example.com/api/auth), its ID tokens are EdDSA JWTs whose
@@ -113,6 +124,7 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
   cotal up --open --detach         # unauthenticated dev mesh
   cotal up --detach --user-auth --idp https://idp.example.com/api/auth
   cotal up --detach --user-auth --idp https://idp.example.com/realms/team --client-id cotal
+  cotal up --space review --max-storage 4GiB   # raise a space's storage limit, live
   cotal up                         # foreground; Ctrl-C stops it`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -164,6 +176,9 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 			if opts.InsecureNoTLS && opts.TLSCert != "" {
 				return cmdutil.FlagErrorf("--insecure-no-tls and --tls-cert exclude each other")
 			}
+			if err := opts.readLimitFlags(cmd.Flags(), limitTexts); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("replicas") && opts.Replicas != 1 && opts.Replicas != 3 {
 				return cmdutil.FlagErrorf("--replicas %d: want 1 (one copy of each stream) or 3 (a JetStream cluster of 3 or more servers)", opts.Replicas)
 			}
@@ -195,6 +210,7 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 	fl.BoolVar(&opts.ClusterTLS, "cluster-tls", false, "serve TLS on the cluster (route) port too, with --tls-cert, checked against --tls-ca")
 	fl.BoolVar(&opts.InsecureNoTLS, "insecure-no-tls", false, "allow listening beyond loopback without TLS (credentials and messages cross the network in clear text)")
 	fl.IntVar(&opts.Replicas, "replicas", 0, "replicas of every stream and bucket of the space: 1 or 3 (default: 3 on a JetStream cluster of 3 or more servers, else 1)")
+	addLimitFlags(fl, limitTexts)
 	return cmd
 }
 
@@ -418,6 +434,9 @@ func serveExternal(ctx context.Context, opts *Options, proj *workspace.Project, 
 			spaces = append(spaces, s)
 		}
 	}
+	if _, err := opts.applyLimits(chain, space, spaces, opts.IO.ErrOut); err != nil {
+		return err
+	}
 	if err := pushAccounts(ctx, chain, opts.External, opts.TLSCA); err != nil {
 		return err
 	}
@@ -633,8 +652,20 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 		if chain, err = trust.Open(proj.AuthDir()); err != nil {
 			return err
 		}
-		if err := pushAccount(ctx, chain, mesh.Server, opts.TLSCA, space); err != nil {
+		known, err := chain.Spaces()
+		if err != nil {
 			return err
+		}
+		changed, err := opts.applyLimits(chain, space, withSpace(space, known), opts.IO.ErrOut)
+		if err != nil {
+			return err
+		}
+		// The running broker takes the space's account, and every account whose limits
+		// changed, at once: the limits hold from the next write on.
+		for _, s := range withSpace(space, changed) {
+			if err := pushAccount(ctx, chain, mesh.Server, opts.TLSCA, s); err != nil {
+				return err
+			}
 		}
 	}
 	if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, mesh.Server, opts.TLSCA, space, opts.Replicas); err != nil {
@@ -830,6 +861,9 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 			if s != space {
 				spaces = append(spaces, s)
 			}
+		}
+		if _, err := opts.applyLimits(chain, space, spaces, opts.IO.ErrOut); err != nil {
+			return err
 		}
 		if srv.Accounts, err = chain.AccountJWTs(); err != nil {
 			return err
