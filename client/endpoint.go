@@ -110,6 +110,8 @@ type Endpoint struct {
 	uid      string
 	channels map[string]*nats.Subscription
 	presence jetstream.KeyValue
+	present  bool               // Join wrote this endpoint's presence: Close writes it offline
+	roleCons jetstream.Consumer // the role's anycast durable, once bound
 	stops    []func()
 	backstop map[string]string        // joined channel -> "" when its durable backstop is established, else why not
 	left     map[string]uint64        // channel left in this session -> the CHAT sequence it was left at
@@ -367,8 +369,8 @@ func (c *Config) check() error {
 	if err := protocol.CheckSpace(c.Space); err != nil {
 		return fmt.Errorf("space: %w", err)
 	}
-	if c.Name == "" || len(c.Name) > protocol.MaxNameLength {
-		return fmt.Errorf("name %q: want 1 to %d characters", c.Name, protocol.MaxNameLength)
+	if err := protocol.CheckDisplayName(c.Name); err != nil {
+		return err
 	}
 	actor := c.Actor
 	if actor == "" {
@@ -444,7 +446,7 @@ func (e *Endpoint) Close() error {
 	// daemon does not hand it to this incarnation again.
 	e.confirmAndReport(context.Background(), true)
 	e.mu.Lock()
-	joined := e.joined
+	joined := e.present // a Join refused before it wrote presence leaves the record alone
 	stops := e.stops
 	subs := e.channels
 	e.channels = map[string]*nats.Subscription{}
