@@ -334,12 +334,14 @@ func (s *Server) inboxTool(ctx context.Context, _ *mcp.CallToolRequest, a inboxA
 		b.WriteString("\n")
 	}
 	held, _ := s.box.counts()
+	// Read before the window's asks are acked: until then the endpoint takes no more, so
+	// no ask is in flight between the role's queue and the inbox, and none is counted twice.
+	out.RoleBacklog = s.roleBacklog(ctx)
+	out.Remaining = held + out.RoleBacklog
 	// Given to the model: the result is built and goes out as this call returns.
 	for _, in := range window {
 		s.ack(in)
 	}
-	out.RoleBacklog = s.roleBacklog(ctx)
-	out.Remaining = held + out.RoleBacklog
 	switch {
 	case len(window) == 0 && out.Remaining == 0:
 		b.WriteString("Your inbox is empty.")
