@@ -100,7 +100,9 @@ lists the personas and cotal_persona defines one within the agent's own grant.
 
 Messages for the agent wait in its inbox until the model is given them (cotal_inbox, or a
 push): only then is a copy acked, so a killed server loses nothing. The agent is in the
-roster while the server runs and goes offline when the client closes stdin.`,
+roster while the server runs and goes offline when the client closes stdin. One name has
+one live session: a second cotal mcp of a name whose session still runs is refused at
+start, and the first keeps its messages.`,
 		Example: `  claude mcp add cotal -- cotal mcp --name builder --role builder
   COTAL_NAME=reviewer COTAL_SUBSCRIBE=general,review cotal mcp
   cotal mcp --persona builder`,
