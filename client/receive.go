@@ -137,11 +137,19 @@ func (e *Endpoint) bindDM(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bind %s on %s: %w", name, stream, err)
 	}
-	if err := e.soleSession(cons); err != nil {
+	if e.cfg.SoleSession {
+		if err := e.soleSession(cons); err != nil {
+			return err
+		}
+	}
+	cc, err := e.consumeWith(cons, name, stream, e.onDMOrAnycast)
+	if err != nil {
 		return err
 	}
-	_, err = e.consumeWith(cons, name, stream, e.onDMOrAnycast)
-	return err
+	e.mu.Lock()
+	e.dmCons, e.dmCC = cons, cc
+	e.mu.Unlock()
+	return nil
 }
 
 func (e *Endpoint) createDMDurable(ctx context.Context) error {

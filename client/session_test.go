@@ -12,12 +12,13 @@ import (
 )
 
 // TestSecondSessionOfANameIsRefused: while bob's first session lives, a second endpoint
-// of bob is refused at Join (it would split bob's DMs), and its closing does not take the
-// first one offline: no offline record is written, so carol's watch never sees bob go.
-// Once the first session closes, or dies without closing, bob may join again.
+// of bob with SoleSession (an AI agent's, cotal mcp) is refused at Join (it would split
+// bob's DMs), and its closing does not take the first one offline: no offline record is
+// written, so carol's watch never sees bob go. Once the first session closes, or dies
+// without closing, bob may join again.
 func TestSecondSessionOfANameIsRefused(t *testing.T) {
 	url := mesh(t)
-	bob := peer(t, url, client.Config{Name: "bob"})
+	bob := peer(t, url, client.Config{Name: "bob", SoleSession: true})
 	carol := peer(t, url, client.Config{Name: "carol"})
 	changes, err := carol.WatchPresence(t.Context())
 	if err != nil {
@@ -25,7 +26,7 @@ func TestSecondSessionOfANameIsRefused(t *testing.T) {
 	}
 	waitState(t, changes, "local.bob", protocol.StatusIdle)
 
-	second, err := client.Connect(t.Context(), url, client.Config{Space: space, Name: "bob"})
+	second, err := client.Connect(t.Context(), url, client.Config{Space: space, Name: "bob", SoleSession: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,12 +66,47 @@ func TestSecondSessionOfANameIsRefused(t *testing.T) {
 
 	// A session that died without closing does not hold the name.
 	bob.Conn().Close()
-	again := peer(t, url, client.Config{Name: "bob"})
+	again := peer(t, url, client.Config{Name: "bob", SoleSession: true})
 	// And one that closed does not either.
 	if err := again.Close(); err != nil {
 		t.Fatal(err)
 	}
-	peer(t, url, client.Config{Name: "bob"})
+	peer(t, url, client.Config{Name: "bob", SoleSession: true})
+}
+
+// TestPresenceStaysOnWhileASessionLives: two sessions of dave that share the name (as
+// cotal join allows, with a warning); when one closes, the other still serves dave, so no
+// offline record is written and carol reads dave online at once. When the last one
+// closes, dave goes offline at once.
+func TestPresenceStaysOnWhileASessionLives(t *testing.T) {
+	url := mesh(t)
+	carol := peer(t, url, client.Config{Name: "carol"})
+	one := peer(t, url, client.Config{Name: "dave"})
+	two := peer(t, url, client.Config{Name: "dave"})
+	daveOnline := func() bool {
+		peers, err := carol.Roster(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range peers {
+			if p.Card.ID == "local.dave" {
+				return p.Online
+			}
+		}
+		return false
+	}
+	if err := one.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !daveOnline() {
+		t.Fatal("dave shows offline while his second session lives")
+	}
+	if err := two.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if daveOnline() {
+		t.Fatal("dave shows online after his last session closed")
+	}
 }
 
 // waitState waits until changes reports id in state st.

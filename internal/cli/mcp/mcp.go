@@ -312,7 +312,7 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 		meta = map[string]any{"connector": opts.Harness}
 	}
 	if opts.Persona == "" {
-		cfg := client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait}
+		cfg := client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait, SoleSession: true}
 		if !mintsAgent(*target) {
 			return opts.Connect(ctx, *target, cfg, cmdutil.As{Profile: trust.ProfileProvisioner, Join: true, Person: true})
 		}
@@ -339,7 +339,8 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 		opts.Channels = per.BootSet()
 	}
 	opts.Capabilities = per.Capabilities
-	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: protocol.CardAgent, Description: per.Description, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait}
+	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: protocol.CardAgent, Description: per.Description, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait,
+		SoleSession: true} // a second session of an AI agent would split its DMs: refused
 	if !target.Auth() {
 		return opts.Connect(ctx, *target, cfg, cmdutil.As{})
 	}
