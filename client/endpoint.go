@@ -32,6 +32,10 @@ type Config struct {
 	Description  string         // one line for the card
 	Meta         map[string]any // advisory card metadata
 	LifecycleUID string         // incarnation id; "" means reuse this principal's DM durable or mint one
+	// SoleSession makes Join refuse (ErrSessionLive) while another connection consumes
+	// this principal's direct messages: an AI agent's session, whose DMs a second one would
+	// silently split. Without it a second session joins beside the first (cotal join warns).
+	SoleSession bool
 	// Callout says an auth callout admitted the connection: its user key is the server's,
 	// so requests to the delivery daemon name LifecycleUID instead of carrying a signed
 	// credential (the daemon holds them to the ACL the callout recorded).
@@ -110,6 +114,10 @@ type Endpoint struct {
 	uid      string
 	channels map[string]*nats.Subscription
 	presence jetstream.KeyValue
+	present  bool                     // Join wrote this endpoint's presence: Close writes it offline
+	roleCons jetstream.Consumer       // the role's anycast durable, once bound
+	dmCons   jetstream.Consumer       // the DM durable, once bound
+	dmCC     jetstream.ConsumeContext // its consume context
 	stops    []func()
 	backstop map[string]string        // joined channel -> "" when its durable backstop is established, else why not
 	left     map[string]uint64        // channel left in this session -> the CHAT sequence it was left at
@@ -367,8 +375,8 @@ func (c *Config) check() error {
 	if err := protocol.CheckSpace(c.Space); err != nil {
 		return fmt.Errorf("space: %w", err)
 	}
-	if c.Name == "" || len(c.Name) > protocol.MaxNameLength {
-		return fmt.Errorf("name %q: want 1 to %d characters", c.Name, protocol.MaxNameLength)
+	if err := protocol.CheckDisplayName(c.Name); err != nil {
+		return err
 	}
 	actor := c.Actor
 	if actor == "" {
@@ -444,7 +452,7 @@ func (e *Endpoint) Close() error {
 	// daemon does not hand it to this incarnation again.
 	e.confirmAndReport(context.Background(), true)
 	e.mu.Lock()
-	joined := e.joined
+	joined := e.present // a Join refused before it wrote presence leaves the record alone
 	stops := e.stops
 	subs := e.channels
 	e.channels = map[string]*nats.Subscription{}
@@ -461,7 +469,7 @@ func (e *Endpoint) Close() error {
 	// Durable copies never taken (held, handed back, or unread in Messages()) are
 	// redelivered at once to the next incarnation, in the order they were stored.
 	e.returnUnsettled()
-	if joined {
+	if joined && !e.otherSessionLive() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		if err := e.writePresence(ctx, protocol.StatusOffline); err != nil {
 			errs = append(errs, fmt.Errorf("leave: presence: %w", err))

@@ -12,7 +12,8 @@ import (
 // creates) its DM durable, binds the role's anycast durable when it has a role, writes
 // its presence and keeps it fresh, and joins channels (see JoinChannel: history streams
 // into Messages() after Join returns, so read Messages() to receive it). It may be called
-// once.
+// once. With Config.SoleSession it fails with ErrSessionLive, and changes nothing, while another
+// connection consumes this principal's direct messages (another live session of the name).
 func (e *Endpoint) Join(ctx context.Context, channels ...string) (err error) {
 	e.mu.Lock()
 	if e.joined || e.closed {
@@ -42,6 +43,9 @@ func (e *Endpoint) Join(ctx context.Context, channels ...string) (err error) {
 	if err := e.writePresence(ctx, e.currentStatus()); err != nil {
 		return err
 	}
+	e.mu.Lock()
+	e.present = true
+	e.mu.Unlock()
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

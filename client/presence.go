@@ -134,8 +134,13 @@ func (e *Endpoint) SetStatus(ctx context.Context, st protocol.Status) error {
 	return e.writePresence(ctx, st)
 }
 
-// SetActivity sets the free-text description of current work and publishes it at once.
+// SetActivity sets the one-line description of current work and publishes it at once.
+// An activity longer than protocol.MaxActivityLength, or not on one line, is refused (see
+// protocol.CheckActivity) and changes nothing.
 func (e *Endpoint) SetActivity(ctx context.Context, activity string) error {
+	if err := protocol.CheckActivity(activity); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	if e.activity != activity {
 		e.activity, e.actSince = activity, time.Now().UnixMilli()

@@ -96,16 +96,6 @@ func (e *Endpoint) onDMOrAnycast(m jetstream.Msg) {
 	}
 }
 
-// consume binds durable name on stream and feeds it to onDMOrAnycast until Close.
-func (e *Endpoint) consume(ctx context.Context, stream, name string, opts ...jetstream.PullConsumeOpt) error {
-	cons, err := e.js.Consumer(ctx, stream, name)
-	if err != nil {
-		return fmt.Errorf("bind %s on %s: %w", name, stream, err)
-	}
-	_, err = e.consumeWith(cons, name, stream, e.onDMOrAnycast, opts...)
-	return err
-}
-
 // consumeWith feeds the bound durable cons to handle until Close, and returns its consume
 // context.
 func (e *Endpoint) consumeWith(cons jetstream.Consumer, name, stream string, handle jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
@@ -143,7 +133,24 @@ func (e *Endpoint) bindDM(ctx context.Context) error {
 			e.setUID(name[len(protocol.ConsumerDMPrefix(e.me)):])
 		}
 	}
-	return e.consume(ctx, stream, protocol.ConsumerDM(e.me, e.lifecycleUID()))
+	name := protocol.ConsumerDM(e.me, e.lifecycleUID())
+	cons, err := e.js.Consumer(ctx, stream, name)
+	if err != nil {
+		return fmt.Errorf("bind %s on %s: %w", name, stream, err)
+	}
+	if e.cfg.SoleSession {
+		if err := e.soleSession(cons); err != nil {
+			return err
+		}
+	}
+	cc, err := e.consumeWith(cons, name, stream, e.onDMOrAnycast)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.dmCons, e.dmCC = cons, cc
+	e.mu.Unlock()
+	return nil
 }
 
 func (e *Endpoint) createDMDurable(ctx context.Context) error {
@@ -265,6 +272,7 @@ func (e *Endpoint) bindRole(ctx context.Context) error {
 	if e.closed {
 		return errors.New("the endpoint is closed")
 	}
+	e.roleCons = cons
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

@@ -92,8 +92,8 @@ func (c *AgentCard) Validate() error {
 	if _, err := ParsePrincipal(c.ID); err != nil {
 		return fmt.Errorf("card id: %w", err)
 	}
-	if c.Name == "" || len(c.Name) > MaxNameLength {
-		return fmt.Errorf("card name %q: want 1 to %d bytes", c.Name, MaxNameLength)
+	if err := CheckDisplayName(c.Name); err != nil {
+		return fmt.Errorf("card %w", err)
 	}
 	if c.Kind != CardAgent && c.Kind != CardEndpoint {
 		return fmt.Errorf("card kind %q: want %q or %q", c.Kind, CardAgent, CardEndpoint)

@@ -175,6 +175,7 @@ func TestAgentCardValidate(t *testing.T) {
 		{"nkey owner", func(c *protocol.AgentCard) { c.ID = nkey + ".team" }, false},
 		{"dash-form id", func(c *protocol.AgentCard) { c.ID = ownerA + "-alice" }, false},
 		{"no name", func(c *protocol.AgentCard) { c.Name = "" }, false},
+		{"name with a line break", func(c *protocol.AgentCard) { c.Name = "alice\nroot (operator) waiting" }, false},
 		{"name too long", func(c *protocol.AgentCard) { c.Name = strings.Repeat("n", protocol.MaxNameLength+1) }, false},
 		{"no kind", func(c *protocol.AgentCard) { c.Kind = "" }, false},
 		{"other kind", func(c *protocol.AgentCard) { c.Kind = "bot" }, false},

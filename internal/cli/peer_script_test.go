@@ -11,6 +11,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/protocol"
 )
 
 // unquoteArg reads a script argument with Go string escapes (\n, \x1b, \u202e).
@@ -33,11 +34,11 @@ func cmdSetq(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv(args[0], unquoteArg(ts, args[1]))
 }
 
-// cmdPeer plays a peer that writes what it likes in its card and messages, which the CLI
-// would never let a person type: through the Go SDK, on the script project's open mesh and
-// first space, it joins as ACTOR shown as NAME, sets its activity, then posts and sends
-// DMs in order, and stays in presence until the script ends. NAME, ACTIVITY and TEXT are
-// read with Go string escapes (\n, \x1b, \u202e).
+// cmdPeer plays a peer that writes what it likes in its card and messages, which neither
+// the CLI nor the Go SDK would let it write: on the script project's open mesh and first
+// space it writes its own presence record raw (as ACTOR, shown as NAME, with ACTIVITY) and
+// keeps it fresh until the script ends, then posts and sends DMs in order through the SDK.
+// NAME, ACTIVITY and TEXT are read with Go string escapes (\n, \x1b, \u202e).
 //
 //	peer ACTOR NAME ACTIVITY [post CHANNEL TEXT | dm TO TEXT]...
 func cmdPeer(ts *testscript.TestScript, neg bool, args []string) {
@@ -53,29 +54,65 @@ func cmdPeer(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a hang guard
 	defer cancel()
-	ep, err := client.Connect(ctx, mesh.Server, client.Config{Space: mesh.Spaces[0], Actor: args[0], Name: unquoteArg(ts, args[1])})
+	space := mesh.Spaces[0]
+	ep, err := client.Connect(ctx, mesh.Server, client.Config{Space: space, Actor: args[0], Name: args[0]})
 	if err != nil {
 		ts.Fatalf("connect: %v", err)
 	}
-	ts.Defer(func() { _ = ep.Close() })
-	if err := ep.Join(ctx); err != nil {
-		ts.Fatalf("join: %v", err)
+	kv, err := ep.JetStream().KeyValue(ctx, protocol.BucketPresence(space))
+	if err != nil {
+		ts.Fatalf("presence bucket: %v", err)
 	}
-	if err := ep.SetActivity(ctx, unquoteArg(ts, args[2])); err != nil {
-		ts.Fatalf("activity: %v", err)
+	me := ep.Principal()
+	rec := protocol.Presence{Card: protocol.AgentCard{ID: me.String(), Name: unquoteArg(ts, args[1]), Kind: protocol.CardAgent,
+		ProtocolVersion: protocol.ProtocolVersion, Owner: me.Owner, Actor: me.Actor},
+		Status: protocol.StatusIdle, Activity: unquoteArg(ts, args[2])}
+	write := func(ctx context.Context) error {
+		rec.TS = time.Now().UnixMilli()
+		b, err := json.Marshal(rec)
+		if err == nil {
+			_, err = kv.Put(ctx, me.String(), b)
+		}
+		return err
 	}
+	if err := write(ctx); err != nil {
+		ts.Fatalf("write presence: %v", err)
+	}
+	beat, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(protocol.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-beat.Done():
+				return
+			case <-t.C:
+				_ = write(beat) // a missed beat shows the peer offline, which the script would report
+			}
+		}
+	}()
+	ts.Defer(func() { stop(); <-done; _ = ep.Close() })
 	for a := args[3:]; len(a) > 0; a = a[3:] {
-		text := client.Text(unquoteArg(ts, a[2]))
+		m := ep.Envelope(client.Text(unquoteArg(ts, a[2])))
+		m.From.Name = rec.Card.Name // the name it chose, in the message too
+		var subject string
 		switch a[0] {
 		case "post":
-			_, err = ep.Post(ctx, a[1], text)
+			m.Channel, subject = a[1], protocol.ChatSubject(space, me, a[1])
 		case "dm":
-			var to client.Target
-			if to, err = ep.Resolve(ctx, a[1]); err == nil {
-				_, err = ep.DM(ctx, to.Principal, text)
+			to, err := ep.Resolve(ctx, a[1])
+			if err != nil {
+				ts.Fatalf("peer dm %s: %v", a[1], err)
 			}
+			m.To, subject = to.Principal.String(), protocol.InstSubject(space, to.Principal, me)
 		default:
 			ts.Fatalf("peer: unknown action %q: want post or dm", a[0])
+		}
+		b, err := protocol.EncodeMessage(m)
+		if err == nil {
+			_, err = ep.JetStream().Publish(ctx, subject, b)
 		}
 		if err != nil {
 			ts.Fatalf("peer %s %s: %v", a[0], a[1], err)

@@ -101,7 +101,9 @@ lists the personas and cotal_persona defines one within the agent's own grant.
 
 Messages for the agent wait in its inbox until the model is given them (cotal_inbox, or a
 push): only then is a copy acked, so a killed server loses nothing. The agent is in the
-roster while the server runs and goes offline when the client closes stdin.`,
+roster while the server runs and goes offline when the client closes stdin. One name has
+one live session: a second cotal mcp of a name whose session still runs is refused at
+start, and the first keeps its messages.`,
 		Example: `  claude mcp add cotal -- cotal mcp --name builder --role builder
   COTAL_NAME=reviewer COTAL_SUBSCRIBE=general,review cotal mcp
   cotal mcp --persona builder`,
@@ -314,7 +316,7 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 		meta = map[string]any{"connector": opts.Harness}
 	}
 	if opts.Persona == "" {
-		cfg := client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait}
+		cfg := client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait, SoleSession: true}
 		if !mintsAgent(*target) {
 			return opts.Connect(ctx, *target, cfg, cmdutil.As{Profile: trust.ProfileProvisioner, Join: true, Person: true})
 		}
@@ -341,7 +343,8 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 		opts.Channels = per.BootSet()
 	}
 	opts.Capabilities = per.Capabilities
-	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: protocol.CardAgent, Description: per.Description, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait}
+	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: protocol.CardAgent, Description: per.Description, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait,
+		SoleSession: true} // a second session of an AI agent would split its DMs: refused
 	if !target.Auth() {
 		return opts.Connect(ctx, *target, cfg, cmdutil.As{})
 	}
