@@ -39,6 +39,7 @@ import (
 const (
 	DefaultWindow    = 30 * time.Second // spawn readiness window
 	DefaultStopGrace = 10 * time.Second // SIGTERM to SIGKILL
+	DefaultKeepEnded = 32               // ended seats ps keeps showing
 	attachTTL        = 15 * time.Second // an attach session not renewed this long ends
 	screenSize       = 256 << 10
 )
@@ -63,6 +64,9 @@ type Manager struct {
 	Window    time.Duration // 0 means DefaultWindow
 	StopGrace time.Duration // 0 means DefaultStopGrace
 	LeaseTTL  time.Duration // 0 means the bucket's TTL (provision.ManagerLeaseTTL)
+	// KeepEnded is how many ended seats ps keeps showing (the most recently ended);
+	// older ones are forgotten. 0 means DefaultKeepEnded.
+	KeepEnded int
 	Logger    *slog.Logger  // nil means discard
 
 	log      *slog.Logger
@@ -93,8 +97,8 @@ func (m *Manager) check() error {
 	return nil
 }
 
-// Run takes the lease, adopts the seats a previous manager left, serves until ctx ends,
-// then stops every seat it started and releases the lease. It returns ErrLeaseHeld
+// Run takes the lease, adopts the seats a previous manager left, serves until ctx ends
+// (calling ready, when not nil, once it serves), then stops every seat it started and releases the lease. It returns ErrLeaseHeld
 // (wrapped, naming the holder) when another manager serves this space on this host.
 func (m *Manager) Run(ctx context.Context, ready func()) error {
 	if err := m.check(); err != nil {
@@ -116,6 +120,9 @@ func (m *Manager) Run(ctx context.Context, ready func()) error {
 	}
 	if m.StopGrace <= 0 {
 		m.StopGrace = DefaultStopGrace
+	}
+	if m.KeepEnded <= 0 {
+		m.KeepEnded = DefaultKeepEnded
 	}
 	if m.LeaseTTL <= 0 {
 		m.LeaseTTL = provision.ManagerLeaseTTL
@@ -177,7 +184,9 @@ func (m *Manager) Run(ctx context.Context, ready func()) error {
 		m.wg.Wait()
 		return fmt.Errorf("manager %s: service: %w", m.Space, err)
 	}
-	ready()
+	if ready != nil {
+		ready()
+	}
 
 	renew := time.NewTicker(m.LeaseTTL / 3)
 	defer renew.Stop()

@@ -95,19 +95,19 @@ func runPs(ctx context.Context, opts *PsOptions) error {
 // Process is a seat's process state for a person: "running 3m", "exited 1", ...
 func Process(s protocol.SeatInfo, now time.Time) string {
 	switch s.Process {
-	case "running":
+	case protocol.SeatRunning:
 		up := now.Sub(time.UnixMilli(s.Started)).Round(time.Second)
 		if s.Adopted {
 			return "running (adopted)"
 		}
 		return "running " + up.String()
-	case "exited":
+	case protocol.SeatExited:
 		if s.Code == nil {
 			return "exited ?"
 		}
 		return fmt.Sprintf("exited %d", *s.Code)
 	}
-	return s.Process
+	return string(s.Process)
 }
 
 func esc(s string) string { return termsafe.Escape(s) }
