@@ -184,6 +184,17 @@ func (m *Manager) Run(ctx context.Context, ready func()) error {
 		m.wg.Wait()
 		return fmt.Errorf("manager %s: service: %w", m.Space, err)
 	}
+	// Serving means the broker has the service's subscriptions: a request sent once ready
+	// returns reaches it.
+	fctx, fcancel := context.WithTimeout(sctx, 10*time.Second)
+	err = ep.Conn().FlushWithContext(fctx)
+	fcancel()
+	if err != nil {
+		_ = svc.Stop()
+		stop()
+		m.wg.Wait()
+		return fmt.Errorf("manager %s: service: %w", m.Space, err)
+	}
 	if ready != nil {
 		ready()
 	}

@@ -413,6 +413,7 @@ func (s *seat) exited(code int) {
 		_ = s.ptmx.Close()
 	}
 	s.mu.Unlock()
+	s.m.prune() // before the settle a spawn waits for: its answer finds ps pruned
 	s.broadcast(nil, "exit")
 	s.settle(protocol.SettleFailed) // no-op once settled
 	if err := errors.Join(agentrun.Cleanup(s.spec), s.releaseFolder()); err != nil {
@@ -420,7 +421,6 @@ func (s *seat) exited(code int) {
 	}
 	s.m.log.Info("seat exited", "seat", s.info.Name, "code", code)
 	close(s.done)
-	s.m.prune()
 	if !stopping && code != 0 && restartOnFailure(s.persona) && s.m.ctx.Err() == nil && restarts < 3 {
 		s.m.restart(s)
 	}
