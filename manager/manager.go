@@ -76,7 +76,8 @@ type Manager struct {
 	mu       sync.Mutex
 	seats    map[string]*seat       // by name, running and ended
 	presence map[string]client.Peer // by actor (owner local)
-	presCh   chan struct{}          // closed and replaced at every presence change
+	presCh   chan struct{}          // closed and replaced at every presence change applied
+	presGen  int                    // presence changes applied (each one wake-up)
 	wg       sync.WaitGroup
 	ctx      context.Context
 }
@@ -227,19 +228,70 @@ loop:
 	return runErr
 }
 
-// watchPresence keeps the roster the seats' mesh state and settles read.
+// presenceEvery is the least time between two presence updates the manager applies: the
+// changes in between are coalesced, the latest per peer kept.
+const presenceEvery = 100 * time.Millisecond
+
+// watchPresence keeps the roster the seats' mesh state and settles read. A peer that
+// writes its presence in a loop costs a map write per change: changes are kept per peer
+// (the latest wins) and applied at most once per presenceEvery, each application one
+// lock and one wake-up of the seats waiting on presence. A change after a quiet spell is
+// applied at once.
 func (m *Manager) watchPresence(ch <-chan client.PeerChange) {
-	for c := range ch {
-		p, err := protocol.ParsePrincipal(c.Card.ID)
+	pending := map[string]client.Peer{} // by card id
+	var (
+		last  time.Time
+		timer *time.Timer
+		tick  <-chan time.Time
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		select {
+		case c, ok := <-ch:
+			if !ok {
+				m.applyPresence(pending)
+				return
+			}
+			pending[c.Card.ID] = c.Peer
+			if tick != nil {
+				continue // an application is due
+			}
+			if wait := presenceEvery - time.Since(last); wait > 0 {
+				timer = time.NewTimer(wait)
+				tick = timer.C
+				continue
+			}
+		case <-tick:
+			timer, tick = nil, nil
+		}
+		m.applyPresence(pending)
+		clear(pending)
+		last = time.Now()
+	}
+}
+
+// applyPresence takes the latest presence of each peer in pending into the roster and
+// wakes whoever waits on a change.
+func (m *Manager) applyPresence(pending map[string]client.Peer) {
+	if len(pending) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, peer := range pending {
+		p, err := protocol.ParsePrincipal(id)
 		if err != nil || p.Owner != protocol.OwnerLocal {
 			continue
 		}
-		m.mu.Lock()
-		m.presence[p.Actor] = c.Peer
-		close(m.presCh)
-		m.presCh = make(chan struct{})
-		m.mu.Unlock()
+		m.presence[p.Actor] = peer
 	}
+	close(m.presCh)
+	m.presCh = make(chan struct{})
+	m.presGen++
 }
 
 // meshState is how the roster shows actor: its status, offline, or not in roster.
