@@ -67,7 +67,7 @@ type Manager struct {
 	// KeepEnded is how many ended seats ps keeps showing (the most recently ended);
 	// older ones are forgotten. 0 means DefaultKeepEnded.
 	KeepEnded int
-	Logger    *slog.Logger  // nil means discard
+	Logger    *slog.Logger // nil means discard
 
 	log      *slog.Logger
 	ep       *client.Endpoint

@@ -32,9 +32,10 @@ func NewCmdPs(f *cmdutil.Factory, runF func(context.Context, *PsOptions) error) 
 		Use:   "ps [--json] [--wide]",
 		Short: "List the agents the manager runs",
 		Long: `List the seats of the space's agent manager: one row per agent with its persona, harness,
-model, process state (running and for how long, or exited and its code) and mesh state
-(idle, working, waiting, offline, or not in roster). --json prints one JSON object per
-seat per line; --wide adds the pid, lifecycle uid, who spawned it, its folder and host.`,
+model, process state (starting, running and for how long, stopping, or exited and its
+code) and mesh state (idle, working, waiting, offline, or not in roster). The manager keeps
+the 32 most recently ended seats. --json prints one JSON object per seat per line; --wide
+adds the pid, lifecycle uid, who spawned it, its folder and host.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.JSON && opts.Wide {

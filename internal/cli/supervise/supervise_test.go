@@ -120,7 +120,9 @@ func TestSuperviseRefuses(t *testing.T) {
 		t.Fatalf("bad window: %v", err)
 	}
 	opts, _, _, _ = options(t, nil)
-	opts.Resolve = func(cmdutil.MeshFlags) (cmdutil.Target, error) { return cmdutil.Target{Server: "nats://127.0.0.1:1", Space: space}, nil }
+	opts.Resolve = func(cmdutil.MeshFlags) (cmdutil.Target, error) {
+		return cmdutil.Target{Server: "nats://127.0.0.1:1", Space: space}, nil
+	}
 	if err := runSupervise(t.Context(), opts); err == nil || !strings.Contains(err.Error(), "cotal setup --yes") {
 		t.Fatalf("outside a project: %v", err)
 	}
