@@ -233,7 +233,7 @@ func (s *Server) despawn(ctx context.Context, _ *mcp.CallToolRequest, a despawnA
 	if err := s.Manager.Client.Call(ctx, protocol.MgrStop, protocol.NameArgs{Name: name}, &info); err != nil {
 		return nil, despawnOut{}, mgrErr("stop "+name, err)
 	}
-	out := despawnOut{Name: info.Name, Process: info.Process, Code: info.Code}
+	out := despawnOut{Name: info.Name, Process: string(info.Process), Code: info.Code}
 	return text("Stopped %s (%s); its credential is retired.", info.Name, info.Process), out, nil
 }
 

@@ -184,15 +184,53 @@ func WriteFiles(s connector.Spec) error {
 	return nil
 }
 
-// Cleanup removes what the spec lists for removal after a run.
+// Cleanup removes what the spec lists for removal after a run, and only what lies inside
+// one of the spec's own folders (Dirs): a path outside them, or one that reaches out of
+// them through a symbolic link, is left alone and reported. A list read back from disk
+// (a seat record) can name anything; nothing outside the run's folders is ever removed.
 func Cleanup(s connector.Spec) error {
 	var errs []error
 	for _, path := range s.Remove {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := removeWithin(s.Dirs, path); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeWithin removes path when it lies inside one of dirs, resolved inside that folder
+// (an os.Root: no symbolic link or .. leads out of it); a path already gone is not an
+// error.
+func removeWithin(dirs []string, path string) error {
+	for _, dir := range dirs {
+		if !filepath.IsAbs(dir) || !filepath.IsAbs(path) {
+			continue
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil || !filepath.IsLocal(rel) {
+			continue
+		}
+		st, err := os.Lstat(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // the folder is gone, and what it held with it
+		}
+		if err != nil {
+			return fmt.Errorf("remove %s: %w", path, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("remove %s: %s is not a folder (a symbolic link?); left alone", path, dir)
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			return fmt.Errorf("remove %s: %w", path, err)
+		}
+		defer func() { _ = root.Close() }()
+		if err := root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", path, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("remove %s: it is not inside the run's own folders; left alone", path)
 }
 
 // ChildEnv is the launcher's environment without its COTAL_* variables (the agent's

@@ -41,6 +41,7 @@ import (
 const (
 	DefaultWindow    = 30 * time.Second // spawn readiness window
 	DefaultStopGrace = 10 * time.Second // SIGTERM to SIGKILL
+	DefaultKeepEnded = 32               // ended seats ps keeps showing
 	attachTTL        = 15 * time.Second // an attach session not renewed this long ends
 	screenSize       = 256 << 10
 )
@@ -69,7 +70,10 @@ type Manager struct {
 	Window    time.Duration // 0 means DefaultWindow
 	StopGrace time.Duration // 0 means DefaultStopGrace
 	LeaseTTL  time.Duration // 0 means the bucket's TTL (provision.ManagerLeaseTTL)
-	Logger    *slog.Logger  // nil means discard
+	// KeepEnded is how many ended seats ps keeps showing (the most recently ended);
+	// older ones are forgotten. 0 means DefaultKeepEnded.
+	KeepEnded int
+	Logger    *slog.Logger // nil means discard
 
 	log      *slog.Logger
 	ep       *client.Endpoint
@@ -78,7 +82,8 @@ type Manager struct {
 	mu       sync.Mutex
 	seats    map[string]*seat       // by name, running and ended
 	presence map[string]client.Peer // by actor (owner local)
-	presCh   chan struct{}          // closed and replaced at every presence change
+	presCh   chan struct{}          // closed and replaced at every presence change applied
+	presGen  int                    // presence changes applied (each one wake-up)
 	wg       sync.WaitGroup
 	ctx      context.Context
 }
@@ -101,8 +106,8 @@ func (m *Manager) check() error {
 	return nil
 }
 
-// Run takes the lease, adopts the seats a previous manager left, serves until ctx ends,
-// then stops every seat it started and releases the lease. It returns ErrLeaseHeld
+// Run takes the lease, adopts the seats a previous manager left, serves until ctx ends
+// (calling ready, when not nil, once it serves), then stops every seat it started and releases the lease. It returns ErrLeaseHeld
 // (wrapped, naming the holder) when another manager serves this space on this host.
 func (m *Manager) Run(ctx context.Context, ready func()) error {
 	if err := m.check(); err != nil {
@@ -124,6 +129,9 @@ func (m *Manager) Run(ctx context.Context, ready func()) error {
 	}
 	if m.StopGrace <= 0 {
 		m.StopGrace = DefaultStopGrace
+	}
+	if m.KeepEnded <= 0 {
+		m.KeepEnded = DefaultKeepEnded
 	}
 	if m.LeaseTTL <= 0 {
 		m.LeaseTTL = provision.ManagerLeaseTTL
@@ -185,7 +193,20 @@ func (m *Manager) Run(ctx context.Context, ready func()) error {
 		m.wg.Wait()
 		return fmt.Errorf("manager %s: service: %w", m.Space, err)
 	}
-	ready()
+	// Serving means the broker has the service's subscriptions: a request sent once ready
+	// returns reaches it.
+	fctx, fcancel := context.WithTimeout(sctx, 10*time.Second)
+	err = ep.Conn().FlushWithContext(fctx)
+	fcancel()
+	if err != nil {
+		_ = svc.Stop()
+		stop()
+		m.wg.Wait()
+		return fmt.Errorf("manager %s: service: %w", m.Space, err)
+	}
+	if ready != nil {
+		ready()
+	}
 
 	renew := time.NewTicker(m.LeaseTTL / 3)
 	defer renew.Stop()
@@ -215,19 +236,70 @@ loop:
 	return runErr
 }
 
-// watchPresence keeps the roster the seats' mesh state and settles read.
+// presenceEvery is the least time between two presence updates the manager applies: the
+// changes in between are coalesced, the latest per peer kept.
+const presenceEvery = 100 * time.Millisecond
+
+// watchPresence keeps the roster the seats' mesh state and settles read. A peer that
+// writes its presence in a loop costs a map write per change: changes are kept per peer
+// (the latest wins) and applied at most once per presenceEvery, each application one
+// lock and one wake-up of the seats waiting on presence. A change after a quiet spell is
+// applied at once.
 func (m *Manager) watchPresence(ch <-chan client.PeerChange) {
-	for c := range ch {
-		p, err := protocol.ParsePrincipal(c.Card.ID)
+	pending := map[string]client.Peer{} // by card id
+	var (
+		last  time.Time
+		timer *time.Timer
+		tick  <-chan time.Time
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		select {
+		case c, ok := <-ch:
+			if !ok {
+				m.applyPresence(pending)
+				return
+			}
+			pending[c.Card.ID] = c.Peer
+			if tick != nil {
+				continue // an application is due
+			}
+			if wait := presenceEvery - time.Since(last); wait > 0 {
+				timer = time.NewTimer(wait)
+				tick = timer.C
+				continue
+			}
+		case <-tick:
+			timer, tick = nil, nil
+		}
+		m.applyPresence(pending)
+		clear(pending)
+		last = time.Now()
+	}
+}
+
+// applyPresence takes the latest presence of each peer in pending into the roster and
+// wakes whoever waits on a change.
+func (m *Manager) applyPresence(pending map[string]client.Peer) {
+	if len(pending) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, peer := range pending {
+		p, err := protocol.ParsePrincipal(id)
 		if err != nil || p.Owner != protocol.OwnerLocal {
 			continue
 		}
-		m.mu.Lock()
-		m.presence[p.Actor] = c.Peer
-		close(m.presCh)
-		m.presCh = make(chan struct{})
-		m.mu.Unlock()
+		m.presence[p.Actor] = peer
 	}
+	close(m.presCh)
+	m.presCh = make(chan struct{})
+	m.presGen++
 }
 
 // meshState is how the roster shows actor: its status, offline, or not in roster.

@@ -39,15 +39,17 @@ type seat struct {
 	spawner caller
 	release func() error // removes the run folder, the credential with it
 
-	mu       sync.Mutex
-	info     protocol.SeatInfo
-	proc     *os.Process
-	ptmx     *os.File // nil for an adopted seat
-	screen   *screen
-	sessions map[string]*session
-	stopping bool
-	settled  chan struct{} // closed once the spawn settles
-	done     chan struct{} // closed once the process has ended and its files are gone
+	mu          sync.Mutex // guards the fields below and info
+	info        protocol.SeatInfo
+	proc        *os.Process
+	start       string   // the process's start time (workspace.Record), "" if unknown
+	ptmx        *os.File // nil for an adopted seat
+	screen      *screen
+	sessions    map[string]*session
+	stopping    bool
+	cancelStart func()        // cancels the start; set once it began
+	settled     chan struct{} // closed once the spawn settles
+	done        chan struct{} // closed once the process has ended (or never started) and its files are gone
 }
 
 // session is one attach: terminal bytes go to its reply subject until it expires.
@@ -60,7 +62,7 @@ func (s *seat) snapshot() protocol.SeatInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	info := s.info
-	if info.Outcome == protocol.SettleFailed || info.Process == "exited" {
+	if info.Outcome == protocol.SettleFailed || info.Process.Ended() {
 		info.LogTail = s.screen.Tail(10)
 	}
 	return info
@@ -69,7 +71,7 @@ func (s *seat) snapshot() protocol.SeatInfo {
 func (s *seat) running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.info.Process != "exited"
+	return !s.info.Process.Ended()
 }
 
 func (s *seat) settle(outcome string) {
@@ -271,7 +273,14 @@ func (m *Manager) takenLocked(name string, held map[string]bool) string {
 
 // start prepares the seat's run (folder, credential, files) and starts it in a
 // pseudo-terminal.
-func (m *Manager) start(s *seat, con connector.Connector, cwd string) error {
+func (m *Manager) start(s *seat, con connector.Connector, cwd string) (err error) {
+	sctx, endStart := s.beginStart(m.ctx)
+	defer endStart()
+	defer func() {
+		if err != nil {
+			s.startFailed()
+		}
+	}()
 	a, per := s.args, s.persona
 	l := agentrun.NewLaunch(agentrun.Target{Project: m.Project, Space: m.Space, Servers: m.Servers, Auth: m.Auth, Exe: m.Exe, Getenv: m.Getenv},
 		per, agentrun.Overrides{Name: s.info.Name, Role: a.Role, Model: a.Model, Prompt: a.Prompt, HasPrompt: a.Prompt != "", Args: a.Args})
@@ -287,8 +296,7 @@ func (m *Manager) start(s *seat, con connector.Connector, cwd string) error {
 	if err != nil {
 		return refuse(codeBad, "spawning %s: %s is not installed on the manager's host (%s)", l.Name, spec.Command, con.Install)
 	}
-	s.launch, s.spec, s.program = l, spec, program
-	s.info.Model, s.info.Role = l.Model, l.Role
+	s.prepared(l, spec, program)
 
 	release, err := agentrun.Claim(l.RunDir, l.Name, os.Getpid())
 	if err != nil {
@@ -307,10 +315,13 @@ func (m *Manager) start(s *seat, con connector.Connector, cwd string) error {
 		// reads a DM that was waiting for an earlier holder of its name.
 		spec := agentrun.UserSpec(l, per)
 		spec.LifecycleUID = protocol.NewLifecycleUID()
-		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+		ctx, cancel := context.WithTimeout(sctx, 30*time.Second)
 		creds, err := m.Mint(ctx, spec)
 		cancel()
 		if err != nil {
+			if sctx.Err() != nil && m.ctx.Err() == nil {
+				return fail(s.stoppedWhileStarting())
+			}
 			return fail(fmt.Errorf("mint %s: %w", l.Name, err))
 		}
 		c, err := trust.ReadCreds(creds)
@@ -320,7 +331,7 @@ func (m *Manager) start(s *seat, con connector.Connector, cwd string) error {
 		if c.LifecycleUID != spec.LifecycleUID {
 			return fail(fmt.Errorf("mint %s: the credential names lifecycle uid %s, not the fresh %s asked for", l.Name, c.LifecycleUID, spec.LifecycleUID))
 		}
-		s.info.UID = c.LifecycleUID
+		s.setUID(c.LifecycleUID)
 		if err := atomicfile.WriteFile(l.CredsPath, creds, 0o600); err != nil {
 			return fail(fmt.Errorf("write creds: %w", err))
 		}
@@ -337,6 +348,10 @@ func (m *Manager) start(s *seat, con connector.Connector, cwd string) error {
 		return fail(fmt.Errorf("log: %w", err))
 	}
 
+	if sctx.Err() != nil {
+		_ = logf.Close()
+		return fail(s.stoppedWhileStarting())
+	}
 	cmd := exec.Command(program, spec.Args...)
 	cmd.Env = agentrun.ChildEnv(m.Environ(), spec.Env)
 	cmd.Dir = cwd
@@ -349,10 +364,7 @@ func (m *Manager) start(s *seat, con connector.Connector, cwd string) error {
 	if rec, err := workspace.ProcessRecord(cmd.Process.Pid); err == nil {
 		start = rec.Start
 	}
-	s.mu.Lock()
-	s.proc, s.ptmx = cmd.Process, ptmx
-	s.info.PID, s.info.Process, s.info.Started = cmd.Process.Pid, "running", time.Now().UnixMilli()
-	s.mu.Unlock()
+	running := s.launched(cmd.Process, ptmx, start)
 	// The run folder is held by the seat's process from now on, so it outlives this
 	// manager exactly as long as the agent does.
 	if err := workspace.WritePidfile(filepath.Join(l.RunDir, "spawn.pid"), cmd.Process.Pid); err != nil {
@@ -374,7 +386,17 @@ func (m *Manager) start(s *seat, con connector.Connector, cwd string) error {
 		s.exited(exitCode(err))
 	}()
 	go func() { defer m.wg.Done(); s.watchSettle() }()
+	if !running {
+		// A stop came while it started: end what was started; it ends as any seat does.
+		s.signal(syscall.SIGKILL)
+		return s.stoppedWhileStarting()
+	}
 	return nil
+}
+
+// stoppedWhileStarting is the answer to a spawn that a stop cancelled.
+func (s *seat) stoppedWhileStarting() error {
+	return refuse(protocol.MgrCodeStopped, "seat %s was stopped while it started", s.info.Name)
 }
 
 // exitCode is the process's exit code, 128+signal when a signal ended it.
@@ -462,12 +484,15 @@ func (s *seat) watchSettle() {
 // restarts it when its persona says restart: on-failure and it failed on its own.
 func (s *seat) exited(code int) {
 	s.mu.Lock()
-	s.info.Process, s.info.Code, s.info.Ended = "exited", &code, time.Now().UnixMilli()
+	s.moveLocked(protocol.SeatExited)
+	s.info.Code, s.info.Ended = &code, time.Now().UnixMilli()
 	stopping := s.stopping
+	restarts := s.info.Restarts
 	if s.ptmx != nil {
 		_ = s.ptmx.Close()
 	}
 	s.mu.Unlock()
+	s.m.prune() // before the settle a spawn waits for: its answer finds ps pruned
 	s.broadcast(nil, "exit")
 	s.settle(protocol.SettleFailed) // no-op once settled
 	if err := errors.Join(agentrun.Cleanup(s.spec), s.releaseFolder()); err != nil {
@@ -475,7 +500,7 @@ func (s *seat) exited(code int) {
 	}
 	s.m.log.Info("seat exited", "seat", s.info.Name, "code", code)
 	close(s.done)
-	if !stopping && code != 0 && restartOnFailure(s.persona) && s.m.ctx.Err() == nil && s.info.Restarts < 3 {
+	if !stopping && code != 0 && restartOnFailure(s.persona) && s.m.ctx.Err() == nil && restarts < 3 {
 		s.m.restart(s)
 	}
 }
@@ -500,7 +525,7 @@ func (m *Manager) restart(old *seat) {
 	}
 	s := &seat{m: m, persona: old.persona, args: old.args, spawner: old.spawner, screen: newScreen(screenSize),
 		sessions: map[string]*session{}, settled: make(chan struct{}), done: make(chan struct{})}
-	s.info = protocol.SeatInfo{Name: old.info.Name, Persona: old.info.Persona, Agent: old.info.Agent, Process: "starting",
+	s.info = protocol.SeatInfo{Name: old.info.Name, Persona: old.info.Persona, Agent: old.info.Agent, Process: protocol.SeatStarting,
 		Spawner: old.info.Spawner, Cwd: old.info.Cwd, Host: m.Host, Instance: m.instance, Restarts: old.info.Restarts + 1}
 	m.mu.Lock()
 	m.seats[s.info.Name] = s
@@ -515,23 +540,27 @@ func (m *Manager) restart(old *seat) {
 }
 
 // stop ends the seat: SIGTERM to its process group, then SIGKILL after grace (at once
-// with force), and waits until it has ended and its credential is gone.
+// with force), and waits until it has ended and its credential is gone. A seat still
+// starting has no process to signal: its start is cancelled, and kills what it started.
 func (s *seat) stop(force bool, grace time.Duration) {
 	s.mu.Lock()
-	if s.info.Process == "exited" {
+	switch s.info.Process {
+	case protocol.SeatExited:
 		s.mu.Unlock()
 		return
+	case protocol.SeatStarting, protocol.SeatRunning:
+		s.moveLocked(protocol.SeatStopping)
 	}
 	s.stopping = true
-	s.info.Process = "stopping"
-	pid := s.info.PID
+	if s.cancelStart != nil {
+		s.cancelStart()
+	}
 	s.mu.Unlock()
 	sig := syscall.SIGTERM
 	if force {
 		sig = syscall.SIGKILL
 	}
-	_ = syscall.Kill(-pid, sig) // the seat leads its own session and process group
-	_ = syscall.Kill(pid, sig)
+	s.signal(sig)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
@@ -539,12 +568,11 @@ func (s *seat) stop(force bool, grace time.Duration) {
 		return
 	case <-t.C:
 	}
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	_ = syscall.Kill(pid, syscall.SIGKILL)
+	s.signal(syscall.SIGKILL)
 	select {
 	case <-s.done:
 	case <-time.After(5 * time.Second):
-		s.m.log.Warn("seat did not end after SIGKILL", "seat", s.info.Name, "pid", pid)
+		s.m.log.Warn("seat did not end after SIGKILL", "seat", s.info.Name)
 	}
 }
 
@@ -569,7 +597,7 @@ func (s *seat) write(data []byte) (int, error) {
 	s.mu.Lock()
 	ptmx, state := s.ptmx, s.info.Process
 	s.mu.Unlock()
-	if state == "exited" {
+	if state.Ended() {
 		return 0, refuse(codeNotFound, "seat %s has exited", s.info.Name)
 	}
 	if ptmx == nil {
@@ -586,7 +614,7 @@ func (s *seat) attach(a protocol.AttachArgs, reply string) (protocol.AttachResul
 		delete(s.sessions, a.Session)
 		return protocol.AttachResult{}, nil
 	}
-	if s.ptmx == nil && s.info.Process != "exited" {
+	if s.ptmx == nil && !s.info.Process.Ended() {
 		return protocol.AttachResult{}, refuse(codeBad, "seat %s was adopted from an earlier manager: its terminal is gone", s.info.Name)
 	}
 	res := protocol.AttachResult{TTLMs: attachTTL.Milliseconds()}
@@ -598,7 +626,7 @@ func (s *seat) attach(a protocol.AttachArgs, reply string) (protocol.AttachResul
 		ss.expires = time.Now().Add(attachTTL)
 		return res, nil
 	}
-	if s.info.Process == "exited" {
+	if s.info.Process.Ended() {
 		return protocol.AttachResult{}, refuse(codeNotFound, "seat %s has exited", s.info.Name)
 	}
 	if a.Cols > 0 && a.Rows > 0 && s.ptmx != nil {
@@ -618,6 +646,9 @@ func (m *Manager) adopt() {
 		return
 	}
 	for _, e := range entries {
+		if !e.IsDir() || !protocol.ValidActor(e.Name()) {
+			continue // not a seat's run folder (a symbolic link is never followed)
+		}
 		b, err := os.ReadFile(filepath.Join(m.Project.Dir(), "run", e.Name(), "seat.json"))
 		if err != nil {
 			continue // a foreground spawn's folder
@@ -632,9 +663,10 @@ func (m *Manager) adopt() {
 			per = &workspace.Persona{Name: r.Info.Persona}
 		}
 		sp, _ := protocol.ParsePrincipal(r.Info.Spawner)
+		// What the record lists for removal is removed only inside the seat's own folders.
 		s := &seat{m: m, persona: per, spawner: caller{p: sp}, screen: newScreen(4 << 10),
 			sessions: map[string]*session{}, settled: make(chan struct{}), done: make(chan struct{}),
-			spec: connector.Spec{Remove: r.Remove}}
+			spec: connector.Spec{Dirs: m.seatFolders(r.Info.Agent, per, r.Info.Name), Remove: r.Remove}}
 		s.info = r.Info
 		s.info.Adopted, s.info.Instance, s.info.Host = true, m.instance, m.Host
 		outcome := r.Info.Outcome
@@ -644,22 +676,27 @@ func (m *Manager) adopt() {
 		s.info.Outcome = ""
 		s.settle(outcome)
 		alive := false
-		if r.Start != "" {
+		if r.Start != "" && r.Info.PID > 0 {
 			alive, _ = workspace.Record{PID: r.Info.PID, Start: r.Start}.Alive()
+		}
+		// The seat is complete before ps can see it.
+		if alive {
+			s.info.Process, s.start = protocol.SeatRunning, r.Start
+		} else {
+			s.info.Process, s.info.Code, s.info.Ended = protocol.SeatExited, nil, time.Now().UnixMilli()
 		}
 		m.mu.Lock()
 		m.seats[s.info.Name] = s
 		m.mu.Unlock()
 		if !alive {
-			s.info.Process, s.info.Code, s.info.Ended = "exited", nil, time.Now().UnixMilli()
 			if err := errors.Join(agentrun.Cleanup(s.spec), s.releaseFolder()); err != nil {
 				m.log.Warn("clean up ended seat", "seat", s.info.Name, "err", err)
 			}
 			close(s.done)
 			m.log.Info("seat of an earlier manager had ended", "seat", s.info.Name, "pid", r.Info.PID)
+			m.prune()
 			continue
 		}
-		s.info.Process = "running"
 		m.log.Info("adopted seat", "seat", s.info.Name, "pid", r.Info.PID)
 		rec := workspace.Record{PID: r.Info.PID, Start: r.Start}
 		m.wg.Add(1)
@@ -683,12 +720,14 @@ func (s *seat) watchAdopted(rec workspace.Record) {
 		}
 		if alive, err := rec.Alive(); err == nil && !alive {
 			s.mu.Lock()
-			s.info.Process, s.info.Ended = "exited", time.Now().UnixMilli()
+			s.moveLocked(protocol.SeatExited)
+			s.info.Ended = time.Now().UnixMilli()
 			s.mu.Unlock()
 			if err := errors.Join(agentrun.Cleanup(s.spec), s.releaseFolder()); err != nil {
 				s.m.log.Warn("clean up adopted seat", "seat", s.info.Name, "err", err)
 			}
 			close(s.done)
+			s.m.prune()
 			return
 		}
 	}
@@ -711,7 +750,7 @@ func RunningSeats(proj *workspace.Project) ([]string, error) {
 			continue
 		}
 		var r record
-		if json.Unmarshal(b, &r) != nil || r.Start == "" || r.Info.Process == "exited" {
+		if json.Unmarshal(b, &r) != nil || r.Start == "" || r.Info.Process.Ended() {
 			continue
 		}
 		if alive, _ := (workspace.Record{PID: r.Info.PID, Start: r.Start}).Alive(); alive {

@@ -29,12 +29,12 @@ func refuse(code, format string, args ...any) error {
 	return &refusal{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-// Refusal codes.
+// Refusal codes (protocol.MgrCode*).
 const (
-	codeDenied   = "permission-denied"
-	codeNotFound = "not-found"
-	codeExists   = "already-exists"
-	codeBad      = "bad-request"
+	codeDenied   = protocol.MgrCodeDenied
+	codeNotFound = protocol.MgrCodeNotFound
+	codeExists   = protocol.MgrCodeExists
+	codeBad      = protocol.MgrCodeBad
 )
 
 // caller is who asks: its principal, whether it asked on the operator rail, and whether
@@ -75,12 +75,12 @@ func (m *Manager) respond(req micro.Request, data any, err error) {
 		if errors.As(err, &rf) {
 			r.Code = rf.code
 		} else {
-			r.Code = "internal"
+			r.Code = protocol.MgrCodeInternal
 		}
 	} else {
 		r.OK = true
 		if r.Data, err = json.Marshal(data); err != nil {
-			r.OK, r.Error, r.Code = false, "encode answer: "+err.Error(), "internal"
+			r.OK, r.Error, r.Code = false, "encode answer: "+err.Error(), protocol.MgrCodeInternal
 		}
 	}
 	b, _ := json.Marshal(r) // a struct of strings and raw JSON always encodes

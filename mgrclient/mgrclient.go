@@ -20,11 +20,11 @@ var ErrNoManager = errors.New("no agent manager serves this space")
 
 // CodeDenied is the Code of a refusal for want of permission, by the manager or by the
 // broker.
-const CodeDenied = "permission-denied"
+const CodeDenied = protocol.MgrCodeDenied
 
 // Error is a refusal the manager answered with (or the broker's, Code CodeDenied).
 type Error struct {
-	Code    string // permission-denied, not-found, already-exists, bad-request, internal
+	Code    string // one of the protocol.MgrCode* constants
 	Message string
 	Broker  bool // the broker refused the request: the manager never saw it
 }

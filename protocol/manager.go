@@ -75,8 +75,8 @@ func ParseMgrSubject(space, subject string) (svc string, caller Principal, op st
 }
 
 // MgrReply is the body of every manager answer: {ok:true, data} or {ok:false, error}.
-// Code is a short token for a refusal a program branches on (permission-denied,
-// not-found, already-exists, bad-request, internal).
+// Code is a short token for a refusal a program branches on: one of the MgrCode
+// constants.
 type MgrReply struct {
 	OK    bool            `json:"ok"`
 	Data  json.RawMessage `json:"data,omitempty"`
@@ -128,26 +128,26 @@ type NameArgs struct {
 
 // SeatInfo is one row of ps.
 type SeatInfo struct {
-	Name     string `json:"name"`
-	Persona  string `json:"persona"`
-	Agent    string `json:"agent"`
-	Model    string `json:"model,omitempty"`
-	Role     string `json:"role,omitempty"`
-	UID      string `json:"uid"`
-	PID      int    `json:"pid"`
-	Process  string `json:"process"` // running, exited, stopping
-	Code     *int   `json:"code,omitempty"`
-	Started  int64  `json:"started"`           // unix ms
-	Ended    int64  `json:"ended,omitempty"`   // unix ms
-	Mesh     string `json:"mesh"`              // idle, working, waiting, offline, not in roster
-	Outcome  string `json:"outcome,omitempty"` // settle outcome; "" while pending
-	Spawner  string `json:"spawner"`           // principal that asked for it
-	Cwd      string `json:"cwd,omitempty"`
-	Host     string `json:"host"`
-	Adopted  bool   `json:"adopted,omitempty"` // found running by a later manager: no terminal
-	LogTail  string `json:"logTail,omitempty"`
-	Restarts int    `json:"restarts,omitempty"`
-	Instance string `json:"instance"` // the manager run that owns it
+	Name     string    `json:"name"`
+	Persona  string    `json:"persona"`
+	Agent    string    `json:"agent"`
+	Model    string    `json:"model,omitempty"`
+	Role     string    `json:"role,omitempty"`
+	UID      string    `json:"uid"`
+	PID      int       `json:"pid"`
+	Process  SeatState `json:"process"`
+	Code     *int      `json:"code,omitempty"`
+	Started  int64     `json:"started"`           // unix ms
+	Ended    int64     `json:"ended,omitempty"`   // unix ms
+	Mesh     string    `json:"mesh"`              // idle, working, waiting, offline, not in roster
+	Outcome  string    `json:"outcome,omitempty"` // settle outcome; "" while pending
+	Spawner  string    `json:"spawner"`           // principal that asked for it
+	Cwd      string    `json:"cwd,omitempty"`
+	Host     string    `json:"host"`
+	Adopted  bool      `json:"adopted,omitempty"` // found running by a later manager: no terminal
+	LogTail  string    `json:"logTail,omitempty"`
+	Restarts int       `json:"restarts,omitempty"`
+	Instance string    `json:"instance"` // the manager run that owns it
 }
 
 // PsResult is the answer to ps.

@@ -133,7 +133,7 @@ func runAttach(ctx context.Context, opts *AttachOptions) error {
 			}
 		}
 	}()
-	renew := time.NewTicker(time.Duration(res.TTLMs) * time.Millisecond / 3)
+	renew := time.NewTicker(RenewEvery(res.TTLMs))
 	defer renew.Stop()
 	for {
 		select {
@@ -171,4 +171,28 @@ func runAttach(ctx context.Context, opts *AttachOptions) error {
 			}
 		}
 	}
+}
+
+// Bounds of the attach session TTL a manager answers with.
+const (
+	defaultAttachTTL = 15 * time.Second
+	minAttachTTL     = time.Second
+	maxAttachTTL     = 10 * time.Minute
+)
+
+// RenewEvery is how often attach renews a session whose TTL the manager answered with
+// (ttlMs, a value from the network): a third of it, the TTL taken within 1 s and 10 min,
+// and 15 s when it is not positive.
+func RenewEvery(ttlMs int64) time.Duration {
+	ttl := defaultAttachTTL
+	switch {
+	case ttlMs <= 0:
+	case ttlMs < minAttachTTL.Milliseconds():
+		ttl = minAttachTTL
+	case ttlMs > maxAttachTTL.Milliseconds():
+		ttl = maxAttachTTL
+	default:
+		ttl = time.Duration(ttlMs) * time.Millisecond
+	}
+	return ttl / 3
 }

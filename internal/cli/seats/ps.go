@@ -32,9 +32,10 @@ func NewCmdPs(f *cmdutil.Factory, runF func(context.Context, *PsOptions) error) 
 		Use:   "ps [--json] [--wide]",
 		Short: "List the agents the manager runs",
 		Long: `List the seats of the space's agent manager: one row per agent with its persona, harness,
-model, process state (running and for how long, or exited and its code) and mesh state
-(idle, working, waiting, offline, or not in roster). --json prints one JSON object per
-seat per line; --wide adds the pid, lifecycle uid, who spawned it, its folder and host.`,
+model, process state (starting, running and for how long, stopping, or exited and its
+code) and mesh state (idle, working, waiting, offline, or not in roster). The manager keeps
+the 32 most recently ended seats. --json prints one JSON object per seat per line; --wide
+adds the pid, lifecycle uid, who spawned it, its folder and host.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.JSON && opts.Wide {
@@ -95,19 +96,19 @@ func runPs(ctx context.Context, opts *PsOptions) error {
 // Process is a seat's process state for a person: "running 3m", "exited 1", ...
 func Process(s protocol.SeatInfo, now time.Time) string {
 	switch s.Process {
-	case "running":
+	case protocol.SeatRunning:
 		up := now.Sub(time.UnixMilli(s.Started)).Round(time.Second)
 		if s.Adopted {
 			return "running (adopted)"
 		}
 		return "running " + up.String()
-	case "exited":
+	case protocol.SeatExited:
 		if s.Code == nil {
 			return "exited ?"
 		}
 		return fmt.Sprintf("exited %d", *s.Code)
 	}
-	return s.Process
+	return string(s.Process)
 }
 
 func esc(s string) string { return termsafe.Escape(s) }

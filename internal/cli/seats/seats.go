@@ -38,7 +38,7 @@ func Explain(err error, space string) error {
 	switch {
 	case errors.Is(err, mgrclient.ErrNoManager):
 		return cmdutil.Refuse("asking the agent manager of space "+space, "no manager serves it", "cotal supervise --space "+space)
-	case errors.As(err, &me) && me.Code == "not-found":
+	case errors.As(err, &me) && me.Code == protocol.MgrCodeNotFound:
 		return cmdutil.WithNext(fmt.Errorf("%s", me.Message), "cotal ps")
 	case errors.As(err, &me):
 		return fmt.Errorf("the manager refused: %s", me.Message)
