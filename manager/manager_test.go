@@ -137,6 +137,7 @@ func newRig(t *testing.T, tweak func(*manager.Manager)) *rig {
 			return client.Connect(ctx, url, client.Config{Space: space, Name: "manager", Kind: protocol.CardEndpoint})
 		},
 		Project: r.proj, Space: space, Servers: url, Exe: r.exe, Host: "testhost",
+		Operator:  protocol.Principal{Owner: protocol.OwnerLocal, Actor: "root"},
 		Environ:   func() []string { return append(os.Environ(), seatEnv+"=1") },
 		Window:    20 * time.Second,
 		StopGrace: 10 * time.Second,
@@ -491,6 +492,7 @@ func TestRunWithoutReady(t *testing.T) {
 			return client.Connect(ctx, srv.ClientURL(), client.Config{Space: space, Name: "manager", Kind: protocol.CardEndpoint})
 		},
 		Project: project(t), Space: space, Servers: srv.ClientURL(), Exe: exe,
+		Operator: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "root"},
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
