@@ -27,7 +27,13 @@ type Watcher struct {
 	// example client.Endpoint.ReadHistory through the delivery daemon). A failure is kept
 	// in HistoryErr, never passed over silently.
 	History func(ctx context.Context, channel string) ([]protocol.Message, error)
-	Logger  *slog.Logger // nil means discard
+	// Reader, when set, is the name of the history reader the Endpoint's credential may
+	// create on the chat and DM streams (an admin's chathist_<o>-<a>-<uid>): the newest
+	// StoredTail messages of each are read at start straight from the streams, and History
+	// is not used. A failure is kept in HistoryErr.
+	Reader     string
+	StoredTail int          // 0 means DefaultStoredTail
+	Logger     *slog.Logger // nil means discard
 
 	mu         sync.Mutex
 	historyErr error
@@ -88,7 +94,13 @@ func (w *Watcher) Run(ctx context.Context, ready func()) error {
 	if err := ep.Conn().LastError(); err != nil && errors.Is(err, nats.ErrPermissionViolation) {
 		return fmt.Errorf("meshview %s: the broker refused the tap: %w", space, err)
 	}
-	if w.History != nil {
+	switch {
+	case w.Reader != "":
+		if err := w.prefillStored(ctx); err != nil {
+			w.setHistoryErr(err)
+			log.Warn("history not read", "err", err)
+		}
+	case w.History != nil:
 		w.prefill(ctx, log)
 	}
 	if ready != nil {

@@ -69,6 +69,8 @@ func TestScripts(t *testing.T) {
 			"tlsdial":  cmdTLSDial,
 			"natsproc": stock.cmd,
 			"whoholds": cmdWhoHolds,
+			"webget":   cmdWebGet,
+			"credpeer": cmdCredPeer,
 		},
 	})
 }
