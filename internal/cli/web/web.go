@@ -58,7 +58,7 @@ type Options struct {
 	NoOpen      bool
 	AllowRemote bool
 	AllowHosts  []string // DNS names a request's Host may name, beyond localhost
-	PidFile     string // hidden: the pidfile a detached child writes once it serves
+	PidFile     string   // hidden: the pidfile a detached child writes once it serves
 }
 
 // NewCmdWeb builds `cotal web`.
@@ -218,9 +218,9 @@ func runWeb(ctx context.Context, opts *Options) error {
 	s := &Server{
 		Space: target.Space, PID: os.Getpid(), Model: model, DMs: dms, Token: token, Logger: log,
 		Port: ln.Addr().(*net.TCPAddr).Port, Hosts: opts.AllowHosts,
-		Channels: observer.ChannelStats,
+		Channels:   observer.ChannelStats,
 		HistoryErr: w.HistoryErr,
-		Send: func(ctx context.Context, p Post) error { return send(ctx, opts.ConnectPerson, target, p) },
+		Send:       func(ctx context.Context, p Post) error { return send(ctx, opts.ConnectPerson, target, p) },
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }} // feeds end with ctx
