@@ -26,7 +26,7 @@ import (
 var staticFS embed.FS
 
 // Post is the dashboard's one write: a channel post (Channel set) or a DM (To, a peer's
-// id) with Text, sent as the project identity.
+// id) with Text, sent as the person at the keyboard.
 type Post struct {
 	Channel string `json:"channel,omitempty"`
 	To      string `json:"to,omitempty"`

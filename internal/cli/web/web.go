@@ -46,8 +46,8 @@ type Options struct {
 	IO *iostreams.IOStreams
 	// From the Factory: only run calls them.
 	Resolve       cmdutil.ResolveFunc
-	Connect       cmdutil.ConnectFunc   // the page's observer
-	ConnectPerson cmdutil.ConnectAsFunc // one connection per post from the page
+	Connect       cmdutil.ConnectFunc       // the page's observer
+	ConnectSender cmdutil.ConnectSenderFunc // one connection per post from the page, as the person
 	Getenv        func(string) string
 	Logger        *slog.Logger // nil means discard
 
@@ -63,7 +63,7 @@ type Options struct {
 
 // NewCmdWeb builds `cotal web`.
 func NewCmdWeb(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectPerson: f.ConnectPerson, Getenv: f.Getenv, Logger: f.Logger}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectSender: f.ConnectPersonSender, Getenv: f.Getenv, Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "web [--host 127.0.0.1] [--port 7799] [--space S] [--detach] [--no-open] [--allow-remote] [--allow-host NAME]",
 		Short: "Watch a space in the browser: roster, needs-you, channels, DMs and a live graph",
@@ -73,7 +73,9 @@ channels that lights up as messages flow. Updates arrive live (Server-Sent Event
 
 The dashboard watches through a hidden observer: it is never in the roster and takes no work.
 On an authenticated mesh it mints an admin read credential from the project's keys (and keeps
-no signing key). Posting from the page sends as the project's identity, like cotal send.
+no signing key). Posting from the page sends as you, the person at the keyboard (local.<login>
+or $COTAL_ACTOR), with a member's rights only: a credential minted for each post that may send
+as you and do nothing else (no JetStream administration, no other identity).
 
 It listens on 127.0.0.1 only, and answers only requests for the host it serves (127.0.0.1,
 localhost, cotal.localhost or [::1] with its port; --allow-host adds a DNS name), so a page
@@ -125,7 +127,7 @@ func checkHost(host string, allowRemote bool, port int) error {
 		return nil
 	}
 	return cmdutil.RefuseUsage("--host "+host,
-		"the dashboard shows every message of the space and posts as the project, so it listens on loopback only unless --allow-remote (which then requires a token on every request)",
+		"the dashboard shows every message of the space and posts as you, so it listens on loopback only unless --allow-remote (which then requires a token on every request)",
 		fmt.Sprintf("cotal web --host 127.0.0.1 --port %d", port))
 }
 
@@ -220,7 +222,7 @@ func runWeb(ctx context.Context, opts *Options) error {
 		Port: ln.Addr().(*net.TCPAddr).Port, Hosts: opts.AllowHosts,
 		Channels:   observer.ChannelStats,
 		HistoryErr: w.HistoryErr,
-		Send:       func(ctx context.Context, p Post) error { return send(ctx, opts.ConnectPerson, target, p) },
+		Send:       func(ctx context.Context, p Post) error { return send(ctx, opts.ConnectSender, target, p) },
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }} // feeds end with ctx
@@ -282,10 +284,11 @@ func pageURL(host string, port int, token string) string {
 	return u
 }
 
-// send posts p as the project's identity (as `cotal send` does) on a connection made for
-// this one post, so no credential is held between posts.
-func send(ctx context.Context, connectPerson cmdutil.ConnectAsFunc, t cmdutil.Target, p Post) error {
-	ep, err := connectPerson(ctx, t, trust.ProfileProvisioner)
+// send posts p as the person at the keyboard, with that person's rights as a member of
+// the space (never the project's keys), on a connection made for this one post, so no
+// credential is held between posts.
+func send(ctx context.Context, connect cmdutil.ConnectSenderFunc, t cmdutil.Target, p Post) error {
+	ep, err := connect(ctx, t)
 	if err != nil {
 		return err
 	}
