@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"embed"
@@ -58,8 +59,12 @@ type Server struct {
 	// rebinding needs a name.
 	Hosts []string
 	// Ping is the interval of the feed's keep-alive comment; 0 means 20 s.
-	Ping   time.Duration
-	Logger *slog.Logger // nil means discard
+	Ping time.Duration
+	// RosterEvery bounds how often one feed sends roster events: the first after a quiet
+	// interval goes at once, later ones are held (the latest per agent) and sent together
+	// when the interval ends. 0 means 250 ms; a negative value sends every event.
+	RosterEvery time.Duration
+	Logger      *slog.Logger // nil means discard
 }
 
 // Handler returns the dashboard's routes.
@@ -444,6 +449,11 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 	}
 	tick := time.NewTicker(ping)
 	defer tick.Stop()
+	hold := &rosterHold{every: s.RosterEvery, held: map[string]meshview.Event{}}
+	if hold.every == 0 {
+		hold.every = 250 * time.Millisecond
+	}
+	defer hold.stop()
 	for {
 		select {
 		case <-r.Context().Done():
@@ -453,21 +463,103 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			fl.Flush()
+		case <-hold.c:
+			if hold.flush(w) != nil {
+				return
+			}
+			fl.Flush()
 		case ev, ok := <-live:
 			if !ok {
+				_ = hold.write(w) // what was held goes out before the browser reconnects
+				fl.Flush()
 				return // fell behind: the browser reconnects with Last-Event-ID
 			}
-			if writeEvent(w, ev) != nil {
+			if hold.send(w, ev) != nil {
 				return
 			}
 			// Drain what is queued before one flush.
 			for n := len(live); n > 0; n-- {
-				if writeEvent(w, <-live) != nil {
+				if hold.send(w, <-live) != nil {
 					return
 				}
 			}
 			fl.Flush()
 		}
+	}
+}
+
+// rosterHold coalesces one feed's roster events: at most one send per interval, the
+// latest event per agent. Held events go out, in their order, before any later message
+// event, so the ids a browser sees only grow and a resume from the last one loses
+// nothing.
+type rosterHold struct {
+	every time.Duration
+	held  map[string]meshview.Event // by agent id
+	timer *time.Timer
+	c     <-chan time.Time // nil while no interval runs
+}
+
+// send writes ev, or holds it when it is a roster event within the interval.
+func (h *rosterHold) send(w io.Writer, ev meshview.Event) error {
+	if ev.Type != meshview.EventRoster || ev.Agent == nil || h.every < 0 {
+		if err := h.write(w); err != nil {
+			return err
+		}
+		return writeEvent(w, ev)
+	}
+	if h.c != nil {
+		h.held[ev.Agent.ID] = ev
+		return nil
+	}
+	h.arm()
+	return writeEvent(w, ev)
+}
+
+// flush ends an interval: it writes what was held, and keeps the interval running if
+// there was any.
+func (h *rosterHold) flush(w io.Writer) error {
+	if len(h.held) == 0 {
+		h.c = nil
+		return nil
+	}
+	if err := h.write(w); err != nil {
+		return err
+	}
+	h.arm()
+	return nil
+}
+
+// write sends the held events in the order they happened.
+func (h *rosterHold) write(w io.Writer) error {
+	if len(h.held) == 0 {
+		return nil
+	}
+	evs := make([]meshview.Event, 0, len(h.held))
+	for _, ev := range h.held {
+		evs = append(evs, ev)
+	}
+	clear(h.held)
+	slices.SortFunc(evs, func(a, b meshview.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	for _, ev := range evs {
+		if err := writeEvent(w, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *rosterHold) arm() {
+	if h.timer == nil {
+		h.timer = time.NewTimer(h.every)
+	} else {
+		h.timer.Reset(h.every)
+	}
+	h.c = h.timer.C
+}
+
+func (h *rosterHold) stop() {
+	if h.timer != nil {
+		h.timer.Stop()
 	}
 }
 
