@@ -10,6 +10,7 @@
 package meshview
 
 import (
+	"cmp"
 	"log/slog"
 	"slices"
 	"sort"
@@ -26,6 +27,7 @@ const (
 	DefaultChannelDepth = 200  // recent messages kept per channel
 	DefaultDMDepth      = 500  // direct and anycast messages kept
 	DefaultEventDepth   = 4096 // events kept for a feed to resume from
+	DefaultFeedDepth    = 300  // newest messages of every kind kept for the all-activity feed
 	subscriberBuffer    = 1024 // events queued for one feed before it is dropped
 )
 
@@ -35,6 +37,7 @@ type Config struct {
 	ChannelDepth int              // recent messages kept per channel; 0 means DefaultChannelDepth
 	DMDepth      int              // direct and anycast messages kept; 0 means DefaultDMDepth
 	EventDepth   int              // events kept for Since; 0 means DefaultEventDepth
+	FeedDepth    int              // newest messages kept for Recent; 0 means DefaultFeedDepth
 	Logger       *slog.Logger     // nil means discard
 }
 
@@ -113,12 +116,14 @@ type Model struct {
 	channelDepth int
 	dmDepth      int
 	eventDepth   int
+	feedDepth    int
 	log          *slog.Logger
 
 	mu       sync.Mutex
 	agents   map[string]*Agent
 	channels map[string]*channelState
 	dms      []Message // ring, oldest first
+	feed     []Message // every kind, in the order applied, at most feedDepth
 	seenIDs  map[string]struct{}
 	idRing   []string
 	idNext   int
@@ -137,7 +142,8 @@ type channelState struct {
 
 // New returns an empty model.
 func New(cfg Config) *Model {
-	m := &Model{now: cfg.Now, channelDepth: cfg.ChannelDepth, dmDepth: cfg.DMDepth, eventDepth: cfg.EventDepth, log: cfg.Logger}
+	m := &Model{now: cfg.Now, channelDepth: cfg.ChannelDepth, dmDepth: cfg.DMDepth, eventDepth: cfg.EventDepth,
+		feedDepth: cfg.FeedDepth, log: cfg.Logger}
 	if m.now == nil {
 		m.now = time.Now
 	}
@@ -149,6 +155,9 @@ func New(cfg Config) *Model {
 	}
 	if m.eventDepth <= 0 {
 		m.eventDepth = DefaultEventDepth
+	}
+	if m.feedDepth <= 0 {
+		m.feedDepth = DefaultFeedDepth
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -227,6 +236,7 @@ func (m *Model) apply(msg Message) (Event, bool) {
 	} else {
 		m.dms = appendBounded(m.dms, msg, m.dmDepth)
 	}
+	m.feed = appendBounded(m.feed, msg, m.feedDepth)
 	cp := msg
 	return m.emit(Event{Type: EventMessage, Message: &cp}), true
 }
@@ -368,20 +378,23 @@ func stateRank(s protocol.Status) int {
 	return 3
 }
 
-// Counts counts the agents (card kind agent) in each state.
+// Counts counts the agents (card kind agent) in each state; Waiting counts every peer
+// waiting for a person, of any kind, as NeedsYou lists them.
 func (m *Model) Counts() Counts {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var c Counts
 	for _, a := range m.agents {
+		if a.State == protocol.StatusWaiting {
+			c.Waiting++
+			continue
+		}
 		if a.Kind != protocol.CardAgent {
 			continue
 		}
 		switch a.State {
 		case protocol.StatusWorking:
 			c.Working++
-		case protocol.StatusWaiting:
-			c.Waiting++
 		case protocol.StatusIdle:
 			c.Idle++
 		default:
@@ -391,13 +404,15 @@ func (m *Model) Counts() Counts {
 	return c
 }
 
-// NeedsYou lists the online agents in state waiting, the one waiting longest first, with
-// how long each has waited by the model's clock.
+// NeedsYou lists the peers waiting for a person (online, in state waiting: an agent
+// asking a question or a permission, a person's session marked waiting; any card kind,
+// as the reference's NEEDS YOU lane), the one waiting longest first, with how long each
+// has waited by the model's clock. It is empty, never nil, when nobody waits.
 func (m *Model) NeedsYou() []Waiting {
 	now := m.now().UnixMilli()
-	var out []Waiting
+	out := []Waiting{}
 	for _, a := range m.Roster() {
-		if a.Kind != protocol.CardAgent || a.State != protocol.StatusWaiting {
+		if a.State != protocol.StatusWaiting {
 			continue
 		}
 		since := a.StatusSince
@@ -447,6 +462,19 @@ func (m *Model) DMs(limit int) []Message {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return tail(m.dms, limit)
+}
+
+// Recent returns the newest messages of every kind the model holds (channel posts,
+// direct messages and anycasts: the all-activity feed), at most limit (0: all held, up to
+// Config.FeedDepth), oldest first by their time.
+func (m *Model) Recent(limit int) []Message {
+	m.mu.Lock()
+	out := slices.Clone(m.feed)
+	m.mu.Unlock()
+	// History read at start lands stream by stream: order by time, keeping arrival
+	// order between equal times.
+	slices.SortStableFunc(out, func(a, b Message) int { return cmp.Compare(a.TS, b.TS) })
+	return tail(out, limit)
 }
 
 func tail(s []Message, limit int) []Message {

@@ -14,6 +14,10 @@ import (
 	"github.com/cotal-ai/cotal/protocol"
 )
 
+// DefaultPresenceEvery is how often a watcher applies held presence changes (see
+// Watcher.PresenceEvery).
+const DefaultPresenceEvery = 100 * time.Millisecond
+
 // Watcher feeds a Model from a space. Set fields before Run.
 type Watcher struct {
 	// Endpoint is the observer's connection. It must not Join: a watcher is hidden from
@@ -27,7 +31,19 @@ type Watcher struct {
 	// example client.Endpoint.ReadHistory through the delivery daemon). A failure is kept
 	// in HistoryErr, never passed over silently.
 	History func(ctx context.Context, channel string) ([]protocol.Message, error)
-	Logger  *slog.Logger // nil means discard
+	// Reader, when set, is the name of the history reader the Endpoint's credential may
+	// create on the chat and DM streams (an admin's chathist_<o>-<a>-<uid>): the newest
+	// StoredTail messages of each are read at start straight from the streams, and History
+	// is not used. A failure is kept in HistoryErr.
+	Reader     string
+	StoredTail int // 0 means DefaultStoredTail
+	// PresenceEvery bounds how often presence changes reach the model: the first change
+	// after a quiet interval applies at once, later ones within the interval are held,
+	// the latest per peer, and applied together when it ends. A peer writing its key in a
+	// loop costs the model (and every feed) one change per interval, not one per write.
+	// 0 means DefaultPresenceEvery; a negative value applies every change (no coalescing).
+	PresenceEvery time.Duration
+	Logger        *slog.Logger // nil means discard
 
 	mu         sync.Mutex
 	historyErr error
@@ -88,18 +104,50 @@ func (w *Watcher) Run(ctx context.Context, ready func()) error {
 	if err := ep.Conn().LastError(); err != nil && errors.Is(err, nats.ErrPermissionViolation) {
 		return fmt.Errorf("meshview %s: the broker refused the tap: %w", space, err)
 	}
-	if w.History != nil {
+	switch {
+	case w.Reader != "":
+		if err := w.prefillStored(ctx); err != nil {
+			w.setHistoryErr(err)
+			log.Warn("history not read", "err", err)
+		}
+	case w.History != nil:
 		w.prefill(ctx, log)
 	}
 	if ready != nil {
 		ready()
 	}
+	every := w.PresenceEvery
+	if every == 0 {
+		every = DefaultPresenceEvery
+	}
+	var (
+		pending = map[string]client.Peer{} // the latest held change per peer
+		order   []string                   // peers in pending, in the order first held
+		tick    *time.Timer
+		tickC   <-chan time.Time // nil while the interval is not running
+	)
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ep.Lost():
 			return fmt.Errorf("meshview %s: connection lost: %w", space, ep.LostErr())
+		case <-tickC:
+			if len(pending) == 0 {
+				tickC = nil // quiet: the next change applies at once
+				continue
+			}
+			for _, id := range order {
+				w.Model.ApplyPeer(pending[id])
+			}
+			clear(pending)
+			order = order[:0]
+			tick.Reset(every)
 		case c, ok := <-changes:
 			if !ok {
 				if ctx.Err() != nil {
@@ -107,7 +155,23 @@ func (w *Watcher) Run(ctx context.Context, ready func()) error {
 				}
 				return fmt.Errorf("meshview %s: presence watch ended: %w", space, ep.LostErr())
 			}
-			w.Model.ApplyPeer(c.Peer)
+			switch {
+			case every < 0:
+				w.Model.ApplyPeer(c.Peer)
+			case tickC == nil:
+				w.Model.ApplyPeer(c.Peer)
+				if tick == nil {
+					tick = time.NewTimer(every)
+				} else {
+					tick.Reset(every)
+				}
+				tickC = tick.C
+			default:
+				if _, held := pending[c.Card.ID]; !held {
+					order = append(order, c.Card.ID)
+				}
+				pending[c.Card.ID] = c.Peer
+			}
 		case m := <-msgs:
 			r, err := protocol.Receive(m.Subject, m.Data)
 			if err != nil {

@@ -26,8 +26,8 @@ type Options struct {
 	IO            *iostreams.IOStreams
 	Resolve       cmdutil.ResolveFunc // the mesh the flags name; only run calls it
 	Connect       cmdutil.ConnectFunc
-	ConnectPerson cmdutil.ConnectAsFunc
-	Logger        *slog.Logger // nil means discard
+	ConnectSender cmdutil.ConnectSenderFunc // the TUI's posts, as the person at the keyboard
+	Logger        *slog.Logger              // nil means discard
 	Mesh          cmdutil.MeshFlags
 	Plain         bool
 	Channel       string
@@ -37,7 +37,7 @@ type Options struct {
 
 // NewCmdConsole builds `cotal console`.
 func NewCmdConsole(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectPerson: f.ConnectPerson, Logger: f.Logger}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectSender: f.ConnectPersonSender, Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "console [--plain [--channel PATTERN]]",
 		Short: "Watch a space: a terminal UI, or presence changes and messages as timestamped lines",
@@ -46,7 +46,7 @@ func NewCmdConsole(f *cmdutil.Factory, runF func(context.Context, *Options) erro
 On a terminal it shows the roster (state as shape and colour), a live feed with channel tabs
 (1-9, [ and ]), the agents waiting for a person (n), direct messages (d, with the admin view
 minted on an authenticated mesh), search (/) and a line to post to the current channel as
-the project's identity (i, then Enter). q quits.
+you, with a member's rights only (i, then Enter). q quits.
 
 With --plain, or when stdout is not a terminal, each presence change
 (a peer joins, changes status or activity, goes offline) and each channel message prints as

@@ -22,9 +22,10 @@ func runTUI(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	uid := protocol.NewLifecycleUID() // its admin credential's history reader reads recent messages at start
 	ep, err := opts.Connect(ctx, target, client.Config{
-		Name: "console", Actor: "console_" + strconv.Itoa(os.Getpid()), Kind: protocol.CardEndpoint, ReconnectFor: opts.ReconnectFor},
-		cmdutil.As{Profile: trust.ProfileAdmin})
+		Name: "console", Actor: "console_" + strconv.Itoa(os.Getpid()), Kind: protocol.CardEndpoint, ReconnectFor: opts.ReconnectFor,
+		LifecycleUID: uid}, cmdutil.As{Profile: trust.ProfileAdmin})
 	if err != nil {
 		return err
 	}
@@ -32,6 +33,9 @@ func runTUI(ctx context.Context, opts *Options) error {
 	dms := target.Creds == "" && target.CredsData == nil
 	model := meshview.New(meshview.Config{Logger: opts.Logger})
 	w := &meshview.Watcher{Endpoint: ep, Model: model, DMs: dms, Logger: opts.Logger}
+	if dms {
+		w.Reader = protocol.ConsumerHistory(ep.Principal(), uid)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events, stop := model.Subscribe()
@@ -48,7 +52,7 @@ func runTUI(ctx context.Context, opts *Options) error {
 		post: func(channel, text string) error {
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			op, err := opts.ConnectPerson(pctx, target, trust.ProfileProvisioner)
+			op, err := opts.ConnectSender(pctx, target)
 			if err != nil {
 				return err
 			}

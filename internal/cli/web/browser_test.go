@@ -144,3 +144,96 @@ func jsString(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 	return `"` + r.Replace(s) + `"`
 }
+
+// browser starts headless Chromium for one test; it skips without one.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	exe := chromium()
+	if exe == "" {
+		t.Skip("no chromium binary on PATH (chromium, chromium-browser, google-chrome, headless-shell); .ci/run installs Debian's chromium")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancelBrowser)
+	bctx, cancelGuard := context.WithTimeout(bctx, 90*time.Second) // a hang guard only
+	t.Cleanup(cancelGuard)
+	return bctx
+}
+
+// TestRemoteDashboardInBrowser: with --allow-remote, the printed URL opens the whole page
+// in a real browser (scripts, styles, the API and the live feed all carry the token as a
+// cookie), the token leaves the address bar, and no script can read it.
+func TestRemoteDashboardInBrowser(t *testing.T) {
+	bctx := browser(t)
+	url := openMesh(t)
+	alice := peer(t, url, "alice", "team")
+	bob := peer(t, url, "bob", "team")
+	if err := alice.SetStatus(t.Context(), protocol.StatusWaiting); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Post(t.Context(), "team", client.Text("said before the dashboard started")); err != nil {
+		t.Fatal(err)
+	}
+	page := startWeb(t, url, "--allow-remote", "--host", "127.0.0.1")
+	if !strings.Contains(page, "?token=") {
+		t.Fatalf("page URL %q carries no token", page)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(page),
+		chromedp.WaitVisible(`#roster li[data-id="local.alice"][data-state="waiting"]`),
+		chromedp.WaitVisible(`#needs li[data-id="local.alice"]`),
+	); err != nil {
+		t.Fatalf("the page did not load: %v", err)
+	}
+	// The Monitor shows recent messages at load, not only live ones.
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](
+		`[...document.querySelectorAll('#messages .msg .text')].some(e => e.textContent === "said before the dashboard started")`)); err != nil {
+		t.Fatalf("the Monitor does not show the message sent before the dashboard started: %v", err)
+	}
+	// The stylesheet applied (the header is a flex row), and the feed is live.
+	shown, err := chromedp.Run(bctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector('header')).display`))
+	if err != nil || shown != "flex" {
+		t.Fatalf("style.css not applied: header display %q (%v)", shown, err)
+	}
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`document.getElementById('live').textContent === 'live'`)); err != nil {
+		t.Fatalf("the live feed did not open: %v", err)
+	}
+	loc, err := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href + '|' + document.cookie`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(loc, "token") || strings.Contains(loc, page[strings.Index(page, "?token=")+7:]) {
+		t.Fatalf("the token is still visible to the page: %q", loc)
+	}
+	// A live message arrives, and a post typed on the page reaches bob.
+	if _, err := alice.Post(t.Context(), "team", client.Text("live through the cookie")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](
+		`[...document.querySelectorAll('#messages .msg .text')].some(e => e.textContent === "live through the cookie")`)); err != nil {
+		t.Fatalf("the live message is not on the page: %v", err)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.WaitVisible(`#channels li[data-channel="team"]`),
+		chromedp.Click(`#channels li[data-channel="team"]`),
+		chromedp.SetValue(`#post-target`, "c:team"),
+		chromedp.SendKeys(`#post-text`, "typed on the remote page"),
+		chromedp.Click(`#post-send`),
+	); err != nil {
+		t.Fatalf("post from the page: %v", err)
+	}
+	deadline := time.After(30 * time.Second)
+	for got := false; !got; {
+		select {
+		case in := <-bob.Messages():
+			got = in.Text() == "typed on the remote page"
+			_ = in.Ack()
+		case <-deadline:
+			t.Fatal("bob did not get the post typed on the page")
+		}
+	}
+}

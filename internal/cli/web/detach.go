@@ -62,6 +62,9 @@ func detach(ctx context.Context, opts *Options, t cmdutil.Target) error {
 	if opts.AllowRemote {
 		args = append(args, "--allow-remote")
 	}
+	for _, h := range opts.AllowHosts {
+		args = append(args, "--allow-host", h)
+	}
 	child := exec.Command(exe, args...)
 	child.Args[0] = os.Args[0]
 	child.Dir = proj.Root

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"embed"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -25,7 +27,7 @@ import (
 var staticFS embed.FS
 
 // Post is the dashboard's one write: a channel post (Channel set) or a DM (To, a peer's
-// id) with Text, sent as the project identity.
+// id) with Text, sent as the person at the keyboard.
 type Post struct {
 	Channel string `json:"channel,omitempty"`
 	To      string `json:"to,omitempty"`
@@ -46,11 +48,23 @@ type Server struct {
 	HistoryErr func() error
 	// DMs says whether the tap sees direct messages (an admin view).
 	DMs bool
-	// Token, when set, is required on every request (?token= or Authorization: Bearer).
+	// Token, when set, is required on every request: the cookie the page gets when its
+	// token URL is opened, ?token= or Authorization: Bearer.
 	Token string
+	// Port is the port the dashboard serves on: a Host header naming another port is
+	// refused. 0 accepts any port (a test's handler without a listener).
+	Port int
+	// Hosts are the DNS names, beyond localhost and cotal.localhost, that requests may
+	// name in Host (cotal web --allow-host). An IP address is always accepted: DNS
+	// rebinding needs a name.
+	Hosts []string
 	// Ping is the interval of the feed's keep-alive comment; 0 means 20 s.
-	Ping   time.Duration
-	Logger *slog.Logger // nil means discard
+	Ping time.Duration
+	// RosterEvery bounds how often one feed sends roster events: the first after a quiet
+	// interval goes at once, later ones are held (the latest per agent) and sent together
+	// when the interval ends. 0 means 250 ms; a negative value sends every event.
+	RosterEvery time.Duration
+	Logger      *slog.Logger // nil means discard
 }
 
 // Handler returns the dashboard's routes.
@@ -73,6 +87,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/channels", s.channels)
 	mux.HandleFunc("GET /api/channels/{name}/history", s.history)
 	mux.HandleFunc("GET /api/dms", s.dms)
+	mux.HandleFunc("GET /api/activity", s.activity)
 	mux.HandleFunc("POST /api/post", s.post)
 	mux.HandleFunc("GET /feed", s.feed)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -81,26 +96,102 @@ func (s *Server) Handler() http.Handler {
 	return s.guard(mux)
 }
 
-// guard requires the token when one is set, and refuses a cross-site write.
+// guard refuses a request for a host this dashboard does not serve (a DNS-rebound page),
+// a cross-site write, and, when a token is set, a request without it. Opening the page
+// with ?token= sets the token as a cookie and redirects to the same page without it.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
 		w.Header().Set("Referrer-Policy", "no-referrer")
-		if s.Token != "" && !s.tokenOK(r) {
-			writeError(w, http.StatusUnauthorized, "token", "this dashboard needs the token printed when `cotal web` started (?token=...)")
+		if !s.hostOK(r.Host) {
+			writeError(w, http.StatusMisdirectedRequest, "wrong-host",
+				"this dashboard does not serve host "+strconv.QuoteToASCII(r.Host)+": open it as http://127.0.0.1 or http://localhost with its port (cotal web --allow-host NAME adds a name)")
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && !s.sameOrigin(r) {
+			writeError(w, http.StatusForbidden, "cross-origin", "a write must come from this dashboard's own page")
+			return
+		}
+		if s.Token == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		from, ok := s.token(r)
+		if !ok {
+			writeError(w, http.StatusUnauthorized, "token", "this dashboard needs the token printed when `cotal web` started: open the URL it printed (?token=...)")
+			return
+		}
+		if from == "query" && r.Method == http.MethodGet && r.URL.Path == "/" {
+			// The page: keep the token in a cookie every later request carries (the
+			// scripts, the API, the feed), and drop it from the address bar and history.
+			http.SetCookie(w, &http.Cookie{Name: s.cookieName(), Value: s.Token, Path: "/",
+				HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			q := r.URL.Query()
+			q.Del("token")
+			u := url.URL{Path: "/", RawQuery: q.Encode()}
+			http.Redirect(w, r, u.String(), http.StatusSeeOther)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-func (s *Server) tokenOK(r *http.Request) bool {
-	got := r.URL.Query().Get("token")
-	if h, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		got = h
+// token reports whether r carries the token, and where: "cookie", "header" or "query".
+func (s *Server) token(r *http.Request) (from string, ok bool) {
+	match := func(got string) bool { return subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) == 1 }
+	if c, err := r.Cookie(s.cookieName()); err == nil && match(c.Value) {
+		return "cookie", true
 	}
-	return subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) == 1
+	if h, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && match(h) {
+		return "header", true
+	}
+	if match(r.URL.Query().Get("token")) {
+		return "query", true
+	}
+	return "", false
+}
+
+// cookieName names the token cookie by port: a browser sends a host's cookies to every
+// port, so two dashboards on one machine each keep their own.
+func (s *Server) cookieName() string { return "cotal_web_" + strconv.Itoa(s.Port) }
+
+// hostOK reports whether a Host header names this dashboard: loopback names or any IP
+// address (a rebound page always names its own DNS name), or one of s.Hosts, with the
+// port it serves on.
+func (s *Server) hostOK(hostport string) bool {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, "80" // no port: the browser's default
+	}
+	if s.Port != 0 && port != strconv.Itoa(s.Port) {
+		return false
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || host == "cotal.localhost" || net.ParseIP(strings.Trim(host, "[]")) != nil {
+		return true
+	}
+	for _, h := range s.Hosts {
+		if strings.EqualFold(h, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameOrigin reports whether a write comes from this dashboard's own page: a browser
+// names the page's origin (Origin), and tells whether it is this site (Sec-Fetch-Site).
+// A request without them is not a browser's (curl, a script) and passes.
+func (s *Server) sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		return false
+	}
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Scheme == "http" && strings.EqualFold(u.Host, r.Host)
 }
 
 func (s *Server) static(files http.Handler) http.HandlerFunc {
@@ -244,6 +335,17 @@ func (s *Server) dms(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"messages": s.Model.DMs(n)})
 }
 
+// activity answers the all-activity feed's backfill: the newest messages of every kind
+// the dashboard holds (history read at start, then live), oldest first.
+func (s *Server) activity(w http.ResponseWriter, r *http.Request) {
+	n, err := limit(r, 200, meshview.DefaultFeedDepth)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad-limit", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"messages": s.Model.Recent(n)})
+}
+
 // maxPostBody bounds a post request.
 const maxPostBody = 64 << 10
 
@@ -252,17 +354,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "read-only", "this dashboard does not post")
 		return
 	}
-	// A page of another site may not post as the project: a JSON body needs a CORS
-	// preflight this server never grants, and a browser's Origin must be this host.
+	// A page of another site may not post: a JSON body needs a CORS preflight this
+	// server never grants, and guard checked a browser's Origin is this host.
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		writeError(w, http.StatusUnsupportedMediaType, "bad-content-type", "post a JSON body with Content-Type: application/json")
 		return
-	}
-	if o := r.Header.Get("Origin"); o != "" {
-		if u, err := url.Parse(o); err != nil || u.Host != r.Host {
-			writeError(w, http.StatusForbidden, "cross-origin", "a post must come from this dashboard's own page")
-			return
-		}
 	}
 	var p Post
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxPostBody))
@@ -353,6 +449,11 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 	}
 	tick := time.NewTicker(ping)
 	defer tick.Stop()
+	hold := &rosterHold{every: s.RosterEvery, held: map[string]meshview.Event{}}
+	if hold.every == 0 {
+		hold.every = 250 * time.Millisecond
+	}
+	defer hold.stop()
 	for {
 		select {
 		case <-r.Context().Done():
@@ -362,21 +463,103 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			fl.Flush()
+		case <-hold.c:
+			if hold.flush(w) != nil {
+				return
+			}
+			fl.Flush()
 		case ev, ok := <-live:
 			if !ok {
+				_ = hold.write(w) // what was held goes out before the browser reconnects
+				fl.Flush()
 				return // fell behind: the browser reconnects with Last-Event-ID
 			}
-			if writeEvent(w, ev) != nil {
+			if hold.send(w, ev) != nil {
 				return
 			}
 			// Drain what is queued before one flush.
 			for n := len(live); n > 0; n-- {
-				if writeEvent(w, <-live) != nil {
+				if hold.send(w, <-live) != nil {
 					return
 				}
 			}
 			fl.Flush()
 		}
+	}
+}
+
+// rosterHold coalesces one feed's roster events: at most one send per interval, the
+// latest event per agent. Held events go out, in their order, before any later message
+// event, so the ids a browser sees only grow and a resume from the last one loses
+// nothing.
+type rosterHold struct {
+	every time.Duration
+	held  map[string]meshview.Event // by agent id
+	timer *time.Timer
+	c     <-chan time.Time // nil while no interval runs
+}
+
+// send writes ev, or holds it when it is a roster event within the interval.
+func (h *rosterHold) send(w io.Writer, ev meshview.Event) error {
+	if ev.Type != meshview.EventRoster || ev.Agent == nil || h.every < 0 {
+		if err := h.write(w); err != nil {
+			return err
+		}
+		return writeEvent(w, ev)
+	}
+	if h.c != nil {
+		h.held[ev.Agent.ID] = ev
+		return nil
+	}
+	h.arm()
+	return writeEvent(w, ev)
+}
+
+// flush ends an interval: it writes what was held, and keeps the interval running if
+// there was any.
+func (h *rosterHold) flush(w io.Writer) error {
+	if len(h.held) == 0 {
+		h.c = nil
+		return nil
+	}
+	if err := h.write(w); err != nil {
+		return err
+	}
+	h.arm()
+	return nil
+}
+
+// write sends the held events in the order they happened.
+func (h *rosterHold) write(w io.Writer) error {
+	if len(h.held) == 0 {
+		return nil
+	}
+	evs := make([]meshview.Event, 0, len(h.held))
+	for _, ev := range h.held {
+		evs = append(evs, ev)
+	}
+	clear(h.held)
+	slices.SortFunc(evs, func(a, b meshview.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	for _, ev := range evs {
+		if err := writeEvent(w, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *rosterHold) arm() {
+	if h.timer == nil {
+		h.timer = time.NewTimer(h.every)
+	} else {
+		h.timer.Reset(h.every)
+	}
+	h.c = h.timer.C
+}
+
+func (h *rosterHold) stop() {
+	if h.timer != nil {
+		h.timer.Stop()
 	}
 }
 

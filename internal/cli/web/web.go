@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -45,8 +46,8 @@ type Options struct {
 	IO *iostreams.IOStreams
 	// From the Factory: only run calls them.
 	Resolve       cmdutil.ResolveFunc
-	Connect       cmdutil.ConnectFunc   // the page's observer
-	ConnectPerson cmdutil.ConnectAsFunc // one connection per post from the page
+	Connect       cmdutil.ConnectFunc       // the page's observer
+	ConnectSender cmdutil.ConnectSenderFunc // one connection per post from the page, as the person
 	Getenv        func(string) string
 	Logger        *slog.Logger // nil means discard
 
@@ -56,14 +57,15 @@ type Options struct {
 	Detach      bool
 	NoOpen      bool
 	AllowRemote bool
-	PidFile     string // hidden: the pidfile a detached child writes once it serves
+	AllowHosts  []string // DNS names a request's Host may name, beyond localhost
+	PidFile     string   // hidden: the pidfile a detached child writes once it serves
 }
 
 // NewCmdWeb builds `cotal web`.
 func NewCmdWeb(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectPerson: f.ConnectPerson, Getenv: f.Getenv, Logger: f.Logger}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectSender: f.ConnectPersonSender, Getenv: f.Getenv, Logger: f.Logger}
 	cmd := &cobra.Command{
-		Use:   "web [--host 127.0.0.1] [--port 7799] [--space S] [--detach] [--no-open] [--allow-remote]",
+		Use:   "web [--host 127.0.0.1] [--port 7799] [--space S] [--detach] [--no-open] [--allow-remote] [--allow-host NAME]",
 		Short: "Watch a space in the browser: roster, needs-you, channels, DMs and a live graph",
 		Long: `Serve a dashboard of one space: who is here and in which state, the agents waiting for a
 person (NEEDS YOU), channels with their messages, direct messages, and a graph of agents and
@@ -71,10 +73,16 @@ channels that lights up as messages flow. Updates arrive live (Server-Sent Event
 
 The dashboard watches through a hidden observer: it is never in the roster and takes no work.
 On an authenticated mesh it mints an admin read credential from the project's keys (and keeps
-no signing key). Posting from the page sends as the project's identity, like cotal send.
+no signing key). Posting from the page sends as you, the person at the keyboard (local.<login>
+or $COTAL_ACTOR), with a member's rights only: a credential minted for each post that may send
+as you and do nothing else (no JetStream administration, no other identity).
 
-It listens on 127.0.0.1 only. --allow-remote lets --host name another address; every request
-then needs the token printed at start. Stop a detached dashboard with ` + "`cotal down web`" + `.`,
+It listens on 127.0.0.1 only, and answers only requests for the host it serves (127.0.0.1,
+localhost, cotal.localhost or [::1] with its port; --allow-host adds a DNS name), so a page
+of another site cannot reach it through DNS rebinding, and a write must come from its own
+page. --allow-remote lets --host name another address; every request then needs the token
+printed at start: opening the printed URL keeps it in a cookie for that browser.
+Stop a detached dashboard with ` + "`cotal down web`" + `.`,
 		Example: `  cotal web
   cotal web --detach --no-open
   cotal web --port 7800 --space team`,
@@ -82,6 +90,11 @@ then needs the token printed at start. Stop a detached dashboard with ` + "`cota
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkHost(opts.Host, opts.AllowRemote, opts.Port); err != nil {
 				return err
+			}
+			for _, h := range opts.AllowHosts {
+				if err := checkHostName(h); err != nil {
+					return err
+				}
 			}
 			if opts.Port < 0 || opts.Port > 65535 {
 				return cmdutil.FlagErrorf("--port %d: want 1 to 65535 (0 picks any free port)", opts.Port)
@@ -99,6 +112,7 @@ then needs the token printed at start. Stop a detached dashboard with ` + "`cota
 	fl.BoolVar(&opts.Detach, "detach", false, "run in the background; cotal down web stops it")
 	fl.BoolVar(&opts.NoOpen, "no-open", false, "do not open a browser")
 	fl.BoolVar(&opts.AllowRemote, "allow-remote", false, "allow a non-loopback --host; every request then needs the printed token")
+	fl.StringArrayVar(&opts.AllowHosts, "allow-host", nil, "a DNS name the page may be opened as, beyond localhost (repeat for more)")
 	fl.StringVar(&opts.PidFile, "pidfile", "", "pidfile to write once serving (used by --detach)")
 	_ = fl.MarkHidden("pidfile") // the flag exists; hiding it cannot fail
 	return cmd
@@ -113,8 +127,22 @@ func checkHost(host string, allowRemote bool, port int) error {
 		return nil
 	}
 	return cmdutil.RefuseUsage("--host "+host,
-		"the dashboard shows every message of the space and posts as the project, so it listens on loopback only unless --allow-remote (which then requires a token on every request)",
+		"the dashboard shows every message of the space and posts as you, so it listens on loopback only unless --allow-remote (which then requires a token on every request)",
 		fmt.Sprintf("cotal web --host 127.0.0.1 --port %d", port))
+}
+
+// checkHostName refuses an --allow-host value that is not one DNS name.
+func checkHostName(h string) error {
+	bad := h == "" || len(h) > 253 || net.ParseIP(h) != nil || strings.HasPrefix(h, ".") || strings.HasSuffix(h, ".") || strings.Contains(h, "..")
+	for _, r := range h {
+		if !(r == '.' || r == '-' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')) {
+			bad = true
+		}
+	}
+	if bad {
+		return cmdutil.FlagErrorf("--allow-host %s: want one DNS name such as dash.example.com (an IP address needs no --allow-host)", strconv.QuoteToASCII(h))
+	}
+	return nil
 }
 
 func loopback(host string) bool {
@@ -142,8 +170,11 @@ func runWeb(ctx context.Context, opts *Options) error {
 	defer ln.Close()
 
 	log := opts.Logger
+	// A fresh incarnation: the admin credential minted for it may create its one history
+	// reader on the chat and DM streams, which the start-up read uses.
+	uid := protocol.NewLifecycleUID()
 	observer, err := opts.Connect(ctx, target, client.Config{
-		Name: "web", Actor: "web_" + strconv.Itoa(os.Getpid()), Kind: protocol.CardEndpoint},
+		Name: "web", Actor: "web_" + strconv.Itoa(os.Getpid()), Kind: protocol.CardEndpoint, LifecycleUID: uid},
 		cmdutil.As{Profile: trust.ProfileAdmin})
 	if err != nil {
 		return err
@@ -151,18 +182,19 @@ func runWeb(ctx context.Context, opts *Options) error {
 	defer observer.Close()
 
 	model := meshview.New(meshview.Config{Logger: log})
-	// An operator's --creds decides what is visible: the chat plane only. The admin
-	// credential minted here (or an open mesh) sees DMs and anycasts too.
+	// An operator's --creds decides what is visible: the chat plane only, and history
+	// through the delivery daemon (which checks that credential's read ACL). The admin
+	// credential minted here (or an open mesh) sees DMs and anycasts too, and reads
+	// history straight from the streams.
 	dms := target.Creds == "" && target.CredsData == nil
 	w := &meshview.Watcher{Endpoint: observer, Model: model, DMs: dms, Logger: log}
-	historyNote := error(nil)
-	if target.Auth() {
+	if dms {
+		w.Reader = protocol.ConsumerHistory(observer.Principal(), uid)
+	} else {
 		w.History = func(ctx context.Context, ch string) ([]protocol.Message, error) {
 			msgs, _, err := observer.ReadHistory(ctx, ch, 50)
 			return msgs, err
 		}
-	} else {
-		historyNote = errors.New("an open mesh runs no delivery daemon to keep history; messages show from now on")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -187,14 +219,10 @@ func runWeb(ctx context.Context, opts *Options) error {
 	}
 	s := &Server{
 		Space: target.Space, PID: os.Getpid(), Model: model, DMs: dms, Token: token, Logger: log,
-		Channels: observer.ChannelStats,
-		HistoryErr: func() error {
-			if err := w.HistoryErr(); err != nil {
-				return err
-			}
-			return historyNote
-		},
-		Send: func(ctx context.Context, p Post) error { return send(ctx, opts.ConnectPerson, target, p) },
+		Port: ln.Addr().(*net.TCPAddr).Port, Hosts: opts.AllowHosts,
+		Channels:   observer.ChannelStats,
+		HistoryErr: w.HistoryErr,
+		Send:       func(ctx context.Context, p Post) error { return send(ctx, opts.ConnectSender, target, p) },
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }} // feeds end with ctx
@@ -256,10 +284,11 @@ func pageURL(host string, port int, token string) string {
 	return u
 }
 
-// send posts p as the project's identity (as `cotal send` does) on a connection made for
-// this one post, so no credential is held between posts.
-func send(ctx context.Context, connectPerson cmdutil.ConnectAsFunc, t cmdutil.Target, p Post) error {
-	ep, err := connectPerson(ctx, t, trust.ProfileProvisioner)
+// send posts p as the person at the keyboard, with that person's rights as a member of
+// the space (never the project's keys), on a connection made for this one post, so no
+// credential is held between posts.
+func send(ctx context.Context, connect cmdutil.ConnectSenderFunc, t cmdutil.Target, p Post) error {
+	ep, err := connect(ctx, t)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,8 @@
 // The cotal dashboard. Every string a peer wrote reaches the page through textContent
-// (el() below), never innerHTML.
+// (el() below), never innerHTML. A dashboard that needs a token has set it as an HttpOnly
+// cookie when its URL was opened: every request below carries it, and no script sees it.
 'use strict';
 (function () {
-  const token = new URLSearchParams(location.search).get('token') || '';
   const GLYPH = { working: '●', waiting: '◐', idle: '○', offline: '⊘' };
   const state = { agents: new Map(), channels: new Map(), dms: [], meta: {}, view: { kind: 'monitor' }, feed: [] };
   const $ = (id) => document.getElementById(id);
@@ -18,12 +18,8 @@
     for (const k in attrs) e.setAttribute(k, attrs[k]);
     return e;
   }
-  function withToken(path) {
-    if (!token) return path;
-    return path + (path.includes('?') ? '&' : '?') + 'token=' + encodeURIComponent(token);
-  }
   async function api(path) {
-    const r = await fetch(withToken(path));
+    const r = await fetch(path);
     const body = await r.json();
     if (!r.ok) throw new Error(path + ': ' + (body.reason || body.error || r.status));
     return body;
@@ -46,6 +42,11 @@
       state.agents = new Map(roster.agents.map((a) => [a.id, a]));
       state.channels = new Map(channels.channels.map((c) => [c.name, c]));
       if (meta.dmVisible) state.dms = (await api('/api/dms')).messages;
+      // The recent activity, merged with what the live feed brought meanwhile.
+      const byID = new Map((await api('/api/activity')).messages.map((m) => [m.id, m]));
+      for (const m of state.feed) byID.set(m.id, m);
+      state.feed = [...byID.values()].sort((a, b) => a.ts - b.ts).slice(-300);
+      if (state.view.kind === 'monitor') showMessages(state.feed);
       note(meta.historyError ? 'history: ' + meta.historyError : '');
       renderAll();
       if (state.view.kind === 'channel') await showChannel(state.view.name);
@@ -110,7 +111,8 @@
   }
   function renderRoster() { $('roster').replaceChildren(...sortedAgents().map((a) => agentRow(a))); }
   function waiting() {
-    return [...state.agents.values()].filter((a) => a.kind === 'agent' && a.state === 'waiting')
+    // Every peer waiting for a person, of any kind (an agent, a person's session).
+    return [...state.agents.values()].filter((a) => a.state === 'waiting')
       .sort((a, b) => (a.statusSince || a.seen) - (b.statusSince || b.seen));
   }
   function renderNeeds() {
@@ -121,9 +123,10 @@
   }
   function renderTiles() {
     const n = { working: 0, waiting: 0, idle: 0, offline: 0 };
-    for (const a of state.agents.values()) if (a.kind === 'agent') n[a.state in n ? a.state : 'offline']++;
-    for (const k in n) $('n-' + k).textContent = n[k];
+    for (const a of state.agents.values()) if (a.kind === 'agent' && a.state !== 'waiting') n[a.state in n ? a.state : 'offline']++;
     const w = waiting();
+    n.waiting = w.length;
+    for (const k in n) $('n-' + k).textContent = n[k];
     $('n-oldest').textContent = w.length ? ago(Date.now() - (w[0].statusSince || w[0].seen)) : '–';
   }
   function renderChannels() {
@@ -266,7 +269,7 @@
 
   // --- live feed -------------------------------------------------------------------
   function connect() {
-    const es = new EventSource(withToken('/feed'));
+    const es = new EventSource('/feed');
     es.onopen = () => { $('live').textContent = 'live'; $('live').classList.remove('off'); };
     es.onerror = () => { $('live').textContent = 'reconnecting'; $('live').classList.add('off'); };
     es.addEventListener('snapshot', loadAll);
@@ -284,7 +287,7 @@
     const body = target.startsWith('c:') ? { channel: target.slice(2), text } : { to: target.slice(2), text };
     $('post-status').textContent = 'sending…';
     try {
-      const r = await fetch(withToken('/api/post'), { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+      const r = await fetch('/api/post', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
       const res = await r.json();
       if (!r.ok) throw new Error(res.reason || res.error);
       $('post-text').value = '';
