@@ -11,22 +11,18 @@ import (
 	"github.com/cotal-ai/cotal/protocol"
 )
 
-// AckWait is how long a copy on a hand-off durable waits for its ack before redelivery
-// (the reference's 60 s). An anycast copy waits protocol.AnycastAckWait, a DM copy
-// DMAckWait.
+// AckWait is how long a DM or hand-off copy waits for its ack before redelivery: the
+// reference's 60 s, which a TypeScript `cotal up` checks when it adds the same durable
+// (a different wait makes its add fail). A clean exit hands unread copies back at once;
+// only a killed holder's copies wait it out. An anycast copy waits
+// protocol.AnycastAckWait.
 const AckWait = 60 * time.Second
-
-// DMAckWait is the ack wait of an agent's DM durable: how soon a DM held by an agent that
-// died (a killed `cotal mcp`) goes to its next session. It is shorter than the
-// reference's 60 s because an agent is interactive: a live holder marks the copies it
-// holds in progress (every 3 s in `cotal mcp`), so only a dead holder's wait runs out.
-const DMAckWait = 10 * time.Second
 
 // Agent pre-creates the durables an agent credential may only bind, never create: its DM
 // durable dm_<owner>-<actor>-<uid> and, with a role, the role-shared svc_<role>. A new DM
 // durable starts after DM's current last message (the activation frontier); an existing
-// one keeps everything but its ack wait, which is set to DMAckWait (an update that loses
-// nothing waiting in it). It reports the names it created, updated and found as they are.
+// one is left exactly as it is, so nothing waiting in it is lost. It reports the names it
+// created and the ones that already existed.
 func Agent(ctx context.Context, js jetstream.JetStream, space string, p protocol.Principal, uid, role string) (Report, error) {
 	var rep Report
 	if err := p.Validate(); err != nil {
@@ -47,13 +43,13 @@ func Agent(ctx context.Context, js jetstream.JetStream, space string, p protocol
 		Durable:       protocol.ConsumerDM(p, uid),
 		FilterSubject: protocol.DMFilter(space, p),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       DMAckWait,
+		AckWait:       AckWait,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 	if last := s.CachedInfo().State.LastSeq; last > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last+1
 	}
-	if err := ensureDMConsumer(ctx, js, dm, cfg, &rep); err != nil {
+	if err := ensureConsumer(ctx, js, dm, cfg, &rep); err != nil {
 		return rep, fmt.Errorf("provision agent %s: %w", p, err)
 	}
 	if role == "" {
@@ -70,29 +66,6 @@ func Agent(ctx context.Context, js jetstream.JetStream, space string, p protocol
 		return rep, fmt.Errorf("provision agent %s: %w", p, err)
 	}
 	return rep, nil
-}
-
-// ensureDMConsumer is ensureConsumer for a DM durable, whose existing ack wait is set to
-// cfg's (made with the reference's 60 s, or by an earlier cotal); nothing else changes.
-func ensureDMConsumer(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig, rep *Report) error {
-	c, err := js.Consumer(ctx, stream, cfg.Durable)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return ensureConsumer(ctx, js, stream, cfg, rep)
-	}
-	if err != nil {
-		return fmt.Errorf("durable %s on %s: %w", cfg.Durable, stream, err)
-	}
-	have := c.CachedInfo().Config
-	if have.AckWait == cfg.AckWait {
-		rep.add(existing, cfg.Durable)
-		return nil
-	}
-	have.AckWait = cfg.AckWait
-	if _, err := js.UpdateConsumer(ctx, stream, have); err != nil {
-		return fmt.Errorf("set the ack wait of durable %s on %s to %s: %w", cfg.Durable, stream, cfg.AckWait, err)
-	}
-	rep.add(updated, cfg.Durable)
-	return nil
 }
 
 // ensureConsumer creates cfg's durable on stream unless it exists; an existing one is

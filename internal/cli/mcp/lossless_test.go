@@ -162,13 +162,13 @@ func TestUnreadDMSurvivesEveryExitOnTheDefaultMesh(t *testing.T) {
 				t.Fatalf("after %s the dm is not on the broker (%d pending): it was acked unread", exit, n)
 			}
 			b := m.agent(t, nil, nil, "--name", "ada")
-			got := b.drain(t, 1, provision.DMAckWait+20*time.Second)
+			got := b.drain(t, 1, provision.AckWait+20*time.Second)
 			if len(got) != 1 || got[0].Text != text {
 				t.Fatalf("after %s the next session got %+v, want %q once", exit, got, text)
 			}
 			if exit != "sigkill" {
 				// Handed back at once: not after the ack wait a crash waits out.
-				if waited := time.Since(exited); waited >= provision.DMAckWait {
+				if waited := time.Since(exited); waited >= provision.AckWait {
 					t.Fatalf("after %s the dm came back %s later, not at once", exit, waited)
 				}
 			}
@@ -201,8 +201,8 @@ func TestDefaultMeshDMDurableHasTheDocumentedAckWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		found++
-		if got := c.CachedInfo().Config.AckWait; got != provision.DMAckWait {
-			t.Errorf("%s: ack wait %s, want %s", name, got, provision.DMAckWait)
+		if got := c.CachedInfo().Config.AckWait; got != provision.AckWait {
+			t.Errorf("%s: ack wait %s, want %s", name, got, provision.AckWait)
 		}
 	}
 	if found == 0 {
@@ -323,7 +323,7 @@ func TestInboxWindowIsAckedOnlyOnceWritten(t *testing.T) {
 	_ = stdin.Close()
 	_ = cmd.Wait()
 	b := m.agent(t, nil, nil, "--name", "ada")
-	got := b.drain(t, 1, provision.DMAckWait+20*time.Second)
+	got := b.drain(t, 1, provision.AckWait+20*time.Second)
 	if len(got) != 1 || got[0].Text != "read me once" {
 		t.Fatalf("the next session got %+v: the unread window was acked", got)
 	}

@@ -290,7 +290,7 @@ func managerTools(opts *Options, target cmdutil.Target, ep *client.Endpoint) *ag
 // one the provisioner makes them with the same wait), and how often it marks the copies
 // it holds in progress: a killed server's copies come back to the next one within ackWait.
 const (
-	ackWait  = provision.DMAckWait
+	ackWait  = provision.AckWait
 	keepHeld = 3 * time.Second
 )
 
