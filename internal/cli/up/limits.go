@@ -66,7 +66,7 @@ func (o *Options) limitArgs() []string {
 // they are pushed to one: space (the one up names) gets the limits of the flags, over
 // those of the manifest, over its account's current ones (a new account's are
 // trust.DefaultLimits); every other space whose account has no limits yet (one made by an
-// older cotal) gets the defaults. It returns the spaces whose account changed, which a
+// older cotal) gets olderSpaceLimits. It returns the spaces whose account changed, which a
 // running broker must be handed again (PushAccount), and says so on errOut.
 func (o *Options) applyLimits(chain *trust.Chain, space string, spaces []string, errOut io.Writer) ([]string, error) {
 	var changed []string
@@ -78,7 +78,7 @@ func (o *Options) applyLimits(chain *trust.Chain, space string, spaces []string,
 		cur, set := acct.Limits()
 		base := cur
 		if !set {
-			base = trust.DefaultLimits()
+			base = olderSpaceLimits()
 		}
 		want := base
 		if s == space {
@@ -98,10 +98,23 @@ func (o *Options) applyLimits(chain *trust.Chain, space string, spaces []string,
 			fmt.Fprintf(errOut, "space %s: limits %s (were %s)\n", s, want, cur)
 		} else {
 			fmt.Fprintf(errOut, "space %s had no limits (made by an older cotal): it now has %s\n", s, want)
+			if want.Storage == trust.Unlimited {
+				fmt.Fprintf(errOut, "space %s keeps no storage limit, so what it stores today is never refused: set one with `cotal up --space %s --max-storage 4GiB` (see docs/operations.md)\n", s, s)
+			}
 		}
 		changed = append(changed, s)
 	}
 	return changed, nil
+}
+
+// olderSpaceLimits are the limits a space made before limits existed gets: the defaults,
+// except storage and memory, which stay unlimited. Such a space may already hold more
+// than the default storage, and a limit below what it holds would refuse every write,
+// presence included; the operator sets one knowing its size.
+func olderSpaceLimits() trust.Limits {
+	l := trust.DefaultLimits()
+	l.Storage, l.Memory = trust.Unlimited, trust.Unlimited
+	return l
 }
 
 // withSpace is spaces with space first, once.
