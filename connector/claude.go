@@ -43,17 +43,17 @@ func buildClaude(l Launch) (Spec, error) {
 		// The first turn is the positional after "--": never an option, whatever it starts
 		// with. After "--" claude still runs a subcommand named by the whole first operand
 		// (`claude -- update`), and no subcommand name holds a space: a one-word prompt
-		// gets a trailing newline, which the first turn does not keep.
+		// gets a trailing space.
 		s.Args = append(s.Args, "--", claudePrompt(l.Prompt))
 	}
 	return s, nil
 }
 
 // claudePrompt is the prompt as claude's first operand: a prompt with no white space gets
-// a trailing newline, so it can never name one of claude's subcommands.
+// a trailing space, so it can never name one of claude's subcommands.
 func claudePrompt(p string) string {
 	if strings.IndexFunc(p, unicode.IsSpace) < 0 {
-		return p + "\n"
+		return p + " "
 	}
 	return p
 }

@@ -120,7 +120,7 @@ func TestPromptIsAValue(t *testing.T) {
 			switch con.Name {
 			case "claude", "codex":
 				n := len(args)
-				if n < 2 || args[n-2] != "--" || strings.TrimSuffix(args[n-1], "\n") != p {
+				if n < 2 || args[n-2] != "--" || strings.TrimSuffix(args[n-1], " ") != p {
 					t.Errorf("%s %q: args %q do not end with -- and the prompt", con.Name, p, args)
 					continue
 				}
