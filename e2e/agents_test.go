@@ -59,11 +59,20 @@ func dmScript(ping, pong, peer string) fakemodel.Script {
 	}
 }
 
-// offersTool reports whether a request to the model offered the tool name (the harness's
-// MCP connection to cotal mcp is up).
-func offersTool(fm *fakemodel.Server, name string) bool {
-	for _, r := range fm.Requests() {
-		if _, ok := r.Tool(name); ok {
+// online reports whether name is online in the space's roster.
+func online(t *testing.T, p *project, name string) bool {
+	t.Helper()
+	var st struct {
+		Roster []struct {
+			Name  string `json:"name"`
+			State string `json:"state"`
+		} `json:"roster"`
+	}
+	if err := json.Unmarshal([]byte(p.cotal("status", "--json")), &st); err != nil {
+		t.Fatalf("cotal status --json: %v", err)
+	}
+	for _, r := range st.Roster {
+		if r.Name == name && r.State != "offline" {
 			return true
 		}
 	}
@@ -116,11 +125,11 @@ func checkDMRoundTrip(t *testing.T, p *project, fm *fakemodel.Server, agent, pin
 	p.cotal("personas", "new", "dave", "--prompt", "You answer direct messages.", "--allow-publish", "general")
 	args := append([]string{"spawn", "dave", "--agent", agent, "--prompt", "Wait for direct messages."}, extra...)
 	agentSession := p.start("cotal spawn --agent "+agent, args...)
-	until(t, agent+" connects to cotal mcp (the model is offered cotal_dm)", 90*time.Second, func() bool {
-		return offersTool(fm, "cotal_dm") || agentSession.exited()
+	until(t, "dave is online (its cotal mcp joined)", 90*time.Second, func() bool {
+		return online(t, p, "dave") || agentSession.exited()
 	})
 	if agentSession.exited() {
-		t.Fatalf("%s exited before it offered cotal_dm", agent)
+		t.Fatalf("%s exited before dave came online", agent)
 	}
 	bob := p.start("cotal join --name bob", "join", "--name", "bob")
 	until(t, "bob joined", 30*time.Second, func() bool { return strings.Contains(bob.text(), "general") || bob.exited() })

@@ -32,7 +32,9 @@ func claudeHome(t *testing.T, p *project, url string) {
 	})
 	p.setenv("ANTHROPIC_BASE_URL="+url,
 		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-		"DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1")
+		"DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
+		// MCP tools in every request, rather than found through the ToolSearch tool.
+		"ENABLE_TOOL_SEARCH=false")
 }
 
 func writeJSON(t *testing.T, path string, v any) {
