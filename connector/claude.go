@@ -29,7 +29,9 @@ func buildClaude(l Launch) (Spec, error) {
 		return Spec{}, err
 	}
 	s := Spec{Command: "claude", Env: map[string]string{}, Files: []File{cfg}}
-	s.Args = append(s.Args, "--mcp-config="+cfg.Path, "--strict-mcp-config",
+	// The agent's own mesh tools are allowed up front (as codex's config approves them):
+	// a seat has no one at its terminal to answer a permission prompt for each cotal_*.
+	s.Args = append(s.Args, "--mcp-config="+cfg.Path, "--allowedTools=mcp__"+ServerName, "--strict-mcp-config",
 		"--dangerously-load-development-channels", "server:"+ServerName)
 	if pf := l.promptFile(); pf != nil {
 		s.Files = append(s.Files, *pf)

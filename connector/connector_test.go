@@ -70,7 +70,7 @@ func TestClaude(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"--mcp-config=/p/.cotal/run/dave/mcp.json", "--strict-mcp-config",
+	want := []string{"--mcp-config=/p/.cotal/run/dave/mcp.json", "--allowedTools=mcp__cotal", "--strict-mcp-config",
 		"--dangerously-load-development-channels", "server:cotal",
 		"--append-system-prompt-file=/p/.cotal/run/dave/system-prompt.md", "--model=opus", "--verbose", "--", "say hi"}
 	if s.Command != "claude" || !reflect.DeepEqual(s.Args, want) {
@@ -92,7 +92,7 @@ func TestClaudeMinimal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"--mcp-config=/p/.cotal/run/dave/mcp.json", "--strict-mcp-config",
+	want := []string{"--mcp-config=/p/.cotal/run/dave/mcp.json", "--allowedTools=mcp__cotal", "--strict-mcp-config",
 		"--dangerously-load-development-channels", "server:cotal"}
 	if !reflect.DeepEqual(s.Args, want) || len(s.Files) != 1 {
 		t.Fatalf("claude args %q files %d, want %q and the mcp config only", s.Args, len(s.Files), want)
