@@ -12,19 +12,28 @@ import (
 	"github.com/cotal-ai/cotal/internal/fakemodel"
 )
 
-// hostilePrompt is a spawn prompt that a harness parsing it as an option would obey: an
-// apiKeyHelper (a shell command Claude Code runs for its API key) that writes marker.
-func hostilePrompt(marker string) string {
-	return fmt.Sprintf(`--settings={"apiKeyHelper":"touch %s; echo %s"}`, marker, claudeKey)
+// hostilePrompt is a spawn prompt that the harness agent, parsing it as an option, would
+// obey by running a command that writes marker: for claude an apiKeyHelper (the command
+// Claude Code runs for its API key), for codex a notify program (run after each turn),
+// for opencode a prompt read as its own --prompt.
+func hostilePrompt(agent, marker string) string {
+	switch agent {
+	case "claude":
+		return fmt.Sprintf(`--settings={"apiKeyHelper":"touch %s; echo %s"}`, marker, claudeKey)
+	case "codex":
+		return fmt.Sprintf(`--config=notify=["sh","-c","touch %s"]`, marker)
+	default:
+		return fmt.Sprintf(`--prompt=--print-logs touch %s`, marker)
+	}
 }
 
-// checkPromptIsText spawns persona dave with harness agent and the hostile prompt, and
+// checkPromptIsText spawns persona dave with harness agent and its hostile prompt, and
 // checks the stand-in model gets the prompt as the user's text and the marker never
 // appears.
 func checkPromptIsText(t *testing.T, p *project, fm *fakemodel.Server, agent string, extra ...string) {
 	t.Helper()
 	marker := filepath.Join(t.TempDir(), "marker")
-	prompt := hostilePrompt(marker)
+	prompt := hostilePrompt(agent, marker)
 	args := append([]string{"spawn", "dave", "--agent", agent, "--prompt", prompt}, extra...)
 	s := p.start("cotal spawn --agent "+agent, args...)
 	ran := func() bool { _, err := os.Stat(marker); return err == nil }
@@ -197,6 +206,7 @@ func checkDMRoundTrip(t *testing.T, p *project, fm *fakemodel.Server, dc dmCase,
 			}
 			return agent.exited()
 		})
+
 	}
 	until(t, "bob gets the answer", 60*time.Second, func() bool {
 		return strings.Contains(bob.text(), pong) || bob.exited()

@@ -48,6 +48,8 @@ type Request struct {
 	// Tools are the names of the tools the harness offers.
 	Tools []string
 	Body  []byte
+
+	namespaced map[string][2]string // a namespaced tool's listed name: its namespace and name
 }
 
 // Tool returns the offered tool whose name is suffix or ends in "_"+suffix (harnesses

@@ -23,7 +23,7 @@ func parse(api string, body []byte) (Request, error) {
 	}
 	r := Request{API: api, Model: doc.Model, Stream: doc.Stream, Body: body}
 	for _, t := range doc.Tools {
-		r.Tools = append(r.Tools, toolNames(t)...)
+		r.addTools(t, "")
 	}
 	switch api {
 	case Messages:
@@ -53,10 +53,12 @@ func parse(api string, body []byte) (Request, error) {
 	return r, nil
 }
 
-// toolNames are the names a tool definition offers: {name}, {function:{name}}, or the
-// tools of a namespace ({tools:[...]}).
-func toolNames(raw json.RawMessage) []string {
+// addTools adds the tools a definition offers: {name}, {function:{name}}, or the tools of
+// a namespace ({type:"namespace", name, tools:[...]}), which the request lists as
+// <namespace>__<tool> and a call names by its namespace and its own name.
+func (r *Request) addTools(raw json.RawMessage, ns string) {
 	var t struct {
+		Type     string `json:"type"`
 		Name     string `json:"name"`
 		Function struct {
 			Name string `json:"name"`
@@ -64,23 +66,31 @@ func toolNames(raw json.RawMessage) []string {
 		Tools []json.RawMessage `json:"tools"`
 	}
 	if json.Unmarshal(raw, &t) != nil {
-		return nil
+		return
 	}
-	var out []string
-	if t.Function.Name != "" {
-		out = append(out, t.Function.Name)
-	} else if t.Name != "" {
-		out = append(out, t.Name)
-	}
-	for _, sub := range t.Tools {
-		for _, n := range toolNames(sub) {
-			if t.Name != "" {
-				out = append(out, t.Name+"_"+n) // a namespace's tool, as the model names it
-			}
-			out = append(out, n)
+	if t.Type == "namespace" {
+		for _, sub := range t.Tools {
+			r.addTools(sub, t.Name)
 		}
+		return
 	}
-	return out
+	name := t.Function.Name
+	if name == "" {
+		name = t.Name
+	}
+	if name == "" {
+		return
+	}
+	if ns == "" {
+		r.Tools = append(r.Tools, name)
+		return
+	}
+	full := ns + "__" + name
+	if r.namespaced == nil {
+		r.namespaced = map[string][2]string{}
+	}
+	r.namespaced[full] = [2]string{ns, name}
+	r.Tools = append(r.Tools, full)
 }
 
 // addMessage adds one Anthropic or Chat Completions message.
@@ -217,6 +227,9 @@ func writeResponses(w http.ResponseWriter, req Request, rep Reply, n int) {
 	if rep.Tool != nil {
 		item = map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_fake%d", n), "call_id": fmt.Sprintf("call_fake%d", n),
 			"name": rep.Tool.Name, "arguments": argsJSON(rep.Tool), "status": "completed"}
+		if nn, ok := req.namespaced[rep.Tool.Name]; ok {
+			item["namespace"], item["name"] = nn[0], nn[1]
+		}
 	} else {
 		item = map[string]any{"type": "message", "id": fmt.Sprintf("msg_fake%d", n), "role": "assistant", "status": "completed",
 			"content": []any{map[string]any{"type": "output_text", "text": rep.Text, "annotations": []any{}}}}
