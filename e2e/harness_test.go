@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,7 +37,11 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	cotalExe = filepath.Join(dir, "cotal")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin, err := exec.LookPath("go") // go test puts its own go first on PATH
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "build cotal: no go on PATH:", err)
+		return 1
+	}
 	build := exec.Command(gobin, "build", "-o", cotalExe, "github.com/cotal-ai/cotal/cmd/cotal")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
