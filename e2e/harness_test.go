@@ -145,16 +145,41 @@ func (p *project) try(args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// up starts the project's authenticated mesh on a free loopback port, and brings it down
-// when the test ends.
+// up starts the project's authenticated mesh on a free loopback port in the foreground
+// (cotal up as a child that the kernel stops when this test process dies, so a killed run
+// leaves no mesh behind), waits until it serves, and brings it down when the test ends.
 func (p *project) up() {
 	p.t.Helper()
-	p.cotal("up", "--detach", "--server", "nats://127.0.0.1:0", "--space", "main")
+	cmd := exec.Command(cotalExe, "up", "--server", "nats://127.0.0.1:0", "--space", "main")
+	cmd.Dir, cmd.Env = p.dir, p.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("cotal up: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
 	p.t.Cleanup(func() {
 		if _, err := p.try("down", "--with-agents"); err != nil {
 			p.t.Logf("cotal down: %v", err)
 		}
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
 		p.logFiles()
+	})
+	until(p.t, "the mesh serves (cotal status)", 60*time.Second, func() bool {
+		select {
+		case <-done:
+			p.t.Fatalf("cotal up exited: %s", out.String())
+		default:
+		}
+		_, err := p.try("status", "--json")
+		return err == nil
 	})
 }
 
@@ -192,6 +217,7 @@ func (p *project) start(name string, args ...string) *session {
 	p.t.Helper()
 	cmd := exec.Command(cotalExe, args...)
 	cmd.Dir, cmd.Env = p.dir, p.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // pty adds its session
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 160})
 	if err != nil {
 		p.t.Fatalf("start %s: %v", name, err)
