@@ -37,7 +37,7 @@ func checkPromptIsText(t *testing.T, p *project, fm *fakemodel.Server, agent str
 	args := append([]string{"spawn", "dave", "--agent", agent, "--prompt", prompt}, extra...)
 	s := p.start("cotal spawn --agent "+agent, args...)
 	ran := func() bool { _, err := os.Stat(marker); return err == nil }
-	until(t, "the model gets the prompt as the user's text", 90*time.Second, func() bool {
+	until(t, "the model gets the prompt as the user's text", 3*time.Minute, func() bool {
 		return fm.Saw(prompt) || s.exited() || ran()
 	})
 	if ran() {
@@ -166,7 +166,7 @@ func checkDMRoundTrip(t *testing.T, p *project, fm *fakemodel.Server, dc dmCase,
 	p.cotal("personas", "new", "dave", "--prompt", "You answer direct messages.", "--allow-publish", "general")
 	args := append([]string{"spawn", "dave", "--agent", dc.agent, "--prompt", "Wait for direct messages."}, extra...)
 	agent := p.start("cotal spawn --agent "+dc.agent, args...)
-	until(t, "dave is online (its cotal mcp joined)", 90*time.Second, func() bool {
+	until(t, "dave is online (its cotal mcp joined)", 3*time.Minute, func() bool {
 		return online(t, p, "dave") || agent.exited()
 	})
 	if agent.exited() {
@@ -198,7 +198,7 @@ func checkDMRoundTrip(t *testing.T, p *project, fm *fakemodel.Server, dc dmCase,
 		}
 		t.Logf("%s reports it takes no pushed turns here; the DM waited in the inbox: reading it with cotal_inbox", dc.agent)
 		dc.submit(agent, nudge)
-		until(t, "the model reads the DM with cotal_inbox", 60*time.Second, func() bool {
+		until(t, "the model reads the DM with cotal_inbox", 2*time.Minute, func() bool {
 			for _, r := range fm.Requests() {
 				if r.LastIsToolResult && strings.Contains(r.ToolResults[len(r.ToolResults)-1], ping) {
 					return true
@@ -208,7 +208,7 @@ func checkDMRoundTrip(t *testing.T, p *project, fm *fakemodel.Server, dc dmCase,
 		})
 
 	}
-	until(t, "bob gets the answer", 60*time.Second, func() bool {
+	until(t, "bob gets the answer", 2*time.Minute, func() bool {
 		return strings.Contains(bob.text(), pong) || bob.exited()
 	})
 	if !strings.Contains(bob.text(), pong) {
@@ -235,7 +235,7 @@ func TestClaudePromptIsText(t *testing.T) {
 		}
 		return false
 	}
-	until(t, "the model gets the one-word prompt doctor", 90*time.Second, func() bool { return asked() || s.exited() })
+	until(t, "the model gets the one-word prompt doctor", 3*time.Minute, func() bool { return asked() || s.exited() })
 	if !asked() {
 		t.Fatal("claude exited before the model got the prompt doctor: it ran as a subcommand")
 	}
