@@ -266,7 +266,7 @@ func claudeChannelsOff(screen string) bool {
 // typeLine types line into a TUI's prompt and submits it once the line shows.
 func typeLine(s *session, line string) {
 	s.send(line)
-	until(s.t, "the typed line shows", 20*time.Second, func() bool {
+	until(s.t, "the typed line shows", time.Minute, func() bool {
 		return strings.Contains(strings.ReplaceAll(s.text(), " ", ""), strings.ReplaceAll(line, " ", "")) || s.exited()
 	})
 	s.send("\r")
