@@ -40,10 +40,12 @@ func buildCodex(l Launch) (Spec, error) {
 		s.Files = append(s.Files, File{Path: link, Link: auth})
 		s.Remove = append(s.Remove, link)
 	}
-	if l.HasPrompt {
-		s.Args = append(s.Args, l.Prompt) // codex [PROMPT]: the first turn
-	}
 	s.Args = append(s.Args, l.Args...)
+	if l.HasPrompt {
+		// codex [OPTIONS] -- [PROMPT]: after "--" the prompt is the first turn, never an
+		// option or a subcommand.
+		s.Args = append(s.Args, "--", l.Prompt)
+	}
 	return s, nil
 }
 

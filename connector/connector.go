@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Launch is what a connector needs to know to start one agent.
@@ -32,8 +34,11 @@ type Launch struct {
 	// capability, its grant bounds the personas the agent defines.
 	Persona string
 
-	Model        string   // model override ("" leaves the harness's default)
-	Prompt       string   // first turn to submit ("" for none)
+	Model string // model override ("" leaves the harness's default)
+	// Prompt is the first turn to submit ("" for none). It is text from whoever asked for
+	// the spawn, so every connector passes it where the harness reads a value and never an
+	// option or a subcommand: after "--", as --prompt=<text>, or in an environment variable.
+	Prompt       string
 	HasPrompt    bool     // a prompt was given (an empty one is refused)
 	SystemPrompt string   // the persona's prompt, appended to the system prompt
 	Args         []string // extra arguments: for claude, codex and opencode appended to the harness's; for command the program and its arguments
@@ -156,12 +161,39 @@ func (l Launch) MCPEnv(harness string) map[string]string {
 // check refuses a launch that misses what every connector needs.
 func (l Launch) check() error {
 	switch {
+	case l.Name == "" || l.Name == "." || l.Name == ".." || strings.ContainsAny(l.Name, "/\\\x00"):
+		return fmt.Errorf("launch %q: an agent name names its files and cannot be empty, . or .. or hold a slash", l.Name)
 	case l.Exe == "":
 		return fmt.Errorf("launch %s: no cotal executable for the MCP server", l.Name)
 	case l.RunDir == "" || !filepath.IsAbs(l.RunDir):
 		return fmt.Errorf("launch %s: the run folder must be an absolute path, got %q", l.Name, l.RunDir)
 	case l.HasPrompt && strings.TrimSpace(l.Prompt) == "":
 		return fmt.Errorf("--prompt is empty: there is no first turn to submit; give it text or leave it out")
+	}
+	return CheckModel(l.Model)
+}
+
+// MaxModelLength bounds a model name: the longest real one (a Bedrock inference-profile
+// ARN) is well under it.
+const MaxModelLength = 256
+
+// CheckModel refuses a model name a harness could read as something else: one that starts
+// with "-" (an option), holds a space or a control character, or is longer than
+// MaxModelLength. "" (the harness's default) passes. A model reaches every harness as a
+// value (--model=<m>, a TOML string), and this keeps it one.
+func CheckModel(m string) error {
+	switch {
+	case m == "":
+		return nil
+	case len(m) > MaxModelLength:
+		return fmt.Errorf("--model is %d bytes: a model name is at most %d", len(m), MaxModelLength)
+	case strings.HasPrefix(m, "-"):
+		return fmt.Errorf("--model %q starts with \"-\": a model name is never an option; name a model such as sonnet or gpt-5", m)
+	}
+	for _, r := range m {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || r == utf8.RuneError {
+			return fmt.Errorf("--model %q holds a space or a control character: a model name is one word such as sonnet or gpt-5", m)
+		}
 	}
 	return nil
 }

@@ -70,9 +70,9 @@ func TestClaude(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"say hi", "--mcp-config", "/p/.cotal/run/dave/mcp.json", "--strict-mcp-config",
+	want := []string{"--mcp-config=/p/.cotal/run/dave/mcp.json", "--allowedTools=mcp__cotal", "--strict-mcp-config",
 		"--dangerously-load-development-channels", "server:cotal",
-		"--append-system-prompt-file", "/p/.cotal/run/dave/system-prompt.md", "--model", "opus", "--verbose"}
+		"--append-system-prompt-file=/p/.cotal/run/dave/system-prompt.md", "--model=opus", "--verbose", "--", "say hi"}
 	if s.Command != "claude" || !reflect.DeepEqual(s.Args, want) {
 		t.Fatalf("claude %q %q, want %q", s.Command, s.Args, want)
 	}
@@ -92,7 +92,7 @@ func TestClaudeMinimal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"--mcp-config", "/p/.cotal/run/dave/mcp.json", "--strict-mcp-config",
+	want := []string{"--mcp-config=/p/.cotal/run/dave/mcp.json", "--allowedTools=mcp__cotal", "--strict-mcp-config",
 		"--dangerously-load-development-channels", "server:cotal"}
 	if !reflect.DeepEqual(s.Args, want) || len(s.Files) != 1 {
 		t.Fatalf("claude args %q files %d, want %q and the mcp config only", s.Args, len(s.Files), want)
@@ -111,7 +111,7 @@ func TestCodex(t *testing.T) {
 		t.Fatal(err)
 	}
 	home := "/p/.cotal/codex/dave"
-	if s.Command != "codex" || !reflect.DeepEqual(s.Args, []string{"start"}) || s.Env["CODEX_HOME"] != home || !reflect.DeepEqual(s.Dirs, []string{home}) {
+	if s.Command != "codex" || !reflect.DeepEqual(s.Args, []string{"--", "start"}) || s.Env["CODEX_HOME"] != home || !reflect.DeepEqual(s.Dirs, []string{home}) {
 		t.Fatalf("codex spec %+v", s)
 	}
 	want := `# Written by cotal spawn for agent dave; removed when it exits.
@@ -155,7 +155,7 @@ func TestOpenCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"--prompt", "go", "--model", "anthropic/claude-sonnet-4-5"}; s.Command != "opencode" || !reflect.DeepEqual(s.Args, want) {
+	if want := []string{"--prompt=go", "--model=anthropic/claude-sonnet-4-5"}; s.Command != "opencode" || !reflect.DeepEqual(s.Args, want) {
 		t.Fatalf("opencode %q %q", s.Command, s.Args)
 	}
 	var doc struct {
@@ -212,6 +212,15 @@ func TestRefusals(t *testing.T) {
 		{"claude", func(l *Launch) { l.HasPrompt, l.Prompt = true, " " }, "--prompt is empty"},
 		{"codex", func(l *Launch) { l.RunDir = "rel" }, "absolute path"},
 		{"codex", func(l *Launch) { l.DataDir = "" }, "CODEX_HOME"},
+		{"claude", func(l *Launch) { l.Model = "--settings={}" }, "never an option"},
+		{"codex", func(l *Launch) { l.Model = "-c" }, "never an option"},
+		{"opencode", func(l *Launch) { l.Model = "-x/y" }, "never an option"},
+		{"command", func(l *Launch) { l.Args, l.Model = []string{"prog"}, "-v" }, "never an option"},
+		{"claude", func(l *Launch) { l.Model = "opus --verbose" }, "space or a control character"},
+		{"codex", func(l *Launch) { l.Model = "gpt\n5" }, "space or a control character"},
+		{"claude", func(l *Launch) { l.Model = strings.Repeat("m", MaxModelLength+1) }, "at most"},
+		{"codex", func(l *Launch) { l.Name = ".." }, "agent name"},
+		{"claude", func(l *Launch) { l.Name = "a/b" }, "agent name"},
 	} {
 		l := launch()
 		c.edit(&l)

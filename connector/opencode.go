@@ -44,11 +44,13 @@ func buildOpenCode(l Launch) (Spec, error) {
 		return Spec{}, fmt.Errorf("encode opencode config: %w", err)
 	}
 	s.Env["OPENCODE_CONFIG_CONTENT"] = string(b)
+	// Values are joined to their flags: `--prompt=<text>` is the prompt whatever it starts
+	// with, where `--prompt <text>` would read a leading "-" as the next option.
 	if l.HasPrompt {
-		s.Args = append(s.Args, "--prompt", l.Prompt)
+		s.Args = append(s.Args, "--prompt="+l.Prompt)
 	}
 	if l.Model != "" {
-		s.Args = append(s.Args, "--model", l.Model)
+		s.Args = append(s.Args, "--model="+l.Model)
 	}
 	s.Args = append(s.Args, l.Args...)
 	return s, nil
