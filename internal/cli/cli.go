@@ -39,10 +39,13 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/supervise"
 	"github.com/cotal-ai/cotal/internal/cli/up"
 	"github.com/cotal-ai/cotal/internal/cli/update"
+	"github.com/cotal-ai/cotal/internal/cli/version"
 	"github.com/cotal-ai/cotal/internal/cli/web"
 )
 
-// Version is the CLI version, set at build time with -ldflags "-X ...cli.Version=v1.2.3".
+// Version is the CLI version, set at build time with -ldflags "-X ...cli.Version=v1.2.3";
+// left at "dev", the module version `go install ...@version` records is used (see
+// internal/cli/version).
 var Version = "dev"
 
 // Exit codes.
@@ -88,6 +91,11 @@ func report(w io.Writer, cmd *cobra.Command, err error) int {
 	if errors.As(err, &exitErr) {
 		return exitErr.Code
 	}
+	var shown *cmdutil.HelpShown
+	if errors.As(err, &shown) {
+		fmt.Fprintf(w, "error: %v\n", err)
+		return exitUsage
+	}
 	var flagErr *cmdutil.FlagError
 	if errors.As(err, &flagErr) || isCobraUsageError(err) {
 		fmt.Fprintf(w, "error: %v\n", err)
@@ -103,6 +111,7 @@ func report(w io.Writer, cmd *cobra.Command, err error) int {
 
 // NewCmdRoot builds the command tree.
 func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
+	info := version.Read(Version)
 	root := &cobra.Command{
 		Use:   "cotal <command>",
 		Short: "Cotal: a shared space where AI agents and people see each other and talk",
@@ -114,13 +123,15 @@ peer, anycast to whoever holds a role.`,
   cotal send dm alice "hello"     # one-shot direct message
   cotal status                    # who is here, on which channels
   cotal down                      # stop the broker`,
-		Version:       Version,
+		Version:       info.Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &cmdutil.FlagError{Err: err} })
+	// --version has no -v: -v means --verbose wherever a command has it (personas list).
+	root.Flags().Bool("version", false, "print cotal's version (cotal version says more)")
 	root.AddCommand(
 		up.NewCmdUp(f, nil),
 		down.NewCmdDown(f, nil),
@@ -139,7 +150,7 @@ peer, anycast to whoever holds a role.`,
 		authservice.NewCmdAuthService(f, nil),
 		login.NewCmdLogin(f, nil),
 		meshes.NewCmdMeshes(f),
-		mcp.NewCmdMCP(f, Version, nil),
+		mcp.NewCmdMCP(f, info.Version, nil),
 		spawn.NewCmdSpawn(f, nil),
 		supervise.NewCmdSupervise(f, nil),
 		service.NewCmdService(f, nil),
@@ -149,6 +160,7 @@ peer, anycast to whoever holds a role.`,
 		seats.NewCmdAttach(f, nil),
 		web.NewCmdWeb(f, nil),
 		brokercmd.NewCmdBroker(f),
+		version.NewCmdVersion(f, info, nil),
 	)
 	strictHelp(root)
 	return root
@@ -164,7 +176,14 @@ func strictHelp(root *cobra.Command) {
 		switch c.Name() {
 		case "completion":
 			cmdutil.Group(c)
+			c.Example = `  source <(cotal completion bash)                     # this bash session
+  cotal completion zsh > "${fpath[1]}/_cotal"         # every zsh session`
+			for _, sh := range c.Commands() {
+				sh.Example = completionExamples[sh.Name()]
+			}
 		case "help":
+			c.Example = `  cotal help up
+  cotal help send dm`
 			show := c.Run
 			c.Run = nil
 			c.RunE = func(c *cobra.Command, args []string) error {
@@ -177,6 +196,18 @@ func strictHelp(root *cobra.Command) {
 			}
 		}
 	}
+}
+
+// completionExamples are the examples of `cotal completion <shell>`.
+var completionExamples = map[string]string{
+	"bash": `  source <(cotal completion bash)
+  cotal completion bash > /etc/bash_completion.d/cotal`,
+	"zsh": `  source <(cotal completion zsh)
+  cotal completion zsh > "${fpath[1]}/_cotal"`,
+	"fish": `  cotal completion fish | source
+  cotal completion fish > ~/.config/fish/completions/cotal.fish`,
+	"powershell": `  cotal completion powershell | Out-String | Invoke-Expression
+  cotal completion powershell >> $PROFILE`,
 }
 
 // isCobraUsageError recognises cobra's own argument and command errors.

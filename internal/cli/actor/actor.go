@@ -61,6 +61,9 @@ func NewCmdActor(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 names them) may act as an actor, and what that actor may read, post and do. A bearer is only
 issued for a granted actor, and a change bites at the next exchange and the next connect.
 No row means not granted: an empty ledger denies everyone.`,
+		Example: `  cotal actor grant alice --sub 248289761001 --allow-subscribe 'team.>' --allow-publish team.backend
+  cotal actor list
+  cotal actor revoke alice`,
 	}
 	cmd.AddCommand(newCmdGrant(f, runF), newCmdRevoke(f, runF), newCmdList(f, runF))
 	return cmdutil.Group(cmd)

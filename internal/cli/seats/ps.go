@@ -35,6 +35,8 @@ func NewCmdPs(f *cmdutil.Factory, runF func(context.Context, *PsOptions) error) 
 model, process state (running and for how long, or exited and its code) and mesh state
 (idle, working, waiting, offline, or not in roster). --json prints one JSON object per
 seat per line; --wide adds the pid, lifecycle uid, who spawned it, its folder and host.`,
+		Example: `  cotal ps
+  cotal ps --wide --space team`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.JSON && opts.Wide {

@@ -68,16 +68,20 @@ supervisor there.`,
   cotal service status
   cotal service uninstall`,
 	}
-	for _, op := range []struct{ name, short string }{
-		{"install", "Write the manager's systemd user unit and environment file"},
-		{"status", "Say whether the manager's unit is installed, and for which project"},
-		{"uninstall", "Remove the manager's unit and environment file"},
+	for _, op := range []struct{ name, short, example string }{
+		{"install", "Write the manager's systemd user unit and environment file", `  cotal service install
+  cotal service install --space team --server nats://10.0.0.2:4222`},
+		{"status", "Say whether the manager's unit is installed, and for which project", `  cotal service status
+  cotal service status --space team`},
+		{"uninstall", "Remove the manager's unit and environment file", `  cotal service uninstall
+  cotal service uninstall --space team`},
 	} {
 		opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, Executable: f.Executable}
 		sub := &cobra.Command{
-			Use:   op.name + " [--space S]",
-			Short: op.short,
-			Args:  cobra.NoArgs,
+			Use:     op.name + " [--space S]",
+			Short:   op.short,
+			Example: op.example,
+			Args:    cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				if runF != nil {
 					return runF(op.name, opts)
@@ -98,6 +102,7 @@ supervisor there.`,
 		}
 		cmd.AddCommand(sub)
 	}
+	cmdutil.Group(cmd)
 	return cmd
 }
 
