@@ -127,6 +127,7 @@ peer, anycast to whoever holds a role.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetUsageTemplate(root.UsageTemplate() + exitCodesHelp)
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &cmdutil.FlagError{Err: err} })
@@ -197,6 +198,12 @@ func strictHelp(root *cobra.Command) {
 		}
 	}
 }
+
+// exitCodesHelp ends every command's --help.
+const exitCodesHelp = `
+Exit codes: 0 done; 1 failed or refused; 2 a usage error (a bad flag, argument or name,
+or a command group run without its command).
+`
 
 // completionExamples are the examples of `cotal completion <shell>`.
 var completionExamples = map[string]string{

@@ -47,3 +47,25 @@ func TestEveryCommandHasExample(t *testing.T) {
 		t.Fatalf("walked %d commands; the tree is bigger than that", n)
 	}
 }
+
+// TestEveryHelpHasExitCodes runs --help of every command and finds the exit codes in it.
+func TestEveryHelpHasExitCodes(t *testing.T) {
+	root := testRoot()
+	var paths [][]string
+	walk(root, func(c *cobra.Command) {
+		paths = append(paths, strings.Fields(c.CommandPath())[1:])
+	})
+	for _, p := range paths {
+		var out strings.Builder
+		root := testRoot()
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append(p, "--help"))
+		if err := root.Execute(); err != nil {
+			t.Fatalf("cotal %s --help: %v", strings.Join(p, " "), err)
+		}
+		if !strings.Contains(out.String(), "Exit codes: 0 done; 1 failed or refused") {
+			t.Errorf("cotal %s --help: no exit codes in\n%s", strings.Join(p, " "), out.String())
+		}
+	}
+}

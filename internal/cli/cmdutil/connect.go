@@ -80,7 +80,7 @@ func connectCreds(ctx context.Context, t Target, cfg client.Config) (*client.End
 	if b == nil {
 		var err error
 		if b, err = os.ReadFile(t.Creds); err != nil {
-			return nil, credsError(t.Creds, fmt.Errorf("--creds: %w", err))
+			return nil, credsError(t, fmt.Errorf("--creds: %w", err))
 		}
 	}
 	c, err := trust.ReadCreds(b)
@@ -88,7 +88,7 @@ func connectCreds(ctx context.Context, t Target, cfg client.Config) (*client.End
 		if t.Creds == "" {
 			return nil, err // a credential in hand, minted here: not the user's to fix
 		}
-		return nil, credsError(t.Creds, fmt.Errorf("--creds %s: %w", t.Creds, err))
+		return nil, credsError(t, fmt.Errorf("--creds %s: %w", t.Creds, err))
 	}
 	if c.Principal.Validate() == nil {
 		cfg.Owner, cfg.Actor = c.Principal.Owner, c.Principal.Actor
@@ -186,7 +186,7 @@ func (f *Factory) account(t Target) (*trust.Account, *trust.Chain, error) {
 	}
 	if t.Project == nil {
 		return nil, nil, Refuse("connecting to an authenticated mesh without --creds",
-			"no project's trust chain is at hand to mint an identity", "cotal <command> --creds <file>")
+			"no project's trust chain is at hand to mint an identity: give --creds with a creds file the mesh's operator minted for you", "")
 	}
 	if t.Mesh != nil && !slices.Contains(t.Mesh.Spaces, t.Space) {
 		return nil, nil, Refuse(fmt.Sprintf("space %q", t.Space), "the mesh of "+t.Project.Root+" does not serve it",

@@ -224,7 +224,7 @@ func runInstall(o *Options) error {
 	}
 	if o.Server != "" {
 		if u, err := url.Parse(o.Server); err != nil || u.Host == "" || !slices.Contains([]string{"nats", "tls", "ws", "wss"}, u.Scheme) {
-			return cmdutil.RefuseUsage("--server "+o.Server, "it is not a NATS URL (nats://, tls://, ws:// or wss:// with a host)", "cotal service install --server nats://HOST:4222")
+			return cmdutil.RefuseUsage("--server "+o.Server, "it is not a NATS URL (nats://, tls://, ws:// or wss:// with a host)", "")
 		}
 	}
 	// cotal up's manager would contend with the unit's for the one lease of this host.

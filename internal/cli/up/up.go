@@ -321,8 +321,7 @@ func checkClusterChain(opts *Options, proj *workspace.Project, space string) err
 	}
 	if !slices.Contains(known, space) {
 		return cmdutil.Refuse(what,
-			"the trust chain of this project holds no account for space "+space+"; an account made here would be this node's alone",
-			"cotal broker export --space "+space+" trust.tar` on the node that made the chain, then `cotal broker import trust.tar --force")
+			"the trust chain of this project holds no account for space "+space+"; an account made here would be this node's alone: export the chain with the space (cotal broker export --space "+space+" trust.tar) on the node that made it, and import it here", "")
 	}
 	return nil
 }
@@ -467,8 +466,7 @@ func pushAccounts(ctx context.Context, chain *trust.Chain, url, ca string) error
 	sys, err := connect(url, sysCreds, ca)
 	if errors.Is(err, nats.ErrAuthorization) {
 		return cmdutil.Refuse("to serve the project's spaces on "+url,
-			"the server refused the project's system account: it does not trust this project's operator",
-			"cotal broker config --out nats.conf`, start `nats-server -c nats.conf` and run `cotal up --external <its URL>")
+			"the server refused the project's system account: it does not trust this project's operator; start it from the configuration `cotal broker config --out nats.conf` writes", "")
 	}
 	if err != nil {
 		return err
@@ -573,9 +571,9 @@ func (o *Options) checkTLSHost() error {
 		return nil
 	}
 	return cmdutil.Refuse("a mesh on "+host+" without TLS",
-		"beyond loopback, messages and connections would cross the network in clear text; serve TLS with a certificate for the names clients dial, "+
+		"beyond loopback, messages and connections would cross the network in clear text; serve TLS (--tls-cert, --tls-key and --tls-ca) with a certificate for the names clients dial, "+
 			"or pass --insecure-no-tls to accept that (nothing was started or written)",
-		"cotal up --detach --server "+o.Server+" --tls-cert <cert.pem> --tls-key <key.pem> --tls-ca <ca.pem>")
+		"")
 }
 
 // readyAddr is how a ready line names where the broker serves: the URL local clients
