@@ -173,6 +173,9 @@ func (f *Factory) ConnectPerson(ctx context.Context, t Target, profile trust.Pro
 	name, actor := OperatorIdentity()
 	if f.Getenv != nil && f.Getenv(ActorEnv) != "" {
 		actor = f.Getenv(ActorEnv)
+		if !protocol.ValidActor(actor) {
+			return nil, FlagErrorf("%s=%q: an actor is 1 to %d letters, digits or _ (no dots, dashes or spaces)", ActorEnv, actor, protocol.MaxActorLength)
+		}
 	}
 	return f.Connect(ctx, t, client.Config{Name: name, Actor: actor, Kind: protocol.CardEndpoint}, As{Profile: profile, Person: true})
 }

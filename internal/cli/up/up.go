@@ -339,6 +339,9 @@ func listenAddr(server string) (string, int, error) {
 	if server == "" {
 		return "127.0.0.1", 0, nil
 	}
+	if strings.Contains(server, ",") {
+		return "", 0, fmt.Errorf("%q is a list of URLs, and cotal up listens on one address: give one nats://host:port URL (a list is for clients, --external and --routes)", server)
+	}
 	u, err := url.Parse(server)
 	if err != nil || u.Scheme != "nats" || u.Host == "" {
 		return "", 0, fmt.Errorf("%q is not a nats://host:port URL", server)
@@ -346,6 +349,9 @@ func listenAddr(server string) (string, int, error) {
 	host, portText, err := net.SplitHostPort(u.Host)
 	if err != nil {
 		return "", 0, fmt.Errorf("%q needs a port, e.g. nats://127.0.0.1:4222", server)
+	}
+	if net.ParseIP(host) == nil && strings.Trim(host, "0123456789.") == "" {
+		return "", 0, fmt.Errorf("%q: %s is not an IP address", server, host)
 	}
 	port, err := strconv.Atoi(portText)
 	if err != nil || port < 0 || port > 65535 {
