@@ -72,6 +72,7 @@ func TestScripts(t *testing.T) {
 			"mgrreq":      cmdMgrReq,
 			"repeat":      cmdRepeat,
 			"mcpsessions": cmdMCPSessions,
+			"sweep":       cmdSweep,
 		},
 	})
 }

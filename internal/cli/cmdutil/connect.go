@@ -37,6 +37,9 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 	if cfg.Logger == nil {
 		cfg.Logger = f.Logger
 	}
+	if err := checkTLSCA(t.TLSCA); err != nil { // before anything is minted or recorded
+		return nil, err
+	}
 	if as.Person {
 		si, ok, err := personSignIn(t)
 		if err != nil {
@@ -212,6 +215,9 @@ func (f *Factory) account(t Target) (*trust.Account, *trust.Chain, error) {
 // spawn's fresh uid) is kept.
 func (f *Factory) AgentCreds(ctx context.Context, t Target, spec trust.UserSpec) ([]byte, error) {
 	if err := CheckStatic(t, "static creds for "+spec.Principal.Actor); err != nil {
+		return nil, err
+	}
+	if err := checkTLSCA(t.TLSCA); err != nil { // the connect that follows would refuse it
 		return nil, err
 	}
 	acct, chain, err := f.account(t)

@@ -48,6 +48,43 @@ func withFreshMint(t Target, err error) error {
 	return err
 }
 
+// maxCAFile bounds a --tls-ca file: a CA bundle is a few certificates of a few KiB each.
+const maxCAFile = 1 << 20
+
+// checkTLSCA refuses a CA file the connect would read that is not a regular file of a
+// CA's size (a folder, a device such as /dev/zero, a path that cannot be read), before
+// the connect reads it whole.
+func checkTLSCA(path string) error {
+	if path == "" {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--tls-ca %s: %w: give the CA file (PEM) that signed the mesh's TLS certificate", path, errors.Unwrap(err))
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("--tls-ca %s: not a regular file (%s): give the CA file (PEM) that signed the mesh's TLS certificate", path, fileKind(fi))
+	case fi.Size() > maxCAFile:
+		return fmt.Errorf("--tls-ca %s: %d bytes, over the %d-byte limit of a CA file", path, fi.Size(), maxCAFile)
+	}
+	return nil
+}
+
+// fileKind names what a path that is not a regular file is.
+func fileKind(fi os.FileInfo) string {
+	switch m := fi.Mode(); {
+	case m.IsDir():
+		return "a folder"
+	case m&os.ModeCharDevice != 0, m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a plain file"
+}
+
 // connectError adds to a failed connect to t what fixes it: a fresh credential when the
 // broker turned the one given away, a (re)started mesh when the project's own mesh did not
 // answer. Other errors pass as they are.
