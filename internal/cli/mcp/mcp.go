@@ -69,7 +69,7 @@ type Options struct {
 	GrantPersona string
 	// ReconnectFor is how long a lost mesh is waited for before the server exits non-zero.
 	ReconnectFor time.Duration
-	channelsSet  bool // --channel or COTAL_SUBSCRIBE was given
+	channelsSet  bool              // --channel or COTAL_SUBSCRIBE was given
 	fromEnvVar   map[string]string // flag name -> the environment variable that set it
 	// Version is told to the MCP client.
 	Version string
