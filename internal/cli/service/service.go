@@ -37,6 +37,7 @@ type Options struct {
 	Space  string
 	Server string
 	Force  bool
+	JSON   bool // status --json: print the Status as one JSON document
 	// GOOS is the system the unit is for; "" means runtime.GOOS.
 	GOOS string
 }
@@ -96,6 +97,9 @@ supervisor there.`,
 			},
 		}
 		cmdutil.SpaceVar(sub.Flags(), &opts.Space, "space whose manager it runs (default: the project's space)")
+		if op.name == "status" {
+			sub.Flags().BoolVar(&opts.JSON, "json", false, "print the status as one JSON document")
+		}
 		if op.name == "install" {
 			sub.Flags().StringVar(&opts.Server, "server", "", "pin the mesh's NATS URL (default: the project's running mesh, found at each start)")
 			sub.Flags().BoolVar(&opts.Force, "force", false, "replace a unit of the same name written for another project or with other facts")
@@ -278,6 +282,9 @@ func runStatus(o *Options) error {
 	}
 	out := o.IO.Out
 	b, err := os.ReadFile(p.unitPath)
+	if o.JSON {
+		return statusJSON(o, p, b, err)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(out, "%s: not installed\n", p.unit)
 		fmt.Fprintf(out, "next: run `cotal service install --space %s`\n", p.space)
@@ -302,6 +309,38 @@ func runStatus(o *Options) error {
 	}
 	fmt.Fprintf(out, "  is it running? `systemctl --user status %s`, or `cotal ps`\n", p.unit)
 	return nil
+}
+
+// Status is what `cotal service status --json` prints.
+type Status struct {
+	Unit           string `json:"unit"`
+	Installed      bool   `json:"installed"`
+	Path           string `json:"path,omitempty"`    // the unit file, when installed
+	Project        string `json:"project,omitempty"` // the project the unit was written for
+	OtherProject   bool   `json:"otherProject,omitempty"`
+	EnvFileMissing bool   `json:"envFileMissing,omitempty"`
+	Enabled        bool   `json:"enabled"`
+}
+
+// statusJSON prints the Status of p's unit, whose file read gave b and err.
+func statusJSON(o *Options, p *plan, b []byte, err error) error {
+	st := Status{Unit: p.unit}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("read %s: %w", p.unitPath, err)
+	default:
+		st.Installed, st.Path = true, p.unitPath
+		st.Project = field(b, "WorkingDirectory=")
+		st.OtherProject = st.Project != p.proj.Root
+		if _, err := os.Stat(p.envPath); err != nil {
+			st.EnvFileMissing = true
+		}
+		if _, err := os.Lstat(p.wants); err == nil {
+			st.Enabled = true
+		}
+	}
+	return cmdutil.WriteJSON(o.IO.Out, st)
 }
 
 // field is the value of the first line of b that starts with key.
