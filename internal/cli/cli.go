@@ -39,10 +39,14 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/supervise"
 	"github.com/cotal-ai/cotal/internal/cli/up"
 	"github.com/cotal-ai/cotal/internal/cli/update"
+	"github.com/cotal-ai/cotal/internal/cli/version"
 	"github.com/cotal-ai/cotal/internal/cli/web"
+	"github.com/cotal-ai/cotal/workspace"
 )
 
-// Version is the CLI version, set at build time with -ldflags "-X ...cli.Version=v1.2.3".
+// Version is the CLI version, set at build time with -ldflags "-X ...cli.Version=v1.2.3";
+// left at "dev", the module version `go install ...@version` records is used (see
+// internal/cli/version).
 var Version = "dev"
 
 // Exit codes.
@@ -88,6 +92,11 @@ func report(w io.Writer, cmd *cobra.Command, err error) int {
 	if errors.As(err, &exitErr) {
 		return exitErr.Code
 	}
+	var shown *cmdutil.HelpShown
+	if errors.As(err, &shown) {
+		fmt.Fprintf(w, "error: %v\n", err)
+		return exitUsage
+	}
 	var flagErr *cmdutil.FlagError
 	if errors.As(err, &flagErr) || isCobraUsageError(err) {
 		fmt.Fprintf(w, "error: %v\n", err)
@@ -103,6 +112,7 @@ func report(w io.Writer, cmd *cobra.Command, err error) int {
 
 // NewCmdRoot builds the command tree.
 func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
+	info := version.Read(Version)
 	root := &cobra.Command{
 		Use:   "cotal <command>",
 		Short: "Cotal: a shared space where AI agents and people see each other and talk",
@@ -114,13 +124,16 @@ peer, anycast to whoever holds a role.`,
   cotal send dm alice "hello"     # one-shot direct message
   cotal status                    # who is here, on which channels
   cotal down                      # stop the broker`,
-		Version:       Version,
+		Version:       info.Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetUsageTemplate(root.UsageTemplate() + exitCodesHelp)
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &cmdutil.FlagError{Err: err} })
+	// --version has no -v: -v means --verbose wherever a command has it (personas list).
+	root.Flags().Bool("version", false, "print cotal's version (cotal version says more)")
 	root.AddCommand(
 		up.NewCmdUp(f, nil),
 		down.NewCmdDown(f, nil),
@@ -139,7 +152,7 @@ peer, anycast to whoever holds a role.`,
 		authservice.NewCmdAuthService(f, nil),
 		login.NewCmdLogin(f, nil),
 		meshes.NewCmdMeshes(f),
-		mcp.NewCmdMCP(f, Version, nil),
+		mcp.NewCmdMCP(f, info.Version, nil),
 		spawn.NewCmdSpawn(f, nil),
 		supervise.NewCmdSupervise(f, nil),
 		service.NewCmdService(f, nil),
@@ -149,9 +162,65 @@ peer, anycast to whoever holds a role.`,
 		seats.NewCmdAttach(f, nil),
 		web.NewCmdWeb(f, nil),
 		brokercmd.NewCmdBroker(f),
+		version.NewCmdVersion(f, info, nil),
 	)
 	strictHelp(root)
+	completePersonas(f, root)
 	return root
+}
+
+// completePersonas completes persona names (the project's .cotal/agents/<name>.md) for
+// every --persona flag and the persona argument of spawn, personas show and personas rm.
+func completePersonas(f *cmdutil.Factory, root *cobra.Command) {
+	names := func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return personaNames(f), cobra.ShellCompDirectiveNoFileComp
+	}
+	first := func(c *cobra.Command, args []string, s string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return names(c, args, s)
+	}
+	var visit func(c *cobra.Command)
+	visit = func(c *cobra.Command) {
+		if c.Flags().Lookup("persona") != nil {
+			_ = c.RegisterFlagCompletionFunc("persona", names)
+		}
+		switch c.CommandPath() {
+		case "cotal spawn", "cotal personas show", "cotal personas rm":
+			c.ValidArgsFunction = first
+		}
+		for _, sub := range c.Commands() {
+			visit(sub)
+		}
+	}
+	visit(root)
+}
+
+// personaNames are the names of the personas of the project around the current folder.
+func personaNames(f *cmdutil.Factory) []cobra.Completion {
+	if f.Getwd == nil {
+		return nil
+	}
+	wd, err := f.Getwd()
+	if err != nil {
+		return nil
+	}
+	proj, err := workspace.FindProject(wd, f.Getenv)
+	if err != nil {
+		return nil
+	}
+	files, err := proj.PersonaFiles()
+	if err != nil {
+		return nil
+	}
+	var out []cobra.Completion
+	for _, pf := range files {
+		if pf.Err == nil {
+			out = append(out, pf.Name)
+		}
+	}
+	return out
 }
 
 // strictHelp makes `cotal help <topic>` and `cotal completion <shell>` usage errors (exit
@@ -164,7 +233,14 @@ func strictHelp(root *cobra.Command) {
 		switch c.Name() {
 		case "completion":
 			cmdutil.Group(c)
+			c.Example = `  source <(cotal completion bash)                     # this bash session
+  cotal completion zsh > "${fpath[1]}/_cotal"         # every zsh session`
+			for _, sh := range c.Commands() {
+				sh.Example = completionExamples[sh.Name()]
+			}
 		case "help":
+			c.Example = `  cotal help up
+  cotal help send dm`
 			show := c.Run
 			c.Run = nil
 			c.RunE = func(c *cobra.Command, args []string) error {
@@ -177,6 +253,24 @@ func strictHelp(root *cobra.Command) {
 			}
 		}
 	}
+}
+
+// exitCodesHelp ends every command's --help.
+const exitCodesHelp = `
+Exit codes: 0 done; 1 failed or refused; 2 a usage error (a bad flag, argument or name,
+or a command group run without its command).
+`
+
+// completionExamples are the examples of `cotal completion <shell>`.
+var completionExamples = map[string]string{
+	"bash": `  source <(cotal completion bash)
+  cotal completion bash > /etc/bash_completion.d/cotal`,
+	"zsh": `  source <(cotal completion zsh)
+  cotal completion zsh > "${fpath[1]}/_cotal"`,
+	"fish": `  cotal completion fish | source
+  cotal completion fish > ~/.config/fish/completions/cotal.fish`,
+	"powershell": `  cotal completion powershell | Out-String | Invoke-Expression
+  cotal completion powershell >> $PROFILE`,
 }
 
 // isCobraUsageError recognises cobra's own argument and command errors.

@@ -74,6 +74,7 @@ func TestScripts(t *testing.T) {
 			"mcpsessions": cmdMCPSessions,
 			"webget":      cmdWebGet,
 			"credpeer":    cmdCredPeer,
+			"sweep":       cmdSweep,
 		},
 	})
 }

@@ -61,6 +61,9 @@ func NewCmdActor(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 names them) may act as an actor, and what that actor may read, post and do. A bearer is only
 issued for a granted actor, and a change bites at the next exchange and the next connect.
 No row means not granted: an empty ledger denies everyone.`,
+		Example: `  cotal actor grant alice --sub 248289761001 --allow-subscribe 'team.>' --allow-publish team.backend
+  cotal actor list
+  cotal actor revoke alice`,
 	}
 	cmd.AddCommand(newCmdGrant(f, runF), newCmdRevoke(f, runF), newCmdList(f, runF))
 	return cmdutil.Group(cmd)
@@ -113,12 +116,10 @@ grants no channel to read, and then the grant must give a scope or --allow-publi
 func checkGrant(r ledger.Row) error {
 	what := "granting actor " + r.Actor
 	if len(r.Subjects) == 0 {
-		return cmdutil.RefuseUsage(what, "no --sub says which IdP subject may act as it",
-			"cotal actor grant "+r.Actor+" --sub <idp subject> --allow-subscribe <channel>")
+		return cmdutil.RefuseUsage(what, "no --sub says which IdP subject may act as it: give --sub with the subject your IdP names the person by", "")
 	}
 	if len(r.Scopes)+len(r.AllowSubscribe)+len(r.AllowPublish) == 0 {
-		return cmdutil.RefuseUsage(what, "it would grant nothing: give --scope, --allow-subscribe or --allow-publish (without --allow-subscribe '' it reads general)",
-			"cotal actor grant "+r.Actor+" --sub "+r.Subjects[0]+" --allow-subscribe <channel>")
+		return cmdutil.RefuseUsage(what, "it would grant nothing: give --scope, --allow-subscribe or --allow-publish (without --allow-subscribe '' it reads general)", "")
 	}
 	if err := r.Validate(); err != nil {
 		return cmdutil.RefuseUsage(what, strings.TrimPrefix(err.Error(), ledger.ErrInvalidRow.Error()+": "),
@@ -216,8 +217,7 @@ func checkUserAuth(t cmdutil.Target, actor string) error {
 	_, err := authsvc.ReadPin(t.Project.AuthDir(), t.Space)
 	if errors.Is(err, authsvc.ErrNotUserAuth) {
 		return cmdutil.Refuse(fmt.Sprintf("granting actor %s in space %q", actor, t.Space),
-			"it is not a user-auth space: its peers hold static creds, and no auth service reads its actor ledger",
-			"cotal up --user-auth --idp <issuer URL> --space "+t.Space)
+			"it is not a user-auth space: its peers hold static creds, and no auth service reads its actor ledger (a user-auth space is made by cotal up --user-auth --idp URL --space NAME)", "")
 	}
 	return err
 }

@@ -127,7 +127,7 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	if t.Project == nil {
 		return cmdutil.Refuse("cotal auth-service outside a project",
-			"the auth service needs the project's trust chain (.cotal/auth)", "cd into the project and run cotal auth-service --space "+t.Space)
+			"the auth service needs the project's trust chain (.cotal/auth): run it from the project's folder", "")
 	}
 	h := opts.DaemonLog()
 	cfg.TrustDir, cfg.Server, cfg.TLSCA = t.Project.AuthDir(), t.Server, t.TLSCA
@@ -139,8 +139,7 @@ func run(ctx context.Context, opts *Options) error {
 	cfg.Logger = slog.New(h)
 	if _, err := authsvc.ReadPin(cfg.TrustDir, t.Space); errors.Is(err, authsvc.ErrNotUserAuth) {
 		return cmdutil.Refuse(fmt.Sprintf("an auth service for space %q", t.Space),
-			"it is not a user-auth space: its peers hold static creds and nothing would ask the service",
-			"cotal up --user-auth --idp <issuer URL> --space "+t.Space)
+			"it is not a user-auth space: its peers hold static creds and nothing would ask the service (a user-auth space is made by cotal up --user-auth --idp URL --space NAME)", "")
 	} else if err != nil {
 		return err
 	}

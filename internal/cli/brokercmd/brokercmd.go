@@ -33,11 +33,12 @@ space, identities and user-auth keys) is what every node of a cluster must share
 it on the first machine and import it on the others before their first cotal up.
 cotal broker config writes the configuration of a stock nats-server that trusts the chain,
 for cotal up --external.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		Example: `  cotal broker export chain.tar                          # on the first machine
+  cotal broker import chain.tar                          # on each other machine, before cotal up
+  cotal broker config --out nats.conf                    # a stock nats-server for cotal up --external`,
 	}
 	cmd.AddCommand(NewCmdExport(f, nil), NewCmdImport(f, nil), NewCmdConfig(f, nil))
-	return cmd
+	return cmdutil.Group(cmd)
 }
 
 // ExportOptions are the arguments and flags of `cotal broker export`.

@@ -129,8 +129,7 @@ func (o *ConfigOptions) check() error {
 	}
 	if !broker.IsLoopback(host) && o.TLSCert == "" && !o.InsecureNoTLS {
 		return cmdutil.RefuseUsage("a client listen address of "+host+" without TLS",
-			"beyond loopback, messages and connections would cross the network in clear text",
-			"cotal broker config --listen "+o.Listen+" --tls-cert <cert.pem> --tls-key <key.pem> --tls-ca <ca.pem>")
+			"beyond loopback, messages and connections would cross the network in clear text: give --tls-cert, --tls-key and --tls-ca, or --insecure-no-tls", "")
 	}
 	if o.ServerName != "" && strings.ContainsAny(o.ServerName, " \t\r\n.*>\"") {
 		return cmdutil.FlagErrorf("--server-name %q: want letters, digits, _ and -", o.ServerName)

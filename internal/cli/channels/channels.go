@@ -38,6 +38,8 @@ func NewCmdChannels(f *cmdutil.Factory, runF func(context.Context, *Options) err
 the delivery daemon, so a member gets every post it missed; live: at most once, read while
 joined), whether joining replays history and how far back, and a description and
 instructions shown to agents. Channels without an entry take the space defaults.`,
+		Example: `  cotal channels list
+  cotal channels set general --durable --replay --window 24h --desc "everyone"`,
 	}
 	cmd.AddCommand(newCmdList(f, runF), newCmdSet(f, runF))
 	return cmdutil.Group(cmd)

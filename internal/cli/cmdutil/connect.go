@@ -37,6 +37,9 @@ func (f *Factory) Connect(ctx context.Context, t Target, cfg client.Config, as A
 	if cfg.Logger == nil {
 		cfg.Logger = f.Logger
 	}
+	if err := checkTLSCA(t.TLSCA); err != nil { // before anything is minted or recorded
+		return nil, err
+	}
 	if as.Person {
 		si, ok, err := personSignIn(t)
 		if err != nil {
@@ -80,7 +83,7 @@ func connectCreds(ctx context.Context, t Target, cfg client.Config) (*client.End
 	if b == nil {
 		var err error
 		if b, err = os.ReadFile(t.Creds); err != nil {
-			return nil, credsError(t.Creds, fmt.Errorf("--creds: %w", err))
+			return nil, credsError(t, fmt.Errorf("--creds: %w", err))
 		}
 	}
 	c, err := trust.ReadCreds(b)
@@ -88,7 +91,7 @@ func connectCreds(ctx context.Context, t Target, cfg client.Config) (*client.End
 		if t.Creds == "" {
 			return nil, err // a credential in hand, minted here: not the user's to fix
 		}
-		return nil, credsError(t.Creds, fmt.Errorf("--creds %s: %w", t.Creds, err))
+		return nil, credsError(t, fmt.Errorf("--creds %s: %w", t.Creds, err))
 	}
 	if c.Principal.Validate() == nil {
 		cfg.Owner, cfg.Actor = c.Principal.Owner, c.Principal.Actor
@@ -173,6 +176,9 @@ func (f *Factory) ConnectPerson(ctx context.Context, t Target, profile trust.Pro
 	name, actor := OperatorIdentity()
 	if f.Getenv != nil && f.Getenv(ActorEnv) != "" {
 		actor = f.Getenv(ActorEnv)
+		if !protocol.ValidActor(actor) {
+			return nil, FlagErrorf("%s=%q: an actor is 1 to %d letters, digits or _ (no dots, dashes or spaces)", ActorEnv, actor, protocol.MaxActorLength)
+		}
 	}
 	return f.Connect(ctx, t, client.Config{Name: name, Actor: actor, Kind: protocol.CardEndpoint}, As{Profile: profile, Person: true})
 }
@@ -186,7 +192,7 @@ func (f *Factory) account(t Target) (*trust.Account, *trust.Chain, error) {
 	}
 	if t.Project == nil {
 		return nil, nil, Refuse("connecting to an authenticated mesh without --creds",
-			"no project's trust chain is at hand to mint an identity", "cotal <command> --creds <file>")
+			"no project's trust chain is at hand to mint an identity: give --creds with a creds file the mesh's operator minted for you", "")
 	}
 	if t.Mesh != nil && !slices.Contains(t.Mesh.Spaces, t.Space) {
 		return nil, nil, Refuse(fmt.Sprintf("space %q", t.Space), "the mesh of "+t.Project.Root+" does not serve it",
@@ -209,6 +215,9 @@ func (f *Factory) account(t Target) (*trust.Account, *trust.Chain, error) {
 // spawn's fresh uid) is kept.
 func (f *Factory) AgentCreds(ctx context.Context, t Target, spec trust.UserSpec) ([]byte, error) {
 	if err := CheckStatic(t, "static creds for "+spec.Principal.Actor); err != nil {
+		return nil, err
+	}
+	if err := checkTLSCA(t.TLSCA); err != nil { // the connect that follows would refuse it
 		return nil, err
 	}
 	acct, chain, err := f.account(t)

@@ -2,7 +2,10 @@ package cmdutil
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -156,12 +159,14 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 		return t, nil
 	}
 	if err != nil {
-		if t.Server != "" {
-			return t, Refuse("--server without --space outside a project",
-				"no .cotal/ was found from "+wd+" upward to say which space to use", "cotal <command> --server "+t.Server+" --space <space>")
+		if !errors.Is(err, workspace.ErrNoProject) {
+			return t, err
 		}
-		return t, Refuse("finding the mesh", "no .cotal/ was found from "+wd+" upward and no --server was given",
-			"cotal up --detach")
+		if t.Server != "" {
+			return t, RefuseUsage("--server without --space outside a project",
+				"no .cotal/ was found from "+wd+" upward to say which space to use: name the space the mesh at "+t.Server+" serves with --space", "")
+		}
+		return t, noMesh(wd, f.Getenv)
 	}
 	t.Project = proj
 	mesh, err := proj.ReadMesh()
@@ -177,7 +182,7 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 	}
 	if t.Server == "" {
 		if t.Mesh == nil || !MeshRunning(proj) {
-			return t, Refuse("finding the mesh", "no mesh is running for "+proj.Root, "cotal up --detach")
+			return t, WithNext(fmt.Errorf("no mesh is running for %s", proj.Root), "cotal up --detach")
 		}
 		t.Server = t.Mesh.Server
 	}
@@ -189,6 +194,27 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 		}
 	}
 	return t, nil
+}
+
+// noMesh is the failure of a command run outside any project with no --server: the next
+// command starts a mesh here, or, in the machine home (never a project), in a new folder.
+func noMesh(wd string, getenv func(string) string) error {
+	for d := wd; ; d = filepath.Dir(d) {
+		control := filepath.Join(d, workspace.ControlDir)
+		if fi, err := os.Stat(control); err == nil && !fi.IsDir() {
+			return fmt.Errorf("no mesh to talk to: %s is a file, where a project keeps its .cotal/ folder; move it out of the way, then run cotal up in %s", control, d)
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	err := fmt.Errorf("no mesh to talk to: no .cotal/ was found from %s upward, and no --server was given", wd)
+	if getenv != nil {
+		if home, herr := workspace.MachineHome(getenv); herr == nil && filepath.Dir(home) == wd {
+			return WithNext(err, "mkdir -p ~/my-project && cd ~/my-project && cotal up --detach")
+		}
+	}
+	return WithNext(err, "cotal up --detach")
 }
 
 // remote returns the registered remote mesh of --space when the project (if any) does not

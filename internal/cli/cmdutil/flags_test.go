@@ -62,8 +62,9 @@ func TestGroup(t *testing.T) {
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetArgs([]string{"things"})
-	if err := root.Execute(); err != nil || !strings.Contains(out.String(), "cotal things [command]") {
-		t.Fatalf("alone: err %v, out %q; want its help", err, out.String())
+	var shown *HelpShown
+	if err := root.Execute(); !errors.As(err, &shown) || err.Error() != "cotal things needs a command: add, list" || !strings.Contains(out.String(), "cotal things [command]") {
+		t.Fatalf("alone: err %v, out %q; want its help, then a usage error", err, out.String())
 	}
 	root.SetArgs([]string{"things", "frob"})
 	if err := root.Execute(); err == nil || err.Error() != `unknown command "frob" for "cotal things": use add, list` {

@@ -5,6 +5,9 @@ package cmdutil
 import "fmt"
 
 // Refusal is an error a person reads: what was refused, why, and the command to run next.
+// What names the thing refused, not an action ("--out x.creds", "space \"a.b\"", never
+// "finding ..."). Next is a command safe to run as printed that fixes what was refused,
+// or "": it holds no placeholder, and never replaces a file or restarts a running mesh.
 type Refusal struct{ What, Why, Next string }
 
 func (r *Refusal) Error() string {
@@ -54,3 +57,7 @@ func WithNext(err error, next string) error {
 	}
 	return &NextError{Err: err, Next: next}
 }
+
+// StarterPrompt is the prompt of a `cotal personas new` a next line suggests: a working
+// persona at once, its text edited later in the persona's file.
+const StarterPrompt = "You help the team."

@@ -50,8 +50,8 @@ func CheckStatic(t Target, what string) error {
 		return err
 	}
 	return Refuse(fmt.Sprintf("%s on user-auth space %q", what, t.Space),
-		"its peers sign in with "+pin.LoginURL()+" and hold the sentinel creds plus a short-lived bearer, never static creds",
-		"cotal actor grant <name> --sub <IdP subject> ...; cotal login --idp "+pin.LoginURL()+"; cotal join --name <name>")
+		"its peers sign in with "+pin.LoginURL()+" and hold the sentinel creds plus a short-lived bearer, never static creds: grant an actor (cotal actor grant NAME --sub SUBJECT), sign in, then join as it",
+		"cotal login --idp "+pin.LoginURL())
 }
 
 // signIn is how a client reaches a user-auth space's auth service: its exchange, the

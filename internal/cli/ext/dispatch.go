@@ -25,7 +25,7 @@ func Hook(ctx context.Context, f *cmdutil.Factory, root *cobra.Command, args []s
 	if len(args) == 0 {
 		return false, nil
 	}
-	if strings.HasPrefix(args[0], "-") && (slices.Contains(args, "--version") || slices.Contains(args, "-v")) {
+	if strings.HasPrefix(args[0], "-") && slices.Contains(args, "--version") {
 		root.SetVersionTemplate(versionText(f, root))
 		return false, nil
 	}

@@ -197,11 +197,11 @@ func runAdd(ctx context.Context, opts *Options) error {
 	case errors.Is(err, extension.ErrExists):
 		return cmdutil.Refuse(what, err.Error(), "cotal ext add --reinstall "+opts.Spec)
 	case errors.Is(err, extension.ErrReserved):
-		return cmdutil.Refuse(what, err.Error(), "cotal ext add --name <another-name> "+opts.Spec)
+		return cmdutil.Refuse(what, err.Error()+": give it another name with --name", "")
 	case errors.Is(err, extension.ErrBadName):
 		return cmdutil.Refuse(what, err.Error(), "cotal ext add --name "+name+" "+opts.Spec)
 	case errors.Is(err, extension.ErrNoGo):
-		return cmdutil.Refuse(what, "a module spec is built with `go install`: "+err.Error(), "cotal ext add ./path/to/cotal-"+strings.Trim(name, "<>"))
+		return cmdutil.Refuse(what, "a module spec is built with `go install`: "+err.Error()+"; install Go, or add a built cotal-"+strings.Trim(name, "<>")+" program by its path", "")
 	case errors.Is(err, extension.ErrNoVersion):
 		return cmdutil.Refuse(what, "an extension must answer --version with its version: "+err.Error(), opts.Spec+" --version")
 	case err != nil:

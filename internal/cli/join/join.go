@@ -46,7 +46,7 @@ type Options struct {
 
 // NewCmdJoin builds `cotal join`.
 func NewCmdJoin(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, AgentCreds: f.AgentCreds, MachineHome: f.MachineHome}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.ChatConnect, AgentCreds: f.AgentCreds, MachineHome: f.MachineHome}
 	cmd := &cobra.Command{
 		Use:   "join (--name N [--role R] | --persona P | --creds FILE) [--channel C]...",
 		Short: "Join a space as a peer: read lines to post, print what arrives",

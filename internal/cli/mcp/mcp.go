@@ -4,6 +4,7 @@ package mcp
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -68,7 +69,8 @@ type Options struct {
 	GrantPersona string
 	// ReconnectFor is how long a lost mesh is waited for before the server exits non-zero.
 	ReconnectFor time.Duration
-	channelsSet  bool // --channel or COTAL_SUBSCRIBE was given
+	channelsSet  bool              // --channel or COTAL_SUBSCRIBE was given
+	fromEnvVar   map[string]string // flag name -> the environment variable that set it
 	// Version is told to the MCP client.
 	Version string
 }
@@ -119,10 +121,10 @@ start, and the first keeps its messages.`,
 				return cmdutil.FlagErrorf("--name is required: the name peers see and address the agent by, e.g. --name builder (or COTAL_NAME, --persona P, --creds FILE)")
 			}
 			if opts.Name != "" && !protocol.ValidActor(opts.Name) {
-				return cmdutil.FlagErrorf("--name %q: use 1 to %d letters, digits or _ (no dots, dashes or spaces)", opts.Name, protocol.MaxActorLength)
+				return cmdutil.FlagErrorf("%s: use 1 to %d letters, digits or _ (no dots, dashes or spaces)", opts.source("name", opts.Name), protocol.MaxActorLength)
 			}
 			if opts.Role != "" && !protocol.ValidToken(opts.Role) {
-				return cmdutil.FlagErrorf("--role %q: use letters, digits, _ and - only", opts.Role)
+				return cmdutil.FlagErrorf("%s: use letters, digits, _ and - only", opts.source("role", opts.Role))
 			}
 			if opts.Mesh.Space != "" {
 				if err := protocol.CheckSpace(opts.Mesh.Space); err != nil {
@@ -131,7 +133,7 @@ start, and the first keeps its messages.`,
 			}
 			for _, ch := range opts.Channels {
 				if err := protocol.CheckChannelPattern(ch); err != nil {
-					return cmdutil.FlagErrorf("--channel: %v", err)
+					return cmdutil.FlagErrorf("%s: %v", opts.source("channel", strings.Join(opts.Channels, ",")), err)
 				}
 			}
 			if opts.Harness != "" && !contains(Harnesses, opts.Harness) {
@@ -161,10 +163,11 @@ func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string, lookup 
 	if getenv == nil {
 		return nil
 	}
+	o.fromEnvVar = map[string]string{}
 	str := func(flag, env string, p *string) {
 		if !fs.Changed(flag) {
 			if v := getenv(env); v != "" {
-				*p = v
+				*p, o.fromEnvVar[flag] = v, env
 			}
 		}
 	}
@@ -189,6 +192,7 @@ func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string, lookup 
 	if !o.channelsSet {
 		if v, ok := lookup(EnvSubscribe); ok {
 			o.Channels, o.channelsSet = splitList(v), true
+			o.fromEnvVar["channel"] = EnvSubscribe
 		}
 	}
 	o.Harness = getenv(EnvHarness)
@@ -202,6 +206,15 @@ func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string, lookup 
 		return cmdutil.FlagErrorf("%s=%q: want 1 or 0", EnvChannel, v)
 	}
 	return nil
+}
+
+// source names where the value of flag came from, for an error: `COTAL_NAME="a.b"` when
+// the environment set it, `--name "a.b"` when the flag did.
+func (o *Options) source(flag, value string) string {
+	if env := o.fromEnvVar[flag]; env != "" {
+		return fmt.Sprintf("%s=%q", env, value)
+	}
+	return fmt.Sprintf("--%s %q", flag, value)
 }
 
 // splitList splits a comma-separated list, dropping blanks.

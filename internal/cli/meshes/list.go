@@ -80,7 +80,7 @@ func runList(_ context.Context, opts *ListOptions) error {
 		return nil
 	}
 	if len(entries) == 0 {
-		fmt.Fprintln(opts.IO.ErrOut, "no remote meshes registered\nnext: cotal meshes add <space> --from <public URL>")
+		fmt.Fprintln(opts.IO.ErrOut, "no remote meshes registered; register one with cotal meshes add SPACE --from URL (the public URL its operator gives)")
 		return nil
 	}
 	w := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)

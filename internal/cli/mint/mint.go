@@ -34,6 +34,16 @@ type Options struct {
 	ExpiresIn      time.Duration
 	Out            string
 	Force          bool // --force: replace the --out file when it exists
+	JSON           bool // --json: print the Result as one JSON document
+}
+
+// Result is what `cotal mint --json` prints: the file written and who it makes its holder.
+type Result struct {
+	Path         string `json:"path"`
+	Profile      string `json:"profile"`
+	Principal    string `json:"principal"`
+	LifecycleUID string `json:"lifecycleUid,omitempty"`
+	Expires      string `json:"expires,omitempty"` // RFC 3339, UTC; none: no expiry
 }
 
 // NewCmdMint builds `cotal mint`.
@@ -105,6 +115,7 @@ Connect with it: cotal join --creds FILE, or any NATS client.`,
 	fl.DurationVar(&opts.ExpiresIn, "expires-in", 0, "lifetime, e.g. 24h (default: no expiry)")
 	fl.StringVar(&opts.Out, "out", "", "where to write the creds file (an existing file is refused without --force)")
 	fl.BoolVar(&opts.Force, "force", false, "with --out: replace the file if it exists")
+	fl.BoolVar(&opts.JSON, "json", false, "print the result as one JSON document")
 	return cmd
 }
 
@@ -186,6 +197,13 @@ func runMint(ctx context.Context, opts *Options) error {
 	}
 	if err := out.Write(creds, 0o600); err != nil {
 		return err
+	}
+	if opts.JSON {
+		r := Result{Path: out.Path, Profile: string(c.Profile), Principal: c.Principal.String(), LifecycleUID: c.LifecycleUID}
+		if !c.Expires.IsZero() {
+			r.Expires = c.Expires.UTC().Format(time.RFC3339)
+		}
+		return cmdutil.WriteJSON(opts.IO.Out, r)
 	}
 	fmt.Fprintf(opts.IO.Out, "✓ wrote %s\n", out.Path)
 	fmt.Fprintf(opts.IO.ErrOut, "  %s profile, principal %s", c.Profile, c.Principal)

@@ -65,7 +65,7 @@ func runList(_ context.Context, opts *ListOptions) error {
 		if opts.JSON {
 			fmt.Fprintln(opts.IO.Out, "[]")
 		}
-		fmt.Fprintf(opts.IO.ErrOut, "no personas: no .cotal/ found from %s upward\nnext: cotal personas new <name> --prompt '<your prompt>'\n", wd)
+		fmt.Fprintf(opts.IO.ErrOut, "no personas: no .cotal/ found from %s upward; personas live in a project's .cotal/: run this in your project's folder\n", wd)
 		return nil
 	}
 	files, err := proj.PersonaFiles()
@@ -89,7 +89,7 @@ func runList(_ context.Context, opts *ListOptions) error {
 		return nil
 	}
 	if len(files) == 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "no personas in %s\nnext: cotal personas new <name> --prompt '<your prompt>'\n", proj.AgentsDir())
+		fmt.Fprintf(opts.IO.ErrOut, "no personas in %s\nnext: run `cotal personas new default --prompt %s`\n", proj.AgentsDir(), cmdutil.ShellQuote(cmdutil.StarterPrompt))
 		return nil
 	}
 	w := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)

@@ -2,6 +2,7 @@ package personas
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -235,7 +236,7 @@ func (opts *NewOptions) commandLine(per *workspace.Persona) string {
 	if opts.From != "" {
 		parts = append(parts, "--from", cmdutil.ShellQuote(opts.From))
 	} else {
-		parts = append(parts, "--prompt", "'<your prompt>'")
+		parts = append(parts, "--prompt", cmdutil.ShellQuote(cmp.Or(opts.Prompt, cmdutil.StarterPrompt)))
 	}
 	if per.Role != "" {
 		parts = append(parts, "--role", cmdutil.ShellQuote(per.Role))

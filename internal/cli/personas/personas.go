@@ -47,7 +47,7 @@ func checkName(verb, name string) error {
 	}
 	next := "cotal personas list"
 	if verb == "new" {
-		next = "cotal personas new " + suggestName(name) + " --prompt '<your prompt>'"
+		next = "cotal personas new " + suggestName(name) + " --prompt " + cmdutil.ShellQuote(cmdutil.StarterPrompt)
 	}
 	return cmdutil.RefuseUsage(fmt.Sprintf("persona name %q", name),
 		fmt.Sprintf("a persona's name is its agent's actor: 1 to %d letters, digits or _ (no dots, dashes or spaces)", protocol.MaxActorLength),

@@ -148,7 +148,7 @@ func TestRunNewListShowRm(t *testing.T) {
 	o := e.newOpts("dave")
 	o.Prompt, o.Subscribe, o.AllowSubscribe = "Build.", []string{"general", "team.x"}, []string{"general"}
 	if err := runNew(ctx, o); !errors.As(err, &r) ||
-		r.Next != "cotal personas new dave --prompt '<your prompt>' --subscribe general --subscribe team.x --allow-subscribe general --allow-subscribe team.x" {
+		r.Next != "cotal personas new dave --prompt Build. --subscribe general --subscribe team.x --allow-subscribe general --allow-subscribe team.x" {
 		t.Fatalf("uncovered: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(e.dir, ".cotal")); !errors.Is(err, os.ErrNotExist) {

@@ -41,6 +41,8 @@ mesh: first the screen so far (its last 256 KiB of output), then what it prints 
 prints it; what you type goes to it. Ctrl-] detaches and leaves the agent running. With
 stdin not a terminal, what it holds is typed into the seat and attach detaches at its
 end. Operator only.`,
+		Example: `  cotal attach --name coder                  # Ctrl-] to detach
+  printf '/status\n' | cotal attach --name coder`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !protocol.ValidActor(opts.Name) {

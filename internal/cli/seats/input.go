@@ -30,6 +30,8 @@ func NewCmdInput(f *cmdutil.Factory, runF func(context.Context, *InputOptions) e
 		Short: "Type one line into an agent's terminal",
 		Long: `Type text into the terminal of one seat of the space's agent manager and press Enter
 (unless --no-enter), as if at its keyboard. Operator only.`,
+		Example: `  cotal input --name coder --text "run the tests again"
+  cotal input --name coder --text y --no-enter`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !protocol.ValidActor(opts.Name) {

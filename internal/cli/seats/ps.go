@@ -36,6 +36,8 @@ model, process state (starting, running and for how long, stopping, or exited an
 code) and mesh state (idle, working, waiting, offline, or not in roster). The manager keeps
 the 32 most recently ended seats. --json prints one JSON object per seat per line; --wide
 adds the pid, lifecycle uid, who spawned it, its folder and host.`,
+		Example: `  cotal ps
+  cotal ps --wide --space team`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.JSON && opts.Wide {

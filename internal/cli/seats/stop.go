@@ -31,6 +31,8 @@ func NewCmdStop(f *cmdutil.Factory, runF func(context.Context, *StopOptions) err
 		Long: `Stop one seat of the space's agent manager: its process group gets SIGTERM, then SIGKILL
 10 s later if it still runs (--force: SIGKILL at once). Its credential and run files are
 removed once it has ended; ps then shows it exited.`,
+		Example: `  cotal stop --name coder
+  cotal stop --name coder --force`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !protocol.ValidActor(opts.Name) {

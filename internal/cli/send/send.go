@@ -40,6 +40,20 @@ type Options struct {
 	Actor   string // sender actor
 	ReplyTo string
 	ID      string // message id; "" means a fresh one
+	JSON    bool   // --json: print the Result as one JSON document
+}
+
+// Result is what `cotal send --json` prints: where the message went and where the broker
+// stored it.
+type Result struct {
+	Mode      Mode   `json:"mode"`
+	To        string `json:"to"`
+	Peer      string `json:"peer,omitempty"`  // dm: the recipient's principal
+	State     string `json:"state,omitempty"` // dm: the recipient's state at send, never a delivery claim
+	ID        string `json:"id"`
+	Stream    string `json:"stream"`
+	Seq       uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate,omitempty"` // a retry: the broker already held this id
 }
 
 // NewCmdSend builds `cotal send` and its three subcommands.
@@ -100,6 +114,7 @@ func newCmdMode(f *cmdutil.Factory, mode Mode, use, short, example string, runF 
 	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.ReplyTo, "reply-to", "", "id of the message this answers")
 	cmd.Flags().StringVar(&opts.ID, "id", "", "message id, to retry a send that failed (the failure prints it); default a fresh one")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as one JSON document")
 	return cmd
 }
 
@@ -131,6 +146,9 @@ func runSend(ctx context.Context, opts *Options) error {
 		if err != nil {
 			return retryable(opts, d.ID, err)
 		}
+		if opts.JSON {
+			return cmdutil.WriteJSON(opts.IO.Out, Result{Mode: opts.Mode, To: opts.To, ID: sent.ID, Stream: sent.Stream, Seq: sent.Seq, Duplicate: sent.Duplicate})
+		}
 		fmt.Fprintf(opts.IO.Out, "→ #%s  %s  %s\n", opts.To, stored(sent), cmdutil.OneLine(opts.Text))
 	case ModeDM:
 		t, err := ep.Resolve(ctx, opts.To)
@@ -141,12 +159,19 @@ func runSend(ctx context.Context, opts *Options) error {
 		if err != nil {
 			return retryable(opts, d.ID, err)
 		}
+		if opts.JSON {
+			return cmdutil.WriteJSON(opts.IO.Out, Result{Mode: opts.Mode, To: opts.To, Peer: t.Principal.String(), State: string(t.State),
+				ID: sent.ID, Stream: sent.Stream, Seq: sent.Seq, Duplicate: sent.Duplicate})
+		}
 		fmt.Fprintf(opts.IO.Out, "→ %s  %s; recipient %s at send; delivery not confirmed  %s\n",
 			cmdutil.OneLine(t.Name), stored(sent), t.State, cmdutil.OneLine(opts.Text))
 	case ModeAsk:
 		sent, err := ep.Ask(ctx, opts.To, d)
 		if err != nil {
 			return retryable(opts, d.ID, err)
+		}
+		if opts.JSON {
+			return cmdutil.WriteJSON(opts.IO.Out, Result{Mode: opts.Mode, To: opts.To, ID: sent.ID, Stream: sent.Stream, Seq: sent.Seq, Duplicate: sent.Duplicate})
 		}
 		fmt.Fprintf(opts.IO.Out, "→ anycast %s  %s  %s\n", opts.To, stored(sent), cmdutil.OneLine(opts.Text))
 	}

@@ -37,6 +37,7 @@ type Options struct {
 	Space  string
 	Server string
 	Force  bool
+	JSON   bool // status --json: print the Status as one JSON document
 	// GOOS is the system the unit is for; "" means runtime.GOOS.
 	GOOS string
 }
@@ -68,16 +69,20 @@ supervisor there.`,
   cotal service status
   cotal service uninstall`,
 	}
-	for _, op := range []struct{ name, short string }{
-		{"install", "Write the manager's systemd user unit and environment file"},
-		{"status", "Say whether the manager's unit is installed, and for which project"},
-		{"uninstall", "Remove the manager's unit and environment file"},
+	for _, op := range []struct{ name, short, example string }{
+		{"install", "Write the manager's systemd user unit and environment file", `  cotal service install
+  cotal service install --space team --server nats://10.0.0.2:4222`},
+		{"status", "Say whether the manager's unit is installed, and for which project", `  cotal service status
+  cotal service status --space team`},
+		{"uninstall", "Remove the manager's unit and environment file", `  cotal service uninstall
+  cotal service uninstall --space team`},
 	} {
 		opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, Executable: f.Executable}
 		sub := &cobra.Command{
-			Use:   op.name + " [--space S]",
-			Short: op.short,
-			Args:  cobra.NoArgs,
+			Use:     op.name + " [--space S]",
+			Short:   op.short,
+			Example: op.example,
+			Args:    cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				if runF != nil {
 					return runF(op.name, opts)
@@ -92,12 +97,16 @@ supervisor there.`,
 			},
 		}
 		cmdutil.SpaceVar(sub.Flags(), &opts.Space, "space whose manager it runs (default: the project's space)")
+		if op.name == "status" {
+			sub.Flags().BoolVar(&opts.JSON, "json", false, "print the status as one JSON document")
+		}
 		if op.name == "install" {
 			sub.Flags().StringVar(&opts.Server, "server", "", "pin the mesh's NATS URL (default: the project's running mesh, found at each start)")
 			sub.Flags().BoolVar(&opts.Force, "force", false, "replace a unit of the same name written for another project or with other facts")
 		}
 		cmd.AddCommand(sub)
 	}
+	cmdutil.Group(cmd)
 	return cmd
 }
 
@@ -219,7 +228,7 @@ func runInstall(o *Options) error {
 	}
 	if o.Server != "" {
 		if u, err := url.Parse(o.Server); err != nil || u.Host == "" || !slices.Contains([]string{"nats", "tls", "ws", "wss"}, u.Scheme) {
-			return cmdutil.RefuseUsage("--server "+o.Server, "it is not a NATS URL (nats://, tls://, ws:// or wss:// with a host)", "cotal service install --server nats://HOST:4222")
+			return cmdutil.RefuseUsage("--server "+o.Server, "it is not a NATS URL (nats://, tls://, ws:// or wss:// with a host)", "")
 		}
 	}
 	// cotal up's manager would contend with the unit's for the one lease of this host.
@@ -273,6 +282,9 @@ func runStatus(o *Options) error {
 	}
 	out := o.IO.Out
 	b, err := os.ReadFile(p.unitPath)
+	if o.JSON {
+		return statusJSON(o, p, b, err)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(out, "%s: not installed\n", p.unit)
 		fmt.Fprintf(out, "next: run `cotal service install --space %s`\n", p.space)
@@ -297,6 +309,38 @@ func runStatus(o *Options) error {
 	}
 	fmt.Fprintf(out, "  is it running? `systemctl --user status %s`, or `cotal ps`\n", p.unit)
 	return nil
+}
+
+// Status is what `cotal service status --json` prints.
+type Status struct {
+	Unit           string `json:"unit"`
+	Installed      bool   `json:"installed"`
+	Path           string `json:"path,omitempty"`    // the unit file, when installed
+	Project        string `json:"project,omitempty"` // the project the unit was written for
+	OtherProject   bool   `json:"otherProject,omitempty"`
+	EnvFileMissing bool   `json:"envFileMissing,omitempty"`
+	Enabled        bool   `json:"enabled"`
+}
+
+// statusJSON prints the Status of p's unit, whose file read gave b and err.
+func statusJSON(o *Options, p *plan, b []byte, err error) error {
+	st := Status{Unit: p.unit}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("read %s: %w", p.unitPath, err)
+	default:
+		st.Installed, st.Path = true, p.unitPath
+		st.Project = field(b, "WorkingDirectory=")
+		st.OtherProject = st.Project != p.proj.Root
+		if _, err := os.Stat(p.envPath); err != nil {
+			st.EnvFileMissing = true
+		}
+		if _, err := os.Lstat(p.wants); err == nil {
+			st.Enabled = true
+		}
+	}
+	return cmdutil.WriteJSON(o.IO.Out, st)
 }
 
 // field is the value of the first line of b that starts with key.

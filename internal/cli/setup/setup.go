@@ -114,7 +114,7 @@ func runSetup(_ context.Context, opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
-	fmt.Fprintln(opts.IO.Out, "next: cotal up --detach")
+	fmt.Fprintln(opts.IO.Out, "next: run `cotal up --detach`")
 	return nil
 }
 

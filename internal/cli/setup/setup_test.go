@@ -63,7 +63,7 @@ func TestSetupWritesThenShowsStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "→ wrote " + filepath.Join(root, "home", ".config", "cotal", "config.json") + "\n→ wrote " +
-		filepath.Join(root, "proj", ".cotal", "agents", "default.md") + "\nnext: cotal up --detach\n"
+		filepath.Join(root, "proj", ".cotal", "agents", "default.md") + "\nnext: run `cotal up --detach`\n"
 	if out.String() != want {
 		t.Fatalf("first run:\n%s\nwant:\n%s", out, want)
 	}

@@ -49,7 +49,7 @@ func resolve(opts *Options) (*plan, error) {
 		return nil, err
 	}
 	if target.Project == nil {
-		return nil, cmdutil.Refuse("spawning outside a project", "personas and the agent's run files live in a project's .cotal/", "cotal personas new default --prompt '<your prompt>'")
+		return nil, cmdutil.Refuse("spawning outside a project", "personas and the agent's run files live in a project's .cotal/", "cotal up --detach")
 	}
 	name := opts.Persona
 	if name == "" {
@@ -61,7 +61,7 @@ func resolve(opts *Options) (*plan, error) {
 	per, err := target.Project.Persona(name)
 	switch {
 	case errors.Is(err, workspace.ErrNoPersona):
-		next := "cotal personas new " + cmdutil.ShellQuote(name) + " --prompt '<your prompt>'"
+		next := "cotal personas new " + cmdutil.ShellQuote(name) + " --prompt " + cmdutil.ShellQuote(cmdutil.StarterPrompt)
 		if name == "default" {
 			next = "cotal setup --yes" // it writes the default persona
 		}
@@ -126,7 +126,7 @@ const managerName = "manager"
 // notInstalled refuses a harness that is not on PATH, saying how to install it.
 func notInstalled(con connector.Connector, program string) error {
 	if con.Name == "command" {
-		return cmdutil.Refuse("running "+program, "there is no such program on PATH or at that path", "cotal spawn --agent command --name <name> -- /path/to/program")
+		return cmdutil.Refuse("running "+program, "there is no such program on PATH or at that path: give the program's path after --", "")
 	}
 	return cmdutil.Refuse("spawning with "+con.Name, program+" is not installed (not found on PATH)", con.Install)
 }

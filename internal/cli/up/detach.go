@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/termsafe"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -123,12 +125,33 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 			what += fmt.Sprintf(", cluster %s node %s routes on %s", opts.ClusterName, f[2], f[3])
 		}
 		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", readyAddr(url, listen), space, what, child.Process.Pid)
+		warnings(opts.IO.ErrOut, proj.LogFile(), start)
 		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down`\n", proj.LogFile())
 		return nil
 	case <-ctx.Done():
 		_ = child.Process.Signal(syscall.SIGTERM) // interrupted before ready: undo the start
 		<-exited
 		return ctx.Err()
+	}
+}
+
+// warnings repeats on w the "! ..." lines the background broker wrote to its log at path
+// since offset start before it was ready (a persona skipped, a stream note), which the
+// person starting it would otherwise never see; at most 64 KiB of the log is read.
+func warnings(w io.Writer, path string, start int64) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return
+	}
+	sc := bufio.NewScanner(io.LimitReader(f, 64<<10))
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "! ") {
+			fmt.Fprintln(w, termsafe.Escape(line))
+		}
 	}
 }
 

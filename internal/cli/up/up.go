@@ -321,8 +321,7 @@ func checkClusterChain(opts *Options, proj *workspace.Project, space string) err
 	}
 	if !slices.Contains(known, space) {
 		return cmdutil.Refuse(what,
-			"the trust chain of this project holds no account for space "+space+"; an account made here would be this node's alone",
-			"cotal broker export --space "+space+" trust.tar` on the node that made the chain, then `cotal broker import trust.tar --force")
+			"the trust chain of this project holds no account for space "+space+"; an account made here would be this node's alone: export the chain with the space (cotal broker export --space "+space+" trust.tar) on the node that made it, and import it here", "")
 	}
 	return nil
 }
@@ -340,6 +339,9 @@ func listenAddr(server string) (string, int, error) {
 	if server == "" {
 		return "127.0.0.1", 0, nil
 	}
+	if strings.Contains(server, ",") {
+		return "", 0, fmt.Errorf("%q is a list of URLs, and cotal up listens on one address: give one nats://host:port URL (a list is for clients, --external and --routes)", server)
+	}
 	u, err := url.Parse(server)
 	if err != nil || u.Scheme != "nats" || u.Host == "" {
 		return "", 0, fmt.Errorf("%q is not a nats://host:port URL", server)
@@ -347,6 +349,9 @@ func listenAddr(server string) (string, int, error) {
 	host, portText, err := net.SplitHostPort(u.Host)
 	if err != nil {
 		return "", 0, fmt.Errorf("%q needs a port, e.g. nats://127.0.0.1:4222", server)
+	}
+	if net.ParseIP(host) == nil && strings.Trim(host, "0123456789.") == "" {
+		return "", 0, fmt.Errorf("%q: %s is not an IP address", server, host)
 	}
 	port, err := strconv.Atoi(portText)
 	if err != nil || port < 0 || port > 65535 {
@@ -467,8 +472,7 @@ func pushAccounts(ctx context.Context, chain *trust.Chain, url, ca string) error
 	sys, err := connect(url, sysCreds, ca)
 	if errors.Is(err, nats.ErrAuthorization) {
 		return cmdutil.Refuse("to serve the project's spaces on "+url,
-			"the server refused the project's system account: it does not trust this project's operator",
-			"cotal broker config --out nats.conf`, start `nats-server -c nats.conf` and run `cotal up --external <its URL>")
+			"the server refused the project's system account: it does not trust this project's operator; start it from the configuration `cotal broker config --out nats.conf` writes", "")
 	}
 	if err != nil {
 		return err
@@ -573,9 +577,9 @@ func (o *Options) checkTLSHost() error {
 		return nil
 	}
 	return cmdutil.Refuse("a mesh on "+host+" without TLS",
-		"beyond loopback, messages and connections would cross the network in clear text; serve TLS with a certificate for the names clients dial, "+
+		"beyond loopback, messages and connections would cross the network in clear text; serve TLS (--tls-cert, --tls-key and --tls-ca) with a certificate for the names clients dial, "+
 			"or pass --insecure-no-tls to accept that (nothing was started or written)",
-		"cotal up --detach --server "+o.Server+" --tls-cert <cert.pem> --tls-key <key.pem> --tls-ca <ca.pem>")
+		"")
 }
 
 // readyAddr is how a ready line names where the broker serves: the URL local clients
