@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"time"
 
@@ -143,8 +142,8 @@ func runDeliver(ctx context.Context, opts *Options) error {
 	}
 	var sys []byte
 	if opts.SystemCreds != "" {
-		if sys, err = os.ReadFile(opts.SystemCreds); err != nil {
-			return fmt.Errorf("--system-creds: %w", err)
+		if sys, err = cmdutil.ReadCredsFile("--system-creds", opts.SystemCreds); err != nil {
+			return err
 		}
 	}
 	cfg := delivery.Config{Space: t.Space, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, WaitForLease: opts.Wait,
@@ -178,11 +177,7 @@ func runDeliver(ctx context.Context, opts *Options) error {
 // the project's keys. An open mesh has no delivery daemon.
 func credential(opts *Options, t cmdutil.Target) ([]byte, error) {
 	if t.Creds != "" {
-		b, err := os.ReadFile(t.Creds)
-		if err != nil {
-			return nil, fmt.Errorf("--creds: %w", err)
-		}
-		return b, nil
+		return cmdutil.ReadCredsFile("--creds", t.Creds)
 	}
 	if !t.Auth() {
 		return nil, cmdutil.Refuse("a delivery daemon on an open mesh",

@@ -95,8 +95,10 @@ format character as an escape such as \x1b or \u202e.`,
 			if opts.Name != "" && !protocol.ValidActor(opts.Name) {
 				return cmdutil.FlagErrorf("--name %q: use 1 to %d letters, digits or _ (no dots, dashes or spaces)", opts.Name, protocol.MaxActorLength)
 			}
-			if opts.Role != "" && !protocol.ValidToken(opts.Role) {
-				return cmdutil.FlagErrorf("--role %q: use letters, digits, _ and - only", opts.Role)
+			if opts.Role != "" {
+				if err := protocol.CheckRole(opts.Role); err != nil {
+					return cmdutil.FlagErrorf("--role: %v", err)
+				}
 			}
 			if opts.ReconnectFor <= 0 {
 				return cmdutil.FlagErrorf("--reconnect-for %s: want a positive duration, e.g. 1m", opts.ReconnectFor)
@@ -210,9 +212,9 @@ func checkCredsName(opts *Options) error {
 	if opts.Mesh.Creds == "" || opts.Name == "" {
 		return nil
 	}
-	b, err := os.ReadFile(opts.Mesh.Creds)
+	b, err := cmdutil.ReadCredsFile("--creds", opts.Mesh.Creds)
 	if err != nil {
-		return fmt.Errorf("--creds: %w", err)
+		return err
 	}
 	c, err := trust.ReadCreds(b)
 	if err != nil {

@@ -121,8 +121,10 @@ start, and the first keeps its messages.`,
 			if opts.Name != "" && !protocol.ValidActor(opts.Name) {
 				return cmdutil.FlagErrorf("--name %q: use 1 to %d letters, digits or _ (no dots, dashes or spaces)", opts.Name, protocol.MaxActorLength)
 			}
-			if opts.Role != "" && !protocol.ValidToken(opts.Role) {
-				return cmdutil.FlagErrorf("--role %q: use letters, digits, _ and - only", opts.Role)
+			if opts.Role != "" {
+				if err := protocol.CheckRole(opts.Role); err != nil {
+					return cmdutil.FlagErrorf("--role: %v", err)
+				}
 			}
 			if opts.Mesh.Space != "" {
 				if err := protocol.CheckSpace(opts.Mesh.Space); err != nil {

@@ -72,8 +72,10 @@ final > for the rest; every boot join must lie within the read ACL.`,
 			case opts.Prompt == "" && opts.From == "":
 				return cmdutil.FlagErrorf("a persona needs a prompt: --prompt TEXT or --from FILE")
 			}
-			if opts.Role != "" && !protocol.ValidToken(opts.Role) {
-				return cmdutil.FlagErrorf("--role %q: use letters, digits, _ and - only", opts.Role)
+			if opts.Role != "" {
+				if err := protocol.CheckRole(opts.Role); err != nil {
+					return cmdutil.FlagErrorf("--role: %v", err)
+				}
 			}
 			if strings.ContainsAny(opts.Model, "\r\n") {
 				return cmdutil.FlagErrorf("--model must be one line")
