@@ -72,6 +72,9 @@ func TestScripts(t *testing.T) {
 			"mgrreq":      cmdMgrReq,
 			"repeat":      cmdRepeat,
 			"mcpsessions": cmdMCPSessions,
+			"bounded":     cmdBounded,
+			"longline":    cmdLongLine,
+			"listing":     cmdListing,
 		},
 	})
 }

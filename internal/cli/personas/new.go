@@ -5,10 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -180,6 +179,9 @@ func (opts *NewOptions) persona() (*workspace.Persona, error) {
 		} else {
 			per.Prompt = string(data)
 		}
+		if strings.TrimSpace(per.Prompt) == "" {
+			return nil, cmdutil.RefuseUsage("--from "+opts.From, "the persona file has no prompt after its front matter, and a persona needs one", "")
+		}
 	}
 	per.Name = opts.Name
 	if opts.Role != "" {
@@ -206,27 +208,32 @@ func (opts *NewOptions) persona() (*workspace.Persona, error) {
 	return per, nil
 }
 
-// readFrom reads --from: stdin for -, else a file relative to the current folder.
+// readFrom reads --from: stdin for -, else a regular file relative to the current folder,
+// of at most a persona's size. It refuses what cannot be a prompt: no text at all, or
+// bytes that are not text (a NUL, or invalid UTF-8), as from a binary file.
 func (opts *NewOptions) readFrom() (data []byte, name string, err error) {
-	if opts.From == "-" {
-		data, err = io.ReadAll(io.LimitReader(opts.IO.In, workspace.MaxPersonaSize+1))
+	name = opts.From
+	if name == "-" {
 		name = "<stdin>"
-	} else {
-		name = opts.From
-		if !filepath.IsAbs(name) {
-			wd, err := opts.Getwd()
-			if err != nil {
-				return nil, "", fmt.Errorf("current folder: %w", err)
-			}
-			name = filepath.Join(wd, name)
+	} else if !filepath.IsAbs(name) {
+		wd, err := opts.Getwd()
+		if err != nil {
+			return nil, "", fmt.Errorf("current folder: %w", err)
 		}
-		data, err = os.ReadFile(name)
+		name = filepath.Join(wd, name)
 	}
-	if err != nil {
-		return nil, "", fmt.Errorf("--from: %w", err)
+	f := cmdutil.UserFile{Flag: "--from", Path: opts.From, Kind: "a prompt or a persona file (UTF-8 text)", Max: cmdutil.MaxPromptFileSize, Stdin: opts.IO.In}
+	if opts.From != "-" {
+		f.Path = name
 	}
-	if len(data) > workspace.MaxPersonaSize {
-		return nil, "", fmt.Errorf("--from %s: over the %d-byte limit of a persona", name, workspace.MaxPersonaSize)
+	if data, err = f.Read(); err != nil {
+		return nil, "", err
+	}
+	switch {
+	case len(bytes.TrimSpace(data)) == 0:
+		return nil, "", cmdutil.RefuseUsage("--from "+opts.From, "it holds no text, and a persona needs a prompt", "")
+	case !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0:
+		return nil, "", cmdutil.RefuseUsage("--from "+opts.From, "it is not text (it holds a NUL byte or invalid UTF-8): a prompt is UTF-8 text", "")
 	}
 	return data, name, nil
 }
