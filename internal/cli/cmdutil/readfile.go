@@ -25,7 +25,8 @@ const (
 // instead of hanging or filling memory.
 type UserFile struct {
 	Flag  string    // the flag or argument that named it, "--creds"
-	Path  string    // the path as given; "-" is standard input when Stdin is set
+	Path  string    // the path to read; "-" is standard input when Stdin is set
+	Shown string    // the path as the person gave it, for messages; "" shows Path
 	Kind  string    // what it should hold, "a creds file"
 	Max   int64     // the size cap, one of the Max*FileSize constants
 	Stdin io.Reader // standard input, for "-"; nil refuses "-"
@@ -85,7 +86,11 @@ func (u UserFile) tooBig(size int64) string {
 }
 
 func (u UserFile) refuse(why string) error {
-	return RefuseUsage(u.Flag+" "+u.Path, why+"; give "+u.Kind, "")
+	shown := u.Shown
+	if shown == "" {
+		shown = u.Path
+	}
+	return RefuseUsage(u.Flag+" "+shown, why+"; give "+u.Kind, "")
 }
 
 // openWhy says in words why a file did not open.

@@ -125,7 +125,20 @@ func spaceOr(s string) string {
 	return s
 }
 
+// systemCreds reads --system-creds, if given: first, so a bad file is refused before
+// anything connects.
+func systemCreds(opts *Options) ([]byte, error) {
+	if opts.SystemCreds == "" {
+		return nil, nil
+	}
+	return cmdutil.ReadCredsFile("--system-creds", opts.SystemCreds)
+}
+
 func runDeliver(ctx context.Context, opts *Options) error {
+	sys, err := systemCreds(opts)
+	if err != nil {
+		return err
+	}
 	t, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
@@ -139,12 +152,6 @@ func runDeliver(ctx context.Context, opts *Options) error {
 	creds, err := credential(opts, t)
 	if err != nil {
 		return err
-	}
-	var sys []byte
-	if opts.SystemCreds != "" {
-		if sys, err = cmdutil.ReadCredsFile("--system-creds", opts.SystemCreds); err != nil {
-			return err
-		}
 	}
 	cfg := delivery.Config{Space: t.Space, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, WaitForLease: opts.Wait,
 		BrokerGone: opts.BrokerGone, Logger: slog.New(opts.DaemonLog()),

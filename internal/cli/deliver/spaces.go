@@ -27,6 +27,10 @@ func runDeliverSpaces(ctx context.Context, opts *Options) error {
 	if err := (cmdutil.UserFile{Flag: "--spaces", Path: opts.Spaces, Kind: "a space manifest (YAML or JSON)", Max: cmdutil.MaxManifestFileSize}).Check(); err != nil {
 		return err
 	}
+	sys, err := systemCreds(opts)
+	if err != nil {
+		return err
+	}
 	flags := opts.Mesh
 	flags.Space = anySpace
 	t, err := opts.Resolve(flags)
@@ -37,12 +41,6 @@ func runDeliverSpaces(ctx context.Context, opts *Options) error {
 		return cmdutil.Refuse("a delivery host on an open mesh",
 			"the open dev mesh has no credentials, so the daemons could not tell members apart; its channels are live",
 			"cotal down && cotal up --detach")
-	}
-	var sys []byte
-	if opts.SystemCreds != "" {
-		if sys, err = cmdutil.ReadCredsFile("--system-creds", opts.SystemCreds); err != nil {
-			return err
-		}
 	}
 	cfg := delivery.Config{Spaces: opts.Spaces, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, BrokerGone: opts.BrokerGone,
 		Logger: slog.New(spacehost.NewPrefixHandler(opts.DaemonLog())),

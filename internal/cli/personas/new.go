@@ -173,7 +173,7 @@ func (opts *NewOptions) persona() (*workspace.Persona, error) {
 		}
 		if first, _, _ := bytes.Cut(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), []byte("\n")); strings.TrimSpace(string(first)) == "---" {
 			if per, err = workspace.ParsePersona(src, data); err != nil {
-				return nil, fmt.Errorf("--from: %w", err)
+				return nil, cmdutil.FlagErrorf("--from: %w", err)
 			}
 			per.Path = ""
 		} else {
@@ -222,7 +222,7 @@ func (opts *NewOptions) readFrom() (data []byte, name string, err error) {
 		}
 		name = filepath.Join(wd, name)
 	}
-	f := cmdutil.UserFile{Flag: "--from", Path: opts.From, Kind: "a prompt or a persona file (UTF-8 text)", Max: cmdutil.MaxPromptFileSize, Stdin: opts.IO.In}
+	f := cmdutil.UserFile{Flag: "--from", Path: opts.From, Shown: opts.From, Kind: "a prompt or a persona file (UTF-8 text)", Max: cmdutil.MaxPromptFileSize, Stdin: opts.IO.In}
 	if opts.From != "-" {
 		f.Path = name
 	}
