@@ -78,7 +78,7 @@ func (y *yamlFile) agent(kv keyValue) (ManifestAgent, error) {
 		}
 		seq := resolve(kv.value)
 		for i, c := range a.Capabilities {
-			if err := checkCapability(c); err != nil {
+			if err := CheckCapability(c); err != nil {
 				return a, y.errAt(resolve(seq.Content[i]), "%s.capabilities: %w", where, err)
 			}
 		}

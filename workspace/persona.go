@@ -185,15 +185,16 @@ func (per *Persona) Validate() error {
 		}
 	}
 	for i, c := range per.Capabilities {
-		if err := checkCapability(c); err != nil {
+		if err := CheckCapability(c); err != nil {
 			return &fieldError{key: "capabilities", index: i, err: err}
 		}
 	}
 	return nil
 }
 
-// checkCapability accepts spawn, run and role:<token>.
-func checkCapability(c string) error {
+// CheckCapability accepts an agent's capability: spawn, run or role:<role>. Every place
+// that takes capabilities (a persona file, COTAL_CAPABILITIES) checks them with it.
+func CheckCapability(c string) error {
 	switch {
 	case c == "spawn", c == "run":
 		return nil

@@ -23,17 +23,23 @@ const boundedFor = 20 * time.Second
 
 // cmdBounded runs cotal with a time bound and checks its exit code: a run still going
 // after boundedFor is killed and fails the script as a hang. Its stdout and stderr are
-// there to match after, as with exec; -stdin FILE feeds it a file of the work dir.
+// there to match after, as with exec; -stdin FILE feeds it a file of the work dir, and
+// -env NAME=VALUE sets a variable for this run alone.
 //
-//	bounded [-stdin FILE] CODE cotal [ARGS...]
+//	bounded [-stdin FILE] [-env NAME=VALUE]... CODE cotal [ARGS...]
 func cmdBounded(ts *testscript.TestScript, neg bool, args []string) {
 	var stdin []byte
-	if len(args) > 1 && args[0] == "-stdin" {
-		stdin = []byte(ts.ReadFile(args[1]))
+	var env []string
+	for len(args) > 1 && (args[0] == "-stdin" || args[0] == "-env") {
+		if args[0] == "-stdin" {
+			stdin = []byte(ts.ReadFile(args[1]))
+		} else {
+			env = append(env, args[1])
+		}
 		args = args[2:]
 	}
 	if neg || len(args) < 2 || args[1] != "cotal" {
-		ts.Fatalf("usage: bounded [-stdin FILE] CODE cotal [ARGS...]")
+		ts.Fatalf("usage: bounded [-stdin FILE] [-env NAME=VALUE]... CODE cotal [ARGS...]")
 	}
 	want, err := strconv.Atoi(args[0])
 	if err != nil {
@@ -51,6 +57,7 @@ func cmdBounded(ts *testscript.TestScript, neg bool, args []string) {
 	for _, k := range []string{"HOME", "COTAL_HOME", "XDG_CONFIG_HOME", "WORK", "TMPDIR"} {
 		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
 	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -195,6 +195,11 @@ func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string, lookup 
 	}
 	o.Harness = getenv(EnvHarness)
 	o.Capabilities = splitList(getenv(EnvCapabilities))
+	for _, c := range o.Capabilities {
+		if err := workspace.CheckCapability(c); err != nil {
+			return cmdutil.FlagErrorf("%s: %v", EnvCapabilities, err)
+		}
+	}
 	o.GrantPersona = getenv(EnvGrantPersona)
 	switch v := getenv(EnvChannel); v {
 	case "", "0", "false":
