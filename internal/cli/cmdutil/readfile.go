@@ -38,26 +38,36 @@ func (u UserFile) Read() ([]byte, error) {
 	if u.Path == "-" && u.Stdin != nil {
 		return u.readCapped(u.Stdin, "standard input")
 	}
+	// Stat before opening: opening a named pipe waits for a writer, which may never come.
+	if err := u.checkRegular(os.Stat(u.Path)); err != nil {
+		return nil, err
+	}
 	f, err := os.Open(u.Path)
 	if err != nil {
 		return nil, u.refuse(openWhy(err))
 	}
 	defer f.Close() //nolint:errcheck // read only: nothing to lose
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, u.refuse(err.Error())
+	if err := u.checkRegular(f.Stat()); err != nil { // the path may have changed since
+		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
+	return u.readCapped(f, u.Path)
+}
+
+// checkRegular refuses what a stat found unless it is a regular file within Max.
+func (u UserFile) checkRegular(fi fs.FileInfo, err error) error {
+	switch {
+	case err != nil:
+		return u.refuse(openWhy(err))
+	case !fi.Mode().IsRegular():
 		why := notRegular(fi.Mode())
 		if u.Stdin != nil {
 			why += " (- reads standard input)"
 		}
-		return nil, u.refuse(why)
+		return u.refuse(why)
+	case fi.Size() > u.Max:
+		return u.refuse(u.tooBig(fi.Size()))
 	}
-	if fi.Size() > u.Max {
-		return nil, u.refuse(u.tooBig(fi.Size()))
-	}
-	return u.readCapped(f, u.Path)
+	return nil
 }
 
 // Check refuses what Read would refuse, without keeping the bytes: for a file another

@@ -83,6 +83,10 @@ func newCmdMode(f *cmdutil.Factory, mode Mode, use, short, example string, runF 
 				if err := protocol.CheckConcreteChannel(opts.To); err != nil {
 					return cmdutil.FlagErrorf("channel: %v", err)
 				}
+			case ModeDM:
+				if err := protocol.CheckDisplayName(opts.To); err != nil {
+					return cmdutil.FlagErrorf("peer %v", err)
+				}
 			case ModeAsk:
 				if err := protocol.CheckRole(opts.To); err != nil {
 					return cmdutil.FlagErrorf("%v", err)
