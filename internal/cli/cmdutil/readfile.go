@@ -47,7 +47,8 @@ func (u UserFile) Read() ([]byte, error) {
 		return nil, u.refuse(openWhy(err))
 	}
 	defer f.Close() //nolint:errcheck // read only: nothing to lose
-	if err := u.checkRegular(f.Stat()); err != nil { // the path may have changed since
+	// Check again what was opened: the path may have changed since.
+	if err := u.checkRegular(f.Stat()); err != nil {
 		return nil, err
 	}
 	return u.readCapped(f, u.Path)
