@@ -70,7 +70,9 @@ Every line on stdin is posted to the current channel (the last one joined). Comm
   /join <channel>          join a channel (history replays) and make it current
   /leave <channel>         leave a channel
   /working /waiting /idle  set your status
-  /quit                    leave (so does the end of stdin)
+  /quit                    leave (so does the end of stdin, once the history joined shows)
+A line is one message: a line over 1 MiB is not posted (stderr says so) and the lines
+after it are.
 
 Each message that arrives prints as one line on stdout:
   [#<channel>] <sender>: <text>     multicast ([#<channel> history] when replayed)
