@@ -189,7 +189,7 @@ func (s *Server) addTools() {
 	dmS := toolSchema[dmArgs](func(p map[string]*jsonschema.Schema) { p["to"].MaxLength = maxLen(protocol.MaxNameLength) })
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_dm", Title: "Cotal: direct message", InputSchema: dmS,
 		Description: "Send a direct message to one peer by name. It is kept until the peer reads it, even if it is offline now."}, s.dm)
-	anyS := toolSchema[anycastArgs](func(p map[string]*jsonschema.Schema) { p["role"].MaxLength = maxLen(protocol.MaxNameLength) })
+	anyS := toolSchema[anycastArgs](func(p map[string]*jsonschema.Schema) { p["role"].MaxLength = maxLen(protocol.MaxRoleLength) })
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_anycast", Title: "Cotal: ask a role", InputSchema: anyS,
 		Description: "Send a request to a role: exactly one of its holders gets it; it waits if none is online."}, s.anycast)
 	st := toolSchema[statusArgs](func(p map[string]*jsonschema.Schema) {
@@ -439,8 +439,8 @@ func (s *Server) anycast(ctx context.Context, _ *mcp.CallToolRequest, a anycastA
 	if err := checkText(a.Text); err != nil {
 		return nil, sentOut{}, err
 	}
-	if !protocol.ValidToken(a.Role) {
-		return nil, sentOut{}, fmt.Errorf("role %q: use letters, digits, _ and - only", a.Role)
+	if err := protocol.CheckRole(a.Role); err != nil {
+		return nil, sentOut{}, err
 	}
 	sent, err := s.Endpoint.Ask(ctx, a.Role, client.Text(a.Text))
 	if err != nil {

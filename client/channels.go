@@ -231,6 +231,32 @@ func (e *Endpoint) waitHistory(ch string) bool {
 	}
 }
 
+// WaitReplayed waits until the history of every channel joined so far has been handed to
+// Messages(), so a caller that ends at the end of its input (a script piping lines to
+// cotal join) still shows the history it joined. Keep reading Messages() meanwhile: a
+// replay waits for room there. It fails when ctx ends or the endpoint closes first.
+func (e *Endpoint) WaitReplayed(ctx context.Context) error {
+	for {
+		e.mu.Lock()
+		var wait chan struct{}
+		for _, g := range e.gates {
+			wait = g.done
+			break
+		}
+		e.mu.Unlock()
+		if wait == nil {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.ctx.Done():
+			return errors.New("wait for history: the endpoint closed")
+		}
+	}
+}
+
 // cursor is the stream sequence through which channel's history was already shown, or 0.
 // A cursor of another incarnation of the stream, or past its end, is ignored.
 func (e *Endpoint) cursor(channel string, created time.Time, watermark uint64) uint64 {

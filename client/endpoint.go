@@ -388,8 +388,10 @@ func (c *Config) check() error {
 	if c.Owner != "" && !protocol.ValidOwner(c.Owner) {
 		return fmt.Errorf("owner %q is not a principal owner", c.Owner)
 	}
-	if c.Role != "" && !protocol.ValidToken(c.Role) {
-		return fmt.Errorf("role %q: use letters, digits, _ and - only", c.Role)
+	if c.Role != "" {
+		if err := protocol.CheckRole(c.Role); err != nil {
+			return err
+		}
 	}
 	if c.LifecycleUID != "" && !protocol.ValidLifecycleUID(c.LifecycleUID) {
 		return fmt.Errorf("lifecycle uid %q: want 26 to 32 of a-z 0-9", c.LifecycleUID)

@@ -103,8 +103,8 @@ func (e *Endpoint) DM(ctx context.Context, to protocol.Principal, d Draft) (Sent
 
 // Ask anycasts d to role: exactly one current or future holder of the role receives it.
 func (e *Endpoint) Ask(ctx context.Context, role string, d Draft) (Sent, error) {
-	if !protocol.ValidToken(role) {
-		return Sent{}, fmt.Errorf("ask: role %q: use letters, digits, _ and - only", role)
+	if err := protocol.CheckRole(role); err != nil {
+		return Sent{}, fmt.Errorf("ask: %w", err)
 	}
 	if err := CheckID(d.ID); err != nil {
 		return Sent{}, fmt.Errorf("ask: %w", err)

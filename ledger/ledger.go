@@ -80,8 +80,10 @@ func (r Row) validate() error {
 			return err
 		}
 	}
-	if r.Role != "" && !protocol.ValidToken(r.Role) {
-		return fmt.Errorf("role %q: use letters, digits, _ and - only", r.Role)
+	if r.Role != "" {
+		if err := protocol.CheckRole(r.Role); err != nil {
+			return err
+		}
 	}
 	for _, l := range []struct {
 		what string

@@ -52,6 +52,27 @@ func ValidActor(s string) bool {
 	return true
 }
 
+// MaxRoleLength bounds a role, in bytes: the same bound as an actor and a space, the other
+// tokens of a subject. A role names the anycast durable svc_<role>, and JetStream refuses
+// a consumer name over 255 bytes; the reference sets no bound (see docs/interop.md).
+const MaxRoleLength = 64
+
+// ErrInvalidRole reports a role that is not a canonical token of at most MaxRoleLength.
+var ErrInvalidRole = errors.New("invalid role")
+
+// CheckRole refuses a role that is not a canonical token ([A-Za-z0-9_-]) of 1 to
+// MaxRoleLength bytes: every place that takes a role (a flag, a persona, a manifest, a
+// credential, an anycast) checks it with this one function.
+func CheckRole(role string) error {
+	if len(role) > MaxRoleLength {
+		return fmt.Errorf("%w %q… (%d characters): a role is at most %d characters", ErrInvalidRole, role[:20], len(role), MaxRoleLength)
+	}
+	if !ValidToken(role) {
+		return fmt.Errorf("%w %q: use 1 to %d letters, digits, _ and - only (for example %q)", ErrInvalidRole, role, MaxRoleLength, Token(role))
+	}
+	return nil
+}
+
 // ValidLifecycleUID reports whether s matches the lifecycle uid grammar [a-z0-9]{26,32}.
 func ValidLifecycleUID(s string) bool { return uidRE.MatchString(s) }
 

@@ -31,8 +31,10 @@ func Agent(ctx context.Context, js jetstream.JetStream, space string, p protocol
 	if !protocol.ValidLifecycleUID(uid) {
 		return rep, fmt.Errorf("provision agent %s: lifecycle uid %q is not 26 to 32 of a-z 0-9", p, uid)
 	}
-	if role != "" && !protocol.ValidToken(role) {
-		return rep, fmt.Errorf("provision agent %s: role %q: use letters, digits, _ and - only", p, role)
+	if role != "" {
+		if err := protocol.CheckRole(role); err != nil {
+			return rep, fmt.Errorf("provision agent %s: %w", p, err)
+		}
 	}
 	dm := protocol.StreamDM(space)
 	s, err := js.Stream(ctx, dm)

@@ -458,8 +458,8 @@ func (s UserSpec) check() error {
 		return fmt.Errorf("lifecycle uid: an agent credential needs one, to name the DM durable it binds")
 	case s.LifecycleUID != "" && !protocol.ValidLifecycleUID(s.LifecycleUID):
 		return fmt.Errorf("lifecycle uid %q: want 26 to 32 of a-z 0-9", s.LifecycleUID)
-	case s.Role != "" && !protocol.ValidToken(s.Role):
-		return fmt.Errorf("--role %q: use letters, digits, _ and - only", s.Role)
+	case s.Role != "" && protocol.CheckRole(s.Role) != nil:
+		return fmt.Errorf("--role: %w", protocol.CheckRole(s.Role))
 	case s.ExpiresIn < 0:
 		return fmt.Errorf("--expires-in %s: want a positive duration, or none", s.ExpiresIn)
 	}

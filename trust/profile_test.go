@@ -327,7 +327,7 @@ func TestPermissionsRefuseBadSpecs(t *testing.T) {
 		{"dotted actor", with(func(s *UserSpec) { s.Principal.Actor = "a.b" }), `actor "a.b"`},
 		{"agent without uid", with(func(s *UserSpec) { s.LifecycleUID = "" }), "an agent credential needs one"},
 		{"bad uid", with(func(s *UserSpec) { s.LifecycleUID = "UPPER" }), `lifecycle uid "UPPER"`},
-		{"bad role", with(func(s *UserSpec) { s.Role = "a.b" }), `--role "a.b"`},
+		{"bad role", with(func(s *UserSpec) { s.Role = "a.b" }), `--role: invalid role "a.b"`},
 		{"negative expiry", with(func(s *UserSpec) { s.ExpiresIn = -time.Hour }), "--expires-in -1h0m0s"},
 		{"sanitisable channel", with(func(s *UserSpec) { s.AllowPublish = []string{"foo/bar"} }), `--allow-publish: invalid channel "foo/bar"`},
 		{"inner >", with(func(s *UserSpec) { s.AllowSubscribe = []string{"a.>.b"} }), `--allow-subscribe: invalid channel "a.>.b"`},

@@ -52,6 +52,11 @@ func (y *yamlFile) agent(kv keyValue) (ManifestAgent, error) {
 			if *f.dst, err = y.token(kv.value, where+"."+f.key); err != nil {
 				return a, err
 			}
+			if f.key == "role" && *f.dst != "" {
+				if err := protocol.CheckRole(*f.dst); err != nil {
+					return a, y.errAt(kv.value, "%s.role: %v", where, err)
+				}
+			}
 		}
 	}
 	if kv := fields["cwd"]; kv != nil && a.Cwd != "" && !filepath.IsLocal(filepath.FromSlash(a.Cwd)) {
@@ -73,7 +78,7 @@ func (y *yamlFile) agent(kv keyValue) (ManifestAgent, error) {
 		}
 		seq := resolve(kv.value)
 		for i, c := range a.Capabilities {
-			if err := checkCapability(c); err != nil {
+			if err := CheckCapability(c); err != nil {
 				return a, y.errAt(resolve(seq.Content[i]), "%s.capabilities: %w", where, err)
 			}
 		}

@@ -139,8 +139,10 @@ func (per *Persona) Validate() error {
 	if err := CheckPersonaName(per.Name); err != nil {
 		return &fieldError{key: "name", index: -1, bare: true, err: err}
 	}
-	if per.Role != "" && !protocol.ValidToken(per.Role) {
-		return fe("role", -1, "%q: use letters, digits, _ and - only (it names the anycast queue)", per.Role)
+	if per.Role != "" {
+		if err := protocol.CheckRole(per.Role); err != nil {
+			return fe("role", -1, "%v (it names the anycast queue)", err)
+		}
 	}
 	switch per.Kind {
 	case "", KindAgent, KindEndpoint:
@@ -183,23 +185,24 @@ func (per *Persona) Validate() error {
 		}
 	}
 	for i, c := range per.Capabilities {
-		if err := checkCapability(c); err != nil {
+		if err := CheckCapability(c); err != nil {
 			return &fieldError{key: "capabilities", index: i, err: err}
 		}
 	}
 	return nil
 }
 
-// checkCapability accepts spawn, run and role:<token>.
-func checkCapability(c string) error {
+// CheckCapability accepts an agent's capability: spawn, run or role:<role>. Every place
+// that takes capabilities (a persona file, COTAL_CAPABILITIES) checks them with it.
+func CheckCapability(c string) error {
 	switch {
 	case c == "spawn", c == "run":
 		return nil
 	case c == "admin":
 		return errors.New(`"admin" is never granted to an agent: use spawn, run or role:<role>`)
 	case strings.HasPrefix(c, "role:"):
-		if r := strings.TrimPrefix(c, "role:"); !protocol.ValidToken(r) {
-			return fmt.Errorf("%q: the role after role: must be letters, digits, _ and - only", c)
+		if err := protocol.CheckRole(strings.TrimPrefix(c, "role:")); err != nil {
+			return fmt.Errorf("capability role:<role>: %w", err)
 		}
 		return nil
 	}

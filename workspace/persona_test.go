@@ -150,7 +150,7 @@ func TestParsePersonaErrors(t *testing.T) {
 			`p.md:6: subscribe: "team.x" is outside the read ACL (allowSubscribe: [general])`},
 		{"pattern join under a narrower pattern", "---\nname: a\nallowSubscribe: [team.*]\nsubscribe: [team.>]\n---\n",
 			`p.md:4: subscribe: "team.>" is outside the read ACL`},
-		{"bad role", "---\nname: a\nrole: two words\n---\n", `p.md:3: role: "two words": use letters, digits, _ and - only`},
+		{"bad role", "---\nname: a\nrole: two words\n---\n", `p.md:3: role: invalid role "two words": use 1 to 64 letters, digits, _ and - only`},
 		{"bad kind", "---\nname: a\nkind: robot\n---\n", `p.md:3: kind: "robot": want agent or endpoint`},
 		{"admin capability", "---\nname: a\ncapabilities: [spawn, admin]\n---\n", `p.md:3: capabilities: "admin" is never granted`},
 		{"unknown capability", "---\nname: a\ncapabilities: [fly]\n---\n", `p.md:3: capabilities: unknown capability "fly"`},

@@ -75,6 +75,9 @@ func TestScripts(t *testing.T) {
 			"webget":      cmdWebGet,
 			"credpeer":    cmdCredPeer,
 			"sweep":       cmdSweep,
+			"bounded":     cmdBounded,
+			"longline":    cmdLongLine,
+			"listing":     cmdListing,
 		},
 	})
 }

@@ -82,8 +82,8 @@ func connectCreds(ctx context.Context, t Target, cfg client.Config) (*client.End
 	b := t.CredsData
 	if b == nil {
 		var err error
-		if b, err = os.ReadFile(t.Creds); err != nil {
-			return nil, credsError(t, fmt.Errorf("--creds: %w", err))
+		if b, err = ReadCredsFile("--creds", t.Creds); err != nil {
+			return nil, err
 		}
 	}
 	c, err := trust.ReadCreds(b)

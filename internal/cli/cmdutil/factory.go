@@ -132,6 +132,11 @@ func (t Target) OnProjectMesh() bool {
 // recorded in the project's .cotal/, found by walking up from the current folder.
 func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 	t := Target{Server: client.ServerURL(flags.Server), Space: flags.Space, Creds: flags.Creds, TLSCA: flags.TLSCA}
+	if t.TLSCA != "" {
+		if _, err := CAFile(t.TLSCA); err != nil { // read here, bounded: a dial would read it whole
+			return t, err
+		}
+	}
 	if t.Space != "" {
 		if err := protocol.CheckSpace(t.Space); err != nil {
 			return t, FlagErrorf("space: %w", err)

@@ -4,14 +4,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
 // CAFile checks that path is a PEM file holding at least one certificate, and returns it
 // as an absolute path, so a record that keeps it works from any folder.
 func CAFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := UserFile{Flag: "--tls-ca", Path: path, Kind: "a PEM file of CA certificates", Max: MaxCAFileSize}.Read()
 	if err != nil {
 		return "", err
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"time"
 
@@ -126,7 +125,20 @@ func spaceOr(s string) string {
 	return s
 }
 
+// systemCreds reads --system-creds, if given: first, so a bad file is refused before
+// anything connects.
+func systemCreds(opts *Options) ([]byte, error) {
+	if opts.SystemCreds == "" {
+		return nil, nil
+	}
+	return cmdutil.ReadCredsFile("--system-creds", opts.SystemCreds)
+}
+
 func runDeliver(ctx context.Context, opts *Options) error {
+	sys, err := systemCreds(opts)
+	if err != nil {
+		return err
+	}
 	t, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
@@ -140,12 +152,6 @@ func runDeliver(ctx context.Context, opts *Options) error {
 	creds, err := credential(opts, t)
 	if err != nil {
 		return err
-	}
-	var sys []byte
-	if opts.SystemCreds != "" {
-		if sys, err = os.ReadFile(opts.SystemCreds); err != nil {
-			return fmt.Errorf("--system-creds: %w", err)
-		}
 	}
 	cfg := delivery.Config{Space: t.Space, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, WaitForLease: opts.Wait,
 		BrokerGone: opts.BrokerGone, Logger: slog.New(opts.DaemonLog()),
@@ -178,11 +184,7 @@ func runDeliver(ctx context.Context, opts *Options) error {
 // the project's keys. An open mesh has no delivery daemon.
 func credential(opts *Options, t cmdutil.Target) ([]byte, error) {
 	if t.Creds != "" {
-		b, err := os.ReadFile(t.Creds)
-		if err != nil {
-			return nil, fmt.Errorf("--creds: %w", err)
-		}
-		return b, nil
+		return cmdutil.ReadCredsFile("--creds", t.Creds)
 	}
 	if !t.Auth() {
 		return nil, cmdutil.Refuse("a delivery daemon on an open mesh",

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/cotal-ai/cotal/delivery"
@@ -23,6 +22,15 @@ const anySpace = "any"
 // space of a version 1 manifest, serving what it can. A broker lost for the whole process
 // stays a process exit; SIGHUP reloads the manifest; SIGTERM closes every lane.
 func runDeliverSpaces(ctx context.Context, opts *Options) error {
+	// The host reads the list itself (and again on SIGHUP); a device, a FIFO or a huge
+	// file is refused here first, before anything starts.
+	if err := (cmdutil.UserFile{Flag: "--spaces", Path: opts.Spaces, Kind: "a space manifest (YAML or JSON)", Max: cmdutil.MaxManifestFileSize}).Check(); err != nil {
+		return err
+	}
+	sys, err := systemCreds(opts)
+	if err != nil {
+		return err
+	}
 	flags := opts.Mesh
 	flags.Space = anySpace
 	t, err := opts.Resolve(flags)
@@ -33,12 +41,6 @@ func runDeliverSpaces(ctx context.Context, opts *Options) error {
 		return cmdutil.Refuse("a delivery host on an open mesh",
 			"the open dev mesh has no credentials, so the daemons could not tell members apart; its channels are live",
 			"cotal down && cotal up --detach")
-	}
-	var sys []byte
-	if opts.SystemCreds != "" {
-		if sys, err = os.ReadFile(opts.SystemCreds); err != nil {
-			return fmt.Errorf("--system-creds: %w", err)
-		}
 	}
 	cfg := delivery.Config{Spaces: opts.Spaces, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, BrokerGone: opts.BrokerGone,
 		Logger: slog.New(spacehost.NewPrefixHandler(opts.DaemonLog())),
@@ -59,9 +61,9 @@ func runDeliverSpaces(ctx context.Context, opts *Options) error {
 func spaceCredential(opts *Options, t cmdutil.Target, space string) ([]byte, error) {
 	if t.Creds != "" {
 		p := filepath.Join(t.Creds, space+".creds")
-		b, err := os.ReadFile(p)
+		b, err := cmdutil.ReadCredsFile("--creds", p)
 		if err != nil {
-			return nil, fmt.Errorf("--creds: credential of space %s: %w", space, err)
+			return nil, fmt.Errorf("credential of space %s: %w", space, err)
 		}
 		return b, nil
 	}

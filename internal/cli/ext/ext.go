@@ -173,13 +173,16 @@ func lock(ctx context.Context, getenv func(string) string, p *extension.Prefix, 
 }
 
 func runAdd(ctx context.Context, opts *Options) error {
-	p, err := prefix(opts)
-	if err != nil {
-		return err
-	}
 	wd, err := opts.Getwd()
 	if err != nil {
 		return fmt.Errorf("current folder: %w", err)
+	}
+	if err := checkLocalExecutable(opts.Spec, wd); err != nil {
+		return err
+	}
+	p, err := prefix(opts)
+	if err != nil {
+		return err
 	}
 	what := "`cotal ext add " + opts.Spec + "`"
 	g, err := lock(ctx, opts.Getenv, p, what)
@@ -215,6 +218,26 @@ func runAdd(ctx context.Context, opts *Options) error {
 		verb = "reinstalled"
 	}
 	fmt.Fprintf(opts.IO.Out, "✓ %s %s@%s (%s) from %s\n", verb, rec.Name, rec.Version, party(rec), rec.Spec)
+	return nil
+}
+
+// checkLocalExecutable refuses, before anything is written, a local spec that is not an
+// executable file: an extension runs as a program, so a file without an execute bit (a
+// script saved with mode 0644) is not one yet. Module specs pass; Install checks the rest.
+func checkLocalExecutable(spec, wd string) error {
+	s, err := extension.ParseSpec(spec, wd)
+	if err != nil || s.File == "" {
+		return nil // Install reports a bad spec in its own words
+	}
+	fi, err := os.Stat(s.File)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil // Install says what is missing or wrong
+	}
+	if fi.Mode().Perm()&0o111 == 0 {
+		return cmdutil.RefuseUsage("`cotal ext add "+spec+"`",
+			fmt.Sprintf("%s is not executable (mode %04o): an extension is a program cotal runs", s.File, fi.Mode().Perm()),
+			"chmod +x "+cmdutil.ShellQuote(s.File)+" && cotal ext add "+cmdutil.ShellQuote(spec))
+	}
 	return nil
 }
 

@@ -70,7 +70,9 @@ Every line on stdin is posted to the current channel (the last one joined). Comm
   /join <channel>          join a channel (history replays) and make it current
   /leave <channel>         leave a channel
   /working /waiting /idle  set your status
-  /quit                    leave (so does the end of stdin)
+  /quit                    leave (so does the end of stdin, once the history joined shows)
+A line is one message: a line over 1 MiB is not posted (stderr says so) and the lines
+after it are.
 
 Each message that arrives prints as one line on stdout:
   [#<channel>] <sender>: <text>     multicast ([#<channel> history] when replayed)
@@ -95,8 +97,10 @@ format character as an escape such as \x1b or \u202e.`,
 			if opts.Name != "" && !protocol.ValidActor(opts.Name) {
 				return cmdutil.FlagErrorf("--name %q: use 1 to %d letters, digits or _ (no dots, dashes or spaces)", opts.Name, protocol.MaxActorLength)
 			}
-			if opts.Role != "" && !protocol.ValidToken(opts.Role) {
-				return cmdutil.FlagErrorf("--role %q: use letters, digits, _ and - only", opts.Role)
+			if opts.Role != "" {
+				if err := protocol.CheckRole(opts.Role); err != nil {
+					return cmdutil.FlagErrorf("--role: %v", err)
+				}
 			}
 			if opts.ReconnectFor <= 0 {
 				return cmdutil.FlagErrorf("--reconnect-for %s: want a positive duration, e.g. 1m", opts.ReconnectFor)
@@ -149,7 +153,7 @@ func runJoin(ctx context.Context, opts *Options) error {
 	}
 	fmt.Fprintf(s.errOut, "joined space %s as %s (%s); channels: %s\n", target.Space, ep.Card().Name, ep.Principal(), strings.Join(ep.Channels(), ", "))
 
-	lines := make(chan string)
+	lines := make(chan inputLine)
 	go readLines(ctx, opts.IO.In, lines)
 	loopErr := s.run(ctx, target, lines)
 	closeErr := ep.Close()
@@ -175,7 +179,11 @@ func stopped(ctx context.Context, err error) error {
 
 // run prints what arrives and handles input lines until the input ends, /quit, ctx ends
 // or the mesh is gone for good.
-func (s *session) run(ctx context.Context, target cmdutil.Target, lines <-chan string) error {
+//
+// At the end of the input it first waits for the history of the channels joined to be
+// shown, so `printf ... | cotal join` prints what it joined before it exits.
+func (s *session) run(ctx context.Context, target cmdutil.Target, lines <-chan inputLine) error {
+	var replayed chan error // set at the end of input: the history wait's outcome
 	for {
 		select {
 		case <-ctx.Done():
@@ -185,15 +193,25 @@ func (s *session) run(ctx context.Context, target cmdutil.Target, lines <-chan s
 		case <-s.ep.Lost():
 			return fmt.Errorf("the connection to space %s is gone: %w", target.Space, s.ep.LostErr())
 		case in := <-s.ep.Messages():
-			fmt.Fprintln(s.out, cmdutil.MessageLine(in))
-			if err := in.Ack(); err != nil {
-				fmt.Fprintf(s.errOut, "! ack %s: %v\n", cmdutil.OneLine(in.ID), err)
+			s.show(in)
+		case err := <-replayed:
+			if err != nil {
+				fmt.Fprintf(s.errOut, "! history not all shown: %v\n", err)
 			}
+			s.drain()
+			return nil
 		case line, ok := <-lines:
 			if !ok {
-				return nil
+				lines = nil // the input ended: show the history, then leave
+				replayed = make(chan error, 1)
+				go func() { replayed <- s.ep.WaitReplayed(ctx) }()
+				continue
 			}
-			quit, err := s.handle(ctx, line)
+			if line.err != nil {
+				fmt.Fprintf(s.errOut, "✗ %v\n", line.err)
+				continue
+			}
+			quit, err := s.handle(ctx, line.text)
 			if err != nil {
 				fmt.Fprintf(s.errOut, "✗ %v\n", err)
 			}
@@ -204,15 +222,35 @@ func (s *session) run(ctx context.Context, target cmdutil.Target, lines <-chan s
 	}
 }
 
+// show prints one message that arrived and acknowledges it.
+func (s *session) show(in *client.Incoming) {
+	fmt.Fprintln(s.out, cmdutil.MessageLine(in))
+	if err := in.Ack(); err != nil {
+		fmt.Fprintf(s.errOut, "! ack %s: %v\n", cmdutil.OneLine(in.ID), err)
+	}
+}
+
+// drain shows the messages already waiting, without waiting for more.
+func (s *session) drain() {
+	for {
+		select {
+		case in := <-s.ep.Messages():
+			s.show(in)
+		default:
+			return
+		}
+	}
+}
+
 // checkCredsName accepts --name beside --creds when it is the credential's own actor, and
 // refuses one that differs, naming both.
 func checkCredsName(opts *Options) error {
 	if opts.Mesh.Creds == "" || opts.Name == "" {
 		return nil
 	}
-	b, err := os.ReadFile(opts.Mesh.Creds)
+	b, err := cmdutil.ReadCredsFile("--creds", opts.Mesh.Creds)
 	if err != nil {
-		return fmt.Errorf("--creds: %w", err)
+		return err
 	}
 	c, err := trust.ReadCreds(b)
 	if err != nil {
@@ -323,16 +361,65 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 	return opts.Connect(ctx, *target, cfg, cmdutil.As{})
 }
 
-// readLines sends each line of r until EOF, then closes lines.
-func readLines(ctx context.Context, r io.Reader, lines chan<- string) {
+// maxLine bounds one input line, in bytes: a line is one message, and a message over the
+// broker's 1 MiB payload limit could never be stored.
+const maxLine = 1 << 20
+
+// inputLine is one line of input, or why a line was refused.
+type inputLine struct {
+	text string
+	err  error
+}
+
+// readLines sends each line of r until EOF, then closes lines. A line over maxLine is
+// skipped to its end and reported as an error, and reading goes on with the next line;
+// a read error ends the input after it is reported.
+func readLines(ctx context.Context, r io.Reader, lines chan<- inputLine) {
 	defer close(lines)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+	br := bufio.NewReaderSize(r, 64<<10)
+	send := func(l inputLine) bool {
 		select {
-		case lines <- sc.Text():
+		case lines <- l:
+			return true
 		case <-ctx.Done():
+			return false
+		}
+	}
+	for n := 1; ; n++ {
+		text, size, err := readLine(br)
+		if size > 0 || err == nil {
+			l := inputLine{text: text}
+			if size > maxLine {
+				l = inputLine{err: fmt.Errorf("line %d not posted: it is %d bytes, over the %d-byte limit of one message; split it into shorter lines", n, size, maxLine)}
+			}
+			if !send(l) {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				send(inputLine{err: fmt.Errorf("reading the input: %w", err)})
+			}
 			return
+		}
+	}
+}
+
+// readLine reads one line without its line ending, keeping at most maxLine bytes of it;
+// size is the whole line's length, so a longer line reads to its end and is known to be.
+func readLine(br *bufio.Reader) (text string, size int, err error) {
+	var buf []byte
+	for {
+		chunk, isPrefix, rerr := br.ReadLine()
+		size += len(chunk)
+		if size <= maxLine {
+			buf = append(buf, chunk...)
+		}
+		if rerr != nil {
+			return string(buf), size, rerr
+		}
+		if !isPrefix {
+			return string(buf), size, nil
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package join
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -41,5 +42,29 @@ func TestNewCmdJoin(t *testing.T) {
 				t.Fatalf("opts %+v", got)
 			}
 		})
+	}
+}
+
+func TestReadLinesRefusesOverlongLineAndGoesOn(t *testing.T) {
+	in := strings.Repeat("a", maxLine) + "\n" + strings.Repeat("b", maxLine+1) + "\r\nafter\r\n\nlast"
+	lines := make(chan inputLine)
+	go readLines(context.Background(), strings.NewReader(in), lines)
+	var got []inputLine
+	for l := range lines {
+		got = append(got, l)
+	}
+	if len(got) != 5 {
+		t.Fatalf("got %d lines, want 5", len(got))
+	}
+	if got[0].err != nil || len(got[0].text) != maxLine {
+		t.Errorf("line 1 (exactly %d bytes): err %v, %d bytes", maxLine, got[0].err, len(got[0].text))
+	}
+	if got[1].err == nil || !strings.Contains(got[1].err.Error(), "line 2 not posted: it is 1048577 bytes") {
+		t.Errorf("line 2 (one byte over): err %v", got[1].err)
+	}
+	for i, want := range []string{"after", "", "last"} {
+		if l := got[i+2]; l.err != nil || l.text != want {
+			t.Errorf("line %d: %q, %v; want %q", i+3, l.text, l.err, want)
+		}
 	}
 }

@@ -123,8 +123,10 @@ start, and the first keeps its messages.`,
 			if opts.Name != "" && !protocol.ValidActor(opts.Name) {
 				return cmdutil.FlagErrorf("%s: use 1 to %d letters, digits or _ (no dots, dashes or spaces)", opts.source("name", opts.Name), protocol.MaxActorLength)
 			}
-			if opts.Role != "" && !protocol.ValidToken(opts.Role) {
-				return cmdutil.FlagErrorf("%s: use letters, digits, _ and - only", opts.source("role", opts.Role))
+			if opts.Role != "" {
+				if err := protocol.CheckRole(opts.Role); err != nil {
+					return cmdutil.FlagErrorf("%s: %v", opts.source("role", opts.Role), err)
+				}
 			}
 			if opts.Mesh.Space != "" {
 				if err := protocol.CheckSpace(opts.Mesh.Space); err != nil {
@@ -197,6 +199,11 @@ func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string, lookup 
 	}
 	o.Harness = getenv(EnvHarness)
 	o.Capabilities = splitList(getenv(EnvCapabilities))
+	for _, c := range o.Capabilities {
+		if err := workspace.CheckCapability(c); err != nil {
+			return cmdutil.FlagErrorf("%s: %v", EnvCapabilities, err)
+		}
+	}
 	o.GrantPersona = getenv(EnvGrantPersona)
 	switch v := getenv(EnvChannel); v {
 	case "", "0", "false":

@@ -6,10 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -73,8 +72,10 @@ final > for the rest; every boot join must lie within the read ACL.`,
 			case opts.Prompt == "" && opts.From == "":
 				return cmdutil.FlagErrorf("a persona needs a prompt: --prompt TEXT or --from FILE")
 			}
-			if opts.Role != "" && !protocol.ValidToken(opts.Role) {
-				return cmdutil.FlagErrorf("--role %q: use letters, digits, _ and - only", opts.Role)
+			if opts.Role != "" {
+				if err := protocol.CheckRole(opts.Role); err != nil {
+					return cmdutil.FlagErrorf("--role: %v", err)
+				}
 			}
 			if strings.ContainsAny(opts.Model, "\r\n") {
 				return cmdutil.FlagErrorf("--model must be one line")
@@ -173,11 +174,14 @@ func (opts *NewOptions) persona() (*workspace.Persona, error) {
 		}
 		if first, _, _ := bytes.Cut(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), []byte("\n")); strings.TrimSpace(string(first)) == "---" {
 			if per, err = workspace.ParsePersona(src, data); err != nil {
-				return nil, fmt.Errorf("--from: %w", err)
+				return nil, cmdutil.FlagErrorf("--from: %w", err)
 			}
 			per.Path = ""
 		} else {
 			per.Prompt = string(data)
+		}
+		if strings.TrimSpace(per.Prompt) == "" {
+			return nil, cmdutil.RefuseUsage("--from "+opts.From, "the persona file has no prompt after its front matter, and a persona needs one", "")
 		}
 	}
 	per.Name = opts.Name
@@ -205,27 +209,32 @@ func (opts *NewOptions) persona() (*workspace.Persona, error) {
 	return per, nil
 }
 
-// readFrom reads --from: stdin for -, else a file relative to the current folder.
+// readFrom reads --from: stdin for -, else a regular file relative to the current folder,
+// of at most a persona's size. It refuses what cannot be a prompt: no text at all, or
+// bytes that are not text (a NUL, or invalid UTF-8), as from a binary file.
 func (opts *NewOptions) readFrom() (data []byte, name string, err error) {
-	if opts.From == "-" {
-		data, err = io.ReadAll(io.LimitReader(opts.IO.In, workspace.MaxPersonaSize+1))
+	name = opts.From
+	if name == "-" {
 		name = "<stdin>"
-	} else {
-		name = opts.From
-		if !filepath.IsAbs(name) {
-			wd, err := opts.Getwd()
-			if err != nil {
-				return nil, "", fmt.Errorf("current folder: %w", err)
-			}
-			name = filepath.Join(wd, name)
+	} else if !filepath.IsAbs(name) {
+		wd, err := opts.Getwd()
+		if err != nil {
+			return nil, "", fmt.Errorf("current folder: %w", err)
 		}
-		data, err = os.ReadFile(name)
+		name = filepath.Join(wd, name)
 	}
-	if err != nil {
-		return nil, "", fmt.Errorf("--from: %w", err)
+	f := cmdutil.UserFile{Flag: "--from", Path: opts.From, Shown: opts.From, Kind: "a prompt or a persona file (UTF-8 text)", Max: cmdutil.MaxPromptFileSize, Stdin: opts.IO.In}
+	if opts.From != "-" {
+		f.Path = name
 	}
-	if len(data) > workspace.MaxPersonaSize {
-		return nil, "", fmt.Errorf("--from %s: over the %d-byte limit of a persona", name, workspace.MaxPersonaSize)
+	if data, err = f.Read(); err != nil {
+		return nil, "", err
+	}
+	switch {
+	case len(bytes.TrimSpace(data)) == 0:
+		return nil, "", cmdutil.RefuseUsage("--from "+opts.From, "it holds no text, and a persona needs a prompt", "")
+	case !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0:
+		return nil, "", cmdutil.RefuseUsage("--from "+opts.From, "it is not text (it holds a NUL byte or invalid UTF-8): a prompt is UTF-8 text", "")
 	}
 	return data, name, nil
 }

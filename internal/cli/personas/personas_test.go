@@ -32,7 +32,7 @@ func TestNewCmdNew(t *testing.T) {
 		{args: []string{"dave", "--prompt", ""}, wantErr: "--prompt is empty"},
 		{args: []string{"dave", "--prompt", "x", "--from", "f"}, wantErr: "use one"},
 		{args: []string{"bob-1", "--prompt", "x"}, wantErr: `refusing persona name "bob-1"`, refusal: true},
-		{args: []string{"dave", "--prompt", "x", "--role", "a b"}, wantErr: `--role "a b"`},
+		{args: []string{"dave", "--prompt", "x", "--role", "a b"}, wantErr: `--role: invalid role "a b"`},
 		{args: []string{"dave", "--prompt", "x", "--subscribe", "team/x"}, wantErr: `--subscribe: invalid channel "team/x"`},
 		{args: []string{"dave", "--prompt", "x", "--allow-publish", "a.>.b"}, wantErr: `--allow-publish: invalid channel "a.>.b"`},
 		{args: []string{"--prompt", "x"}, wantErr: "accepts 1 arg"},

@@ -97,9 +97,13 @@ func newCmdMode(f *cmdutil.Factory, mode Mode, use, short, example string, runF 
 				if err := protocol.CheckConcreteChannel(opts.To); err != nil {
 					return cmdutil.FlagErrorf("channel: %v", err)
 				}
+			case ModeDM:
+				if err := protocol.CheckDisplayName(opts.To); err != nil {
+					return cmdutil.FlagErrorf("peer %v", err)
+				}
 			case ModeAsk:
-				if !protocol.ValidToken(opts.To) {
-					return cmdutil.FlagErrorf("role %q: use letters, digits, _ and - only", opts.To)
+				if err := protocol.CheckRole(opts.To); err != nil {
+					return cmdutil.FlagErrorf("%v", err)
 				}
 			}
 			if err := client.CheckID(opts.ID); err != nil {

@@ -119,8 +119,8 @@ a fresh lifecycle uid. See cotal ps, stop, attach and input.`,
 					fmt.Sprintf("a name is 1 to %d letters, digits or _ (no dots, dashes or spaces): it becomes the agent's actor", protocol.MaxActorLength),
 					"cotal spawn --name "+suggestName(opts.Name))
 			}
-			if cmd.Flags().Changed("role") && !protocol.ValidToken(opts.Role) {
-				return cmdutil.RefuseUsage(fmt.Sprintf("--role %q", opts.Role), "a role is letters, digits, _ and - only (it names the anycast queue)", "cotal spawn --role reviewer")
+			if cmd.Flags().Changed("role") && protocol.CheckRole(opts.Role) != nil {
+				return cmdutil.RefuseUsage("--role", protocol.CheckRole(opts.Role).Error()+" (it names the anycast queue)", "cotal spawn --role reviewer")
 			}
 			opts.HasPrompt = cmd.Flags().Changed("prompt")
 			if opts.HasPrompt && strings.TrimSpace(opts.Prompt) == "" {

@@ -26,7 +26,7 @@ func TestNewCmdSpawn(t *testing.T) {
 		{args: []string{"--agent", "vim"}, err: `refusing --agent "vim"`},
 		{args: []string{"--name", "a.b"}, err: `refusing --name "a.b"`},
 		{args: []string{"--name", ""}, err: `refusing --name ""`},
-		{args: []string{"--role", "a b"}, err: `refusing --role "a b"`},
+		{args: []string{"--role", "a b"}, err: `refusing --role: invalid role "a b"`},
 		{args: []string{"--prompt", ""}, err: "refusing an empty --prompt"},
 		{args: []string{"--agent", "command"}, err: "refusing --agent command without a program"},
 		{args: []string{"a", "b"}, err: "spawn takes one persona"},
