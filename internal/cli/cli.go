@@ -67,7 +67,8 @@ func Main() int {
 		LookupEnv:  os.LookupEnv,
 		Logger:     slog.New(cmdutil.LogHandler(ios.ErrOut, level)),
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A hangup (the terminal closed) stops a command as Ctrl-C does: cleanly.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	root := NewCmdRoot(f)
 	// `cotal <name>` runs the extension cotal-<name>; --version lists the extensions too.

@@ -72,6 +72,7 @@ type Options struct {
 	Limits trust.Limits
 
 	manifest *workspace.Manifest // read from File
+	served   bool                // the mesh served (its ready line was printed): a later failure keeps what it made
 }
 
 // NewCmdUp builds `cotal up`.
@@ -266,9 +267,12 @@ func externalURLs(list string) ([]string, error) {
 		if raw == "" {
 			continue
 		}
+		if err := cmdutil.CheckServerURLs(raw); err != nil {
+			return nil, err
+		}
 		u, err := url.Parse(client.ServerURL(raw))
 		if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
-			return nil, fmt.Errorf("%q is not a nats://host:port URL", raw)
+			return nil, fmt.Errorf("%q is not a nats://, tls:// or nats+tls://host:port URL", raw)
 		}
 		if _, p, err := net.SplitHostPort(u.Host); err != nil || p == "" {
 			return nil, fmt.Errorf("%q needs a port, e.g. nats://10.0.0.2:4222", raw)
@@ -340,9 +344,9 @@ func listenAddr(server string) (string, int, error) {
 	if server == "" {
 		return "127.0.0.1", 0, nil
 	}
-	u, err := url.Parse(server)
-	if err != nil || u.Scheme != "nats" || u.Host == "" {
-		return "", 0, fmt.Errorf("%q is not a nats://host:port URL", server)
+	u, err := cmdutil.CheckListenURL(server)
+	if err != nil {
+		return "", 0, err
 	}
 	host, portText, err := net.SplitHostPort(u.Host)
 	if err != nil {
@@ -358,7 +362,7 @@ func listenAddr(server string) (string, int, error) {
 	return host, port, nil
 }
 
-func runUp(ctx context.Context, opts *Options) error {
+func runUp(ctx context.Context, opts *Options) (err error) {
 	if opts.File != "" {
 		if err := opts.readManifest(); err != nil {
 			return err
@@ -369,6 +373,12 @@ func runUp(ctx context.Context, opts *Options) error {
 	}
 	if err := opts.checkTLSHost(); err != nil {
 		return err
+	}
+	if opts.manifest != nil {
+		// Every persona the manifest names is read now, before any key is made.
+		if _, err := opts.access(); err != nil {
+			return err
+		}
 	}
 	if opts.DryRun {
 		wd, err := opts.Getwd()
@@ -381,10 +391,32 @@ func runUp(ctx context.Context, opts *Options) error {
 		}
 		return printPlan(opts, proj)
 	}
+	wd, err := opts.Getwd()
+	if err != nil {
+		return fmt.Errorf("current folder: %w", err)
+	}
+	before := snapshot(filepath.Join(wd, workspace.ControlDir), opts.StoreDir)
 	proj, err := project(opts)
 	if err != nil {
 		return err
 	}
+	if proj.Root != wd { // a project found above the current folder
+		before = snapshot(proj.Dir(), opts.StoreDir)
+	}
+	// A run that fails, or is stopped, before its mesh serves leaves nothing it made (a
+	// run on a running mesh makes no project state of its own to take away).
+	running := cmdutil.MeshRunning(proj)
+	defer func() {
+		if err == nil || opts.served || running || (opts.Detach && cmdutil.MeshRunning(proj)) {
+			return
+		}
+		if ctx.Err() != nil {
+			err = errors.New("stopped by a signal before the mesh served; what this run made was taken away")
+		}
+		if uerr := before.undo(opts.Detach); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}()
 	space := opts.Space
 	if space == "" {
 		space = proj.DefaultSpace()
@@ -403,6 +435,7 @@ func runUp(ctx context.Context, opts *Options) error {
 	if cmdutil.MeshRunning(proj) {
 		return addSpace(ctx, opts, proj, space)
 	}
+	opts.noteCrashed(proj)
 	if opts.Detach {
 		return detach(ctx, opts, proj, space)
 	}
@@ -410,6 +443,22 @@ func runUp(ctx context.Context, opts *Options) error {
 		return serveExternal(ctx, opts, proj, space)
 	}
 	return serve(ctx, opts, proj, space)
+}
+
+// noteCrashed says, before a start that may wait for it, that the last mesh of proj ended
+// without stopping (its pidfile is left, its process gone): the delivery daemon it ran
+// held the space's delivery lease, which the new one waits for until it expires.
+func (o *Options) noteCrashed(proj *workspace.Project) {
+	rec, err := workspace.ReadPidfile(proj.PidFile())
+	if err != nil || o.Open {
+		return
+	}
+	if alive, err := rec.Alive(); err != nil || alive {
+		return
+	}
+	fmt.Fprintf(o.IO.ErrOut, "the last mesh of this project (pid %d) ended without stopping: "+
+		"its delivery lease may still be held, and the new delivery daemon waits for it to expire (at most %s)\n",
+		rec.PID, provision.LeaseTTL)
 }
 
 // serveExternal serves the project's spaces on an external nats-server that trusts the
@@ -522,6 +571,9 @@ func project(opts *Options) (*workspace.Project, error) {
 	}
 	if proj, err := workspace.FindProject(wd, opts.Getenv); err == nil {
 		return proj, nil
+	}
+	if err := cmdutil.CheckProjectFolder(wd, opts.Getenv, "cotal up", "cotal up --detach"); err != nil {
+		return nil, err
 	}
 	if opts.Space == "" && opts.File == "" {
 		if err := checkDefaultSpace(&workspace.Project{Root: wd}); err != nil {
@@ -985,6 +1037,7 @@ func supervise(ctx context.Context, opts *Options, proj *workspace.Project, chai
 	if store != "" {
 		storeNote = ", store " + store
 	}
+	opts.served = true
 	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s%s%s)\n", readyAddr(sv.url, sv.listen), space, what, sv.note, storeNote)
 	if err := cmdutil.SignalReady(opts.Getenv, sv.ready); err != nil {
 		return err
