@@ -72,6 +72,8 @@ func TestScripts(t *testing.T) {
 			"mgrreq":      cmdMgrReq,
 			"repeat":      cmdRepeat,
 			"mcpsessions": cmdMCPSessions,
+			"ttyrun":      cmdTTYRun,
+			"sigwhen":     cmdSigWhen,
 		},
 	})
 }

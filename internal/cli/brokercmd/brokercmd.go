@@ -108,21 +108,23 @@ once imported. A file that exists is refused unless --force.`,
 }
 
 func runExport(opts *ExportOptions) error {
+	if opts.Out == "-" && opts.IO.IsStdoutTTY() {
+		return cmdutil.RefuseUsage("cotal broker export - to a terminal",
+			"the archive holds every secret of the mesh and is binary; send it to a file or a pipe (nothing was written)",
+			"cotal broker export trust.tar")
+	}
 	if opts.Out != "-" {
+		if err := checkOutDir("cotal broker export", opts.Out); err != nil {
+			return err
+		}
 		if _, err := os.Lstat(opts.Out); err == nil && !opts.Force {
 			return cmdutil.Refuse("to write "+opts.Out, "the file exists and may be another archive",
 				"cotal broker export "+opts.Out+" --force")
 		}
 	}
-	wd, err := opts.Getwd()
+	proj, err := findProject(opts.Getwd, opts.Getenv, "cotal broker export")
 	if err != nil {
-		return fmt.Errorf("current folder: %w", err)
-	}
-	proj, err := workspace.FindProject(wd, opts.Getenv)
-	if err != nil {
-		if proj, err = workspace.Open(wd); err != nil {
-			return err
-		}
+		return err
 	}
 	if _, err := os.Stat(filepath.Join(proj.AuthDir(), "broker.json")); errors.Is(err, os.ErrNotExist) {
 		// The first node of a cluster makes the chain the others import.
@@ -221,6 +223,10 @@ func runImport(opts *ImportOptions) error {
 	}
 	proj, err := workspace.FindProject(wd, opts.Getenv)
 	if err != nil {
+		// A new node's project: here, but never in the machine's own cotal folder.
+		if err := cmdutil.CheckProjectFolder(wd, opts.Getenv, "cotal broker import", "cotal broker import "+cmdutil.ShellQuote(opts.In)); err != nil {
+			return err
+		}
 		if proj, err = workspace.Open(wd); err != nil {
 			return err
 		}

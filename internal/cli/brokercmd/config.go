@@ -21,7 +21,6 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // ConfigOptions are the flags of `cotal broker config`.
@@ -191,20 +190,17 @@ func hostPort(hp string) (string, int, error) {
 func runConfig(opts *ConfigOptions) error {
 	toFile := opts.Out != "" && opts.Out != "-"
 	if toFile {
+		if err := checkOutDir("--out", opts.Out); err != nil {
+			return err
+		}
 		if _, err := os.Lstat(opts.Out); err == nil && !opts.Force {
 			return cmdutil.Refuse("to write "+opts.Out, "the file exists and may be another server's configuration",
 				"cotal broker config --out "+opts.Out+" --force")
 		}
 	}
-	wd, err := opts.Getwd()
+	proj, err := findProject(opts.Getwd, opts.Getenv, "cotal broker config")
 	if err != nil {
-		return fmt.Errorf("current folder: %w", err)
-	}
-	proj, err := workspace.FindProject(wd, opts.Getenv)
-	if err != nil {
-		if proj, err = workspace.Open(wd); err != nil {
-			return err
-		}
+		return err
 	}
 	if _, err := os.Stat(filepath.Join(proj.AuthDir(), "broker.json")); errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintf(opts.IO.ErrOut, "created a new trust chain in %s\n", proj.AuthDir())
