@@ -67,8 +67,7 @@ func Main() int {
 		LookupEnv:  os.LookupEnv,
 		Logger:     slog.New(cmdutil.LogHandler(ios.ErrOut, level)),
 	}
-	// A hangup (the terminal closed) stops a command as Ctrl-C does: cleanly.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := NewCmdRoot(f)
 	// `cotal <name>` runs the extension cotal-<name>; --version lists the extensions too.

@@ -62,9 +62,10 @@ func NewCmdExport(f *cmdutil.Factory, runF func(context.Context, *ExportOptions)
 		Use:   "export <file.tar | -> [--space S]... [--user-auth --idp URL [--client-id ID]] [--force]",
 		Short: "Write the project's trust chain to a tar archive",
 		Long: `Write the trust chain of this project's broker (.cotal/auth/) to a tar archive (0600), or to
-stdout with -. A project without a chain gets one first (the project is the nearest .cotal/
-above the current folder, or a new one here): the first node of a cluster makes the chain
-the others import. --space S makes the account of space S first, when the chain has none:
+stdout with - (a pipe or a file: a terminal is refused). A project without a chain gets one
+first (the project is the nearest .cotal/ above the current folder; outside any project the
+export is refused, and mkdir -m 700 .cotal makes the current folder one): the first node of
+a cluster makes the chain the others import. --space S makes the account of space S first, when the chain has none:
 every node of a cluster must hold the account of each space it serves. Creds minted on this machine and the broker's resolver folder are left out.
 A user-auth space's auth-service keys (the IdP pin, the bearer issuer key, the owner
 secret, the callout account) are part of the chain and go with it, so the auth service of
@@ -72,7 +73,7 @@ every node signs and checks the same bearers. --user-auth --idp URL [--client-id
 makes each --space a user-auth space first (as cotal up --user-auth does), for a cluster
 whose nodes have not started yet.
 The archive holds every secret of the mesh: move it over a channel you trust and delete it
-once imported. A file that exists is refused unless --force.`,
+once imported. A file that exists is refused unless --force; its folder must exist.`,
 		Example: `  cotal broker export --space team trust.tar
   cotal broker export - | ssh b 'cd team && cotal broker import -'
   cotal broker export --space team --user-auth --idp https://idp.example.com/realms/team --client-id cotal trust.tar`,

@@ -55,8 +55,9 @@ func NewCmdConfig(f *cmdutil.Factory, runF func(context.Context, *ConfigOptions)
 spaces, for cotal up --external: it trusts the project's operator, names its system account,
 keeps account JWTs in a full resolver (store-dir/accounts, so cotal up --external can add a
 space at run time) preloaded with the accounts of the project's spaces, and runs JetStream.
-The project is the nearest .cotal/ above the current folder, or a new one here; --space S
-makes the account of space S first when the chain has none.
+The project is the nearest .cotal/ above the current folder (outside any project config is
+refused: mkdir -m 700 .cotal makes the current folder one); --space S makes the account of
+space S first when the chain has none.
 
 It holds the operator's and the accounts' JWTs, which are public, and never a seed; with
 --cluster-name it also holds the password the cluster's routes authenticate with (the one

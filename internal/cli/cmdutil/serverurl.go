@@ -49,14 +49,15 @@ func CheckListenURL(raw string) (*url.URL, error) {
 func checkServerURL(raw string, schemes []string, listen bool) error {
 	const example = "nats://127.0.0.1:4222"
 	shown := RedactURL(raw)
+	want := strings.Join(schemes, "://, ") + "://"
+	if !strings.Contains(raw, "://") {
+		return fmt.Errorf("%q has no scheme: want %s, e.g. %s", shown, want, example)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("%q is not a URL, e.g. %s", shown, example)
 	}
-	want := strings.Join(schemes, "://, ") + "://"
 	switch {
-	case !slices.Contains(schemes, u.Scheme) && u.Scheme == "":
-		return fmt.Errorf("%q has no scheme: want %s, e.g. %s", shown, want, example)
 	case !slices.Contains(schemes, u.Scheme):
 		return fmt.Errorf("%q: %s:// is not a scheme of a NATS server URL; want %s, e.g. %s", shown, u.Scheme, want, example)
 	case u.User != nil && listen:

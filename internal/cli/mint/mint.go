@@ -46,7 +46,8 @@ func NewCmdMint(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 		Short: "Write a creds file for one identity of a space",
 		Long: `Mint a NATS credential signed by the space's key (in .cotal/auth/) and write it as a
 standard creds file (0600), by default to .cotal/auth/creds/space.<hex>/<name>.creds.
---out FILE writes it to FILE instead, and refuses a FILE that exists unless --force.
+--out FILE writes it to FILE instead, and refuses a FILE that exists unless --force, a
+FILE that is a folder, and a FILE whose folder does not exist (it is never created).
 
 Profiles:
   agent     posts only as itself and only to --allow-publish channels (none by default),

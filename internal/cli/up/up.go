@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -83,8 +85,14 @@ func NewCmdUp(f *cmdutil.Factory, runF func(context.Context, *Options) error) *c
 		Use:   "up [--open | --user-auth --idp URL] [--space S] [--server URL] [--store-dir D] [--detach] [-f cotal.yaml [--dry-run]]",
 		Short: "Start the embedded broker and serve a space",
 		Long: `Start an embedded NATS server with JetStream, provision the space's streams and buckets,
-and serve until Ctrl-C. With --detach it runs in the background (pidfile .cotal/nats.pid,
-log .cotal/nats.log) and returns once it is ready; stop it with ` + "`cotal down`" + `.
+and serve until Ctrl-C (or SIGTERM, or a hangup). With --detach it runs in the background
+(pidfile .cotal/nats.pid, log .cotal/nats.log) and returns once it is ready; stop it with
+` + "`cotal down`" + `. Everything is checked before anything is written (a -f manifest and its
+personas too), and a run that fails or is stopped before its mesh serves takes away what it
+made: keys, store, the .cotal/ folder itself when it made it. up runs in a project folder
+(the nearest .cotal/ above, or a new one here), never in the home folder, whose .cotal/ is
+the machine's own. After a crash the new delivery daemon may wait (up to 30 s) for the lease
+the old one held; up says so before it waits.
 
 The broker listens on loopback, port 4222, or a free port when 4222 is taken. An explicit
 --server port that is taken is an error; port 0 means any free port. The ready line names
@@ -196,7 +204,7 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 	fl.StringVar(&opts.IdP, "idp", "", "with --user-auth: the IdP's auth base URL (with --client-id: the OIDC issuer URL)")
 	fl.StringVar(&opts.ClientID, "client-id", "", "with --user-auth: an OIDC provider's client id (discovery); without it the IdP is pinned the reference's way")
 	fl.StringVar(&opts.Space, "space", "", "space to serve (default: the project folder's name)")
-	fl.StringVar(&opts.Server, "server", "", "listen URL, e.g. nats://127.0.0.1:4222 (default: loopback, 4222 or a free port)")
+	fl.StringVar(&opts.Server, "server", "", "listen URL nats://HOST:PORT, no user, password or path (default: loopback, 4222 or a free port)")
 	fl.StringVar(&opts.StoreDir, "store-dir", "", "JetStream store (default: .cotal/nats)")
 	fl.BoolVar(&opts.Detach, "detach", false, "run in the background and return once ready")
 	fl.StringVarP(&opts.File, "file", "f", "", "a team manifest (cotal.yaml) whose space, channels and agents up owns")
@@ -363,6 +371,10 @@ func listenAddr(server string) (string, int, error) {
 }
 
 func runUp(ctx context.Context, opts *Options) (err error) {
+	// A hangup (the terminal closed) stops up as Ctrl-C and SIGTERM do, cleanly; registered
+	// before anything is written, so no SIGHUP kills up half-way.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
+	defer stop()
 	if opts.File != "" {
 		if err := opts.readManifest(); err != nil {
 			return err
