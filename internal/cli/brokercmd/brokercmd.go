@@ -211,6 +211,9 @@ broker keeps the chain it started with.`,
 func runImport(opts *ImportOptions) error {
 	var in io.Reader = opts.IO.In
 	if opts.In != "-" {
+		if fi, err := os.Stat(opts.In); err == nil && !fi.Mode().IsRegular() {
+			return cmdutil.RefuseUsage("cotal broker import "+opts.In, "it is not a regular file: name the archive cotal broker export wrote, or - for stdin (nothing was changed)", "")
+		}
 		f, err := os.Open(opts.In)
 		if err != nil {
 			return fmt.Errorf("read the archive: %w", err)

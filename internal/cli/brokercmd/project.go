@@ -31,8 +31,9 @@ func findProject(getwd func() (string, error), getenv func(string) string, cmd s
 	return proj, err
 }
 
-// checkOutDir refuses an output file whose folder does not exist or is not a folder: it is
-// never created, and the check comes before any other work.
+// checkOutDir refuses an output file whose folder does not exist or is not a folder (it is
+// never created), and one that is a folder or not a regular file; the check comes before
+// any other work.
 func checkOutDir(flag, path string) error {
 	dir := filepath.Dir(path)
 	fi, err := os.Stat(dir)
@@ -45,8 +46,10 @@ func checkOutDir(flag, path string) error {
 	case !fi.IsDir():
 		return cmdutil.RefuseUsage(flag+" "+path, dir+" is not a folder (nothing was written)", "")
 	}
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+	if fi, err := os.Lstat(path); err == nil && fi.IsDir() {
 		return cmdutil.RefuseUsage(flag+" "+path, "it is a folder; name the file to write (nothing was written)", "")
+	} else if err == nil && !fi.Mode().IsRegular() {
+		return cmdutil.RefuseUsage(flag+" "+path, "it is not a regular file (a device, pipe, socket or link), which is never replaced (nothing was written)", "")
 	}
 	return nil
 }

@@ -21,8 +21,9 @@ type OutFile struct {
 }
 
 // Check refuses, before any other work so that a refused run changes nothing: a Path
-// that is a directory, a Path whose folder does not exist or is not a folder (it is never
-// created), and an existing Path without Force.
+// that is a directory or anything but a regular file (even with Force), a Path whose folder
+// does not exist or is not a folder (it is never created), and an existing Path without
+// Force.
 func (o OutFile) Check() error {
 	dir := filepath.Dir(o.Path)
 	fi, err := os.Stat(dir)
@@ -39,6 +40,9 @@ func (o OutFile) Check() error {
 	switch {
 	case err == nil && fi.IsDir():
 		return RefuseUsage(fmt.Sprintf("%s %s", o.Flag, o.Path), "it is a folder; "+o.Flag+" names the file to write (nothing was written)",
+			"")
+	case err == nil && !fi.Mode().IsRegular():
+		return RefuseUsage(fmt.Sprintf("%s %s", o.Flag, o.Path), "it is not a regular file (a device, pipe, socket or link), which "+o.Flag+" never replaces, even with --force (nothing was written)",
 			"")
 	case err == nil && !o.Force:
 		return o.exists()

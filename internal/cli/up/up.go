@@ -163,6 +163,14 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 			if err := cmdutil.CheckTLSPair(opts.TLSCert, opts.TLSKey); err != nil {
 				return cmdutil.FlagErrorf("%v", err)
 			}
+			for _, f := range []struct{ flag, path string }{{"--tls-cert", opts.TLSCert}, {"--tls-key", opts.TLSKey}} {
+				if f.path == "" {
+					continue
+				}
+				if err := cmdutil.CheckPEMFile(f.path); err != nil {
+					return cmdutil.FlagErrorf("%s: %v", f.flag, err)
+				}
+			}
 			if opts.TLSCA != "" {
 				abs, err := cmdutil.CAFile(opts.TLSCA)
 				if err != nil {
@@ -187,6 +195,9 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 			}
 			if err := opts.readLimitFlags(cmd.Flags(), limitTexts); err != nil {
 				return err
+			}
+			if fi, err := os.Stat(opts.StoreDir); opts.StoreDir != "" && err == nil && !fi.IsDir() {
+				return cmdutil.FlagErrorf("--store-dir %s: not a folder; name a folder (made when missing) for the JetStream store", opts.StoreDir)
 			}
 			if cmd.Flags().Changed("replicas") && opts.Replicas != 1 && opts.Replicas != 3 {
 				return cmdutil.FlagErrorf("--replicas %d: want 1 (one copy of each stream) or 3 (a JetStream cluster of 3 or more servers)", opts.Replicas)
