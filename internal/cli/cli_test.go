@@ -78,6 +78,8 @@ func TestScripts(t *testing.T) {
 			"bounded":     cmdBounded,
 			"longline":    cmdLongLine,
 			"listing":     cmdListing,
+			"ttyrun":      cmdTTYRun,
+			"sigwhen":     cmdSigWhen,
 		},
 	})
 }

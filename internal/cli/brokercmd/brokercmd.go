@@ -63,9 +63,10 @@ func NewCmdExport(f *cmdutil.Factory, runF func(context.Context, *ExportOptions)
 		Use:   "export <file.tar | -> [--space S]... [--user-auth --idp URL [--client-id ID]] [--force]",
 		Short: "Write the project's trust chain to a tar archive",
 		Long: `Write the trust chain of this project's broker (.cotal/auth/) to a tar archive (0600), or to
-stdout with -. A project without a chain gets one first (the project is the nearest .cotal/
-above the current folder, or a new one here): the first node of a cluster makes the chain
-the others import. --space S makes the account of space S first, when the chain has none:
+stdout with - (a pipe or a file: a terminal is refused). A project without a chain gets one
+first (the project is the nearest .cotal/ above the current folder; outside any project the
+export is refused, and mkdir -m 700 .cotal makes the current folder one): the first node of
+a cluster makes the chain the others import. --space S makes the account of space S first, when the chain has none:
 every node of a cluster must hold the account of each space it serves. Creds minted on this machine and the broker's resolver folder are left out.
 A user-auth space's auth-service keys (the IdP pin, the bearer issuer key, the owner
 secret, the callout account) are part of the chain and go with it, so the auth service of
@@ -73,7 +74,7 @@ every node signs and checks the same bearers. --user-auth --idp URL [--client-id
 makes each --space a user-auth space first (as cotal up --user-auth does), for a cluster
 whose nodes have not started yet.
 The archive holds every secret of the mesh: move it over a channel you trust and delete it
-once imported. A file that exists is refused unless --force.`,
+once imported. A file that exists is refused unless --force; its folder must exist.`,
 		Example: `  cotal broker export --space team trust.tar
   cotal broker export - | ssh b 'cd team && cotal broker import -'
   cotal broker export --space team --user-auth --idp https://idp.example.com/realms/team --client-id cotal trust.tar`,
@@ -109,21 +110,23 @@ once imported. A file that exists is refused unless --force.`,
 }
 
 func runExport(opts *ExportOptions) error {
+	if opts.Out == "-" && opts.IO.IsStdoutTTY() {
+		return cmdutil.RefuseUsage("cotal broker export - to a terminal",
+			"the archive holds every secret of the mesh and is binary; send it to a file or a pipe (nothing was written)",
+			"cotal broker export trust.tar")
+	}
 	if opts.Out != "-" {
+		if err := checkOutDir("cotal broker export", opts.Out); err != nil {
+			return err
+		}
 		if _, err := os.Lstat(opts.Out); err == nil && !opts.Force {
 			return cmdutil.Refuse("to write "+opts.Out, "the file exists and may be another archive",
 				"cotal broker export "+opts.Out+" --force")
 		}
 	}
-	wd, err := opts.Getwd()
+	proj, err := findProject(opts.Getwd, opts.Getenv, "cotal broker export")
 	if err != nil {
-		return fmt.Errorf("current folder: %w", err)
-	}
-	proj, err := workspace.FindProject(wd, opts.Getenv)
-	if err != nil {
-		if proj, err = workspace.Open(wd); err != nil {
-			return err
-		}
+		return err
 	}
 	if _, err := os.Stat(filepath.Join(proj.AuthDir(), "broker.json")); errors.Is(err, os.ErrNotExist) {
 		// The first node of a cluster makes the chain the others import.
@@ -209,6 +212,9 @@ broker keeps the chain it started with.`,
 func runImport(opts *ImportOptions) error {
 	var in io.Reader = opts.IO.In
 	if opts.In != "-" {
+		if fi, err := os.Stat(opts.In); err == nil && !fi.Mode().IsRegular() {
+			return cmdutil.RefuseUsage("cotal broker import "+opts.In, "it is not a regular file: name the archive cotal broker export wrote, or - for stdin (nothing was changed)", "")
+		}
 		f, err := os.Open(opts.In)
 		if err != nil {
 			return fmt.Errorf("read the archive: %w", err)
@@ -222,6 +228,10 @@ func runImport(opts *ImportOptions) error {
 	}
 	proj, err := workspace.FindProject(wd, opts.Getenv)
 	if err != nil {
+		// A new node's project: here, but never in the machine's own cotal folder.
+		if err := cmdutil.CheckProjectFolder(wd, opts.Getenv, "cotal broker import", "cotal broker import "+cmdutil.ShellQuote(opts.In)); err != nil {
+			return err
+		}
 		if proj, err = workspace.Open(wd); err != nil {
 			return err
 		}

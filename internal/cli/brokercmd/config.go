@@ -21,7 +21,6 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // ConfigOptions are the flags of `cotal broker config`.
@@ -56,8 +55,9 @@ func NewCmdConfig(f *cmdutil.Factory, runF func(context.Context, *ConfigOptions)
 spaces, for cotal up --external: it trusts the project's operator, names its system account,
 keeps account JWTs in a full resolver (store-dir/accounts, so cotal up --external can add a
 space at run time) preloaded with the accounts of the project's spaces, and runs JetStream.
-The project is the nearest .cotal/ above the current folder, or a new one here; --space S
-makes the account of space S first when the chain has none.
+The project is the nearest .cotal/ above the current folder (outside any project config is
+refused: mkdir -m 700 .cotal makes the current folder one); --space S makes the account of
+space S first when the chain has none.
 
 It holds the operator's and the accounts' JWTs, which are public, and never a seed; with
 --cluster-name it also holds the password the cluster's routes authenticate with (the one
@@ -190,20 +190,17 @@ func hostPort(hp string) (string, int, error) {
 func runConfig(opts *ConfigOptions) error {
 	toFile := opts.Out != "" && opts.Out != "-"
 	if toFile {
+		if err := checkOutDir("--out", opts.Out); err != nil {
+			return err
+		}
 		if _, err := os.Lstat(opts.Out); err == nil && !opts.Force {
 			return cmdutil.Refuse("to write "+opts.Out, "the file exists and may be another server's configuration",
 				"cotal broker config --out "+opts.Out+" --force")
 		}
 	}
-	wd, err := opts.Getwd()
+	proj, err := findProject(opts.Getwd, opts.Getenv, "cotal broker config")
 	if err != nil {
-		return fmt.Errorf("current folder: %w", err)
-	}
-	proj, err := workspace.FindProject(wd, opts.Getenv)
-	if err != nil {
-		if proj, err = workspace.Open(wd); err != nil {
-			return err
-		}
+		return err
 	}
 	if _, err := os.Stat(filepath.Join(proj.AuthDir(), "broker.json")); errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintf(opts.IO.ErrOut, "created a new trust chain in %s\n", proj.AuthDir())

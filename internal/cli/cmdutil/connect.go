@@ -224,6 +224,14 @@ func (f *Factory) AgentCreds(ctx context.Context, t Target, spec trust.UserSpec)
 	if err != nil {
 		return nil, err
 	}
+	// Connected first: a mesh that cannot be reached leaves no identity record behind.
+	t.Creds, t.CredsData = "", nil
+	op, err := f.Connect(ctx, t, client.Config{Name: "provisioner", Kind: protocol.CardEndpoint, Actor: "cotal_provisioner"},
+		As{Profile: trust.ProfileProvisioner})
+	if err != nil {
+		return nil, err
+	}
+	defer op.Close()
 	if spec.LifecycleUID == "" {
 		if spec.LifecycleUID, err = chain.Identity(t.Space, spec.Principal.Actor); err != nil {
 			return nil, err
@@ -233,13 +241,6 @@ func (f *Factory) AgentCreds(ctx context.Context, t Target, spec trust.UserSpec)
 	if err != nil {
 		return nil, err
 	}
-	t.Creds, t.CredsData = "", nil
-	op, err := f.Connect(ctx, t, client.Config{Name: "provisioner", Kind: protocol.CardEndpoint, Actor: "cotal_provisioner"},
-		As{Profile: trust.ProfileProvisioner})
-	if err != nil {
-		return nil, err
-	}
-	defer op.Close()
 	if _, err := provision.Agent(ctx, op.JetStream(), t.Space, spec.Principal, spec.LifecycleUID, spec.Role); err != nil {
 		return nil, err
 	}

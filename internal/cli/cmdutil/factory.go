@@ -131,6 +131,11 @@ func (t Target) OnProjectMesh() bool {
 // Resolve picks the mesh: --server and --space when given, otherwise the running mesh
 // recorded in the project's .cotal/, found by walking up from the current folder.
 func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
+	if flags.Server != "" {
+		if err := CheckServerURLs(flags.Server); err != nil {
+			return Target{Space: flags.Space}, FlagErrorf("--server: %w", err)
+		}
+	}
 	t := Target{Server: client.ServerURL(flags.Server), Space: flags.Space, Creds: flags.Creds, TLSCA: flags.TLSCA}
 	if t.TLSCA != "" {
 		if _, err := CAFile(t.TLSCA); err != nil { // read here, bounded: a dial would read it whole

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/cotal-ai/cotal/internal/atomicfile"
 )
@@ -16,17 +17,36 @@ type OutFile struct {
 	Flag  string // the flag that named it, "--out"
 	Force bool
 	Next  string // the command to run instead: the same one with --force, or another path
+	Retry string // the same command as given, to run again once its folder is made
 }
 
-// Check refuses an existing Path without Force. Commands call it before any other work,
-// so a refused run changes nothing.
+// Check refuses, before any other work so that a refused run changes nothing: a Path
+// that is a directory or anything but a regular file (even with Force), a Path whose folder
+// does not exist or is not a folder (it is never created), and an existing Path without
+// Force.
 func (o OutFile) Check() error {
-	if o.Force {
-		return nil
+	dir := filepath.Dir(o.Path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return RefuseUsage(fmt.Sprintf("%s %s", o.Flag, o.Path), "the folder "+dir+" does not exist, and "+o.Flag+" creates no folder (nothing was written)",
+			"mkdir -p "+ShellQuote(dir)+" && "+o.Retry)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", o.Flag, o.Path, err)
+	case !fi.IsDir():
+		return RefuseUsage(fmt.Sprintf("%s %s", o.Flag, o.Path), dir+" is not a folder (nothing was written)", "")
 	}
-	if _, err := os.Lstat(o.Path); err == nil {
+	fi, err = os.Lstat(o.Path)
+	switch {
+	case err == nil && fi.IsDir():
+		return RefuseUsage(fmt.Sprintf("%s %s", o.Flag, o.Path), "it is a folder; "+o.Flag+" names the file to write (nothing was written)",
+			"")
+	case err == nil && !fi.Mode().IsRegular():
+		return RefuseUsage(fmt.Sprintf("%s %s", o.Flag, o.Path), "it is not a regular file (a device, pipe, socket or link), which "+o.Flag+" never replaces, even with --force (nothing was written)",
+			"")
+	case err == nil && !o.Force:
 		return o.exists()
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%s %s: %w", o.Flag, o.Path, err)
 	}
 	return nil

@@ -3,7 +3,9 @@ package mint
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,7 +56,8 @@ func NewCmdMint(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 		Short: "Write a creds file for one identity of a space",
 		Long: `Mint a NATS credential signed by the space's key (in .cotal/auth/) and write it as a
 standard creds file (0600), by default to .cotal/auth/creds/space.<hex>/<name>.creds.
---out FILE writes it to FILE instead, and refuses a FILE that exists unless --force.
+--out FILE writes it to FILE instead, and refuses a FILE that exists unless --force, a
+FILE that is a folder, and a FILE whose folder does not exist (it is never created).
 
 Profiles:
   agent     posts only as itself and only to --allow-publish channels (none by default),
@@ -159,7 +162,7 @@ func (o *Options) commandLine(force bool) string {
 func runMint(ctx context.Context, opts *Options) error {
 	var out *cmdutil.OutFile
 	if opts.Out != "" {
-		out = &cmdutil.OutFile{Path: opts.Out, Flag: "--out", Force: opts.Force, Next: opts.commandLine(true)}
+		out = &cmdutil.OutFile{Path: opts.Out, Flag: "--out", Force: opts.Force, Next: opts.commandLine(true), Retry: opts.commandLine(opts.Force)}
 		if err := out.Check(); err != nil {
 			return err
 		}
@@ -173,6 +176,10 @@ func runMint(ctx context.Context, opts *Options) error {
 	}
 	if err := cmdutil.CheckStatic(t, "cotal mint"); err != nil {
 		return err
+	}
+	if _, err := os.Stat(filepath.Join(t.Project.AuthDir(), "broker.json")); errors.Is(err, fs.ErrNotExist) {
+		// A chain made now would be one no broker trusts.
+		return cmdutil.Refuse("minting", "this project has no trust chain yet: its mesh has never run (nothing was written)", "cotal up --detach")
 	}
 	spec := opts.spec()
 	var creds []byte
@@ -191,9 +198,9 @@ func runMint(ctx context.Context, opts *Options) error {
 	if out == nil {
 		// The project's own creds folder: state of the workspace, re-minted in place.
 		out = &cmdutil.OutFile{Path: cmdutil.CredsPath(t.Project, t.Space, opts.Name), Force: true}
-	}
-	if err := os.MkdirAll(filepath.Dir(out.Path), 0o700); err != nil {
-		return fmt.Errorf("creds folder: %w", err)
+		if err := os.MkdirAll(filepath.Dir(out.Path), 0o700); err != nil {
+			return fmt.Errorf("creds folder: %w", err)
+		}
 	}
 	if err := out.Write(creds, 0o600); err != nil {
 		return err

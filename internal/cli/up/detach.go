@@ -105,7 +105,11 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		url, listen := f[0], f[1]
 		if !ok {
 			err := <-exited
-			return fmt.Errorf("background broker did not start (%v):\n%s", err, tail(proj.LogFile(), start))
+			what := "the background broker"
+			if opts.External != "" {
+				what = "the background supervisor of the external broker" // --external starts no broker
+			}
+			return fmt.Errorf("%s did not start (%v):\n%s", what, err, tail(proj.LogFile(), start))
 		}
 		what := modeName(opts.mode())
 		if !opts.Open {
@@ -124,6 +128,7 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		if f[2] != "" {
 			what += fmt.Sprintf(", cluster %s node %s routes on %s", opts.ClusterName, f[2], f[3])
 		}
+		opts.served = true
 		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", readyAddr(url, listen), space, what, child.Process.Pid)
 		warnings(opts.IO.ErrOut, proj.LogFile(), start)
 		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down`\n", proj.LogFile())

@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -72,6 +74,7 @@ type Options struct {
 	Limits trust.Limits
 
 	manifest *workspace.Manifest // read from File
+	served   bool                // the mesh served (its ready line was printed): a later failure keeps what it made
 }
 
 // NewCmdUp builds `cotal up`.
@@ -82,8 +85,14 @@ func NewCmdUp(f *cmdutil.Factory, runF func(context.Context, *Options) error) *c
 		Use:   "up [--open | --user-auth --idp URL] [--space S] [--server URL] [--store-dir D] [--detach] [-f cotal.yaml [--dry-run]]",
 		Short: "Start the embedded broker and serve a space",
 		Long: `Start an embedded NATS server with JetStream, provision the space's streams and buckets,
-and serve until Ctrl-C. With --detach it runs in the background (pidfile .cotal/nats.pid,
-log .cotal/nats.log) and returns once it is ready; stop it with ` + "`cotal down`" + `.
+and serve until Ctrl-C (or SIGTERM, or a hangup). With --detach it runs in the background
+(pidfile .cotal/nats.pid, log .cotal/nats.log) and returns once it is ready; stop it with
+` + "`cotal down`" + `. Everything is checked before anything is written (a -f manifest and its
+personas too), and a run that fails or is stopped before its mesh serves takes away what it
+made: keys, store, the .cotal/ folder itself when it made it. up runs in a project folder
+(the nearest .cotal/ above, or a new one here), never in the home folder, whose .cotal/ is
+the machine's own. After a crash the new delivery daemon may wait (up to 30 s) for the lease
+the old one held; up says so before it waits.
 
 The broker listens on loopback, port 4222, or a free port when 4222 is taken. An explicit
 --server port that is taken is an error; port 0 means any free port. The ready line names
@@ -154,6 +163,14 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 			if err := cmdutil.CheckTLSPair(opts.TLSCert, opts.TLSKey); err != nil {
 				return cmdutil.FlagErrorf("%v", err)
 			}
+			for _, f := range []struct{ flag, path string }{{"--tls-cert", opts.TLSCert}, {"--tls-key", opts.TLSKey}} {
+				if f.path == "" {
+					continue
+				}
+				if err := (cmdutil.UserFile{Flag: f.flag, Path: f.path, Kind: "a PEM file", Max: cmdutil.MaxCAFileSize}).Check(); err != nil {
+					return err
+				}
+			}
 			if opts.TLSCA != "" {
 				abs, err := cmdutil.CAFile(opts.TLSCA)
 				if err != nil {
@@ -179,6 +196,9 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 			if err := opts.readLimitFlags(cmd.Flags(), limitTexts); err != nil {
 				return err
 			}
+			if fi, err := os.Stat(opts.StoreDir); opts.StoreDir != "" && err == nil && !fi.IsDir() {
+				return cmdutil.FlagErrorf("--store-dir %s: not a folder; name a folder (made when missing) for the JetStream store", opts.StoreDir)
+			}
 			if cmd.Flags().Changed("replicas") && opts.Replicas != 1 && opts.Replicas != 3 {
 				return cmdutil.FlagErrorf("--replicas %d: want 1 (one copy of each stream) or 3 (a JetStream cluster of 3 or more servers)", opts.Replicas)
 			}
@@ -195,7 +215,7 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 	fl.StringVar(&opts.IdP, "idp", "", "with --user-auth: the IdP's auth base URL (with --client-id: the OIDC issuer URL)")
 	fl.StringVar(&opts.ClientID, "client-id", "", "with --user-auth: an OIDC provider's client id (discovery); without it the IdP is pinned the reference's way")
 	fl.StringVar(&opts.Space, "space", "", "space to serve (default: the project folder's name)")
-	fl.StringVar(&opts.Server, "server", "", "listen URL, e.g. nats://127.0.0.1:4222 (default: loopback, 4222 or a free port)")
+	fl.StringVar(&opts.Server, "server", "", "listen URL nats://HOST:PORT, no user, password or path (default: loopback, 4222 or a free port)")
 	fl.StringVar(&opts.StoreDir, "store-dir", "", "JetStream store (default: .cotal/nats)")
 	fl.BoolVar(&opts.Detach, "detach", false, "run in the background and return once ready")
 	fl.StringVarP(&opts.File, "file", "f", "", "a team manifest (cotal.yaml) whose space, channels and agents up owns")
@@ -266,9 +286,12 @@ func externalURLs(list string) ([]string, error) {
 		if raw == "" {
 			continue
 		}
+		if err := cmdutil.CheckServerURLs(raw); err != nil {
+			return nil, err
+		}
 		u, err := url.Parse(client.ServerURL(raw))
 		if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
-			return nil, fmt.Errorf("%q is not a nats://host:port URL", raw)
+			return nil, fmt.Errorf("%q is not a nats://, tls:// or nats+tls://host:port URL", raw)
 		}
 		if _, p, err := net.SplitHostPort(u.Host); err != nil || p == "" {
 			return nil, fmt.Errorf("%q needs a port, e.g. nats://10.0.0.2:4222", raw)
@@ -342,9 +365,9 @@ func listenAddr(server string) (string, int, error) {
 	if strings.Contains(server, ",") {
 		return "", 0, fmt.Errorf("%q is a list of URLs, and cotal up listens on one address: give one nats://host:port URL (a list is for clients, --external and --routes)", server)
 	}
-	u, err := url.Parse(server)
-	if err != nil || u.Scheme != "nats" || u.Host == "" {
-		return "", 0, fmt.Errorf("%q is not a nats://host:port URL", server)
+	u, err := cmdutil.CheckListenURL(server)
+	if err != nil {
+		return "", 0, err
 	}
 	host, portText, err := net.SplitHostPort(u.Host)
 	if err != nil {
@@ -363,7 +386,11 @@ func listenAddr(server string) (string, int, error) {
 	return host, port, nil
 }
 
-func runUp(ctx context.Context, opts *Options) error {
+func runUp(ctx context.Context, opts *Options) (err error) {
+	// A hangup (the terminal closed) stops up as Ctrl-C and SIGTERM do, cleanly; registered
+	// before anything is written, so no SIGHUP kills up half-way.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
+	defer stop()
 	if opts.File != "" {
 		if err := opts.readManifest(); err != nil {
 			return err
@@ -374,6 +401,12 @@ func runUp(ctx context.Context, opts *Options) error {
 	}
 	if err := opts.checkTLSHost(); err != nil {
 		return err
+	}
+	if opts.manifest != nil {
+		// Every persona the manifest names is read now, before any key is made.
+		if _, err := opts.access(); err != nil {
+			return err
+		}
 	}
 	if opts.DryRun {
 		wd, err := opts.Getwd()
@@ -386,10 +419,32 @@ func runUp(ctx context.Context, opts *Options) error {
 		}
 		return printPlan(opts, proj)
 	}
+	wd, err := opts.Getwd()
+	if err != nil {
+		return fmt.Errorf("current folder: %w", err)
+	}
+	before := snapshot(filepath.Join(wd, workspace.ControlDir), opts.StoreDir)
 	proj, err := project(opts)
 	if err != nil {
 		return err
 	}
+	if proj.Root != wd { // a project found above the current folder
+		before = snapshot(proj.Dir(), opts.StoreDir)
+	}
+	// A run that fails, or is stopped, before its mesh serves leaves nothing it made (a
+	// run on a running mesh makes no project state of its own to take away).
+	running := cmdutil.MeshRunning(proj)
+	defer func() {
+		if err == nil || opts.served || running || (opts.Detach && cmdutil.MeshRunning(proj)) {
+			return
+		}
+		if ctx.Err() != nil {
+			err = errors.New("stopped by a signal before the mesh served; what this run made was taken away")
+		}
+		if uerr := before.undo(opts.Detach); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}()
 	space := opts.Space
 	if space == "" {
 		space = proj.DefaultSpace()
@@ -408,6 +463,7 @@ func runUp(ctx context.Context, opts *Options) error {
 	if cmdutil.MeshRunning(proj) {
 		return addSpace(ctx, opts, proj, space)
 	}
+	opts.noteCrashed(proj)
 	if opts.Detach {
 		return detach(ctx, opts, proj, space)
 	}
@@ -415,6 +471,22 @@ func runUp(ctx context.Context, opts *Options) error {
 		return serveExternal(ctx, opts, proj, space)
 	}
 	return serve(ctx, opts, proj, space)
+}
+
+// noteCrashed says, before a start that may wait for it, that the last mesh of proj ended
+// without stopping (its pidfile is left, its process gone): the delivery daemon it ran
+// held the space's delivery lease, which the new one waits for until it expires.
+func (o *Options) noteCrashed(proj *workspace.Project) {
+	rec, err := workspace.ReadPidfile(proj.PidFile())
+	if err != nil || o.Open {
+		return
+	}
+	if alive, err := rec.Alive(); err != nil || alive {
+		return
+	}
+	fmt.Fprintf(o.IO.ErrOut, "the last mesh of this project (pid %d) ended without stopping: "+
+		"its delivery lease may still be held, and the new delivery daemon waits for it to expire (at most %s)\n",
+		rec.PID, provision.LeaseTTL)
 }
 
 // serveExternal serves the project's spaces on an external nats-server that trusts the
@@ -526,6 +598,9 @@ func project(opts *Options) (*workspace.Project, error) {
 	}
 	if proj, err := workspace.FindProject(wd, opts.Getenv); err == nil {
 		return proj, nil
+	}
+	if err := cmdutil.CheckProjectFolder(wd, opts.Getenv, "cotal up", "cotal up --detach"); err != nil {
+		return nil, err
 	}
 	if opts.Space == "" && opts.File == "" {
 		if err := checkDefaultSpace(&workspace.Project{Root: wd}); err != nil {
@@ -989,6 +1064,7 @@ func supervise(ctx context.Context, opts *Options, proj *workspace.Project, chai
 	if store != "" {
 		storeNote = ", store " + store
 	}
+	opts.served = true
 	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s%s%s)\n", readyAddr(sv.url, sv.listen), space, what, sv.note, storeNote)
 	if err := cmdutil.SignalReady(opts.Getenv, sv.ready); err != nil {
 		return err
