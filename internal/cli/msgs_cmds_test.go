@@ -32,18 +32,7 @@ const (
 // sweepPending are kinds of sweep case that fail on this branch for some commands because
 // another slice of the same issue fixes them; such a failure is reported as PENDING, not
 // failed. Empty the list once those fixes are merged.
-var sweepPending = map[string]string{
-	"--creds /dev/zero":  "helper io, issue 24 item 2 (bounded reads of named files)",
-	"--from /dev/zero":   "helper io, issue 24 item 2",
-	"--spaces /dev/zero": "helper io, issue 24 item 2",
-	"-f /dev/zero":       "helper io, issue 24 item 2",
-	"--file /dev/zero":   "helper io, issue 24 item 2",
-	// Keyed by command too: that command alone.
-	"cotal broker config --tls-ca unreadable": "helper up (brokercmd): the configuration names a CA file that cannot be read",
-	"cotal mint --creds unreadable":           "helper up (mint): --creds is taken and ignored",
-	"cotal mint --creds /dev/zero":            "helper up (mint): --creds is taken and ignored",
-	"cotal mint --creds a folder":             "helper up (mint): --creds is taken and ignored",
-}
+var sweepPending = map[string]string{}
 
 // fileFlags are the flags that name a file cotal reads.
 var fileFlags = []string{"creds", "tls-ca", "tls-cert", "tls-key", "from", "spaces", "file"}

@@ -134,6 +134,16 @@ func (o *ConfigOptions) check() error {
 	if o.ServerName != "" && strings.ContainsAny(o.ServerName, " \t\r\n.*>\"") {
 		return cmdutil.FlagErrorf("--server-name %q: want letters, digits, _ and -", o.ServerName)
 	}
+	// The configuration names the TLS files; a stock nats-server reads them only when it
+	// starts, so a missing or unreadable one is refused here, where the mistake is made.
+	for _, f := range []struct{ flag, path string }{{"--tls-cert", o.TLSCert}, {"--tls-key", o.TLSKey}, {"--tls-ca", o.TLSCA}} {
+		if f.path == "" {
+			continue
+		}
+		if err := (cmdutil.UserFile{Flag: f.flag, Path: f.path, Kind: "a PEM file", Max: cmdutil.MaxCAFileSize}).Check(); err != nil {
+			return err
+		}
+	}
 	for _, f := range []*string{&o.TLSCert, &o.TLSKey, &o.TLSCA, &o.StoreDir} {
 		if *f != "" {
 			abs, err := filepath.Abs(*f)

@@ -87,6 +87,13 @@ Connect with it: cotal join --creds FILE, or any NATS client.`,
 			if opts.Force && opts.Out == "" {
 				return cmdutil.FlagErrorf("--force replaces the --out file: give --out FILE too")
 			}
+			if opts.Mesh.Creds != "" {
+				// The credential mint connects with (to record an agent's identity): a file
+				// that cannot be read is refused before anything is minted.
+				if _, err := cmdutil.ReadCredsFile("--creds", opts.Mesh.Creds); err != nil {
+					return err
+				}
+			}
 			allow, err := cmdutil.ReadSetFlag("--allow-subscribe", opts.AllowSubscribe)
 			if err != nil {
 				return cmdutil.FlagErrorf("%v", err)
