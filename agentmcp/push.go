@@ -29,6 +29,9 @@ const (
 	InboxURI = "cotal://inbox"
 )
 
+// WakeUpLead opens the content of every wake-up (see wakeParams).
+const WakeUpLead = "New in your Cotal inbox"
+
 // ChannelParams are the params of a ChannelMethod notification.
 type ChannelParams struct {
 	Content string            `json:"content"`
@@ -234,7 +237,7 @@ func wakeParams(named []*client.Incoming) ChannelParams {
 	if len(named) > 1 {
 		it = "them"
 	}
-	content := "New in your Cotal inbox: " + strings.Join(parts, "; ") + ". Call cotal_inbox to read " + it + "."
+	content := WakeUpLead + ": " + strings.Join(parts, "; ") + ". Call cotal_inbox to read " + it + "."
 	return ChannelParams{Content: html.EscapeString(content), Meta: map[string]string{
 		"from": strings.Join(froms, ","), "kind": strings.Join(kinds, ","), "count": strconv.Itoa(len(named)),
 	}}
