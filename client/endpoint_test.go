@@ -24,7 +24,7 @@ import (
 const space = "main"
 
 // mesh starts a broker, provisions space as an open mesh and returns its URL.
-func mesh(t *testing.T) string {
+func mesh(t testing.TB) string {
 	t.Helper()
 	srv := brokertest.Start(t)
 	nc, err := nats.Connect(srv.ClientURL())

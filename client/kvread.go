@@ -137,11 +137,17 @@ func readBatch(ctx context.Context, sub *nats.Subscription, prefix string, out *
 var errNoLiveGrant = errors.New("the credential may not subscribe to the bucket's key subjects")
 
 // subscribeBucket subscribes to every key subject of bucket and checks with the broker
-// that the subscription was let in. A refused subscription is errNoLiveGrant.
-func (e *Endpoint) subscribeBucket(ctx context.Context, bucket string, ch chan *nats.Msg) (*nats.Subscription, error) {
+// that the subscription was let in. A refused subscription is errNoLiveGrant. handle
+// runs on the subscription's own goroutine and must return quickly: messages wait for it
+// without a count limit, up to 64 MiB.
+func (e *Endpoint) subscribeBucket(ctx context.Context, bucket string, handle nats.MsgHandler) (*nats.Subscription, error) {
 	subject := kvSubjectPrefix(bucket) + ">"
-	sub, err := e.nc.ChanSubscribe(subject, ch)
+	sub, err := e.nc.Subscribe(subject, handle)
 	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", subject, err)
+	}
+	if err := sub.SetPendingLimits(-1, 64<<20); err != nil {
+		_ = sub.Unsubscribe() // the subscription is abandoned either way
 		return nil, fmt.Errorf("subscribe %s: %w", subject, err)
 	}
 	// A refusal arrives before the answer to a flush sent after the subscription.

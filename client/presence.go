@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -209,16 +210,38 @@ type PeerChange struct {
 // then reads the bucket by batch Direct Get, and creates no consumer. A record older than
 // the one already known for its peer (a put seen live while the snapshot was read) is
 // ignored.
+//
+// The watch is lossless per key and cheap under spam: it keeps the latest raw record of
+// each key until it is applied and decodes only what it applies. A key's first change
+// after a quiet PresenceEvery applies at once; later writes of that key within the
+// interval are held, the latest wins, and applied when it ends. A peer writing its key in
+// a loop costs the watch one decode per interval, never another peer's update, and a
+// reader that stops reading delays changes but loses no key's latest state.
 func (e *Endpoint) WatchPresence(ctx context.Context) (<-chan PeerChange, error) {
+	return e.watchPresence(ctx, PresenceEvery, nil)
+}
+
+// PresenceEvery is the shortest interval between two changes WatchPresence applies for
+// one key.
+const PresenceEvery = 100 * time.Millisecond
+
+// watchPresence is WatchPresence with its interval; decodes, when set, counts the
+// records decoded (for tests and benchmarks).
+func (e *Endpoint) watchPresence(ctx context.Context, every time.Duration, decodes *atomic.Int64) (<-chan PeerChange, error) {
 	kv, err := e.presenceBucket(ctx)
 	if err != nil {
 		return nil, err
 	}
 	bucket := protocol.BucketPresence(e.cfg.Space)
-	live := make(chan *nats.Msg, 256)
-	sub, err := e.subscribeBucket(ctx, bucket, live)
+	prefix := kvSubjectPrefix(bucket)
+	held := newHeldRecords(every)
+	sub, err := e.subscribeBucket(ctx, bucket, func(m *nats.Msg) {
+		if r, ok := recordOf(m, prefix); ok {
+			held.put(r, time.Now())
+		}
+	})
 	if errors.Is(err, errNoLiveGrant) {
-		return e.watchPresenceConsumer(ctx, kv)
+		return e.watchPresenceConsumer(ctx, kv, every, decodes)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("watch presence: %w", err)
@@ -232,47 +255,29 @@ func (e *Endpoint) WatchPresence(ctx context.Context) (<-chan PeerChange, error)
 	go func() {
 		defer close(out)
 		defer func() { _ = sub.Unsubscribe() }() // ctx is over; nothing to report to
-		w := newPresenceWatch(ctx, e, out)
+		w := newPresenceWatch(ctx, e, out, decodes)
 		for _, r := range snapshot {
 			if !w.apply(r) {
 				return
 			}
 		}
-		prefix := kvSubjectPrefix(bucket)
-		sweep := time.NewTicker(time.Second)
-		defer sweep.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case m := <-live:
-				if r, ok := recordOf(m, prefix); ok && !w.apply(r) {
-					return
-				}
-			case now := <-sweep.C:
-				if !w.sweep(now) {
-					return
-				}
-			}
-		}
+		w.run(held, nil)
 	}()
 	return out, nil
 }
 
 // watchPresenceConsumer is WatchPresence through a KV watch (an ordered consumer), for a
-// credential minted before it could subscribe to the presence key subjects.
-func (e *Endpoint) watchPresenceConsumer(ctx context.Context, kv jetstream.KeyValue) (<-chan PeerChange, error) {
+// credential minted before it could subscribe to the presence key subjects. Its entries
+// are held and applied under the same rule as the live path's.
+func (e *Endpoint) watchPresenceConsumer(ctx context.Context, kv jetstream.KeyValue, every time.Duration, decodes *atomic.Int64) (<-chan PeerChange, error) {
 	kw, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch presence: %w", err)
 	}
-	out := make(chan PeerChange, 64)
-	go func() {
-		defer close(out)
-		defer func() { _ = kw.Stop() }() // ctx is over; nothing to report to
-		w := newPresenceWatch(ctx, e, out)
-		sweep := time.NewTicker(time.Second)
-		defer sweep.Stop()
+	held := newHeldRecords(every)
+	ended := make(chan struct{})
+	go func() { // drains the watcher at once, so a slow reader never stalls the consumer
+		defer close(ended)
 		for {
 			select {
 			case <-ctx.Done():
@@ -281,29 +286,67 @@ func (e *Endpoint) watchPresenceConsumer(ctx context.Context, kv jetstream.KeyVa
 				if !ok {
 					return
 				}
-				if entry != nil && !w.apply(kvRecord{key: entry.Key(), value: entry.Value(), op: entry.Operation()}) {
-					return
-				}
-			case now := <-sweep.C:
-				if !w.sweep(now) {
-					return
+				if entry != nil { // nil marks the end of the initial values
+					held.put(kvRecord{key: entry.Key(), value: entry.Value(), op: entry.Operation(), seq: entry.Revision()}, time.Now())
 				}
 			}
 		}
+	}()
+	out := make(chan PeerChange, 64)
+	go func() {
+		defer close(out)
+		defer func() { _ = kw.Stop() }() // ctx is over; nothing to report to
+		newPresenceWatch(ctx, e, out, decodes).run(held, ended)
 	}()
 	return out, nil
 }
 
 // presenceWatch turns presence records into the changes WatchPresence reports.
 type presenceWatch struct {
-	ctx   context.Context
-	e     *Endpoint
-	out   chan<- PeerChange
-	known map[string]Peer
+	ctx     context.Context
+	e       *Endpoint
+	out     chan<- PeerChange
+	known   map[string]Peer
+	decodes *atomic.Int64 // nil: not counted
 }
 
-func newPresenceWatch(ctx context.Context, e *Endpoint, out chan<- PeerChange) *presenceWatch {
-	return &presenceWatch{ctx: ctx, e: e, out: out, known: map[string]Peer{}}
+func newPresenceWatch(ctx context.Context, e *Endpoint, out chan<- PeerChange, decodes *atomic.Int64) *presenceWatch {
+	return &presenceWatch{ctx: ctx, e: e, out: out, known: map[string]Peer{}, decodes: decodes}
+}
+
+// run applies the records held as they come due, and sweeps for silent peers, until ctx
+// ends or ended closes.
+func (w *presenceWatch) run(held *heldRecords, ended <-chan struct{}) {
+	sweep := time.NewTicker(time.Second)
+	defer sweep.Stop()
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-ended:
+			return
+		case now := <-sweep.C:
+			held.prune(now)
+			if !w.sweep(now) {
+				return
+			}
+			continue
+		case <-held.wake:
+		case <-due.C:
+		}
+		ready, next := held.take(time.Now())
+		for _, r := range ready {
+			if !w.apply(r) {
+				return
+			}
+		}
+		if !next.IsZero() {
+			due.Reset(time.Until(next))
+		}
+	}
 }
 
 // apply takes one record; false means ctx ended while reporting.
@@ -315,6 +358,9 @@ func (w *presenceWatch) apply(r kvRecord) bool {
 		}
 		old.Online = false
 		return w.emit(old)
+	}
+	if w.decodes != nil {
+		w.decodes.Add(1)
 	}
 	p, ok := w.e.decodePeer(r.key, r.value, time.Now())
 	if !ok || (had && p.TS < old.TS) {

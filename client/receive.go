@@ -139,7 +139,7 @@ func (e *Endpoint) bindDM(ctx context.Context) error {
 		return fmt.Errorf("bind %s on %s: %w", name, stream, err)
 	}
 	if e.cfg.SoleSession {
-		if err := e.soleSession(cons); err != nil {
+		if err := e.soleSession(ctx, cons); err != nil {
 			return err
 		}
 	}

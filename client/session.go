@@ -13,18 +13,37 @@ import (
 // direct messages, so a second one would split them.
 var ErrSessionLive = errors.New("another session of this name is live")
 
-// soleSession (Config.SoleSession) refuses to consume the DM durable cons while another connection consumes
-// it: the broker counts the pull requests waiting on it and drops those of a connection
-// that is gone, so a session that crashed or closed does not count, and one that lives
-// does. Two sessions starting in the same instant may both pass; one at a time never do.
-func (e *Endpoint) soleSession(cons jetstream.Consumer) error {
+// soleSession (Config.SoleSession) refuses to consume the DM durable cons while another
+// connection consumes it: the broker counts the pull requests waiting on it and drops
+// those of a connection that is gone, so a session that crashed or closed does not count,
+// and one that lives does. The broker drops a gone connection's requests a moment after
+// the connection ends, so a session that starts right after its predecessor died reads
+// the count again for up to sessionSettle before it refuses. Two sessions starting in the
+// same instant may both pass; one at a time never do.
+func (e *Endpoint) soleSession(ctx context.Context, cons jetstream.Consumer) error {
 	info := cons.CachedInfo()
+	deadline := time.Now().Add(sessionSettle)
+	for info != nil && info.NumWaiting > 0 && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		var err error
+		if info, err = cons.Info(ctx); err != nil {
+			return fmt.Errorf("check for another session of %s: %w", e.me, err)
+		}
+	}
 	if info == nil || info.NumWaiting == 0 {
 		return nil
 	}
 	return fmt.Errorf("%w: %s is already connected to space %q in another session, which takes its direct messages (two sessions would split them); close that session first, or use another name",
 		ErrSessionLive, e.me, e.cfg.Space)
 }
+
+// sessionSettle is how long soleSession waits for a gone session's pull requests to leave
+// the broker's count.
+const sessionSettle = 3 * time.Second
 
 // otherSessionLive reports, as Close leaves, whether another connection still consumes
 // this principal's DM durable: another session of the same name, which keeps the shared

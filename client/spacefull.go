@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/internal/bytesize"
 )
 
 // SpaceFullError reports a message the broker did not store because its space reached
@@ -23,7 +24,7 @@ type SpaceFullError struct {
 func (e *SpaceFullError) Error() string {
 	limit := ""
 	if e.Limit > 0 {
-		limit = " " + sizeText(e.Limit)
+		limit = " " + bytesize.Format(e.Limit)
 	}
 	return fmt.Sprintf("space %s is full: its storage limit%s is reached, so this message was not stored "+
 		"(nothing stored before is lost); next: the operator raises the limit (cotal up --space %s --max-storage <larger>) "+
@@ -60,17 +61,4 @@ func IsSpaceFull(err error) bool {
 		return true
 	}
 	return false
-}
-
-// sizeText writes a byte count in the largest binary unit that divides it: 1GiB, 250KiB.
-func sizeText(n int64) string {
-	for _, u := range []struct {
-		suffix string
-		factor int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.factor && n%u.factor == 0 {
-			return strconv.FormatInt(n/u.factor, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(n, 10) + "B"
 }

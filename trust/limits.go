@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 
 	"github.com/cotal-ai/cotal/internal/atomicfile"
+	"github.com/cotal-ai/cotal/internal/bytesize"
 )
 
 // Unlimited is the value of a limit that bounds nothing.
@@ -158,15 +159,7 @@ func FormatSize(n int64) string {
 	if n == Unlimited {
 		return "unlimited"
 	}
-	for _, u := range []struct {
-		suffix string
-		factor int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.factor && n%u.factor == 0 {
-			return strconv.FormatInt(n/u.factor, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(n, 10) + "B"
+	return bytesize.Format(n)
 }
 
 // LimitNames are the names of the limits in field order.

@@ -444,7 +444,8 @@ func TestKilledServerHandsItsDMToTheNext(t *testing.T) {
 	}
 	b := startAgent(t, url, nil, nil, "--name", "agent")
 	var got []agentmcp.Item
-	meshtest.Until(t, "the dm back", 40*time.Second, func() bool {
+	// A killed holder's copy comes back once its ack wait has run out.
+	meshtest.Until(t, "the dm back", provision.AckWait+30*time.Second, func() bool {
 		var o inboxOut
 		b.ok(t, "cotal_inbox", nil, &o)
 		got = append(got, o.Messages...)

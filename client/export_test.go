@@ -1,0 +1,58 @@
+package client
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cotal-ai/cotal/protocol"
+)
+
+// WatchPresenceCounting is WatchPresence counting the records it decodes in decodes.
+// viaConsumer takes the KV-watch path a credential without the live grant takes.
+func WatchPresenceCounting(ctx context.Context, e *Endpoint, viaConsumer bool, decodes *atomic.Int64) (<-chan PeerChange, error) {
+	if !viaConsumer {
+		return e.watchPresence(ctx, PresenceEvery, decodes)
+	}
+	kv, err := e.presenceBucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return e.watchPresenceConsumer(ctx, kv, PresenceEvery, decodes)
+}
+
+// WatchPresencePerWrite is the watch as it was before records were held: every live
+// write is decoded and applied in turn (here without the old 256-slot drop, so the
+// baseline does all the work it was given). Benchmarks compare against it.
+func WatchPresencePerWrite(ctx context.Context, e *Endpoint, decodes *atomic.Int64) (<-chan PeerChange, error) {
+	bucket := protocol.BucketPresence(e.cfg.Space)
+	prefix := kvSubjectPrefix(bucket)
+	live := make(chan *nats.Msg, 1<<16)
+	sub, err := e.subscribeBucket(ctx, bucket, func(m *nats.Msg) {
+		select {
+		case live <- m:
+		case <-ctx.Done():
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan PeerChange, 64)
+	go func() {
+		defer close(out)
+		defer func() { _ = sub.Unsubscribe() }()
+		w := newPresenceWatch(ctx, e, out, decodes)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m := <-live:
+				if r, ok := recordOf(m, prefix); ok && !w.apply(r) {
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
