@@ -136,17 +136,6 @@ func kindOf(in *client.Incoming) string {
 	return string(in.Kind)
 }
 
-// where is the channel a message belongs to: its channel, or for an anycast the role.
-func where(in *client.Incoming) string {
-	switch in.Kind {
-	case protocol.DeliveryChannel:
-		return in.Subject.Channel
-	case protocol.DeliveryAnycast:
-		return in.Subject.Role
-	}
-	return ""
-}
-
 // sender is the name of a message's sender. The subject's actor is what the broker
 // pinned; the display name from the payload is used only when it agrees with it.
 func sender(in *client.Incoming) string {
