@@ -18,8 +18,9 @@ const (
 )
 
 // inbox holds the messages the model has not been given yet. A held copy is not acked:
-// it is acked only once it was returned by cotal_inbox or pushed to the client, so a
-// server that dies holding it leaves it on the broker for the next incarnation.
+// it is acked only once a cotal_inbox result carrying it was written to the client, so a
+// server that dies holding it leaves it on the broker for the next incarnation. A push
+// only tells the client that messages wait (see wakeup); it gives the model nothing.
 type inbox struct {
 	mu    sync.Mutex
 	items []*client.Incoming
@@ -32,10 +33,15 @@ type inbox struct {
 	sent   map[string][]*client.Incoming
 	nextID uint64
 	closed bool // all was called: the session is over
+	// told are the held messages a wake-up named; woken is set from a wake-up until the
+	// next window is taken (the model answered it), and no other wake-up goes out meanwhile.
+	told  map[*client.Incoming]bool
+	woken bool
 }
 
 func newInbox(hold int) *inbox {
-	return &inbox{room: make(chan struct{}, 1), hold: hold, sent: map[string][]*client.Incoming{}}
+	return &inbox{room: make(chan struct{}, 1), hold: hold, sent: map[string][]*client.Incoming{},
+		told: map[*client.Incoming]bool{}}
 }
 
 // await keeps a window taken for a cotal_inbox result until the result is written, and
@@ -90,20 +96,6 @@ func (b *inbox) full() bool {
 	return len(b.items) >= b.hold
 }
 
-// remove drops in (pushed) from the inbox, reporting whether it was held.
-func (b *inbox) remove(in *client.Incoming) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for i, x := range b.items {
-		if x == in {
-			b.items = append(b.items[:i], b.items[i+1:]...)
-			b.signal()
-			return true
-		}
-	}
-	return false
-}
-
 // counts reports how many items are held, and how many of them are directed (DM or
 // anycast).
 func (b *inbox) counts() (total, directed int) {
@@ -143,6 +135,7 @@ func (b *inbox) take(maxItems, maxBytes int, now int64) []*client.Incoming {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.drain = now
+	b.woken = false // the model answered the last wake-up
 	var out []*client.Incoming
 	taken := map[*client.Incoming]bool{}
 	size := 0
@@ -165,6 +158,8 @@ func (b *inbox) take(maxItems, maxBytes int, now int64) []*client.Incoming {
 	for _, in := range b.items {
 		if !taken[in] {
 			kept = append(kept, in)
+		} else {
+			delete(b.told, in)
 		}
 	}
 	clear(b.items[len(kept):])
@@ -181,6 +176,7 @@ func (b *inbox) all() []*client.Incoming {
 	out := b.items
 	b.items = nil
 	b.closed = true
+	clear(b.told)
 	for id, w := range b.sent {
 		out = append(out, w...)
 		delete(b.sent, id)
@@ -207,19 +203,41 @@ func approxSize(in *client.Incoming) int {
 	return n
 }
 
-// pushable lists the held messages a push hands over: all but history, directed first.
-func (b *inbox) pushable() []*client.Incoming {
+// wakeup returns the held live messages (not history) that no wake-up named yet, directed
+// first, and marks them named; it returns nil while a wake-up is unanswered (no window
+// taken since), so one arrival burst makes one wake-up.
+func (b *inbox) wakeup() []*client.Incoming {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.woken || b.closed {
+		return nil
+	}
 	var out []*client.Incoming
 	for r := 0; r <= 1; r++ {
 		for _, in := range b.items {
-			if rank(in) == r {
+			if rank(in) == r && !b.told[in] {
 				out = append(out, in)
 			}
 		}
 	}
+	if len(out) == 0 {
+		return nil
+	}
+	for _, in := range out {
+		b.told[in] = true
+	}
+	b.woken = true
 	return out
+}
+
+// unwake undoes a wakeup whose notification could not be written.
+func (b *inbox) unwake(named []*client.Incoming) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, in := range named {
+		delete(b.told, in)
+	}
+	b.woken = false
 }
 
 // snapshot lists what is held, including windows not yet written, without removing it.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -26,6 +28,9 @@ const (
 	// InboxURI is the resource whose updates tell a client without channels to pull.
 	InboxURI = "cotal://inbox"
 )
+
+// WakeUpLead opens the content of every wake-up (see wakeParams).
+const WakeUpLead = "New in your Cotal inbox"
 
 // ChannelParams are the params of a ChannelMethod notification.
 type ChannelParams struct {
@@ -131,17 +136,6 @@ func kindOf(in *client.Incoming) string {
 	return string(in.Kind)
 }
 
-// where is the channel a message belongs to: its channel, or for an anycast the role.
-func where(in *client.Incoming) string {
-	switch in.Kind {
-	case protocol.DeliveryChannel:
-		return in.Subject.Channel
-	case protocol.DeliveryAnycast:
-		return in.Subject.Role
-	}
-	return ""
-}
-
 // sender is the name of a message's sender. The subject's actor is what the broker
 // pinned; the display name from the payload is used only when it agrees with it.
 func sender(in *client.Incoming) string {
@@ -175,21 +169,67 @@ func RenderChannel(in *client.Incoming) string {
 	return b.String()
 }
 
-// channelParams builds the ChannelMethod notification of a message. Claude Code wraps the
-// content in its own tag, <channel source="cotal" ...meta>content</channel> (source is the
-// server's name in its MCP config), so the content is the message's text alone, escaped
-// so that a peer cannot close that tag, and the attributes go in meta. Meta keys are
-// [a-z_] only, as Claude Code drops others.
-func channelParams(in *client.Incoming) ChannelParams {
-	meta := map[string]string{"from": sender(in), "kind": kindOf(in), "message_id": in.ID}
-	if w := where(in); w != "" {
-		if in.Kind == protocol.DeliveryAnycast {
-			meta["role"] = w
-		} else {
-			meta["channel"] = w
+// wakeParams builds the ChannelMethod notification that tells the model messages wait:
+// how many, of which kind and from whom, and to call cotal_inbox. It carries no message
+// text, so nothing is shown twice, and gives the model nothing to ack: MCP confirms no
+// notification, and Claude Code drops one silently where its channels are off, so every
+// message stays held until a cotal_inbox result carrying it is written. Claude Code wraps
+// the content in <channel source="cotal" ...meta>content</channel>; names are escaped
+// onto one line (termsafe) and the content is HTML-escaped so it cannot close that tag.
+// Meta keys are [a-z_] only, as Claude Code drops others.
+func wakeParams(named []*client.Incoming) ChannelParams {
+	type group struct {
+		one, many string // "a direct message", " direct messages" (after the count)
+		from      []string
+		n         int
+	}
+	var groups []*group
+	byLabel := map[string]*group{}
+	var kinds, froms []string
+	for _, in := range named {
+		one, many := "a direct message", " direct messages"
+		switch in.Kind {
+		case protocol.DeliveryAnycast:
+			role := peerText(in.Subject.Role, shownToken)
+			one, many = "a request for your role "+role, " requests for your role "+role
+		case protocol.DeliveryChannel:
+			ch := peerText(in.Subject.Channel, shownChannel)
+			one, many = "a post on #"+ch, " posts on #"+ch
+		}
+		g := byLabel[one]
+		if g == nil {
+			g = &group{one: one, many: many}
+			byLabel[one] = g
+			groups = append(groups, g)
+		}
+		g.n++
+		who := peerText(sender(in), shownName)
+		if !slices.Contains(g.from, who) {
+			g.from = append(g.from, who)
+		}
+		if !slices.Contains(froms, who) {
+			froms = append(froms, who)
+		}
+		if k := kindOf(in); !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
 		}
 	}
-	return ChannelParams{Content: html.EscapeString(in.Text()), Meta: meta}
+	parts := make([]string, 0, len(groups))
+	for _, g := range groups {
+		what := g.one
+		if g.n > 1 {
+			what = strconv.Itoa(g.n) + g.many
+		}
+		parts = append(parts, what+" from "+strings.Join(g.from, ", "))
+	}
+	it := "it"
+	if len(named) > 1 {
+		it = "them"
+	}
+	content := WakeUpLead + ": " + strings.Join(parts, "; ") + ". Call cotal_inbox to read " + it + "."
+	return ChannelParams{Content: html.EscapeString(content), Meta: map[string]string{
+		"from": strings.Join(froms, ","), "kind": strings.Join(kinds, ","), "count": strconv.Itoa(len(named)),
+	}}
 }
 
 // wantsChannel reports whether the client declared the claude/channel capability.

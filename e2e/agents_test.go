@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/cotal-ai/cotal/agentmcp"
 	"github.com/cotal-ai/cotal/internal/fakemodel"
 )
 
@@ -52,39 +55,52 @@ func checkPromptIsText(t *testing.T, p *project, fm *fakemodel.Server, agent str
 	}
 }
 
-// dmScript is the scripted model of a DM round trip: a user turn holding ping (a pushed
-// DM) is answered with a cotal_dm of pong to peer; a user turn holding nudge (the operator
-// typed it) with a cotal_inbox call, whose result holding ping is answered with the same
-// cotal_dm; any other tool result with a short text, and anything else with "ok".
-func dmScript(ping, pong, nudge, peer string) fakemodel.Script {
-	dm := func(r fakemodel.Request) (fakemodel.Reply, bool) {
-		tool, ok := r.Tool("cotal_dm")
-		if !ok {
-			return fakemodel.Reply{}, false
+// dmModel is the scripted model of a DM round trip. A user turn holding a wake-up (Claude
+// Code's pushed turn for a channel notification) or nudge (the operator typed it) is
+// answered with a cotal_inbox call; a cotal_inbox result holding ping with a cotal_dm of
+// pong to peer; any other tool result with a short text, and anything else with "ok".
+// Just before it calls cotal_inbox it runs beforeInbox, which checkDMRoundTrip sets to
+// record whether the DM was still held then.
+type dmModel struct {
+	ping, pong, nudge, peer string
+
+	mu          sync.Mutex
+	beforeInbox func()
+}
+
+func newDMModel(ping, pong, nudge, peer string) *dmModel {
+	return &dmModel{ping: ping, pong: pong, nudge: nudge, peer: peer}
+}
+
+// script answers one request (see dmModel).
+func (m *dmModel) script(r fakemodel.Request) fakemodel.Reply {
+	if r.LastIsToolResult {
+		if res := r.ToolResults[len(r.ToolResults)-1]; strings.Contains(res, m.ping) {
+			if tool, ok := r.Tool("cotal_dm"); ok {
+				return fakemodel.Reply{Tool: &fakemodel.ToolCall{Name: tool, Args: map[string]string{"to": m.peer, "text": m.pong}}}
+			}
 		}
-		return fakemodel.Reply{Tool: &fakemodel.ToolCall{Name: tool, Args: map[string]string{"to": peer, "text": pong}}}, true
+		return fakemodel.Reply{Text: "sent"}
 	}
-	return func(r fakemodel.Request) fakemodel.Reply {
-		if r.LastIsToolResult {
-			if res := r.ToolResults[len(r.ToolResults)-1]; strings.Contains(res, ping) {
-				if rep, ok := dm(r); ok {
-					return rep
-				}
+	if last := r.LastUser(); strings.Contains(last, m.nudge) || strings.Contains(last, agentmcp.WakeUpLead) {
+		if tool, ok := r.Tool("cotal_inbox"); ok {
+			m.mu.Lock()
+			before := m.beforeInbox
+			m.mu.Unlock()
+			if before != nil {
+				before()
 			}
-			return fakemodel.Reply{Text: "sent"}
+			return fakemodel.Reply{Tool: &fakemodel.ToolCall{Name: tool, Args: map[string]any{}}}
 		}
-		switch last := r.LastUser(); {
-		case strings.Contains(last, ping):
-			if rep, ok := dm(r); ok {
-				return rep
-			}
-		case strings.Contains(last, nudge):
-			if tool, ok := r.Tool("cotal_inbox"); ok {
-				return fakemodel.Reply{Tool: &fakemodel.ToolCall{Name: tool, Args: map[string]any{}}}
-			}
-		}
-		return fakemodel.Reply{Text: "ok"}
 	}
+	return fakemodel.Reply{Text: "ok"}
+}
+
+// onInbox sets the hook run before each cotal_inbox call.
+func (m *dmModel) onInbox(f func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.beforeInbox = f
 }
 
 // online reports whether name is online in the space's roster.
@@ -110,7 +126,19 @@ func online(t *testing.T, p *project, name string) bool {
 // held reports whether agent's DM inbox still holds (unread or unacked) a message with text.
 func held(t *testing.T, p *project, agent, text string) bool {
 	t.Helper()
-	out := p.cotal("deliver", "pending", agent, "--json")
+	ok, err := heldNow(p, agent, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// heldNow is held for any goroutine: it returns an error rather than failing the test.
+func heldNow(p *project, agent, text string) (bool, error) {
+	out, err := p.try("deliver", "pending", agent, "--json")
+	if err != nil {
+		return false, fmt.Errorf("cotal deliver pending: %w", err)
+	}
 	var docs []struct {
 		Durables []struct {
 			Kind     string `json:"kind"`
@@ -129,7 +157,7 @@ func held(t *testing.T, p *project, agent, text string) bool {
 			} `json:"durables"`
 		}
 		if err := json.Unmarshal([]byte(out), &one); err != nil {
-			t.Fatalf("deliver pending --json: %v\n%s", err, out)
+			return false, fmt.Errorf("deliver pending --json: %w\n%s", err, out)
 		}
 		docs = append(docs[:0], one)
 	}
@@ -137,12 +165,12 @@ func held(t *testing.T, p *project, agent, text string) bool {
 		for _, h := range d.Durables {
 			for _, m := range h.Messages {
 				if strings.Contains(m.Text, text) {
-					return true
+					return true, nil
 				}
 			}
 		}
 	}
-	return false
+	return false, nil
 }
 
 // dmCase is one harness's DM round trip.
@@ -156,13 +184,28 @@ type dmCase struct {
 	submit func(s *session, line string)
 }
 
-// checkDMRoundTrip: agent dave (spawned by cotal spawn with the harness) gets bob's DM as a
-// pushed turn the stand-in model sees, answers with cotal_dm, and bob gets the answer; the
-// DM is never acked before the model has it. When the harness reports that it takes no
-// pushed turns (dc.gated), the DM must still wait in dave's inbox: a typed nudge makes the
-// model read it with cotal_inbox and answer the same way.
-func checkDMRoundTrip(t *testing.T, p *project, fm *fakemodel.Server, dc dmCase, ping, pong, nudge string, extra ...string) {
+// checkDMRoundTrip: agent dave (spawned by cotal spawn with the harness) is woken by bob's
+// DM (a pushed turn naming it), reads it with cotal_inbox, answers with cotal_dm, and bob
+// gets the answer. When the harness reports that it takes no pushed turns (dc.gated), a
+// typed nudge leads the model to cotal_inbox instead. Either way the DM is held (not
+// acked) until the model's cotal_inbox call, and acked once the model has it.
+func checkDMRoundTrip(t *testing.T, p *project, fm *fakemodel.Server, dm *dmModel, dc dmCase, extra ...string) {
 	t.Helper()
+	var (
+		mu        sync.Mutex
+		inboxSeen []string // for each cotal_inbox call: "" if the DM was held then, else why not
+	)
+	dm.onInbox(func() {
+		why := ""
+		if ok, err := heldNow(p, "dave", dm.ping); err != nil {
+			why = err.Error()
+		} else if !ok {
+			why = "acked before the model's cotal_inbox call"
+		}
+		mu.Lock()
+		inboxSeen = append(inboxSeen, why)
+		mu.Unlock()
+	})
 	p.cotal("personas", "new", "dave", "--prompt", "You answer direct messages.", "--allow-publish", "general")
 	args := append([]string{"spawn", "dave", "--agent", dc.agent, "--prompt", "Wait for direct messages."}, extra...)
 	agent := p.start("cotal spawn --agent "+dc.agent, args...)
@@ -174,14 +217,14 @@ func checkDMRoundTrip(t *testing.T, p *project, fm *fakemodel.Server, dc dmCase,
 	}
 	bob := p.start("cotal join --name bob", "join", "--name", "bob")
 	until(t, "bob joined", 30*time.Second, func() bool { return strings.Contains(bob.text(), "joined space") || bob.exited() })
-	bob.send("/dm dave " + ping + "\r")
+	bob.send("/dm dave " + dm.ping + "\r")
 	until(t, "bob's DM is stored", 30*time.Second, func() bool { return strings.Contains(bob.text(), "stored seq") })
 
-	// The pushed turn: the model sees the DM without anyone typing.
+	// The pushed turn: the model is woken without anyone typing.
 	pushed := false
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) && !agent.exited() {
-		if pushed = fm.Saw(ping); pushed {
+		if pushed = fm.Saw(agentmcp.WakeUpLead); pushed {
 			break
 		}
 		if dc.gated != nil && dc.gated(agent.text()) {
@@ -189,32 +232,42 @@ func checkDMRoundTrip(t *testing.T, p *project, fm *fakemodel.Server, dc dmCase,
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if !pushed {
-		if !held(t, p, "dave", ping) {
+	if pushed {
+		t.Logf("%s was woken by a pushed turn", dc.agent)
+	} else {
+		if !held(t, p, "dave", dm.ping) {
 			t.Fatalf("the DM never reached %s's model, and it is gone from dave's inbox: acked without the agent having it", dc.agent)
 		}
 		if dc.gated == nil || !dc.gated(agent.text()) {
-			t.Fatalf("the DM never reached %s's model as a pushed turn (it waits in dave's inbox, not acked)", dc.agent)
+			t.Fatalf("the DM never woke %s's model with a pushed turn (it waits in dave's inbox, not acked)", dc.agent)
 		}
-		t.Logf("%s reports it takes no pushed turns here; the DM waited in the inbox: reading it with cotal_inbox", dc.agent)
-		dc.submit(agent, nudge)
-		until(t, "the model reads the DM with cotal_inbox", 2*time.Minute, func() bool {
-			for _, r := range fm.Requests() {
-				if r.LastIsToolResult && strings.Contains(r.ToolResults[len(r.ToolResults)-1], ping) {
-					return true
-				}
+		t.Logf("%s reports it takes no pushed turns here; the DM waited in the inbox: a typed nudge", dc.agent)
+		dc.submit(agent, dm.nudge)
+	}
+	until(t, "the model reads the DM with cotal_inbox", 2*time.Minute, func() bool {
+		for _, r := range fm.Requests() {
+			if r.LastIsToolResult && strings.Contains(r.ToolResults[len(r.ToolResults)-1], dm.ping) {
+				return true
 			}
-			return agent.exited()
-		})
-
+		}
+		return agent.exited()
+	})
+	mu.Lock()
+	seen := slices.Clone(inboxSeen)
+	mu.Unlock()
+	if len(seen) == 0 {
+		t.Fatal("the model got the DM without a cotal_inbox call")
+	}
+	if seen[0] != "" {
+		t.Fatalf("when the model called cotal_inbox the DM was not held: %s", seen[0])
 	}
 	until(t, "bob gets the answer", 2*time.Minute, func() bool {
-		return strings.Contains(bob.text(), pong) || bob.exited()
+		return strings.Contains(bob.text(), dm.pong) || bob.exited()
 	})
-	if !strings.Contains(bob.text(), pong) {
+	if !strings.Contains(bob.text(), dm.pong) {
 		t.Fatal("bob's session ended before the answer came")
 	}
-	until(t, "the DM the model got is acked", 30*time.Second, func() bool { return !held(t, p, "dave", ping) })
+	until(t, "the DM the model got is acked", 30*time.Second, func() bool { return !held(t, p, "dave", dm.ping) })
 }
 
 func TestClaudePromptIsText(t *testing.T) {
@@ -249,12 +302,12 @@ func TestClaudePromptIsText(t *testing.T) {
 // fails.
 func TestClaudeDMRoundTrip(t *testing.T) {
 	bin := harness(t, "claude")
-	const ping, pong, nudge = "ping-7c1e", "pong-7c1e", "nudge-7c1e read your cotal inbox"
-	fm := fakemodel.Start(t, dmScript(ping, pong, nudge, "bob"))
+	dm := newDMModel("ping-7c1e", "pong-7c1e", "nudge-7c1e read your cotal inbox", "bob")
+	fm := fakemodel.Start(t, dm.script)
 	p := newProject(t, filepath.Dir(bin))
 	claudeHome(t, p, fm.URL)
 	p.up()
-	checkDMRoundTrip(t, p, fm, dmCase{agent: "claude", gated: claudeChannelsOff, submit: typeLine}, ping, pong, nudge)
+	checkDMRoundTrip(t, p, fm, dm, dmCase{agent: "claude", gated: claudeChannelsOff, submit: typeLine})
 }
 
 // claudeChannelsOff reports whether Claude Code said its channels feature is off (its

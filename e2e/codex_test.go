@@ -44,12 +44,12 @@ func TestCodexPromptIsText(t *testing.T) {
 // with cotal_dm and bob gets it.
 func TestCodexDMRoundTrip(t *testing.T) {
 	bin := harness(t, "codex")
-	const ping, pong, nudge = "ping-3b9d", "pong-3b9d", "nudge-3b9d read your cotal inbox"
-	fm := fakemodel.Start(t, dmScript(ping, pong, nudge, "bob"))
+	dm := newDMModel("ping-3b9d", "pong-3b9d", "nudge-3b9d read your cotal inbox", "bob")
+	fm := fakemodel.Start(t, dm.script)
 	p := newProject(t, filepath.Dir(bin))
 	codexHome(t, p, fm.URL)
 	p.up()
-	checkDMRoundTrip(t, p, fm, dmCase{agent: "codex", gated: noPush, submit: typeLine}, ping, pong, nudge, codexArgs(p, fm.URL)...)
+	checkDMRoundTrip(t, p, fm, dm, dmCase{agent: "codex", gated: noPush, submit: typeLine}, codexArgs(p, fm.URL)...)
 }
 
 // noPush is the gate of a harness that takes no pushed turns at all.

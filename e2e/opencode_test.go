@@ -43,10 +43,10 @@ func TestOpenCodePromptIsText(t *testing.T) {
 // answers with cotal_dm and bob gets it.
 func TestOpenCodeDMRoundTrip(t *testing.T) {
 	bin := harness(t, "opencode")
-	const ping, pong, nudge = "ping-5f20", "pong-5f20", "nudge-5f20 read your cotal inbox"
-	fm := fakemodel.Start(t, dmScript(ping, pong, nudge, "bob"))
+	dm := newDMModel("ping-5f20", "pong-5f20", "nudge-5f20 read your cotal inbox", "bob")
+	fm := fakemodel.Start(t, dm.script)
 	p := newProject(t, filepath.Dir(bin))
 	openCodeHome(t, p, fm.URL)
 	p.up()
-	checkDMRoundTrip(t, p, fm, dmCase{agent: "opencode", gated: noPush, submit: typeLine}, ping, pong, nudge)
+	checkDMRoundTrip(t, p, fm, dm, dmCase{agent: "opencode", gated: noPush, submit: typeLine})
 }

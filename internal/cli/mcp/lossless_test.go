@@ -331,7 +331,7 @@ func TestInboxWindowIsAckedOnlyOnceWritten(t *testing.T) {
 
 // With COTAL_CHANNEL=1 (how Claude Code is launched) the server offers only revisions
 // with a path for unsolicited notifications, so a client that would pick the modern one
-// (the official SDK, like Claude Code) negotiates a legacy one and gets the push; a
+// (the official SDK, like Claude Code) negotiates a legacy one and gets the wake-up; a
 // session on the modern revision is never pushed to, and its DM stays in the inbox.
 func TestPushOnlyWhereTheRevisionDeliversIt(t *testing.T) {
 	url, js := mesh(t)
@@ -346,14 +346,8 @@ func TestPushOnlyWhereTheRevisionDeliversIt(t *testing.T) {
 	if _, err := bob.DM(t.Context(), protocol.Principal{Owner: protocol.OwnerLocal, Actor: "pushed"}, client.Text("pushed to you")); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case raw := <-pushed.channel:
-		var p agentmcp.ChannelParams
-		if err := json.Unmarshal(raw, &p); err != nil || p.Content != "pushed to you" {
-			t.Fatalf("push %s: %v", raw, err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("no channel notification on the legacy session")
+	if p := wakeUp(t, pushed); !strings.Contains(p.Content, "a direct message from bob") {
+		t.Fatalf("wake-up %+v on the legacy session", p)
 	}
 
 	modern := startAgent(t, url, caps, nil, "--name", "modern")
@@ -378,5 +372,34 @@ func TestPushOnlyWhereTheRevisionDeliversIt(t *testing.T) {
 	modern.ok(t, "cotal_inbox", nil, &o)
 	if len(o.Messages) != 1 || o.Messages[0].Text != "not pushable" {
 		t.Fatalf("inbox %+v", o.Messages)
+	}
+}
+
+// A DM a channel client was woken for, but never read with cotal_inbox, is not lost when
+// the client goes (stdin closes): a wake-up acks nothing (MCP confirms no notification,
+// and Claude Code drops it where its channels are off), so the next session gets the DM
+// once.
+func TestWokenButUnreadDMSurvivesTheSession(t *testing.T) {
+	m := defaultMesh(t)
+	ada := protocol.Principal{Owner: protocol.OwnerLocal, Actor: "ada"}
+	caps := &sdk.ClientCapabilities{Experimental: map[string]any{agentmcp.ChannelCapability: map[string]any{}}}
+	a := m.agent(t, caps, []string{"COTAL_CHANNEL=1"}, "--name", "ada")
+	a.ok(t, "cotal_orientation", nil, nil)
+	m.cotal(t, "send", "dm", "ada", "woken, never read")
+	wakeUp(t, a) // the client got the push, and never calls cotal_inbox
+	if err := a.session.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	exited := time.Now()
+	if n := pendingDM(t, m.js, ada); n != 1 {
+		t.Fatalf("after the session closed %d DMs pending, want 1: the push acked a DM the agent never read", n)
+	}
+	b := m.agent(t, nil, nil, "--name", "ada")
+	got := b.drain(t, 1, provision.AckWait+20*time.Second)
+	if len(got) != 1 || got[0].Text != "woken, never read" {
+		t.Fatalf("the next session got %+v, want the DM once", got)
+	}
+	if waited := time.Since(exited); waited >= provision.AckWait {
+		t.Fatalf("the DM came back %s after the close, not at once", waited)
 	}
 }

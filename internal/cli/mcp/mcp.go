@@ -35,7 +35,7 @@ const (
 	EnvSubscribe = "COTAL_SUBSCRIBE" // comma-separated channels
 	EnvPersona   = "COTAL_PERSONA"
 	EnvHarness   = "COTAL_HARNESS" // claude, codex, opencode or command: shown in presence
-	EnvChannel   = "COTAL_CHANNEL" // 1: push Claude Code channel notifications
+	EnvChannel   = "COTAL_CHANNEL" // 1: wake Claude Code with channel notifications
 	// EnvCapabilities is the persona's capabilities, comma-separated, as a launcher sets
 	// it: with spawn the manager tools are listed (a --persona's come from its file).
 	EnvCapabilities = "COTAL_CAPABILITIES"
@@ -93,16 +93,17 @@ flag has an environment variable a launcher sets, and a flag beats its variable:
   COTAL_SPACE, COTAL_NAME, COTAL_ROLE, COTAL_PERSONA, COTAL_CREDS (a creds file path),
   COTAL_SERVERS (comma-separated NATS URLs), COTAL_SUBSCRIBE (comma-separated channels),
   COTAL_HARNESS (claude|codex|opencode|command, shown in presence),
-  COTAL_CHANNEL=1 (push Claude Code channel notifications; Claude Code does not declare
-  that it takes them), COTAL_CAPABILITIES (the persona's capabilities, comma-separated).
+  COTAL_CHANNEL=1 (wake Claude Code with channel notifications; Claude Code does not
+  declare that it takes them), COTAL_CAPABILITIES (the persona's capabilities, comma-separated).
 
 An agent whose persona has the spawn capability (capabilities: [spawn] in its file, or
 COTAL_CAPABILITIES=spawn from the launcher) also gets the manager tools: cotal_spawn and
 cotal_despawn start and stop teammates through the space's agent manager, cotal_personas
 lists the personas and cotal_persona defines one within the agent's own grant.
 
-Messages for the agent wait in its inbox until the model is given them (cotal_inbox, or a
-push): only then is a copy acked, so a killed server loses nothing. The agent is in the
+Messages for the agent wait in its inbox until a cotal_inbox result carrying them was
+written to the client: only then is a copy acked, so a killed server, or a client that
+dropped a wake-up, loses nothing. A channel push only tells the model who sent what. The agent is in the
 roster while the server runs and goes offline when the client closes stdin. One name has
 one live session: a second cotal mcp of a name whose session still runs is refused at
 start, and the first keeps its messages.`,
