@@ -80,6 +80,7 @@ func TestScripts(t *testing.T) {
 			"listing":     cmdListing,
 			"ttyrun":      cmdTTYRun,
 			"sigwhen":     cmdSigWhen,
+			"taradd":      cmdTarAdd,
 		},
 	})
 }
