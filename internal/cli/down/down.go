@@ -56,6 +56,9 @@ and cotal down manager refuse and name them: stop them with cotal stop, or pass
   cotal down web`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Timeout <= 0 {
+				return cmdutil.FlagErrorf("--timeout %s: want a positive duration, e.g. 30s", opts.Timeout)
+			}
 			if len(args) == 1 && args[0] == "web" {
 				if opts.Space != "" {
 					return cmdutil.FlagErrorf("--space goes with delivery or auth; cotal down web stops the project's one dashboard")
@@ -80,7 +83,7 @@ and cotal down manager refuse and name them: stop them with cotal stop, or pass
 			return runDown(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 15*time.Second, "how long to wait for each process to stop")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 15*time.Second, "how long to wait for each process to stop (positive)")
 	cmd.Flags().StringVar(&opts.Space, "space", "", "with a component: only this space's daemon")
 	cmd.Flags().BoolVar(&opts.WithAgents, "with-agents", false, "stop the manager even while agents it runs are alive (they end with it)")
 	return cmd
