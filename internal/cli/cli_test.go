@@ -81,6 +81,7 @@ func TestScripts(t *testing.T) {
 			"ttyrun":      cmdTTYRun,
 			"sigwhen":     cmdSigWhen,
 			"taradd":      cmdTarAdd,
+			"jsondoc":     cmdJSONDoc,
 		},
 	})
 }
