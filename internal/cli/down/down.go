@@ -143,7 +143,7 @@ func runDown(ctx context.Context, opts *Options) error {
 		return nil
 	}
 	if err != nil {
-		return cmdutil.Refuse("stopping the mesh", err.Error()+"; it cannot be told apart from another process",
+		return cmdutil.Refuse("a stop of the mesh", err.Error()+"; it cannot be told apart from another process",
 			"rm "+proj.PidFile()+"*  # after checking no cotal broker runs for "+proj.Root)
 	}
 	alive, err := rec.Alive()
@@ -176,7 +176,7 @@ func refuseWithAgents(proj *workspace.Project) error {
 	if err != nil || len(names) == 0 {
 		return err
 	}
-	return cmdutil.Refuse("stopping the manager of "+proj.Root,
+	return cmdutil.Refuse("a stop of the manager of "+proj.Root,
 		fmt.Sprintf("%s it runs (%s) would end with it", cmdutil.Count(len(names), "agent"), strings.Join(names, ", ")),
 		"cotal stop --name "+names[0]+"  # or: cotal down --with-agents")
 }
@@ -280,7 +280,7 @@ func stopWeb(ctx context.Context, opts *Options, proj *workspace.Project) (bool,
 		return false, nil
 	}
 	if err != nil {
-		return false, cmdutil.Refuse("stopping the dashboard", err.Error()+"; it cannot be told apart from another process",
+		return false, cmdutil.Refuse("a stop of the dashboard", err.Error()+"; it cannot be told apart from another process",
 			"rm "+path+"*  # after checking no cotal web runs for "+proj.Root)
 	}
 	if alive, err := rec.Alive(); err != nil || !alive {
