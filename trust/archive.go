@@ -15,19 +15,65 @@ import (
 	"time"
 )
 
-// What an archive of a trust chain leaves out: creds minted on this machine and the
-// broker's account resolver folder, which every broker rebuilds from the account files.
-var archiveSkip = map[string]bool{"creds": true, "accounts": true}
+// stateFiles are the files of a space's state folder (space.<hex>/) that go with the
+// chain: the IdP pin, the bearer issuer key, the owner secret and the sentinel creds
+// (authsvc.PinFile, bearer.IssuerKeyFile, bearer.OwnerSecretFile, authsvc.SentinelFile).
+// A running auth service's readiness file (auth-service.json) is one node's state, and
+// stays behind.
+var stateFiles = map[string]bool{"idp.json": true, "issuer.json": true, "owner-secret.json": true, "sentinel.creds": true}
 
-// archiveSkipState is the file, in a space's state folder (space.<hex>/), where a
-// running auth service says it is ready: the state of one node's process, not part of
-// the chain (authsvc.StatusFile).
-const archiveSkipState = "auth-service.json"
+// chainEntry reports whether name, a slash-separated path relative to the trust folder,
+// is part of the trust chain an archive carries: broker.json, account.<hex>.json,
+// auth.<hex>.json, a space's state folder space.<hex>/ with its stateFiles, and its
+// agents/<actor>.json identities. Everything else (creds minted on this machine, the
+// broker's resolver folder accounts/, temp files, a readiness file) is not.
+func chainEntry(name string, dir bool) bool {
+	parts := strings.Split(name, "/")
+	if len(parts) > 1 && !hexName(parts[0], "space.", "") {
+		return false
+	}
+	switch len(parts) {
+	case 1:
+		if dir {
+			return hexName(name, "space.", "")
+		}
+		return name == brokerFileName || hexName(name, accountFilePrefix, accountFileSuffix) ||
+			hexName(name, userAuthFilePrefix, userAuthFileSuffix)
+	case 2:
+		if dir {
+			return parts[1] == "agents"
+		}
+		return stateFiles[parts[1]]
+	case 3:
+		actor, ok := strings.CutSuffix(parts[2], ".json")
+		return !dir && parts[1] == "agents" && ok && actor != "" && !strings.HasPrefix(actor, ".")
+	}
+	return false
+}
+
+// hexName reports whether name is prefix, a space key (protocol.SpaceKey: lowercase hex)
+// and suffix.
+func hexName(name, prefix, suffix string) bool {
+	key, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return false
+	}
+	if key, ok = strings.CutSuffix(key, suffix); !ok || key == "" || len(key)%2 != 0 {
+		return false
+	}
+	for _, r := range key {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // Bounds on an archive being imported.
 const (
 	maxArchiveFiles    = 10000
 	maxArchiveFileSize = 1 << 20
+	maxArchiveSize     = 64 << 20 // all its files together
 )
 
 // ErrChainExists reports an import over a folder that holds another trust chain.
@@ -35,9 +81,10 @@ var ErrChainExists = errors.New("the folder already holds another trust chain")
 
 // Export writes the trust chain kept in dir to w as a tar archive: broker.json, every
 // space account, identities and user-auth keys (a user-auth space's state folder with its
-// IdP pin, bearer issuer key and owner secret); creds minted on this machine, the broker's
-// resolver folder and a running auth service's readiness file are left out. The chain is opened (and so checked) first. It
-// returns how many files it wrote. The archive holds every secret of the mesh: keep it as
+// IdP pin, bearer issuer key, owner secret and sentinel creds): the files chainEntry
+// names, and nothing else. Creds minted on this machine, the broker's resolver folder, a
+// running auth service's readiness file and anything else in dir are left out. The chain
+// is opened (and so checked) first. It returns how many files it wrote. The archive holds every secret of the mesh: keep it as
 // carefully as the folder.
 func Export(dir string, w io.Writer) (int, error) {
 	if _, err := os.Stat(filepath.Join(dir, brokerFileName)); err != nil {
@@ -62,16 +109,10 @@ func Export(dir string, w io.Writer) (int, error) {
 			return err
 		}
 		name := filepath.ToSlash(rel)
-		if d.IsDir() && archiveSkip[name] {
-			return filepath.SkipDir
-		}
-		if strings.HasPrefix(d.Name(), ".") { // temp files of an interrupted write
+		if !chainEntry(name, d.IsDir()) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
-			return nil
-		}
-		if !d.IsDir() && d.Name() == archiveSkipState && strings.HasPrefix(path.Dir(name), "space.") {
 			return nil
 		}
 		switch {
@@ -107,13 +148,22 @@ type ImportResult struct {
 	Replaced  string // with force, where the chain dir held before was moved ("" when none)
 }
 
-// Import unpacks a trust chain archive (Export's) into dir. The archive is unpacked beside
-// dir and opened (so checked) before anything changes; dir is then created from it. A dir
+// Import unpacks a trust chain archive (Export's) into dir. The archive is read whole and
+// refused, before anything is written, if it holds anything Export does not write; it is
+// then unpacked beside dir and opened (so checked) before dir changes; dir is then created from it. A dir
 // that already holds a chain (a broker.json or account files) is left alone and the import
 // refused with ErrChainExists, unless it holds exactly the archive's files (Unchanged) or
 // force is set: then the old dir is moved aside to <dir>.replaced.<n>, never deleted.
 func Import(r io.Reader, dir string, force bool) (ImportResult, error) {
 	dir = filepath.Clean(dir)
+	arch, err := readArchive(r)
+	if err != nil {
+		return ImportResult{}, fmt.Errorf("import trust chain: %w", err)
+	}
+	files := arch.files
+	if _, ok := files[brokerFileName]; !ok {
+		return ImportResult{}, fmt.Errorf("import trust chain: the archive holds no %s: not an archive of `cotal broker export`", brokerFileName)
+	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, dirMode); err != nil {
 		return ImportResult{}, fmt.Errorf("import trust chain: %w", err)
@@ -123,12 +173,8 @@ func Import(r io.Reader, dir string, force bool) (ImportResult, error) {
 		return ImportResult{}, fmt.Errorf("import trust chain: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	files, err := unpack(r, tmp)
-	if err != nil {
+	if err := arch.writeTo(tmp); err != nil {
 		return ImportResult{}, fmt.Errorf("import trust chain: %w", err)
-	}
-	if _, ok := files[brokerFileName]; !ok {
-		return ImportResult{}, fmt.Errorf("import trust chain: the archive holds no %s: not an archive of `cotal broker export`", brokerFileName)
 	}
 	c, err := Open(tmp)
 	if err != nil {
@@ -175,55 +221,77 @@ func Import(r io.Reader, dir string, force bool) (ImportResult, error) {
 	return res, nil
 }
 
-// unpack writes the archive's files under dir and returns their contents by name. Only
-// plain files and folders with clean relative names are accepted.
-func unpack(r io.Reader, dir string) (map[string][]byte, error) {
+// archive is a chain archive read into memory: its files' contents by name, and its
+// folders.
+type archive struct {
+	files map[string][]byte
+	dirs  []string
+}
+
+// readArchive reads and checks a whole archive, writing nothing. Only folders and plain
+// files that are part of a chain (chainEntry) with clean relative names are accepted.
+func readArchive(r io.Reader) (archive, error) {
 	tr := tar.NewReader(r)
 	files := map[string][]byte{}
+	var dirs []string
+	total := 0
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read the archive: %w", err)
+			return archive{}, fmt.Errorf("read the archive: %w", err)
 		}
 		name := strings.TrimSuffix(h.Name, "/")
 		if name == "" || path.IsAbs(name) || path.Clean(name) != name || name == ".." || strings.HasPrefix(name, "../") || strings.Contains(name, "\\") {
-			return nil, fmt.Errorf("the archive names %q: want a relative path inside the chain", h.Name)
+			return archive{}, fmt.Errorf("the archive names %q: want a relative path inside the chain", h.Name)
 		}
-		if top, _, _ := strings.Cut(name, "/"); archiveSkip[top] {
+		if h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeReg {
+			return archive{}, fmt.Errorf("the archive's %s is not a plain file or folder", name)
+		}
+		if !chainEntry(name, h.Typeflag == tar.TypeDir) {
+			return archive{}, fmt.Errorf("the archive holds %q, which is not part of a trust chain (cotal broker export never writes it): import only an archive cotal broker export wrote", name)
+		}
+		if h.Typeflag == tar.TypeDir {
+			dirs = append(dirs, name)
 			continue
 		}
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(p, dirMode); err != nil {
-				return nil, err
-			}
-		case tar.TypeReg:
-			if len(files) >= maxArchiveFiles {
-				return nil, fmt.Errorf("the archive holds more than %d files", maxArchiveFiles)
-			}
-			if h.Size > maxArchiveFileSize {
-				return nil, fmt.Errorf("the archive's %s is %d bytes: a trust file is far smaller", name, h.Size)
-			}
-			b, err := io.ReadAll(io.LimitReader(tr, maxArchiveFileSize+1))
-			if err != nil {
-				return nil, fmt.Errorf("read the archive's %s: %w", name, err)
-			}
-			if err := os.MkdirAll(filepath.Dir(p), dirMode); err != nil {
-				return nil, err
-			}
-			if err := os.WriteFile(p, b, fileMode); err != nil {
-				return nil, err
-			}
-			files[name] = b
-		default:
-			return nil, fmt.Errorf("the archive's %s is not a plain file or folder", name)
+		if len(files) >= maxArchiveFiles {
+			return archive{}, fmt.Errorf("the archive holds more than %d files", maxArchiveFiles)
+		}
+		if h.Size > maxArchiveFileSize {
+			return archive{}, fmt.Errorf("the archive's %s is %d bytes: a trust file is far smaller", name, h.Size)
+		}
+		if total += int(h.Size); total > maxArchiveSize {
+			return archive{}, fmt.Errorf("the archive's files add up to more than %d bytes: a trust chain is far smaller", maxArchiveSize)
+		}
+		b, err := io.ReadAll(io.LimitReader(tr, maxArchiveFileSize+1))
+		if err != nil {
+			return archive{}, fmt.Errorf("read the archive's %s: %w", name, err)
+		}
+		files[name] = b
+	}
+	return archive{files: files, dirs: dirs}, nil
+}
+
+// writeTo writes the archive's folders and files under dir.
+func (a archive) writeTo(dir string) error {
+	for _, name := range a.dirs {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.FromSlash(name)), dirMode); err != nil {
+			return err
 		}
 	}
-	return files, nil
+	for name, b := range a.files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), dirMode); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, b, fileMode); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // holdsChain reports whether dir holds a trust chain: a broker.json or an account file.

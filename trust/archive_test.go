@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,7 +109,8 @@ func TestImportRefusesBadArchives(t *testing.T) {
 		"escape":    {tarOf("../evil", tar.TypeReg, "x"), "want a relative path"},
 		"absolute":  {tarOf("/evil", tar.TypeReg, "x"), "want a relative path"},
 		"symlink":   {tarOf("broker.json", tar.TypeSymlink, ""), "not a plain file"},
-		"no chain":  {tarOf("notes.txt", tar.TypeReg, "x"), "holds no broker.json"},
+		"no chain":  {tarOf("notes.txt", tar.TypeReg, "x"), `holds "notes.txt", which is not part of a trust chain`},
+		"only dirs": {tarOf("space.74", tar.TypeDir, ""), "holds no broker.json"},
 		"bad chain": {tarOf("broker.json", tar.TypeReg, "{}"), "does not load"},
 		"not a tar": {[]byte("hello"), "read the archive"},
 	} {
@@ -118,6 +120,56 @@ func TestImportRefusesBadArchives(t *testing.T) {
 			_, err := Import(bytes.NewReader(c.arch), dst, false)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("import: %v, want %q", err, c.want)
+			}
+			if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+				t.Fatalf("left behind: %v", entries)
+			}
+		})
+	}
+}
+
+// TestImportRefusesExtraFiles: an exported chain with one more entry than Export writes
+// (a file beside the chain, creds, a resolver folder, a script in a state folder, a temp
+// file) is refused before anything is written: no folder, no temp folder, no file.
+func TestImportRefusesExtraFiles(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "auth")
+	c, err := Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Identity("prod", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	var clean bytes.Buffer
+	if _, err := Export(src, &clean); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(bytes.NewReader(clean.Bytes()), filepath.Join(t.TempDir(), "auth"), false); err != nil {
+		t.Fatalf("the clean archive: %v", err)
+	}
+	for _, extra := range []string{"notes.txt", "creds/x.creds", "accounts/ABC.jwt", "space.70726f64/run.sh",
+		"space.70726f64/agents/.alice.json.tmp", "space.70726f64/agents/x/y.json", "space.zz/idp.json", "account.prod.json",
+		"space.70726f64/auth-service.json", ".broker.json.tmp"} {
+		t.Run(extra, func(t *testing.T) {
+			var arch bytes.Buffer
+			tw := tar.NewWriter(&arch)
+			tr := tar.NewReader(bytes.NewReader(clean.Bytes()))
+			for {
+				h, err := tr.Next()
+				if err != nil {
+					break
+				}
+				b, _ := io.ReadAll(tr)
+				_ = tw.WriteHeader(h)
+				_, _ = tw.Write(b)
+			}
+			_ = tw.WriteHeader(&tar.Header{Name: extra, Typeflag: tar.TypeReg, Mode: 0o600, Size: 1})
+			_, _ = tw.Write([]byte("x"))
+			_ = tw.Close()
+			parent := t.TempDir()
+			_, err := Import(bytes.NewReader(arch.Bytes()), filepath.Join(parent, "cotal", "auth"), false)
+			if err == nil || !strings.Contains(err.Error(), "not part of a trust chain") {
+				t.Fatalf("import: %v", err)
 			}
 			if entries, _ := os.ReadDir(parent); len(entries) != 0 {
 				t.Fatalf("left behind: %v", entries)
@@ -139,8 +191,9 @@ func TestExportCarriesUserAuthState(t *testing.T) {
 	if err := os.MkdirAll(state, dirMode); err != nil {
 		t.Fatal(err)
 	}
+	const readiness = "auth-service.json"
 	carried := []string{"idp.json", "issuer.json", "owner-secret.json", "sentinel.creds"}
-	for _, f := range append(carried, archiveSkipState) {
+	for _, f := range append(carried, readiness) {
 		if err := os.WriteFile(filepath.Join(state, f), []byte(f), fileMode); err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +216,7 @@ func TestExportCarriesUserAuthState(t *testing.T) {
 			t.Fatalf("%s: mode %v, want %v", f, fi.Mode().Perm(), os.FileMode(fileMode))
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dst, "space.7465616d", archiveSkipState)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("%s was carried: %v", archiveSkipState, err)
+	if _, err := os.Stat(filepath.Join(dst, "space.7465616d", readiness)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s was carried: %v", readiness, err)
 	}
 }

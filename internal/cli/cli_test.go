@@ -80,6 +80,8 @@ func TestScripts(t *testing.T) {
 			"listing":     cmdListing,
 			"ttyrun":      cmdTTYRun,
 			"sigwhen":     cmdSigWhen,
+			"taradd":      cmdTarAdd,
+			"jsondoc":     cmdJSONDoc,
 		},
 	})
 }

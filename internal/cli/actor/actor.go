@@ -86,7 +86,7 @@ grants no channel to read, and then the grant must give a scope or --allow-publi
 			opts.Row.Actor = args[0]
 			allow, err := cmdutil.ReadSetFlag("--allow-subscribe", opts.Row.AllowSubscribe)
 			if err != nil {
-				return cmdutil.RefuseUsage("granting actor "+opts.Row.Actor, err.Error(), "cotal actor grant --help")
+				return cmdutil.RefuseUsage("a grant to actor "+opts.Row.Actor, err.Error(), "cotal actor grant --help")
 			}
 			// The row holds the read set as the grant resolved it: the ledger stores a list,
 			// so an omitted one is written as the default, [general].
@@ -114,7 +114,7 @@ grants no channel to read, and then the grant must give a scope or --allow-publi
 // checkGrant validates the grant's arguments and flags without I/O; what it refuses is a
 // usage error.
 func checkGrant(r ledger.Row) error {
-	what := "granting actor " + r.Actor
+	what := "a grant to actor " + r.Actor
 	if len(r.Subjects) == 0 {
 		return cmdutil.RefuseUsage(what, "no --sub says which IdP subject may act as it: give --sub with the subject your IdP names the person by", "")
 	}
@@ -145,11 +145,11 @@ system account; where it cannot, a bearer already issued lives until it expires 
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Row.Actor = args[0]
 			if !protocol.ValidActor(opts.Row.Actor) {
-				return cmdutil.RefuseUsage("revoking actor "+opts.Row.Actor, fmt.Sprintf("it is not an actor token (1 to %d letters, digits and _)", protocol.MaxActorLength), "cotal actor list")
+				return cmdutil.RefuseUsage("a revocation of actor "+opts.Row.Actor, fmt.Sprintf("it is not an actor token (1 to %d letters, digits and _)", protocol.MaxActorLength), "cotal actor list")
 			}
 			if cmd.Flags().Changed("sub") {
 				if err := ledger.CheckSubject(sub); err != nil {
-					return cmdutil.RefuseUsage("revoking actor "+opts.Row.Actor, err.Error(), "cotal actor list")
+					return cmdutil.RefuseUsage("a revocation of actor "+opts.Row.Actor, err.Error(), "cotal actor list")
 				}
 				opts.Row.Subjects = []string{sub}
 			}
@@ -194,7 +194,7 @@ func openLedger(ctx context.Context, opts *Options, t cmdutil.Target) (*client.E
 	kv, err := ep.JetStream().KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		ep.Close()
-		return nil, nil, "", cmdutil.Refuse("opening the actor ledger of space "+t.Space,
+		return nil, nil, "", cmdutil.Refuse("the actor ledger of space "+t.Space,
 			"the space has no "+bucket+" bucket yet (it was made by an older cotal)", "cotal down && cotal up --detach")
 	}
 	if err != nil {
@@ -216,7 +216,7 @@ func checkUserAuth(t cmdutil.Target, actor string) error {
 	}
 	_, err := authsvc.ReadPin(t.Project.AuthDir(), t.Space)
 	if errors.Is(err, authsvc.ErrNotUserAuth) {
-		return cmdutil.Refuse(fmt.Sprintf("granting actor %s in space %q", actor, t.Space),
+		return cmdutil.Refuse(fmt.Sprintf("a grant to actor %s in space %q", actor, t.Space),
 			"it is not a user-auth space: its peers hold static creds, and no auth service reads its actor ledger (a user-auth space is made by cotal up --user-auth --idp URL --space NAME)", "")
 	}
 	return err
@@ -242,7 +242,7 @@ func runGrant(ctx context.Context, opts *Options) error {
 		switch {
 		case errors.Is(lerr, ledger.ErrNotGranted):
 		case errors.Is(lerr, ledger.ErrInvalidRow):
-			return cmdutil.Refuse("granting actor "+want.Actor, "its stored row is broken ("+lerr.Error()+"), and a grant would keep subjects from it",
+			return cmdutil.Refuse("a grant to actor "+want.Actor, "its stored row is broken ("+lerr.Error()+"), and a grant would keep subjects from it",
 				"cotal actor revoke "+want.Actor)
 		case lerr != nil:
 			return lerr
@@ -283,7 +283,7 @@ func runRevoke(ctx context.Context, opts *Options) error {
 		if sub != "" {
 			why = "subject " + sub + " may not act as it in space " + space
 		}
-		return cmdutil.Refuse("revoking actor "+actor, why, "cotal actor list")
+		return cmdutil.Refuse("a revocation of actor "+actor, why, "cotal actor list")
 	}
 	if err != nil {
 		return err

@@ -190,7 +190,8 @@ func NewCmdImport(f *cmdutil.Factory, runF func(context.Context, *ImportOptions)
 		Short: "Make this project's trust chain the one in an archive",
 		Long: `Unpack a trust chain written by cotal broker export into this project's .cotal/auth/ (the
 project is the nearest .cotal/ above the current folder, or a new one here). The archive is
-checked before anything changes. A project that holds another chain is refused unless
+checked before anything changes: anything cotal broker export never writes is refused. A
+project that holds another chain is refused unless
 --force, which moves the old chain aside to .cotal/auth.replaced.<n> (never deleted); a
 project that already holds this chain is left as it is. Stop the mesh first: a running
 broker keeps the chain it started with.`,

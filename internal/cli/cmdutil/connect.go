@@ -186,12 +186,12 @@ func (f *Factory) ConnectPerson(ctx context.Context, t Target, profile trust.Pro
 // account opens the project's trust chain and the account of a space this mesh serves.
 func (f *Factory) account(t Target) (*trust.Account, *trust.Chain, error) {
 	if t.Remote != nil {
-		return nil, nil, Refuse(fmt.Sprintf("administering remote mesh %q", t.Space),
+		return nil, nil, Refuse(fmt.Sprintf("administration of remote mesh %q", t.Space),
 			"this machine only registered it (cotal meshes add); its keys stay with its operator",
 			"ask the mesh's operator; join, send, status and console sign in (cotal login --idp "+t.Remote.IdPIssuer+")")
 	}
 	if t.Project == nil {
-		return nil, nil, Refuse("connecting to an authenticated mesh without --creds",
+		return nil, nil, Refuse("a connection to an authenticated mesh without --creds",
 			"no project's trust chain is at hand to mint an identity: give --creds with a creds file the mesh's operator minted for you", "")
 	}
 	if t.Mesh != nil && !slices.Contains(t.Mesh.Spaces, t.Space) {

@@ -83,7 +83,7 @@ func localSignIn(t Target, pin authsvc.Pin) (signIn, error) {
 	dir := authsvc.StateDir(chain.Dir(), t.Space)
 	st, err := authsvc.ReadStatus(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return signIn{}, Refuse(fmt.Sprintf("connecting to user-auth space %q", t.Space), "its auth service is not ready (no "+filepath.Join(dir, authsvc.StatusFile)+")",
+		return signIn{}, Refuse(fmt.Sprintf("a connection to user-auth space %q", t.Space), "its auth service is not ready (no "+filepath.Join(dir, authsvc.StatusFile)+")",
 			"cotal up --space "+t.Space+"  # or see "+t.Project.AuthServiceLogFile(t.Space))
 	}
 	if err != nil {
@@ -91,7 +91,7 @@ func localSignIn(t Target, pin authsvc.Pin) (signIn, error) {
 	}
 	sentinel, err := authsvc.ReadSentinel(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return signIn{}, Refuse(fmt.Sprintf("connecting to user-auth space %q", t.Space),
+		return signIn{}, Refuse(fmt.Sprintf("a connection to user-auth space %q", t.Space),
 			"its auth service has not written the sentinel creds file "+filepath.Join(dir, authsvc.SentinelFile)+" (it was started by an older release)",
 			"cotal down && cotal up")
 	}

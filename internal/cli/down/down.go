@@ -56,6 +56,9 @@ and cotal down manager refuse and name them: stop them with cotal stop, or pass
   cotal down web`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Timeout <= 0 {
+				return cmdutil.FlagErrorf("--timeout %s: want a positive duration, e.g. 30s", opts.Timeout)
+			}
 			if len(args) == 1 && args[0] == "web" {
 				if opts.Space != "" {
 					return cmdutil.FlagErrorf("--space goes with delivery or auth; cotal down web stops the project's one dashboard")
@@ -80,7 +83,7 @@ and cotal down manager refuse and name them: stop them with cotal stop, or pass
 			return runDown(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 15*time.Second, "how long to wait for each process to stop")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 15*time.Second, "how long to wait for each process to stop (positive)")
 	cmd.Flags().StringVar(&opts.Space, "space", "", "with a component: only this space's daemon")
 	cmd.Flags().BoolVar(&opts.WithAgents, "with-agents", false, "stop the manager even while agents it runs are alive (they end with it)")
 	return cmd
@@ -140,7 +143,7 @@ func runDown(ctx context.Context, opts *Options) error {
 		return nil
 	}
 	if err != nil {
-		return cmdutil.Refuse("stopping the mesh", err.Error()+"; it cannot be told apart from another process",
+		return cmdutil.Refuse("a stop of the mesh", err.Error()+"; it cannot be told apart from another process",
 			"rm "+proj.PidFile()+"*  # after checking no cotal broker runs for "+proj.Root)
 	}
 	alive, err := rec.Alive()
@@ -173,7 +176,7 @@ func refuseWithAgents(proj *workspace.Project) error {
 	if err != nil || len(names) == 0 {
 		return err
 	}
-	return cmdutil.Refuse("stopping the manager of "+proj.Root,
+	return cmdutil.Refuse("a stop of the manager of "+proj.Root,
 		fmt.Sprintf("%s it runs (%s) would end with it", cmdutil.Count(len(names), "agent"), strings.Join(names, ", ")),
 		"cotal stop --name "+names[0]+"  # or: cotal down --with-agents")
 }
@@ -277,7 +280,7 @@ func stopWeb(ctx context.Context, opts *Options, proj *workspace.Project) (bool,
 		return false, nil
 	}
 	if err != nil {
-		return false, cmdutil.Refuse("stopping the dashboard", err.Error()+"; it cannot be told apart from another process",
+		return false, cmdutil.Refuse("a stop of the dashboard", err.Error()+"; it cannot be told apart from another process",
 			"rm "+path+"*  # after checking no cotal web runs for "+proj.Root)
 	}
 	if alive, err := rec.Alive(); err != nil || !alive {

@@ -90,7 +90,7 @@ func run(ctx context.Context, f *cmdutil.Factory, root *cobra.Command, p *extens
 		}
 		return &cmdutil.ExitError{Code: code}
 	case errors.Is(err, os.ErrNotExist):
-		return cmdutil.Refuse("running cotal "+rec.Name, "its file "+path+" is missing", "cotal update")
+		return cmdutil.Refuse("cotal "+rec.Name, "its file "+path+" is missing", "cotal update")
 	default:
 		return fmt.Errorf("cotal %s: %w", rec.Name, err)
 	}

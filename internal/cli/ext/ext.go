@@ -149,7 +149,7 @@ func prefix(opts *Options) (*extension.Prefix, error) {
 	dir := filepath.Join(home, "cotal")
 	chk := selfupdate.AncestorCheck{UID: os.Geteuid()}
 	if err := chk.CheckAncestors(selfupdate.Root{Label: "operator config", Path: dir, Env: "XDG_CONFIG_HOME", Base: home}); err != nil {
-		return nil, Unsafe("changing extensions", err)
+		return nil, Unsafe("a change to the extensions", err)
 	}
 	return &extension.Prefix{Dir: filepath.Join(dir, "extensions"), Logger: opts.Logger}, nil
 }

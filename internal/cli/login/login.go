@@ -26,13 +26,26 @@ type Options struct {
 	IdP      string // base URL of a reference IdP, or issuer URL of an OIDC provider
 	ClientID string // client id the device flow runs as; "" means the default of the IdP's kind
 	Status   bool   // only show the stored session
+	JSON     bool   // with Status: print it as one JSON document
+}
+
+// StatusJSON is the document `cotal login --status --json` prints. It never holds a
+// token.
+type StatusJSON struct {
+	IdP         string `json:"idp"`                // the provider, as sessions are kept under it
+	Kind        string `json:"kind"`               // "oidc", or "reference" (the reference's IdP session)
+	Subject     string `json:"subject,omitempty"`  // who is signed in
+	ClientID    string `json:"clientId,omitempty"` // oidc: the client the session was signed in as
+	Expires     string `json:"expires"`            // RFC 3339, UTC: the ID token's (oidc) or the IdP session's expiry
+	Expired     bool   `json:"expired"`            // Expires has passed
+	Refreshable bool   `json:"refreshable"`        // oidc: it holds a refresh token; reference: the IdP session, from which each use fetches an ID token, has not expired
 }
 
 // NewCmdLogin builds `cotal login`.
 func NewCmdLogin(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Dir: f.LoginDir}
 	cmd := &cobra.Command{
-		Use:   "login --idp URL [--client-id ID] [--status]",
+		Use:   "login --idp URL [--client-id ID] [--status [--json]]",
 		Short: "Sign in to the IdP of user-auth spaces",
 		Long: `Sign in to the IdP of a user-auth space with the device flow (RFC 8628): cotal shows
 a web address and a code; open the address in any browser, sign in and confirm the code.
@@ -55,10 +68,13 @@ pinned without --client-id, e.g. Better Auth at <origin>/api/auth): the device f
 session, kept in <config>/cotal/logins/idp-sessions.json in the reference's form, and
 every join fetches a fresh ID token for it from <idp>/token.
 
---status shows the stored session of the provider without contacting it.`,
+--status shows the stored session of the provider without contacting it; with --json, as
+one JSON document (idp, kind, subject, clientId, expires, expired, refreshable; never a
+token).`,
 		Example: `  cotal login --idp https://idp.example.com/realms/team
   cotal login --idp http://127.0.0.1:5556/dex --client-id cotal-team
-  cotal login --idp https://idp.example.com/realms/team --status`,
+  cotal login --idp https://idp.example.com/realms/team --status
+  cotal login --idp https://idp.example.com/realms/team --status --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.IdP == "" {
@@ -66,6 +82,9 @@ every join fetches a fresh ID token for it from <idp>/token.
 			}
 			if err := oidc.CheckIssuer(opts.IdP); err != nil {
 				return cmdutil.FlagErrorf("--idp: %v", err)
+			}
+			if opts.JSON && !opts.Status {
+				return cmdutil.FlagErrorf("--json goes with --status: cotal login --idp %s --status --json", opts.IdP)
 			}
 			if cmd.Flags().Changed("client-id") && opts.ClientID == "" {
 				return cmdutil.FlagErrorf("--client-id: want a non-empty client id")
@@ -80,6 +99,7 @@ every join fetches a fresh ID token for it from <idp>/token.
 	fl.StringVar(&opts.IdP, "idp", "", "the IdP's URL, as cotal up --user-auth --idp named it (required)")
 	fl.StringVar(&opts.ClientID, "client-id", "", "client id to sign in as (default cotal for an OIDC provider, cotal-cli for a reference IdP)")
 	fl.BoolVar(&opts.Status, "status", false, "show the stored session instead of signing in")
+	fl.BoolVar(&opts.JSON, "json", false, "with --status: print one JSON document")
 	return cmd
 }
 
@@ -148,9 +168,18 @@ func loginRefusal(opts *Options, err error) error {
 }
 
 func showStatus(opts *Options, st devicelogin.Store) error {
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
 	if rs, err := st.LoadRef(opts.IdP); err == nil {
 		url, _ := oidc.NormalizeIdPURL(opts.IdP)
-		fmt.Fprintf(opts.IO.Out, "logged in to %s as %s (IdP session until %s)\n", url, rs.Sub, time.Unix(rs.ExpiresAt, 0).Local().Format(time.RFC3339))
+		exp := time.Unix(rs.ExpiresAt, 0)
+		if opts.JSON {
+			return cmdutil.WriteJSON(opts.IO.Out, StatusJSON{IdP: url, Kind: "reference", Subject: rs.Sub,
+				Expires: exp.UTC().Format(time.RFC3339), Expired: !now().Before(exp), Refreshable: now().Before(exp)})
+		}
+		fmt.Fprintf(opts.IO.Out, "logged in to %s as %s (IdP session until %s)\n", url, rs.Sub, exp.Local().Format(time.RFC3339))
 		return nil
 	} else if !errors.Is(err, devicelogin.ErrNoSession) {
 		return err
@@ -162,12 +191,13 @@ func showStatus(opts *Options, st devicelogin.Store) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now
-	if opts.Now != nil {
-		now = opts.Now
+	expired := !now().Before(s.Expiry)
+	if opts.JSON {
+		return cmdutil.WriteJSON(opts.IO.Out, StatusJSON{IdP: s.Issuer, Kind: "oidc", Subject: s.Subject, ClientID: s.ClientID,
+			Expires: s.Expiry.UTC().Format(time.RFC3339), Expired: expired, Refreshable: s.RefreshToken != ""})
 	}
 	state := "valid until " + s.Expiry.Local().Format(time.RFC3339)
-	if !now().Before(s.Expiry) {
+	if expired {
 		state = "expired at " + s.Expiry.Local().Format(time.RFC3339)
 	}
 	refresh := "no refresh token"

@@ -179,14 +179,14 @@ func runMint(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if t.Project == nil || (t.Mesh != nil && t.Mesh.Mode != workspace.ModeAuth) {
-		return cmdutil.Refuse("minting", "this project's mesh is not authenticated (open meshes take no credentials)", "cotal down && cotal up --detach")
+		return cmdutil.Refuse("a mint on this mesh", "this project's mesh is not authenticated (open meshes take no credentials)", "cotal down && cotal up --detach")
 	}
 	if err := cmdutil.CheckStatic(t, "cotal mint"); err != nil {
 		return err
 	}
 	if _, err := os.Stat(filepath.Join(t.Project.AuthDir(), "broker.json")); errors.Is(err, fs.ErrNotExist) {
 		// A chain made now would be one no broker trusts.
-		return cmdutil.Refuse("minting", "this project has no trust chain yet: its mesh has never run (nothing was written)", "cotal up --detach")
+		return cmdutil.Refuse("a mint in "+t.Project.Root, "this project has no trust chain yet: its mesh has never run (nothing was written)", "cotal up --detach")
 	}
 	spec := opts.spec()
 	var creds []byte

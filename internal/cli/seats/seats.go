@@ -37,7 +37,7 @@ func Explain(err error, space string) error {
 	var me *mgrclient.Error
 	switch {
 	case errors.Is(err, mgrclient.ErrNoManager):
-		return cmdutil.Refuse("asking the agent manager of space "+space, "no manager serves it", "cotal supervise --space "+space)
+		return cmdutil.Refuse("a request to the agent manager of space "+space, "no manager serves it", "cotal supervise --space "+space)
 	case errors.As(err, &me) && me.Code == protocol.MgrCodeNotFound:
 		return cmdutil.WithNext(fmt.Errorf("%s", me.Message), "cotal ps")
 	case errors.As(err, &me):

@@ -235,7 +235,7 @@ func runInstall(o *Options) error {
 	if d, ok := workspace.DaemonNamed("manager"); ok {
 		if rec, err := workspace.ReadPidfile(d.PidFile(p.proj, p.space)); err == nil {
 			if alive, _ := rec.Alive(); alive {
-				return cmdutil.Refuse("installing the manager service of space "+p.space,
+				return cmdutil.Refuse("a manager service for space "+p.space,
 					fmt.Sprintf("cotal up runs a manager for it now (pid %d): two managers of one host contend for one lease", rec.PID),
 					"cotal down manager --space "+p.space+" && cotal service install --space "+p.space)
 			}
@@ -250,7 +250,7 @@ func runInstall(o *Options) error {
 	old, err := os.ReadFile(p.unitPath)
 	switch {
 	case err == nil && !o.Force && !bytes.Equal(old, unit):
-		return cmdutil.Refuse("installing "+p.unitPath, "a unit of that name is there and says something else (another project, or another cotal)",
+		return cmdutil.Refuse("a new unit at "+p.unitPath, "a unit of that name is there and says something else (another project, or another cotal)",
 			"cotal service install --space "+p.space+" --force")
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("read %s: %w", p.unitPath, err)

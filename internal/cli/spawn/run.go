@@ -49,7 +49,7 @@ func resolve(opts *Options) (*plan, error) {
 		return nil, err
 	}
 	if target.Project == nil {
-		return nil, cmdutil.Refuse("spawning outside a project", "personas and the agent's run files live in a project's .cotal/", "cotal up --detach")
+		return nil, cmdutil.Refuse("a spawn outside a project", "personas and the agent's run files live in a project's .cotal/", "cotal up --detach")
 	}
 	name := opts.Persona
 	if name == "" {
@@ -94,11 +94,11 @@ func resolve(opts *Options) (*plan, error) {
 		if l.Name == managerName {
 			whose = "the agent manager's"
 		}
-		return nil, cmdutil.RefuseUsage("spawning an agent named "+l.Name, "the name is "+whose+", and an agent never takes over an identity",
+		return nil, cmdutil.RefuseUsage("an agent named "+l.Name, "the name is "+whose+", and an agent never takes over an identity",
 			"cotal spawn "+per.Name+" --name "+suggestName(l.Name+"_agent"))
 	}
 	if p.spec, err = con.Build(l); err != nil {
-		return nil, cmdutil.RefuseUsage("spawning "+l.Name+" with "+agent, err.Error(), "cotal spawn --help")
+		return nil, cmdutil.RefuseUsage("a spawn of "+l.Name+" with "+agent, err.Error(), "cotal spawn --help")
 	}
 
 	p.cwd = opts.Cwd
@@ -126,9 +126,9 @@ const managerName = "manager"
 // notInstalled refuses a harness that is not on PATH, saying how to install it.
 func notInstalled(con connector.Connector, program string) error {
 	if con.Name == "command" {
-		return cmdutil.Refuse("running "+program, "there is no such program on PATH or at that path: give the program's path after --", "")
+		return cmdutil.Refuse("the program "+program, "there is no such program on PATH or at that path: give the program's path after --", "")
 	}
-	return cmdutil.Refuse("spawning with "+con.Name, program+" is not installed (not found on PATH)", con.Install)
+	return cmdutil.Refuse("a spawn with "+con.Name, program+" is not installed (not found on PATH)", con.Install)
 }
 
 func getenv(get func(string) string, k string) string {
@@ -240,7 +240,7 @@ func claimRunDir(_ *workspace.Project, name, dir string) (release func() error, 
 	release, err = agentrun.Claim(dir, name, os.Getpid())
 	var running *agentrun.ErrRunning
 	if errors.As(err, &running) {
-		return nil, cmdutil.Refuse(fmt.Sprintf("spawning %s", name),
+		return nil, cmdutil.Refuse(fmt.Sprintf("a spawn of %s", name),
 			fmt.Sprintf("%s is already running from this project (cotal spawn pid %d)", name, running.PID),
 			"cotal spawn --name "+suggestName(name+"_2"))
 	}

@@ -90,7 +90,7 @@ func runSupervise(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if t.Project == nil {
-		return cmdutil.Refuse("supervising outside a project", "personas and the seats' run files live in a project's .cotal/", "cotal setup --yes")
+		return cmdutil.Refuse("a supervisor outside a project", "personas and the seats' run files live in a project's .cotal/", "cotal setup --yes")
 	}
 	ctx, stopWatch, err := cmdutil.WithParent(ctx, opts.Getenv)
 	if err != nil {
