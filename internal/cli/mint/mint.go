@@ -179,7 +179,7 @@ func runMint(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if t.Project == nil || (t.Mesh != nil && t.Mesh.Mode != workspace.ModeAuth) {
-		return cmdutil.Refuse("a mint on this mesh", "this project's mesh is not authenticated (open meshes take no credentials)", "cotal down && cotal up --detach")
+		return cmdutil.Refuse("a mint on this mesh", "this project's mesh is open (started with --open), and an open mesh takes no credentials: connect without --creds, or, when no agent needs the mesh now, restart it authenticated (cotal down, then cotal up --detach without --open)", "")
 	}
 	if err := cmdutil.CheckStatic(t, "cotal mint"); err != nil {
 		return err
