@@ -64,7 +64,7 @@ Then sign in with the IdP the bundle names: cotal prints the cotal login command
 			if opts.TLSCA != "" {
 				abs, err := cmdutil.CAFile(opts.TLSCA)
 				if err != nil {
-					return cmdutil.FlagErrorf("--tls-ca: %v", err)
+					return err
 				}
 				opts.TLSCA = abs
 			}

@@ -174,7 +174,7 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 			if opts.TLSCA != "" {
 				abs, err := cmdutil.CAFile(opts.TLSCA)
 				if err != nil {
-					return cmdutil.FlagErrorf("--tls-ca: %v", err)
+					return err
 				}
 				opts.TLSCA = abs
 			}
