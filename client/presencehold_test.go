@@ -3,6 +3,8 @@ package client
 import (
 	"testing"
 	"time"
+
+	"github.com/cotal-ai/cotal/internal/testclock"
 )
 
 // The held records, on a clock of the test's own: a key's first record is ready at once,
@@ -10,7 +12,7 @@ import (
 // held back by a busy one.
 func TestHeldRecords(t *testing.T) {
 	const every = 100 * time.Millisecond
-	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	t0 := testclock.Epoch(t)
 	h := newHeldRecords(every)
 	woke := func() bool {
 		select {

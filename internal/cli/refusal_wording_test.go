@@ -1,11 +1,8 @@
-package cli_test
+package cli
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,44 +14,23 @@ import (
 // spawning outside a project"). Literals and the leading literal of a concatenation or
 // fmt.Sprintf are checked.
 func TestRefusalsNameAThing(t *testing.T) {
-	fset := token.NewFileSet()
 	checked := 0
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) == 0 {
-				return true
-			}
-			var name string
-			switch fn := call.Fun.(type) {
-			case *ast.Ident:
-				name = fn.Name
-			case *ast.SelectorExpr:
-				name = fn.Sel.Name
-			}
-			if name != "Refuse" && name != "RefuseUsage" && name != "Unsafe" {
-				return true
-			}
-			if lit := leadingLiteral(call.Args[0]); lit != "" {
-				checked++
-				if first, _, _ := strings.Cut(lit, " "); strings.HasSuffix(first, "ing") {
-					t.Errorf("%s: refusing %q...: name the thing refused, not an action", fset.Position(call.Pos()), lit)
-				}
-			}
+	inspectCommands(t, func(fset *token.FileSet, n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) == 0 {
 			return true
-		})
-		return nil
+		}
+		if name := calleeName(call); name != "Refuse" && name != "RefuseUsage" && name != "Unsafe" {
+			return true
+		}
+		if lit := leadingLiteral(call.Args[0]); lit != "" {
+			checked++
+			if first, _, _ := strings.Cut(lit, " "); strings.HasSuffix(first, "ing") {
+				t.Errorf("%s: refusing %q...: name the thing refused, not an action", fset.Position(call.Pos()), lit)
+			}
+		}
+		return true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if checked < 50 {
 		t.Fatalf("only %d refusals checked: the walk missed the commands", checked)
 	}
