@@ -182,24 +182,36 @@ func (e *Endpoint) createDMDurable(ctx context.Context) error {
 // DM stream's durables by name only ($JS.API.CONSUMER.NAMES, which an agent credential
 // may send), never reading the stream's info, which only the provisioner may.
 func (e *Endpoint) findDMDurable(ctx context.Context, p protocol.Principal) (string, error) {
-	stream := protocol.StreamDM(e.cfg.Space)
+	names, err := e.DMDurableNames(ctx)
+	if err != nil {
+		return "", err
+	}
 	prefix := protocol.ConsumerDMPrefix(p)
 	found := ""
-	for offset := 0; ; {
-		names, total, err := e.consumerNames(ctx, stream, offset)
-		if err != nil {
-			return "", err
-		}
-		for _, name := range names {
-			if len(name) > len(prefix) && name[:len(prefix)] == prefix && protocol.ValidLifecycleUID(name[len(prefix):]) {
-				if found == "" || name < found {
-					found = name
-				}
+	for _, name := range names {
+		if len(name) > len(prefix) && name[:len(prefix)] == prefix && protocol.ValidLifecycleUID(name[len(prefix):]) {
+			if found == "" || name < found {
+				found = name
 			}
 		}
-		offset += len(names)
-		if len(names) == 0 || offset >= total {
-			return found, nil
+	}
+	return found, nil
+}
+
+// DMDurableNames lists the names of the space's DM durables (dm_<owner>-<actor>-<uid>),
+// page by page through $JS.API.CONSUMER.NAMES, which an agent or the manager may send: who
+// has (or had) an inbox here, and nothing else of the DM stream.
+func (e *Endpoint) DMDurableNames(ctx context.Context) ([]string, error) {
+	stream := protocol.StreamDM(e.cfg.Space)
+	var all []string
+	for {
+		names, total, err := e.consumerNames(ctx, stream, len(all))
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, names...)
+		if len(names) == 0 || len(all) >= total {
+			return all, nil
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -316,42 +317,24 @@ func (m *Manager) personaFor(name string) (*workspace.Persona, error) {
 // (dm_local-<actor>-<uid>): identities that were held here, though their peer may have
 // left the roster long ago. It fails closed: a name it cannot check is not given.
 func (m *Manager) heldNames() (map[string]bool, error) {
-	subject := "$JS.API.CONSUMER.NAMES." + protocol.StreamDM(m.Space)
+	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+	defer cancel()
+	names, err := m.ep.DMDurableNames(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the DM inboxes of space %s, to check the name is free: %w", m.Space, err)
+	}
 	held := map[string]bool{}
-	for offset := 0; ; {
-		body, _ := json.Marshal(map[string]int{"offset": offset})
-		msg, err := m.ep.Conn().Request(subject, body, 10*time.Second)
-		if err != nil {
-			return nil, fmt.Errorf("list the DM inboxes of space %s, to check the name is free: %w", m.Space, err)
+	for _, c := range names {
+		// dm_<owner>-<actor>-<uid>: no token holds a dash, so the actor is the middle
+		// one; the name must be exactly that actor's durable prefix.
+		t := strings.Split(c, "-")
+		if len(t) != 3 {
+			continue
 		}
-		var page struct {
-			Total     int      `json:"total"`
-			Consumers []string `json:"consumers"`
-			Error     *struct {
-				Description string `json:"description"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(msg.Data, &page); err != nil {
-			return nil, fmt.Errorf("list the DM inboxes of space %s: %w", m.Space, err)
-		}
-		if page.Error != nil {
-			return nil, fmt.Errorf("list the DM inboxes of space %s: %s", m.Space, page.Error.Description)
-		}
-		for _, c := range page.Consumers {
-			// dm_<owner>-<actor>-<uid>: no token holds a dash, so the actor is the
-			// middle one; the name must be exactly that actor's durable prefix.
-			t := strings.Split(c, "-")
-			if len(t) != 3 {
-				continue
-			}
-			p := protocol.Principal{Owner: protocol.OwnerLocal, Actor: t[1]}
-			if strings.HasPrefix(c, protocol.ConsumerDMPrefix(p)) && p.Validate() == nil {
-				held[p.Actor] = true
-			}
-		}
-		offset += len(page.Consumers)
-		if len(page.Consumers) == 0 || offset >= page.Total {
-			return held, nil
+		p := protocol.Principal{Owner: protocol.OwnerLocal, Actor: t[1]}
+		if strings.HasPrefix(c, protocol.ConsumerDMPrefix(p)) && p.Validate() == nil {
+			held[p.Actor] = true
 		}
 	}
+	return held, nil
 }
