@@ -166,6 +166,7 @@ func TestUserLimitsAreWhatTheBrokerEnforces(t *testing.T) {
 	if err := b.nc.Publish(b.inbox+".x", make([]byte, 8<<10)); err != nil && !errors.Is(err, nats.ErrMaxPayload) {
 		t.Fatal(err)
 	}
+	_ = b.nc.Flush() // the oversized message reaches the broker now, not with the next flush
 	waitErr(t, b, "maximum payload violation")
 }
 
