@@ -113,11 +113,11 @@ type conn struct {
 }
 
 // dial mints a credential for spec and connects with it.
-func (sp *space) dial(t *testing.T, spec UserSpec) *conn {
+func (sp *space) dial(t *testing.T, spec UserSpec, extra ...nats.Option) *conn {
 	t.Helper()
 	path, inbox := sp.mint(t, spec)
 	c := &conn{inbox: inbox, errs: make(chan error, 1024)}
-	nc, err := nats.Connect(sp.url, c.options(path, inbox)...)
+	nc, err := nats.Connect(sp.url, append(c.options(path, inbox), extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,6 +88,8 @@ func TestScripts(t *testing.T) {
 
 // logDaemonsOnFailure logs the tail of every log file a failed script's meshes and daemons
 // wrote (under any .cotal/ in the work dir), which the script's own output does not show.
+// The tails are read now, while the work dir exists, and logged after the script's own
+// log, so a shortened test output keeps the line the script failed on.
 func logDaemonsOnFailure(env *testscript.Env) {
 	t, ok := env.T().(interface {
 		Failed() bool
@@ -96,6 +98,7 @@ func logDaemonsOnFailure(env *testscript.Env) {
 	if !ok || !t.Failed() {
 		return
 	}
+	var tails []string
 	_ = filepath.WalkDir(env.WorkDir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || filepath.Ext(path) != ".log" || !strings.Contains(path, ".cotal") {
 			return nil
@@ -108,9 +111,19 @@ func logDaemonsOnFailure(env *testscript.Env) {
 		if len(b) > tail {
 			b = b[len(b)-tail:]
 		}
-		t.Log("--- tail of " + path + " ---\n" + string(b))
+		tails = append(tails, "--- tail of "+path+" ---\n"+string(b))
 		return nil
 	})
+	logAll := func() {
+		for _, s := range tails {
+			t.Log(s)
+		}
+	}
+	if c, ok := env.T().(interface{ Cleanup(func()) }); ok {
+		c.Cleanup(logAll)
+		return
+	}
+	logAll()
 }
 
 type procsKey struct{}

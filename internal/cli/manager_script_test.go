@@ -144,14 +144,16 @@ func cmdWaitGrep(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	re, err := regexp.Compile(args[1])
 	ts.Check(err)
-	deadline := time.Now().Add(20 * time.Second) // a hang guard, not a timing assertion
+	// A hang guard, not a timing assertion: a cluster re-electing after a crash on a loaded
+	// machine can take most of a minute before a daemon logs what it decided.
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		b, _ := os.ReadFile(ts.MkAbs(args[0]))
 		if re.Match(b) {
 			return
 		}
 		if time.Now().After(deadline) {
-			ts.Fatalf("%s does not match %q after 20s; it holds:\n%s", args[0], args[1], b)
+			ts.Fatalf("%s does not match %q after 90s; it holds:\n%s", args[0], args[1], b)
 		}
 		time.Sleep(50 * time.Millisecond) // re-check interval
 	}
