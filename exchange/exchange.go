@@ -275,7 +275,27 @@ func (s *Server) loopbackHandler() http.Handler {
 		{http.MethodGet, "/health", s.health},
 		{http.MethodGet, "/jwks", s.jwks},
 		{http.MethodPost, "/exchange", s.exchange(s.loopback)},
+		{http.MethodPost, ManagerAuthorityPath, managerAuthority},
 	})
+}
+
+// ManagerAuthorityPath is the reference's route for remote manager services
+// (implementations/auth/src/service.ts ROUTES, handleManagerServiceAuthority): a manager
+// running away from the mesh host asks it for its credentials. This service does not issue
+// them (cotal's manager runs on the mesh host with the project's keys), so the route
+// answers 501 with a sentence saying so, and the discovery bundle does not advertise it. A
+// reference client that derives the URL from the bundle's base gets that sentence, not a
+// bare 404.
+const ManagerAuthorityPath = "/manager-service-authority"
+
+// managerAuthorityRefusal is the sentence of every answer on ManagerAuthorityPath.
+const managerAuthorityRefusal = "this auth service (cotal) does not serve the remote manager-service authority - " +
+	"run the agent manager on the mesh host (cotal supervise), which holds the project's keys"
+
+// managerAuthority answers POST ManagerAuthorityPath: 501, {"error","code":"not_supported"}.
+// It reads no body and issues nothing.
+func managerAuthority(w http.ResponseWriter, _ *http.Request) {
+	writeError(w, http.StatusNotImplemented, "not_supported", managerAuthorityRefusal)
 }
 
 // serveRoutes serves a closed, exact-match route table: an unknown path is 404 with the list

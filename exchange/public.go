@@ -8,6 +8,7 @@ package exchange
 //	GET  /health                  as on loopback
 //	GET  /jwks                    as on loopback
 //	POST /exchange                as on loopback, without the capability
+//	POST /manager-service-authority  as on loopback: 501, not served (see ManagerAuthorityPath)
 //
 // POST /exchange needs no capability: the credential in the body is the proof. Both grant
 // types stay allowed. A human proves itself with an IdP ID token; an agent with a still-valid
@@ -143,8 +144,9 @@ func (s *Server) bundle(base string) exchangewire.Bundle {
 			Provider: exchangewire.BundleProvider,
 			IdP:      s.Discovery.IdP,
 			Endpoints: exchangewire.Endpoints{
-				URL:                  base,
-				ManagerAuthorityURL:  base + "/manager-service-authority",
+				URL: base,
+				// No ManagerAuthorityURL: this service does not serve the reference's
+				// remote manager authority (ManagerAuthorityPath answers 501).
 				AgentProvisioningURL: s.Public.AgentProvisioningURL,
 				JWKSURL:              base + "/jwks",
 			},
@@ -175,6 +177,7 @@ func (s *Server) listenPublic(ctx context.Context) (served, error) {
 		{http.MethodGet, "/health", s.health},
 		{http.MethodGet, "/jwks", s.jwks},
 		{http.MethodPost, "/exchange", s.exchange(p.face)},
+		{http.MethodPost, ManagerAuthorityPath, managerAuthority},
 	})
 	d := p.limits.Deadline
 	return served{ln, &http.Server{

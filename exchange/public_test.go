@@ -99,7 +99,7 @@ func TestPublicRoutes(t *testing.T) {
 	if r := f.pubDo(t, http.MethodGet, exchangewire.BundlePath, nil, nil); r.status != 200 || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("bundle: %d %s", r.status, r.body)
 	}
-	for _, path := range []string{"/nope", "/", "/exchange/", "/manager-service-authority", "/.well-known/cotal-mesh/x"} {
+	for _, path := range []string{"/nope", "/", "/exchange/", "/manager-service-authority/x", "/.well-known/cotal-mesh/x"} {
 		r := f.pubDo(t, http.MethodGet, path, nil, nil)
 		if r.status != 404 || r.errorCode(t) != "not_found" {
 			t.Fatalf("%s: %d %s", path, r.status, r.body)
@@ -184,7 +184,7 @@ func TestPublicBundle(t *testing.T) {
 		}
 		want := exchangewire.Bundle{Space: "demo", Server: "nats://127.0.0.1:4222", TLSRequired: false,
 			UserAuth: exchangewire.UserAuth{Provider: "cotal", IdP: f.srv.Discovery.IdP,
-				Endpoints: exchangewire.Endpoints{URL: f.pub, ManagerAuthorityURL: f.pub + "/manager-service-authority", JWKSURL: f.pub + "/jwks"}},
+				Endpoints: exchangewire.Endpoints{URL: f.pub, JWKSURL: f.pub + "/jwks"}},
 			SentinelCreds: f.srv.Discovery.SentinelCreds}
 		if b != want {
 			t.Fatalf("bundle\n%+v\nwant\n%+v", b, want)
@@ -203,7 +203,7 @@ func TestPublicBundle(t *testing.T) {
 		ep := b.UserAuth.Endpoints
 		if b.Server != "wss://nats.example.com/ws" || !b.TLSRequired || ep.URL != "https://mesh.example.com/cotal" ||
 			ep.JWKSURL != "https://mesh.example.com/cotal/jwks" || ep.AgentProvisioningURL != "https://mesh.example.com/provision" ||
-			ep.ManagerAuthorityURL != "https://mesh.example.com/cotal/manager-service-authority" {
+			ep.ManagerAuthorityURL != "" {
 			t.Fatalf("bundle %+v", b)
 		}
 		// The served text is closed: exactly the documented keys.
@@ -480,5 +480,29 @@ func TestPublicConfigRefused(t *testing.T) {
 	err = s.Run(ctx, func(net.Addr) { cancel() })
 	if err != nil {
 		t.Fatalf("Run with only an advertised server: %v", err)
+	}
+}
+
+// TestManagerAuthorityNotServed: the reference's manager-service authority route answers
+// 501 with a sentence on both faces (a reference client derives it from the bundle's base
+// URL even though the bundle no longer advertises it), whatever the body, and issues nothing.
+func TestManagerAuthorityNotServed(t *testing.T) {
+	f, _ := startPublic(t, PublicFace{}, PublicLimits{})
+	body := []byte(`{"idpToken":"x","request":{"v":1,"kind":"manager-service-authority","operation":"prepare"}}`)
+	for name, do := range map[string]func(*testing.T, string, string, []byte, map[string]string) reply{"public": f.pubDo, "loopback": f.do} {
+		r := do(t, http.MethodPost, ManagerAuthorityPath, body, map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + f.srv.Cap})
+		if r.status != http.StatusNotImplemented || r.errorCode(t) != "not_supported" || !bytes.Contains(r.body, []byte("cotal supervise")) {
+			t.Fatalf("%s POST %s: %d %s", name, ManagerAuthorityPath, r.status, r.body)
+		}
+		if r := do(t, http.MethodGet, ManagerAuthorityPath, nil, nil); r.status != 405 || r.header.Get("Allow") != "POST" {
+			t.Fatalf("%s GET %s: %d Allow %q", name, ManagerAuthorityPath, r.status, r.header.Get("Allow"))
+		}
+	}
+	b, err := exchangewire.FetchBundle(t.Context(), f.pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.UserAuth.Endpoints.ManagerAuthorityURL != "" {
+		t.Fatalf("bundle advertises %q", b.UserAuth.Endpoints.ManagerAuthorityURL)
 	}
 }

@@ -65,7 +65,8 @@ type BundleIdP struct {
 type Endpoints struct {
 	URL string `json:"url"` // the public face's base URL, no query or fragment
 	// ManagerAuthorityURL is URL + "/manager-service-authority", the reference's route for
-	// manager services; this exchange does not serve it yet (404).
+	// remote manager services, read from a reference's bundle; cotal's exchange does not
+	// serve it (it answers 501) and so never advertises it.
 	ManagerAuthorityURL string `json:"managerAuthorityUrl,omitempty"`
 	// AgentProvisioningURL is where a remote `cotal spawn` posts its login bearer to mint a
 	// managed agent; empty when the space offers none.

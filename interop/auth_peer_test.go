@@ -238,8 +238,9 @@ func TestAuthServiceFile(t *testing.T) {
 
 // TestDiscoveryBundle: Go decodes the reference's bundle (managerAuthorityUrl, no jwksUrl,
 // policy), and the bundle Go's public face serves has the reference's shape: the same keys
-// at every level (Go adds only endpoints.jwksUrl) and the manager-authority route under
-// the face's URL.
+// at every level (Go adds only endpoints.jwksUrl) except managerAuthorityUrl, which Go does
+// not advertise because it does not serve that route: a POST there (where a reference
+// client derives it from the base URL) answers 501 with the fixture's body, byte for byte.
 func TestDiscoveryBundle(t *testing.T) {
 	creds := trusttest.SentinelCreds(t)
 	credsJSON, _ := json.Marshal(creds)
@@ -270,12 +271,36 @@ func TestDiscoveryBundle(t *testing.T) {
 	}
 	got, want := readJSONMap(t, served), readJSONMap(t, ref)
 	delete(want, "policy") // optional; Go's face sets none
-	sameKeys(t, "bundle", got, want, map[string]bool{"userAuth.endpoints.jwksUrl": true, "userAuth.endpoints.agentProvisioningUrl": true})
+	sameKeys(t, "bundle", got, want, map[string]bool{"userAuth.endpoints.jwksUrl": true, "userAuth.endpoints.agentProvisioningUrl": true,
+		"userAuth.endpoints.managerAuthorityUrl": true})
 	gep := got["userAuth"].(map[string]any)["endpoints"].(map[string]any)
-	if gep["managerAuthorityUrl"] != st.PublicURL+"/manager-service-authority" {
-		t.Errorf("managerAuthorityUrl %v", gep["managerAuthorityUrl"])
+	if m, ok := gep["managerAuthorityUrl"]; ok {
+		t.Errorf("managerAuthorityUrl %v advertised, but the route is not served", m)
+	}
+
+	// The route a reference client derives: Go's answer is the fixture, which decodes as
+	// the reference's {error} body.
+	refusal := authFixture(t, "manager-authority-refusal.json")
+	var eb exchangewire.ErrorBody
+	if err := json.Unmarshal(refusal, &eb); err != nil || eb.Sentence() == "" || eb.Code != "not_supported" {
+		t.Fatalf("fixture decodes to %+v, %v", eb, err)
+	}
+	body := `{"idpToken":"x","request":{"v":1,"kind":"manager-service-authority","operation":"prepare"}}`
+	mres, err := http.Post(st.PublicURL+exchange.ManagerAuthorityPath, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mres.Body.Close()
+	mgot, err := io.ReadAll(mres.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mres.StatusCode != http.StatusNotImplemented || !bytes.Equal(mgot, refusal) {
+		t.Fatalf("POST %s: %d %s\nwant 501 %s", exchange.ManagerAuthorityPath, mres.StatusCode, mgot, refusal)
 	}
 }
+
+
 
 // sameKeys fails unless got and want have the same keys at every object level, except
 // the dotted paths in optional, which either may lack.
