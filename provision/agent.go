@@ -19,7 +19,8 @@ import (
 const AckWait = 60 * time.Second
 
 // Agent pre-creates the durables an agent credential may only bind, never create: its DM
-// durable dm_<owner>-<actor>-<uid> and, with a role, the role-shared svc_<role>. A new DM
+// durable dm_<owner>-<actor>-<uid>, its two public-bucket watchers (KVWatches) and, with a
+// role, the role-shared svc_<role>. A new DM
 // durable starts after DM's current last message (the activation frontier); an existing
 // one is left exactly as it is, so nothing waiting in it is lost. It reports the names it
 // created and the ones that already existed.
@@ -52,6 +53,9 @@ func Agent(ctx context.Context, js jetstream.JetStream, space string, p protocol
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last+1
 	}
 	if err := ensureConsumer(ctx, js, dm, cfg, &rep); err != nil {
+		return rep, fmt.Errorf("provision agent %s: %w", p, err)
+	}
+	if err := ensureKVWatches(ctx, js, space, p, uid, &rep); err != nil {
 		return rep, fmt.Errorf("provision agent %s: %w", p, err)
 	}
 	if role == "" {

@@ -23,7 +23,7 @@ func TestAgentPrecreatesDurablesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := provision.Agent(ctx, js, "main", bob, uid, "reviewer")
-	if err != nil || len(rep.Created) != 2 {
+	if err != nil || len(rep.Created) != 4 { // DM, the two public-bucket watchers, svc_<role>
 		t.Fatalf("first: %+v %v", rep, err)
 	}
 	c, err := js.Consumer(ctx, "DM_main", protocol.ConsumerDM(bob, uid))
@@ -38,7 +38,7 @@ func TestAgentPrecreatesDurablesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err = provision.Agent(ctx, js, "main", bob, uid, "reviewer")
-	if err != nil || len(rep.Existing) != 2 || len(rep.Created) != 0 {
+	if err != nil || len(rep.Existing) != 4 || len(rep.Created) != 0 {
 		t.Fatalf("second: %+v %v", rep, err)
 	}
 	if info, _ := c.Info(ctx); info.NumPending != 1 {
@@ -46,6 +46,17 @@ func TestAgentPrecreatesDurablesOnce(t *testing.T) {
 	}
 	if _, err := js.Consumer(ctx, "TASK_main", "svc_reviewer"); err != nil {
 		t.Fatal(err)
+	}
+	for _, k := range protocol.KVWatches {
+		w, err := js.PushConsumer(ctx, "KV_"+k.Bucket("main"), protocol.ConsumerKVWatch(k, bob, uid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := w.CachedInfo().Config
+		if cfg.DeliverSubject != protocol.KVWatchSubject("main", k, bob, uid) || cfg.FilterSubject != "$KV."+k.Bucket("main")+".>" ||
+			cfg.AckPolicy != jetstream.AckExplicitPolicy || cfg.DeliverPolicy != jetstream.DeliverLastPerSubjectPolicy {
+			t.Fatalf("watcher %s: %+v", k, cfg)
+		}
 	}
 	if _, err := provision.Agent(ctx, js, "main", bob, "short", ""); err == nil {
 		t.Fatal("a bad uid was accepted")

@@ -21,7 +21,9 @@ const (
 	// ProfileAgent sends only with its own sender tokens, reads only its channels, its own
 	// DM durable and its role, and writes only its own presence key. Posting is
 	// default-deny: only the channels in AllowPublish. It creates no consumer but its
-	// history reader on CHAT, and reads presence and the registry without one.
+	// history reader on CHAT. It reads presence and the registry without creating one: by
+	// Direct Get, a live subscription, or the two watchers the provisioner pre-created for
+	// its lifecycle (protocol.ConsumerKVWatch), which it may bind, look up and delete.
 	ProfileAgent Profile = "agent"
 	// ProfileObserver reads every channel, presence and the channel registry, and sends
 	// nothing; it sees no DMs (the console). Like the agent, it creates no consumer but
@@ -162,6 +164,16 @@ func agentGrants(g *grants, space string, s UserSpec, inbox string) {
 	// DM to a peer offline past the presence TTL resolves and an unknown name is told so.
 	bind(g, dm, protocol.ConsumerDM(me, s.LifecycleUID))
 	g.pub(api(verbConsumerNames, dm))
+
+	// The public-bucket watchers the provisioner pre-created for this lifecycle, which the
+	// reference's agent endpoints bind instead of creating an ordered consumer: read their
+	// fixed rails, ack, look them up and delete them (at a final stop). Never create one:
+	// the deliver subject travels in the create's body.
+	for _, k := range protocol.KVWatches {
+		ks, name := kvStream(k.Bucket(space)), protocol.ConsumerKVWatch(k, me, s.LifecycleUID)
+		g.sub(protocol.KVWatchSubject(space, k, me, s.LifecycleUID))
+		g.pub(api(verbConsumerInfo, ks, name), api(verbConsumerDelete, ks, name), acks(ks, name))
+	}
 	if s.Role != "" {
 		bind(g, task, protocol.ConsumerRole(s.Role))
 	}
@@ -318,7 +330,7 @@ func reader(g *grants, stream, name string) {
 // delete and no flow-control reply is granted on the bucket streams: a consumer there
 // would let the credential exhaust the stream's consumers, or, as a push consumer whose
 // deliver subject no permission can reach, make the server write bucket records into
-// another stream.
+// another stream. (An agent's two pre-created watchers are granted by name in agentGrants.)
 func publicBuckets(g *grants, space string) {
 	for _, b := range []string{protocol.BucketPresence(space), protocol.BucketChannels(space)} {
 		s := kvStream(b)
