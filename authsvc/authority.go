@@ -215,9 +215,11 @@ func (a *authority) releaseClaim(log *slog.Logger) {
 }
 
 // enroller makes a principal's footprint ready before its bearer is issued: its lifecycle
-// uid (Chain.Identity) and its bind-only DM (and role) durables, created through the
-// plane's ledger connection, so a client needs no key of the space to join. Principals
-// already enrolled with the same uid and role are not asked again.
+// uid (Chain.Identity) and its bind-only DM (and role) durables and public-bucket watchers,
+// created through the plane's ledger connection, so a client needs no key of the space to
+// join. Principals already enrolled with the same uid and role are not asked again for the
+// durables; the watchers are ensured at every exchange, as the reference's exchange does,
+// because an agent may delete its own when it stops.
 func (l *Lane) enroller(a *authority) func(ctx context.Context, p protocol.Principal, role string) (string, error) {
 	var mu sync.Mutex
 	done := map[string]bool{}
@@ -226,16 +228,19 @@ func (l *Lane) enroller(a *authority) func(ctx context.Context, p protocol.Princ
 		if err != nil {
 			return "", err
 		}
+		js, err := jetstream.New(a.ledger)
+		if err != nil {
+			return "", fmt.Errorf("jetstream: %w", err)
+		}
 		key := p.String() + "\x00" + uid + "\x00" + role
 		mu.Lock()
 		ok := done[key]
 		mu.Unlock()
 		if ok {
+			if _, err := provision.KVWatches(ctx, js, l.Space, p, uid); err != nil {
+				return "", err
+			}
 			return uid, nil
-		}
-		js, err := jetstream.New(a.ledger)
-		if err != nil {
-			return "", fmt.Errorf("jetstream: %w", err)
 		}
 		if _, err := provision.Agent(ctx, js, l.Space, p, uid, role); err != nil {
 			return "", err
