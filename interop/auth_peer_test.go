@@ -300,8 +300,6 @@ func TestDiscoveryBundle(t *testing.T) {
 	}
 }
 
-
-
 // sameKeys fails unless got and want have the same keys at every object level, except
 // the dotted paths in optional, which either may lack.
 func sameKeys(t *testing.T, path string, got, want map[string]any, optional map[string]bool) {
