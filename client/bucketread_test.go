@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,13 +47,26 @@ func credPeer(t *testing.T, m *meshtest.Mesh, js jetstream.JetStream, profile tr
 	return ep, nc
 }
 
+// consumerCount counts stream's consumers other than the watchers the provisioner
+// pre-creates for each agent lifecycle (protocol.ConsumerKVWatch, bound by the
+// reference's agent endpoints; a Go endpoint leaves them unbound).
 func consumerCount(t *testing.T, js jetstream.JetStream, stream string) int {
 	t.Helper()
 	s, err := js.Stream(t.Context(), stream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s.CachedInfo().State.Consumers
+	n := 0
+	names := s.ConsumerNames(t.Context())
+	for name := range names.Name() {
+		if !strings.HasPrefix(name, "kvw-") {
+			n++
+		}
+	}
+	if err := names.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // One agent flooding the public buckets with consumer creates gets none, and every
