@@ -17,6 +17,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
+	"github.com/cotal-ai/cotal/trust"
 )
 
 // The reference's agent endpoint watches presence and the channel registry through the two
@@ -339,4 +340,42 @@ func TestKVWatchConsumerFixture(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestWatchersAddedToEarlierAgent: an agent provisioned by the previous release (its DM
+// durable only, a DM waiting in it) gets its two watchers at its next provisioning, and
+// the waiting DM is still there.
+func TestWatchersAddedToEarlierAgent(t *testing.T) {
+	m := newDLVMesh(t)
+	bob := protocol.Principal{Owner: protocol.OwnerLocal, Actor: "bob"}
+	uid := protocol.NewLifecycleUID()
+	// What the previous release's provision.Agent made.
+	if _, err := m.js.CreateConsumer(t.Context(), protocol.StreamDM(space), jetstream.ConsumerConfig{
+		Durable: protocol.ConsumerDM(bob, uid), FilterSubject: protocol.DMFilter(space, bob),
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: provision.AckWait, DeliverPolicy: jetstream.DeliverAllPolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.js.Publish(t.Context(), protocol.InstSubject(space, bob, protocol.Principal{Owner: protocol.OwnerLocal, Actor: "a"}), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := provision.Agent(t.Context(), m.js, space, bob, uid, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rep.Existing, []string{protocol.ConsumerDM(bob, uid)}) || len(rep.Created) != 2 {
+		t.Fatalf("upgrade report %+v", rep)
+	}
+	dm, err := m.js.Consumer(t.Context(), protocol.StreamDM(space), protocol.ConsumerDM(bob, uid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := dm.Info(t.Context()); err != nil || info.NumPending != 1 {
+		t.Fatalf("the waiting DM after the upgrade: %+v %v", info, err)
+	}
+	nc := m.foreign(m.Mint(space, trust.UserSpec{Name: "bob", Profile: trust.ProfileAgent, Principal: bob, LifecycleUID: uid}))
+	w := bindWatchers(t, nc, space, bob, uid)
+	m.put(protocol.BucketPresence(space), "local.carol", []byte(`{"carol":1}`))
+	w.until(t, protocol.KVWatchPresence, "local.carol", `{"carol":1}`)
 }
