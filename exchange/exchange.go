@@ -7,6 +7,7 @@
 //	GET  /health    {"ok":true,"issuer":"urn:cotal:auth:<space>"}
 //	GET  /jwks      the issuer's public JWK set, Cache-Control: max-age=300
 //	POST /exchange  Authorization: Bearer <cap>; JSON body of at most 64 KiB
+//	POST /manager-service-authority  always 501 with a sentence (ManagerAuthorityPath)
 //
 // POST /exchange refuses any request carrying an Origin header (403: browsers can reach
 // loopback but cannot strip Origin), a Content-Type other than application/json (415), a body
