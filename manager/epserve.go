@@ -1,0 +1,442 @@
+package manager
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cotal-ai/cotal/internal/strictjson"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+// The manager as an endpoint on the reference's ep rails: the same seats, the same
+// operator-only authority as the operator rail, the reference's subjects, envelopes,
+// command contracts and error codes. Go's own ctl.manager rails stay served beside it.
+
+// InstanceID is the ep instance id of the manager of host: stable across its restarts
+// (the reference persists one per workspace; Go keeps one manager per host and space),
+// 26 lowercase base32 characters of a hash of the host name.
+func InstanceID(host string) string {
+	sum := sha256.Sum256([]byte("cotal-manager-instance\x00" + host))
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
+}
+
+// epServeFilters are the ep subjects the manager instance subscribes to: the class rail
+// (in queue group manager), the scatter rail and its own instance rail.
+func epServeFilters(space, instance string) (one, all, inst string) {
+	p := protocol.Root + "." + space + ".ep."
+	return p + "one." + EPEndpoint + ".>", p + "all." + EPEndpoint + ".>", p + "inst." + EPEndpoint + "." + instance + ".>"
+}
+
+// serveEP subscribes the ep rails; the subscriptions end with the connection.
+func (m *Manager) serveEP() ([]*nats.Subscription, error) {
+	one, all, inst := epServeFilters(m.Space, m.instanceID)
+	nc := m.ep.Conn()
+	var subs []*nats.Subscription
+	q, err := nc.QueueSubscribe(one, EPEndpoint, m.handleEP)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", one, err)
+	}
+	subs = append(subs, q)
+	for _, f := range []string{all, inst} {
+		s, err := nc.Subscribe(f, m.handleEP)
+		if err != nil {
+			for _, s := range subs {
+				_ = s.Unsubscribe()
+			}
+			return nil, fmt.Errorf("subscribe %s: %w", f, err)
+		}
+		subs = append(subs, s)
+	}
+	return subs, nil
+}
+
+// handleEP answers one ep request on its own goroutine.
+func (m *Manager) handleEP(msg *nats.Msg) {
+	s, ok := ParseEPSubject(m.Space, msg.Subject)
+	if !ok || (s.Route == EPRouteInst && s.Instance != m.instanceID) {
+		m.log.Debug("ep request of no manager shape ignored", "subject", msg.Subject)
+		return
+	}
+	data := msg.Data
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		r, perr := ParseEPRequest(data)
+		var out any
+		if perr == nil {
+			out, perr = m.dispatchEP(r, s)
+		}
+		if perr != nil {
+			m.log.Info("ep request refused", "caller", s.Caller.String(), "command", s.Command, "code", perr.Code, "why", perr.Message)
+		}
+		if epIsCast(data) {
+			return // a cast is never answered, not even with a refusal
+		}
+		id := r.ID
+		if !epID.MatchString(id) {
+			id = "unknown" // the envelope was too broken to echo its id
+		}
+		reply := EPReply{V: 1, ID: id}
+		if perr != nil {
+			reply.Error = perr
+		} else {
+			b, err := json.Marshal(out)
+			if err != nil {
+				reply.Error = &EPError{Code: EPInternal, Message: "encode answer: " + err.Error(), Outcome: "unknown"}
+			} else {
+				reply.OK, reply.Data = true, b
+			}
+		}
+		b, _ := json.Marshal(reply) // strings, booleans and raw JSON always encode
+		if err := m.ep.Conn().Publish(EPReplySubject(m.Space, s, m.instanceID, m.epoch), b); err != nil {
+			m.log.Warn("ep answer", "subject", msg.Subject, "err", err)
+		}
+	}()
+}
+
+// dispatchEP checks a request against its subject, the contract and the caller's
+// authority, then runs it.
+func (m *Manager) dispatchEP(r EPRequest, s EPSubject) (any, *EPError) {
+	if err := checkAgreement(r, s); err != nil {
+		return nil, err
+	}
+	if r.Bind != nil && (r.Bind.InstanceID != m.instanceID || r.Bind.Epoch != m.epoch) {
+		return nil, epFail(EPFailedPrecondition, "bound to manager %s at epoch %d; this is %s at epoch %d", r.Bind.InstanceID, r.Bind.Epoch, m.instanceID, m.epoch)
+	}
+	if r.Op.Command == "describe" {
+		return nil, epFail(EPUnimplemented, "this manager does not serve describe: pin the digests of %s revision %d", EPClusterURN, EPClusterRevision)
+	}
+	c, ok := epCommandOf(s.Command)
+	if !ok {
+		return nil, epFail(EPNotFound, "the manager has no command %q", s.Command)
+	}
+	// The authority of the operator rail: only the operator this manager runs for. The
+	// broker lets only the project's own identity publish on the ep rails to the manager.
+	if s.Caller != m.Operator {
+		return nil, epFail(EPPermissionDenied, "%s may not ask the manager to %s: the manager answers on its endpoint rails only the operator it runs for (%s)", s.Caller, s.Command, m.Operator)
+	}
+	if err := checkContract(r, s, c); err != nil {
+		return nil, err
+	}
+	if !c.served {
+		return nil, epFail(EPUnimplemented, "this manager does not serve %s (see docs/interop.md)", c.name)
+	}
+	who := caller{p: s.Caller, rail: protocol.ServiceManager, operator: true}
+	out, err := m.runEP(who, r, s, c)
+	if err != nil {
+		var e *EPError
+		if errors.As(err, &e) {
+			return nil, e
+		}
+		return nil, epFromRefusal(err)
+	}
+	return out, nil
+}
+
+// epFromRefusal maps a refusal of the shared handlers to its ep code.
+func epFromRefusal(err error) *EPError {
+	var rf *refusal
+	if !errors.As(err, &rf) {
+		return &EPError{Code: EPInternal, Message: err.Error(), Outcome: "unknown"}
+	}
+	code := EPInternal
+	switch rf.code {
+	case codeDenied:
+		code = EPPermissionDenied
+	case codeNotFound:
+		code = EPNotFound
+	case codeExists:
+		code = EPAlreadyExists
+	case codeBad:
+		code = EPBadRequest
+	case protocol.MgrCodeStopped:
+		code = EPFailedPrecondition
+	}
+	return &EPError{Code: code, Message: rf.msg, Outcome: "not-executed"}
+}
+
+// epArgs decodes a command's args strictly into v: every key must be one v has.
+func epArgs(r EPRequest, v any) *EPError {
+	b := bytes.TrimSpace(r.Args)
+	if len(b) == 0 || string(b) == "null" {
+		b = []byte("{}")
+	}
+	if err := strictjson.Decode(b, v); err != nil {
+		return epFail(EPBadRequest, "args: %v", err)
+	}
+	return nil
+}
+
+// epVoid refuses args on a command whose input is the void schema.
+func epVoid(r EPRequest) *EPError {
+	if b := bytes.TrimSpace(r.Args); len(b) != 0 && string(b) != "null" {
+		return epFail(EPBadRequest, "args: the command takes none (absent or null)")
+	}
+	return nil
+}
+
+// EPSpawnArgs is the spawn command's input (SPAWN_INPUT_SCHEMA). Go serves name, agent,
+// role, model, prompt and cwd; a request naming any other field is refused, never
+// half-done.
+type EPSpawnArgs struct {
+	Name           *string         `json:"name"`
+	Agent          *string         `json:"agent,omitempty"`
+	Role           *string         `json:"role,omitempty"`
+	Config         *string         `json:"config,omitempty"`
+	Identity       *string         `json:"identity,omitempty"`
+	Model          *string         `json:"model,omitempty"`
+	Variant        *string         `json:"variant,omitempty"`
+	LaunchOptions  json.RawMessage `json:"launchOptions,omitempty"`
+	Resume         *string         `json:"resume,omitempty"`
+	Events         *bool           `json:"events,omitempty"`
+	Cwd            *string         `json:"cwd,omitempty"`
+	Prompt         *string         `json:"prompt,omitempty"`
+	Subscribe      []string        `json:"subscribe,omitempty"`
+	AllowSubscribe []string        `json:"allowSubscribe,omitempty"`
+	AllowPublish   []string        `json:"allowPublish,omitempty"`
+	ShareTools     *string         `json:"shareTools,omitempty"`
+}
+
+// EPSpawnResult is the spawn command's output (SPAWN_OUTPUT_SCHEMA).
+type EPSpawnResult struct {
+	Name        string     `json:"name"`
+	Owner       string     `json:"owner"`
+	Actor       string     `json:"actor"`
+	UID         string     `json:"uid"`
+	GoalID      string     `json:"goalId"`
+	Fingerprint string     `json:"fingerprint"`
+	Executor    EPExecutor `json:"executor"`
+}
+
+// EPExecutor is the manager incarnation that runs a spawn.
+type EPExecutor struct {
+	LifecycleUID string `json:"lifecycleUid"`
+	Epoch        uint64 `json:"epoch"`
+}
+
+// EPAgentRow is one agent of ps and inspect (AGENT_ROW_SCHEMA).
+type EPAgentRow struct {
+	Name         string `json:"name"`
+	ID           string `json:"id"`
+	Role         string `json:"role,omitempty"`
+	Agent        string `json:"agent"`
+	Space        string `json:"space"`
+	Mode         string `json:"mode"`
+	Status       string `json:"status"`
+	UptimeMs     int64  `json:"uptimeMs"`
+	Mesh         string `json:"mesh"`
+	LifecycleUID string `json:"lifecycleUid"`
+}
+
+// EPStopResult is the output of despawn and stop (STOP_OUTPUT_SCHEMA).
+type EPStopResult struct {
+	Name     string `json:"name"`
+	Stopped  bool   `json:"stopped"`
+	Graceful bool   `json:"graceful"`
+}
+
+// EPStatus is the status command's output (STATUS_OUTPUT_SCHEMA).
+type EPStatus struct {
+	InstanceID string `json:"instanceId"`
+	Runtime    string `json:"runtime"`
+	AgentCount int    `json:"agentCount"`
+	UptimeMs   int64  `json:"uptimeMs"`
+}
+
+func (m *Manager) runEP(who caller, r EPRequest, s EPSubject, c epCommand) (any, error) {
+	switch c.name {
+	case "status":
+		if err := epVoid(r); err != nil {
+			return nil, err
+		}
+		n := 0
+		for _, row := range m.epRows() {
+			if row.Status != string(protocol.SeatExited) {
+				n++
+			}
+		}
+		return EPStatus{InstanceID: m.instanceID, Runtime: "pty", AgentCount: n, UptimeMs: time.Since(m.started).Milliseconds()}, nil
+	case "ps":
+		if err := epVoid(r); err != nil {
+			return nil, err
+		}
+		return m.epRows(), nil
+	case "inspect":
+		var a struct {
+			Name string `json:"name"`
+		}
+		if err := epArgs(r, &a); err != nil {
+			return nil, err
+		}
+		for _, row := range m.epRows() {
+			if a.Name != "" && row.Name == a.Name {
+				return row, nil
+			}
+		}
+		return nil, epFail(EPNotFound, "no agent %q on this manager", a.Name)
+	case "spawn":
+		return m.epSpawn(who, r)
+	case "despawn", "stop", "input":
+		st, err := m.epTargetSeat(s, r)
+		if err != nil {
+			return nil, err
+		}
+		if c.name == "input" {
+			var a struct {
+				Text  *string `json:"text"`
+				Enter *bool   `json:"enter"`
+			}
+			if err := epArgs(r, &a); err != nil {
+				return nil, err
+			}
+			if a.Text == nil || *a.Text == "" || len(*a.Text) > 65536 {
+				return nil, epFail(EPBadRequest, "args.text: want 1 to 65536 characters")
+			}
+			b := []byte(*a.Text)
+			if a.Enter == nil || *a.Enter {
+				b = append(b, '\r')
+			}
+			n, err := st.write(b)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"name": st.snapshot().Name, "bytes": n}, nil
+		}
+		var a struct {
+			Graceful *bool `json:"graceful"`
+		}
+		if err := epArgs(r, &a); err != nil {
+			return nil, err
+		}
+		// Go stops a seat one way: SIGTERM, then SIGKILL after the grace.
+		st.stop(false, m.StopGrace)
+		return EPStopResult{Name: st.snapshot().Name, Stopped: true, Graceful: a.Graceful != nil && *a.Graceful}, nil
+	}
+	return nil, epFail(EPUnimplemented, "this manager does not serve %s", c.name)
+}
+
+// epTargetSeat is the seat a targeted request names: the caller itself in self mode,
+// else the body target, which must name a seat of this manager in its current
+// incarnation (a stale lifecycle uid is expired).
+func (m *Manager) epTargetSeat(s EPSubject, r EPRequest) (*seat, *EPError) {
+	owner, actor, uid := s.Caller.Owner, s.Caller.Actor, s.UID
+	if s.Mode != "self" {
+		owner, actor, uid = r.Target.Owner, r.Target.Actor, r.Target.LifecycleUID
+	}
+	st := m.seat(actor)
+	if owner != protocol.OwnerLocal || st == nil {
+		return nil, epFail(EPNotFound, "no agent %s.%s on this manager", owner, actor)
+	}
+	if info := st.snapshot(); epSeatUID(info) != uid {
+		return nil, epFail(EPExpired, "agent %s is now lifecycle %s, not %s", info.Name, epSeatUID(info), uid)
+	}
+	return st, nil
+}
+
+func (m *Manager) epSpawn(who caller, r EPRequest) (any, error) {
+	var a EPSpawnArgs
+	if err := epArgs(r, &a); err != nil {
+		return nil, err
+	}
+	if a.Name == nil || *a.Name == "" {
+		return nil, epFail(EPBadRequest, "args.name is required")
+	}
+	var unserved []string
+	for field, set := range map[string]bool{
+		"config": a.Config != nil, "identity": a.Identity != nil, "variant": a.Variant != nil,
+		"launchOptions": a.LaunchOptions != nil, "resume": a.Resume != nil, "events": a.Events != nil,
+		"subscribe": a.Subscribe != nil, "allowSubscribe": a.AllowSubscribe != nil,
+		"allowPublish": a.AllowPublish != nil, "shareTools": a.ShareTools != nil,
+	} {
+		if set {
+			unserved = append(unserved, field)
+		}
+	}
+	if len(unserved) > 0 {
+		sort.Strings(unserved)
+		return nil, epFail(EPBadRequest, "args %s: this manager does not serve them on a spawn; a persona file (.cotal/personas/%s.md) sets an agent's channels and launch", strings.Join(unserved, ", "), *a.Name)
+	}
+	sa := protocol.SpawnArgs{Name: *a.Name, Agent: deref(a.Agent), Role: deref(a.Role), Model: deref(a.Model), Prompt: deref(a.Prompt), Cwd: deref(a.Cwd)}
+	// The reference spawns the agent file of the name; Go's is the persona of that name,
+	// else the default persona.
+	if per, err := m.Project.Persona(sa.Name); err == nil && per != nil {
+		sa.Persona = sa.Name
+	} else if err != nil && !errors.Is(err, workspace.ErrNoPersona) {
+		return nil, epFail(EPBadRequest, "persona %s: %v", sa.Name, err)
+	}
+	res, err := m.spawn(who, sa)
+	if err != nil {
+		return nil, err
+	}
+	uid := res.UID
+	if st := m.seat(res.Name); st != nil {
+		uid = epSeatUID(st.snapshot())
+	}
+	fp := ContractDigest(map[string]any{"op": r.Op, "args": json.RawMessage(orNull(r.Args))})
+	return EPSpawnResult{Name: res.Name, Owner: protocol.OwnerLocal, Actor: res.Name, UID: uid, GoalID: r.ID,
+		Fingerprint: fp, Executor: EPExecutor{LifecycleUID: m.instanceID, Epoch: m.epoch}}, nil
+}
+
+func orNull(b json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// epSeatUID is a seat's lifecycle uid on the ep rails: its credential's on a mesh that
+// checks credentials; on an open mesh, where a seat has none, a token of this seat's
+// incarnation (its name, its manager run and its start), so a target naming an earlier
+// seat of the name is still told apart.
+func epSeatUID(info protocol.SeatInfo) string {
+	if info.UID != "" {
+		return info.UID
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "cotal-seat\x00%s\x00%s\x00%d", info.Name, info.Instance, info.Started))
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
+}
+
+// epRows are the seats as the reference's agent rows, by name.
+func (m *Manager) epRows() []EPAgentRow {
+	m.mu.Lock()
+	seats := make([]*seat, 0, len(m.seats))
+	for _, s := range m.seats {
+		seats = append(seats, s)
+	}
+	m.mu.Unlock()
+	rows := make([]EPAgentRow, 0, len(seats))
+	now := time.Now().UnixMilli()
+	for _, s := range seats {
+		info := s.snapshot()
+		var up int64
+		if info.Started > 0 {
+			end := now
+			if info.Ended > 0 {
+				end = info.Ended
+			}
+			up = max(end-info.Started, 0)
+		}
+		rows = append(rows, EPAgentRow{Name: info.Name, ID: protocol.Principal{Owner: protocol.OwnerLocal, Actor: info.Name}.String(),
+			Role: info.Role, Agent: info.Agent, Space: m.Space, Mode: "detached", Status: string(info.Process),
+			UptimeMs: up, Mesh: m.meshState(info.Name), LifecycleUID: epSeatUID(info)})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	return rows
+}
