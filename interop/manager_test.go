@@ -12,6 +12,7 @@ import (
 
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/manager"
+	"github.com/cotal-ai/cotal/mgrclient"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 )
@@ -34,7 +35,7 @@ func canonical(t *testing.T, b []byte) string {
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
-	c, err := manager.CanonicalJSON(v)
+	c, err := mgrclient.CanonicalJSON(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,22 +46,22 @@ func canonical(t *testing.T, b []byte) string {
 // builds the same ones, and derives the reference's reply subject (deriveReplySubject).
 func TestManagerEPSubjects(t *testing.T) {
 	root := protocol.Principal{Owner: protocol.OwnerLocal, Actor: "root"}
-	spawn, ok := manager.ParseEPSubject("main", string(mgrFixture(t, "spawn.request.subject")))
-	if !ok || spawn.Route != manager.EPRouteOne || spawn.Command != "spawn" || spawn.Mode != "" || spawn.Caller != root {
+	spawn, ok := mgrclient.ParseEPSubject("main", string(mgrFixture(t, "spawn.request.subject")))
+	if !ok || spawn.Route != mgrclient.EPRouteOne || spawn.Command != "spawn" || spawn.Mode != "" || spawn.Caller != root {
 		t.Fatalf("spawn subject parsed as %+v, %v", spawn, ok)
 	}
-	if got := manager.EPRequestSubject("main", spawn.Route, "", "spawn", "", nil, root, spawn.UID, spawn.Nonce); got != string(mgrFixture(t, "spawn.request.subject")) {
+	if got := mgrclient.EPRequestSubject("main", spawn.Route, "", "spawn", "", nil, root, spawn.UID, spawn.Nonce); got != string(mgrFixture(t, "spawn.request.subject")) {
 		t.Errorf("Go builds %s", got)
 	}
-	if got := manager.EPReplySubject("main", spawn, manager.InstanceID("testhost"), 7); got != string(mgrFixture(t, "spawn.reply.subject")) {
+	if got := mgrclient.EPReplySubject("main", spawn, manager.InstanceID("testhost"), 7); got != string(mgrFixture(t, "spawn.reply.subject")) {
 		t.Errorf("Go answers on %s, want %s", got, mgrFixture(t, "spawn.reply.subject"))
 	}
-	despawn, ok := manager.ParseEPSubject("main", string(mgrFixture(t, "despawn.request.subject")))
-	if !ok || despawn.Route != manager.EPRouteInst || despawn.Instance != manager.InstanceID("testhost") || despawn.Command != "despawn" ||
+	despawn, ok := mgrclient.ParseEPSubject("main", string(mgrFixture(t, "despawn.request.subject")))
+	if !ok || despawn.Route != mgrclient.EPRouteInst || despawn.Instance != manager.InstanceID("testhost") || despawn.Command != "despawn" ||
 		despawn.Mode != "any" || len(despawn.Target) != 1 || despawn.Target[0] != "local" || despawn.Caller != root {
 		t.Fatalf("despawn subject parsed as %+v, %v", despawn, ok)
 	}
-	if got := manager.EPRequestSubject("main", manager.EPRouteInst, despawn.Instance, "despawn", "any", []string{"local"}, root, despawn.UID, despawn.Nonce); got != string(mgrFixture(t, "despawn.request.subject")) {
+	if got := mgrclient.EPRequestSubject("main", mgrclient.EPRouteInst, despawn.Instance, "despawn", "any", []string{"local"}, root, despawn.UID, despawn.Nonce); got != string(mgrFixture(t, "despawn.request.subject")) {
 		t.Errorf("Go builds %s", got)
 	}
 	for _, bad := range []string{
@@ -68,7 +69,7 @@ func TestManagerEPSubjects(t *testing.T) {
 		"cotal.main.ep.one.manager.despawn.any.local.root.k3v9q2m8x7w1p4n6b5c0d2f8g1h3.Qm9vYmFyQmF6UXV4Tm9uY2UwMQ", // mode arity
 		"cotal.main.ep.one.delivery.spawn.local.root.k3v9q2m8x7w1p4n6b5c0d2f8g1h3.Qm9vYmFyQmF6UXV4Tm9uY2UwMQ",      // another endpoint
 	} {
-		if s, ok := manager.ParseEPSubject("main", bad); ok {
+		if s, ok := mgrclient.ParseEPSubject("main", bad); ok {
 			t.Errorf("%s parsed as %+v", bad, s)
 		}
 	}
@@ -80,11 +81,11 @@ func TestManagerEPSubjects(t *testing.T) {
 func TestManagerEPEnvelopes(t *testing.T) {
 	for _, name := range []string{"spawn.request.json", "despawn.request.json"} {
 		b := mgrFixture(t, name)
-		r, perr := manager.ParseEPRequest(b)
+		r, perr := mgrclient.ParseEPRequest(b)
 		if perr != nil {
 			t.Fatalf("%s: %v", name, perr)
 		}
-		in, out, ok := manager.EPContractDigests(r.Op.Command)
+		in, out, ok := mgrclient.EPContractDigests(r.Op.Command)
 		if !ok || r.Op.InputDigest != in || r.Op.OutputDigest != out {
 			t.Errorf("%s pins %s %s; Go's contract has %s %s", name, r.Op.InputDigest, r.Op.OutputDigest, in, out)
 		}
@@ -100,12 +101,12 @@ func TestManagerEPEnvelopes(t *testing.T) {
 		name string
 		data any
 	}{
-		{"spawn.reply.json", &manager.EPSpawnResult{}},
-		{"despawn.reply.json", &manager.EPStopResult{}},
+		{"spawn.reply.json", &mgrclient.EPSpawnResult{}},
+		{"despawn.reply.json", &mgrclient.EPStopResult{}},
 		{"denied.reply.json", nil},
 	} {
 		b := mgrFixture(t, tc.name)
-		var r manager.EPReply
+		var r mgrclient.EPReply
 		if err := json.Unmarshal(b, &r); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

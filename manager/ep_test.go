@@ -20,6 +20,7 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/manager"
+	"github.com/cotal-ai/cotal/mgrclient"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
@@ -37,7 +38,7 @@ var refDigests = map[string][2]string{
 
 func TestEPContractDigestsAreTheReferences(t *testing.T) {
 	for cmd, want := range refDigests {
-		in, out, ok := manager.EPContractDigests(cmd)
+		in, out, ok := mgrclient.EPContractDigests(cmd)
 		if !ok || in != want[0] || out != want[1] {
 			t.Errorf("%s: digests %s %s, want %s %s", cmd, in, out, want[0], want[1])
 		}
@@ -57,7 +58,7 @@ type epCaller struct {
 func newEPCaller(t *testing.T, nc *nats.Conn, me protocol.Principal) *epCaller {
 	t.Helper()
 	c := &epCaller{t: t, nc: nc, me: me, uid: "opcaller00000000000000000000", replies: make(chan *nats.Msg, 16)}
-	sub, err := nc.ChanSubscribe(manager.EPReplyFilter(space, me, c.uid), c.replies)
+	sub, err := nc.ChanSubscribe(mgrclient.EPReplyFilter(space, me, c.uid), c.replies)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,28 +95,28 @@ func (c *epCaller) request(id, command string, args any, target map[string]any) 
 
 // send publishes body on the subject of command (mode and target tokens after it) and
 // returns the reply's subject and envelope; publishing may fail (a broker refusal).
-func (c *epCaller) send(command, mode string, tokens []string, body any) (string, manager.EPReply, error) {
+func (c *epCaller) send(command, mode string, tokens []string, body any) (string, mgrclient.EPReply, error) {
 	c.t.Helper()
 	b, err := json.Marshal(body)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	subj := manager.EPRequestSubject(space, manager.EPRouteOne, "", command, mode, tokens, c.me, c.uid, nonce(c.t))
+	subj := mgrclient.EPRequestSubject(space, mgrclient.EPRouteOne, "", command, mode, tokens, c.me, c.uid, nonce(c.t))
 	if err := c.nc.Publish(subj, b); err != nil {
-		return "", manager.EPReply{}, err
+		return "", mgrclient.EPReply{}, err
 	}
 	if err := c.nc.Flush(); err != nil {
-		return "", manager.EPReply{}, err
+		return "", mgrclient.EPReply{}, err
 	}
 	select {
 	case m := <-c.replies:
-		var r manager.EPReply
+		var r mgrclient.EPReply
 		if err := json.Unmarshal(m.Data, &r); err != nil {
 			c.t.Fatalf("reply %s: %v", m.Data, err)
 		}
 		return m.Subject, r, nil
 	case <-time.After(30 * time.Second):
-		return "", manager.EPReply{}, errors.New("no reply on the ep reply rail")
+		return "", mgrclient.EPReply{}, errors.New("no reply on the ep reply rail")
 	}
 }
 
@@ -151,7 +152,7 @@ func spawnStop(t *testing.T, c *epCaller, mark string, seatPID func(string) int)
 	if !strings.HasPrefix(subj, "cotal."+space+".ep.reply.manager."+inst+".") || !strings.HasSuffix(subj, "."+c.me.Owner+"."+c.me.Actor+"."+c.uid+"."+strings.Split(subj, ".")[10]) {
 		t.Fatalf("reply subject %s", subj)
 	}
-	var spawned manager.EPSpawnResult
+	var spawned mgrclient.EPSpawnResult
 	if err := json.Unmarshal(r.Data, &spawned); err != nil || spawned.Name != "w1" || spawned.Owner != "local" || spawned.UID == "" ||
 		spawned.GoalID != "spawn-1" || spawned.Executor.LifecycleUID != inst || spawned.Executor.Epoch == 0 {
 		t.Fatalf("spawn answered %s (%v)", r.Data, err)
@@ -159,7 +160,7 @@ func spawnStop(t *testing.T, c *epCaller, mark string, seatPID func(string) int)
 	meshtest.Until(t, "the seat's program ran", 20*time.Second, func() bool { _, err := os.Stat(mark); return err == nil })
 
 	_, r, err = c.send("ps", "", nil, c.request("ps-1", "ps", nil, nil))
-	var rows []manager.EPAgentRow
+	var rows []mgrclient.EPAgentRow
 	if err != nil || !r.OK || json.Unmarshal(r.Data, &rows) != nil || len(rows) != 1 || rows[0].LifecycleUID != spawned.UID || rows[0].Status != string(protocol.SeatRunning) {
 		t.Fatalf("ps: %+v %s, %v", r, r.Data, err)
 	}
@@ -167,12 +168,12 @@ func spawnStop(t *testing.T, c *epCaller, mark string, seatPID func(string) int)
 
 	// A stale incarnation is refused, the current one stopped.
 	target := map[string]any{"owner": "local", "actor": "w1", "lifecycleUid": "stale0000000000000000000000"}
-	if _, r, err = c.send("despawn", "any", []string{"local"}, c.request("stop-0", "despawn", map[string]any{}, target)); err != nil || r.OK || r.Error.Code != manager.EPExpired {
+	if _, r, err = c.send("despawn", "any", []string{"local"}, c.request("stop-0", "despawn", map[string]any{}, target)); err != nil || r.OK || r.Error.Code != mgrclient.EPExpired {
 		t.Fatalf("despawn of a stale uid: %+v, %v", r, err)
 	}
 	target["lifecycleUid"] = spawned.UID
 	_, r, err = c.send("despawn", "any", []string{"local"}, c.request("stop-1", "despawn", map[string]any{"graceful": true}, target))
-	var stopped manager.EPStopResult
+	var stopped mgrclient.EPStopResult
 	if err != nil || !r.OK || json.Unmarshal(r.Data, &stopped) != nil || !stopped.Stopped || stopped.Name != "w1" {
 		t.Fatalf("despawn: %+v %s, %v", r, r.Data, err)
 	}
@@ -197,7 +198,7 @@ func TestEPSpawnAndDespawnByOperator(t *testing.T) {
 
 	mallory := newEPCaller(t, nc, protocol.Principal{Owner: protocol.OwnerLocal, Actor: "mallory"})
 	_, rep, err := mallory.send("spawn", "", nil, mallory.request("m-1", "spawn", map[string]any{"name": "w1", "agent": "claude"}, nil))
-	if err != nil || rep.OK || rep.Error.Code != manager.EPPermissionDenied {
+	if err != nil || rep.OK || rep.Error.Code != mgrclient.EPPermissionDenied {
 		t.Fatalf("a non-operator's spawn: %+v, %v", rep, err)
 	}
 	if _, ok := r.ps("w1"); ok {
@@ -221,18 +222,18 @@ func TestEPBoundary(t *testing.T) {
 		edit func(map[string]any)
 		code string
 	}{
-		{"version", func(m map[string]any) { m["v"] = 2 }, manager.EPUnsupportedVersion},
+		{"version", func(m map[string]any) { m["v"] = 2 }, mgrclient.EPUnsupportedVersion},
 		{"digest", func(m map[string]any) {
 			m["op"].(map[string]any)["inputDigest"] = "sha256:" + strings.Repeat("0", 64)
-		}, manager.EPContractMismatch},
-		{"no digest", func(m map[string]any) { delete(m["op"].(map[string]any), "outputDigest") }, manager.EPContractMismatch},
-		{"op", func(m map[string]any) { m["op"].(map[string]any)["command"] = "ps" }, manager.EPOpMismatch},
-		{"journal call", func(m map[string]any) { m["class"] = "journal" }, manager.EPBadRequest},
-		{"sender", func(m map[string]any) { m["from"] = map[string]any{"id": "local.someone", "name": "x"} }, manager.EPSenderMismatch},
-		{"args on void", func(m map[string]any) { m["args"] = map[string]any{"x": 1} }, manager.EPBadRequest},
+		}, mgrclient.EPContractMismatch},
+		{"no digest", func(m map[string]any) { delete(m["op"].(map[string]any), "outputDigest") }, mgrclient.EPContractMismatch},
+		{"op", func(m map[string]any) { m["op"].(map[string]any)["command"] = "ps" }, mgrclient.EPOpMismatch},
+		{"journal call", func(m map[string]any) { m["class"] = "journal" }, mgrclient.EPBadRequest},
+		{"sender", func(m map[string]any) { m["from"] = map[string]any{"id": "local.someone", "name": "x"} }, mgrclient.EPSenderMismatch},
+		{"args on void", func(m map[string]any) { m["args"] = map[string]any{"x": 1} }, mgrclient.EPBadRequest},
 		{"target on untargeted", func(m map[string]any) {
 			m["target"] = map[string]any{"owner": "local", "actor": "w", "lifecycleUid": "abcdefghijklmnopqrstuvwxyz"}
-		}, manager.EPTargetMismatch},
+		}, mgrclient.EPTargetMismatch},
 	} {
 		req := c.request("b-1", "status", nil, nil)
 		tc.edit(req)
@@ -242,7 +243,7 @@ func TestEPBoundary(t *testing.T) {
 		}
 	}
 	_, rep, err := c.send("status", "", nil, c.request("s-1", "status", nil, nil))
-	var st manager.EPStatus
+	var st mgrclient.EPStatus
 	if err != nil || !rep.OK || json.Unmarshal(rep.Data, &st) != nil || st.InstanceID != manager.InstanceID("testhost") || st.Runtime != "pty" {
 		t.Fatalf("status: %+v %s, %v", rep, rep.Data, err)
 	}
@@ -250,7 +251,7 @@ func TestEPBoundary(t *testing.T) {
 	cast := c.request("c-1", "status", nil, nil)
 	cast["v"], cast["replyExpected"] = 2, false
 	b, _ := json.Marshal(cast)
-	if err := c.nc.Publish(manager.EPRequestSubject(space, manager.EPRouteOne, "", "status", "", nil, c.me, c.uid, nonce(t)), b); err != nil {
+	if err := c.nc.Publish(mgrclient.EPRequestSubject(space, mgrclient.EPRouteOne, "", "status", "", nil, c.me, c.uid, nonce(t)), b); err != nil {
 		t.Fatal(err)
 	}
 	if _, rep, err = c.send("status", "", nil, c.request("s-2", "status", nil, nil)); err != nil || rep.ID != "s-2" {
@@ -308,7 +309,7 @@ func TestEPAuthority(t *testing.T) {
 			c.uid = spec.LifecycleUID
 		}
 		b, _ := json.Marshal(c.request("x-1", "spawn", map[string]any{"name": "w1", "agent": "claude"}, nil))
-		subj := manager.EPRequestSubject(space, manager.EPRouteOne, "", "spawn", "", nil, c.me, c.uid, nonce(t))
+		subj := mgrclient.EPRequestSubject(space, mgrclient.EPRouteOne, "", "spawn", "", nil, c.me, c.uid, nonce(t))
 		if err := nc.Publish(subj, b); err != nil {
 			t.Fatal(err)
 		}
@@ -331,4 +332,36 @@ func TestEPAuthority(t *testing.T) {
 
 	op := newEPCaller(t, mesh.Connect(mint(meshtest.ProvisionerSpec("op"))), opP)
 	spawnStop(t, op, mark, func(string) int { return 0 })
+}
+
+// TestEPCaller: Go's own ep caller (mgrclient.EPCaller) drives the manager in the
+// reference's contract, and tells a space with no manager on the rails.
+func TestEPCaller(t *testing.T) {
+	mark := filepath.Join(t.TempDir(), "ran")
+	r := newRig(t, fakeHarness(t, mark))
+	nc := dial(t, r.url)
+	c := &mgrclient.EPCaller{NC: nc, Space: space, Caller: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "root"}, UID: "opcaller00000000000000000000"}
+	var spawned mgrclient.EPSpawnResult
+	if _, err := c.Call(t.Context(), mgrclient.EPCall{Command: "spawn", Args: map[string]any{"name": "w2", "agent": "claude"}}, &spawned); err != nil || spawned.Name != "w2" {
+		t.Fatalf("spawn: %+v, %v", spawned, err)
+	}
+	var st mgrclient.EPStatus
+	subj, err := c.Call(t.Context(), mgrclient.EPCall{Route: mgrclient.EPRouteInst, Instance: manager.InstanceID("testhost"), Command: "status"}, &st)
+	if err != nil || st.AgentCount != 1 || !strings.Contains(subj, ".ep.reply.manager."+manager.InstanceID("testhost")+".") {
+		t.Fatalf("status: %+v on %s, %v", st, subj, err)
+	}
+	var stopped mgrclient.EPStopResult
+	if _, err := c.Call(t.Context(), mgrclient.EPCall{Command: "despawn", Mode: "owner",
+		Target: &mgrclient.EPTarget{Owner: "local", Actor: "w2", LifecycleUID: spawned.UID}}, &stopped); err != nil || !stopped.Stopped {
+		t.Fatalf("despawn: %+v, %v", stopped, err)
+	}
+	var me *mgrclient.Error
+	if _, err := c.Call(t.Context(), mgrclient.EPCall{Command: "attach", Mode: "owner",
+		Target: &mgrclient.EPTarget{Owner: "local", Actor: "w2", LifecycleUID: spawned.UID}}, nil); !errors.As(err, &me) || me.Code != mgrclient.EPUnimplemented {
+		t.Fatalf("attach: %v", err)
+	}
+	other := &mgrclient.EPCaller{NC: nc, Space: "elsewhere", Caller: c.Caller, UID: c.UID}
+	if _, err := other.Call(t.Context(), mgrclient.EPCall{Command: "ps"}, nil); !errors.Is(err, mgrclient.ErrNoManager) {
+		t.Fatalf("ps of a space with no manager: %v", err)
+	}
 }

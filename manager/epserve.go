@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cotal-ai/cotal/internal/strictjson"
+	"github.com/cotal-ai/cotal/mgrclient"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -30,11 +31,15 @@ func InstanceID(host string) string {
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
 }
 
+// epServed are the commands of the reference's manager contract Go's manager runs; the
+// others are refused unimplemented.
+var epServed = map[string]bool{"status": true, "ps": true, "inspect": true, "spawn": true, "despawn": true, "input": true, "stop": true}
+
 // epServeFilters are the ep subjects the manager instance subscribes to: the class rail
 // (in queue group manager), the scatter rail and its own instance rail.
 func epServeFilters(space, instance string) (one, all, inst string) {
 	p := protocol.Root + "." + space + ".ep."
-	return p + "one." + EPEndpoint + ".>", p + "all." + EPEndpoint + ".>", p + "inst." + EPEndpoint + "." + instance + ".>"
+	return p + "one." + mgrclient.EPEndpoint + ".>", p + "all." + mgrclient.EPEndpoint + ".>", p + "inst." + mgrclient.EPEndpoint + "." + instance + ".>"
 }
 
 // serveEP subscribes the ep rails; the subscriptions end with the connection.
@@ -42,7 +47,7 @@ func (m *Manager) serveEP() ([]*nats.Subscription, error) {
 	one, all, inst := epServeFilters(m.Space, m.instanceID)
 	nc := m.ep.Conn()
 	var subs []*nats.Subscription
-	q, err := nc.QueueSubscribe(one, EPEndpoint, m.handleEP)
+	q, err := nc.QueueSubscribe(one, mgrclient.EPEndpoint, m.handleEP)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", one, err)
 	}
@@ -62,8 +67,8 @@ func (m *Manager) serveEP() ([]*nats.Subscription, error) {
 
 // handleEP answers one ep request on its own goroutine.
 func (m *Manager) handleEP(msg *nats.Msg) {
-	s, ok := ParseEPSubject(m.Space, msg.Subject)
-	if !ok || (s.Route == EPRouteInst && s.Instance != m.instanceID) {
+	s, ok := mgrclient.ParseEPSubject(m.Space, msg.Subject)
+	if !ok || (s.Route == mgrclient.EPRouteInst && s.Instance != m.instanceID) {
 		m.log.Debug("ep request of no manager shape ignored", "subject", msg.Subject)
 		return
 	}
@@ -71,7 +76,7 @@ func (m *Manager) handleEP(msg *nats.Msg) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		r, perr := ParseEPRequest(data)
+		r, perr := mgrclient.ParseEPRequest(data)
 		var out any
 		if perr == nil {
 			out, perr = m.dispatchEP(r, s)
@@ -79,26 +84,26 @@ func (m *Manager) handleEP(msg *nats.Msg) {
 		if perr != nil {
 			m.log.Info("ep request refused", "caller", s.Caller.String(), "command", s.Command, "code", perr.Code, "why", perr.Message)
 		}
-		if epIsCast(data) {
+		if mgrclient.EPIsCast(data) {
 			return // a cast is never answered, not even with a refusal
 		}
 		id := r.ID
-		if !epID.MatchString(id) {
+		if !mgrclient.ValidEPID(id) {
 			id = "unknown" // the envelope was too broken to echo its id
 		}
-		reply := EPReply{V: 1, ID: id}
+		reply := mgrclient.EPReply{V: 1, ID: id}
 		if perr != nil {
 			reply.Error = perr
 		} else {
 			b, err := json.Marshal(out)
 			if err != nil {
-				reply.Error = &EPError{Code: EPInternal, Message: "encode answer: " + err.Error(), Outcome: "unknown"}
+				reply.Error = &mgrclient.EPError{Code: mgrclient.EPInternal, Message: "encode answer: " + err.Error(), Outcome: "unknown"}
 			} else {
 				reply.OK, reply.Data = true, b
 			}
 		}
 		b, _ := json.Marshal(reply) // strings, booleans and raw JSON always encode
-		if err := m.ep.Conn().Publish(EPReplySubject(m.Space, s, m.instanceID, m.epoch), b); err != nil {
+		if err := m.ep.Conn().Publish(mgrclient.EPReplySubject(m.Space, s, m.instanceID, m.epoch), b); err != nil {
 			m.log.Warn("ep answer", "subject", msg.Subject, "err", err)
 		}
 	}()
@@ -106,35 +111,34 @@ func (m *Manager) handleEP(msg *nats.Msg) {
 
 // dispatchEP checks a request against its subject, the contract and the caller's
 // authority, then runs it.
-func (m *Manager) dispatchEP(r EPRequest, s EPSubject) (any, *EPError) {
-	if err := checkAgreement(r, s); err != nil {
+func (m *Manager) dispatchEP(r mgrclient.EPRequest, s mgrclient.EPSubject) (any, *mgrclient.EPError) {
+	if err := mgrclient.CheckAgreement(r, s); err != nil {
 		return nil, err
 	}
 	if r.Bind != nil && (r.Bind.InstanceID != m.instanceID || r.Bind.Epoch != m.epoch) {
-		return nil, epFail(EPFailedPrecondition, "bound to manager %s at epoch %d; this is %s at epoch %d", r.Bind.InstanceID, r.Bind.Epoch, m.instanceID, m.epoch)
+		return nil, mgrclient.EPFail(mgrclient.EPFailedPrecondition, "bound to manager %s at epoch %d; this is %s at epoch %d", r.Bind.InstanceID, r.Bind.Epoch, m.instanceID, m.epoch)
 	}
 	if r.Op.Command == "describe" {
-		return nil, epFail(EPUnimplemented, "this manager does not serve describe: pin the digests of %s revision %d", EPClusterURN, EPClusterRevision)
+		return nil, mgrclient.EPFail(mgrclient.EPUnimplemented, "this manager does not serve describe: pin the digests of %s revision %d", mgrclient.EPClusterURN, mgrclient.EPClusterRevision)
 	}
-	c, ok := epCommandOf(s.Command)
-	if !ok {
-		return nil, epFail(EPNotFound, "the manager has no command %q", s.Command)
+	if !mgrclient.EPCommandKnown(s.Command) {
+		return nil, mgrclient.EPFail(mgrclient.EPNotFound, "the manager has no command %q", s.Command)
 	}
 	// The authority of the operator rail: only the operator this manager runs for. The
 	// broker lets only the project's own identity publish on the ep rails to the manager.
 	if s.Caller != m.Operator {
-		return nil, epFail(EPPermissionDenied, "%s may not ask the manager to %s: the manager answers on its endpoint rails only the operator it runs for (%s)", s.Caller, s.Command, m.Operator)
+		return nil, mgrclient.EPFail(mgrclient.EPPermissionDenied, "%s may not ask the manager to %s: the manager answers on its endpoint rails only the operator it runs for (%s)", s.Caller, s.Command, m.Operator)
 	}
-	if err := checkContract(r, s, c); err != nil {
+	if err := mgrclient.CheckContract(r, s); err != nil {
 		return nil, err
 	}
-	if !c.served {
-		return nil, epFail(EPUnimplemented, "this manager does not serve %s (see docs/interop.md)", c.name)
+	if !epServed[s.Command] {
+		return nil, mgrclient.EPFail(mgrclient.EPUnimplemented, "this manager does not serve %s (see docs/interop.md)", s.Command)
 	}
 	who := caller{p: s.Caller, rail: protocol.ServiceManager, operator: true}
-	out, err := m.runEP(who, r, s, c)
+	out, err := m.runEP(who, r, s)
 	if err != nil {
-		var e *EPError
+		var e *mgrclient.EPError
 		if errors.As(err, &e) {
 			return nil, e
 		}
@@ -144,117 +148,49 @@ func (m *Manager) dispatchEP(r EPRequest, s EPSubject) (any, *EPError) {
 }
 
 // epFromRefusal maps a refusal of the shared handlers to its ep code.
-func epFromRefusal(err error) *EPError {
+func epFromRefusal(err error) *mgrclient.EPError {
 	var rf *refusal
 	if !errors.As(err, &rf) {
-		return &EPError{Code: EPInternal, Message: err.Error(), Outcome: "unknown"}
+		return &mgrclient.EPError{Code: mgrclient.EPInternal, Message: err.Error(), Outcome: "unknown"}
 	}
-	code := EPInternal
+	code := mgrclient.EPInternal
 	switch rf.code {
 	case codeDenied:
-		code = EPPermissionDenied
+		code = mgrclient.EPPermissionDenied
 	case codeNotFound:
-		code = EPNotFound
+		code = mgrclient.EPNotFound
 	case codeExists:
-		code = EPAlreadyExists
+		code = mgrclient.EPAlreadyExists
 	case codeBad:
-		code = EPBadRequest
+		code = mgrclient.EPBadRequest
 	case protocol.MgrCodeStopped:
-		code = EPFailedPrecondition
+		code = mgrclient.EPFailedPrecondition
 	}
-	return &EPError{Code: code, Message: rf.msg, Outcome: "not-executed"}
+	return &mgrclient.EPError{Code: code, Message: rf.msg, Outcome: "not-executed"}
 }
 
 // epArgs decodes a command's args strictly into v: every key must be one v has.
-func epArgs(r EPRequest, v any) *EPError {
+func epArgs(r mgrclient.EPRequest, v any) *mgrclient.EPError {
 	b := bytes.TrimSpace(r.Args)
 	if len(b) == 0 || string(b) == "null" {
 		b = []byte("{}")
 	}
 	if err := strictjson.Decode(b, v); err != nil {
-		return epFail(EPBadRequest, "args: %v", err)
+		return mgrclient.EPFail(mgrclient.EPBadRequest, "args: %v", err)
 	}
 	return nil
 }
 
 // epVoid refuses args on a command whose input is the void schema.
-func epVoid(r EPRequest) *EPError {
+func epVoid(r mgrclient.EPRequest) *mgrclient.EPError {
 	if b := bytes.TrimSpace(r.Args); len(b) != 0 && string(b) != "null" {
-		return epFail(EPBadRequest, "args: the command takes none (absent or null)")
+		return mgrclient.EPFail(mgrclient.EPBadRequest, "args: the command takes none (absent or null)")
 	}
 	return nil
 }
 
-// EPSpawnArgs is the spawn command's input (SPAWN_INPUT_SCHEMA). Go serves name, agent,
-// role, model, prompt and cwd; a request naming any other field is refused, never
-// half-done.
-type EPSpawnArgs struct {
-	Name           *string         `json:"name"`
-	Agent          *string         `json:"agent,omitempty"`
-	Role           *string         `json:"role,omitempty"`
-	Config         *string         `json:"config,omitempty"`
-	Identity       *string         `json:"identity,omitempty"`
-	Model          *string         `json:"model,omitempty"`
-	Variant        *string         `json:"variant,omitempty"`
-	LaunchOptions  json.RawMessage `json:"launchOptions,omitempty"`
-	Resume         *string         `json:"resume,omitempty"`
-	Events         *bool           `json:"events,omitempty"`
-	Cwd            *string         `json:"cwd,omitempty"`
-	Prompt         *string         `json:"prompt,omitempty"`
-	Subscribe      []string        `json:"subscribe,omitempty"`
-	AllowSubscribe []string        `json:"allowSubscribe,omitempty"`
-	AllowPublish   []string        `json:"allowPublish,omitempty"`
-	ShareTools     *string         `json:"shareTools,omitempty"`
-}
-
-// EPSpawnResult is the spawn command's output (SPAWN_OUTPUT_SCHEMA).
-type EPSpawnResult struct {
-	Name        string     `json:"name"`
-	Owner       string     `json:"owner"`
-	Actor       string     `json:"actor"`
-	UID         string     `json:"uid"`
-	GoalID      string     `json:"goalId"`
-	Fingerprint string     `json:"fingerprint"`
-	Executor    EPExecutor `json:"executor"`
-}
-
-// EPExecutor is the manager incarnation that runs a spawn.
-type EPExecutor struct {
-	LifecycleUID string `json:"lifecycleUid"`
-	Epoch        uint64 `json:"epoch"`
-}
-
-// EPAgentRow is one agent of ps and inspect (AGENT_ROW_SCHEMA).
-type EPAgentRow struct {
-	Name         string `json:"name"`
-	ID           string `json:"id"`
-	Role         string `json:"role,omitempty"`
-	Agent        string `json:"agent"`
-	Space        string `json:"space"`
-	Mode         string `json:"mode"`
-	Status       string `json:"status"`
-	UptimeMs     int64  `json:"uptimeMs"`
-	Mesh         string `json:"mesh"`
-	LifecycleUID string `json:"lifecycleUid"`
-}
-
-// EPStopResult is the output of despawn and stop (STOP_OUTPUT_SCHEMA).
-type EPStopResult struct {
-	Name     string `json:"name"`
-	Stopped  bool   `json:"stopped"`
-	Graceful bool   `json:"graceful"`
-}
-
-// EPStatus is the status command's output (STATUS_OUTPUT_SCHEMA).
-type EPStatus struct {
-	InstanceID string `json:"instanceId"`
-	Runtime    string `json:"runtime"`
-	AgentCount int    `json:"agentCount"`
-	UptimeMs   int64  `json:"uptimeMs"`
-}
-
-func (m *Manager) runEP(who caller, r EPRequest, s EPSubject, c epCommand) (any, error) {
-	switch c.name {
+func (m *Manager) runEP(who caller, r mgrclient.EPRequest, s mgrclient.EPSubject) (any, error) {
+	switch s.Command {
 	case "status":
 		if err := epVoid(r); err != nil {
 			return nil, err
@@ -265,7 +201,7 @@ func (m *Manager) runEP(who caller, r EPRequest, s EPSubject, c epCommand) (any,
 				n++
 			}
 		}
-		return EPStatus{InstanceID: m.instanceID, Runtime: "pty", AgentCount: n, UptimeMs: time.Since(m.started).Milliseconds()}, nil
+		return mgrclient.EPStatus{InstanceID: m.instanceID, Runtime: "pty", AgentCount: n, UptimeMs: time.Since(m.started).Milliseconds()}, nil
 	case "ps":
 		if err := epVoid(r); err != nil {
 			return nil, err
@@ -283,7 +219,7 @@ func (m *Manager) runEP(who caller, r EPRequest, s EPSubject, c epCommand) (any,
 				return row, nil
 			}
 		}
-		return nil, epFail(EPNotFound, "no agent %q on this manager", a.Name)
+		return nil, mgrclient.EPFail(mgrclient.EPNotFound, "no agent %q on this manager", a.Name)
 	case "spawn":
 		return m.epSpawn(who, r)
 	case "despawn", "stop", "input":
@@ -291,7 +227,7 @@ func (m *Manager) runEP(who caller, r EPRequest, s EPSubject, c epCommand) (any,
 		if err != nil {
 			return nil, err
 		}
-		if c.name == "input" {
+		if s.Command == "input" {
 			var a struct {
 				Text  *string `json:"text"`
 				Enter *bool   `json:"enter"`
@@ -300,7 +236,7 @@ func (m *Manager) runEP(who caller, r EPRequest, s EPSubject, c epCommand) (any,
 				return nil, err
 			}
 			if a.Text == nil || *a.Text == "" || len(*a.Text) > 65536 {
-				return nil, epFail(EPBadRequest, "args.text: want 1 to 65536 characters")
+				return nil, mgrclient.EPFail(mgrclient.EPBadRequest, "args.text: want 1 to 65536 characters")
 			}
 			b := []byte(*a.Text)
 			if a.Enter == nil || *a.Enter {
@@ -320,36 +256,36 @@ func (m *Manager) runEP(who caller, r EPRequest, s EPSubject, c epCommand) (any,
 		}
 		// Go stops a seat one way: SIGTERM, then SIGKILL after the grace.
 		st.stop(false, m.StopGrace)
-		return EPStopResult{Name: st.snapshot().Name, Stopped: true, Graceful: a.Graceful != nil && *a.Graceful}, nil
+		return mgrclient.EPStopResult{Name: st.snapshot().Name, Stopped: true, Graceful: a.Graceful != nil && *a.Graceful}, nil
 	}
-	return nil, epFail(EPUnimplemented, "this manager does not serve %s", c.name)
+	return nil, mgrclient.EPFail(mgrclient.EPUnimplemented, "this manager does not serve %s", s.Command)
 }
 
 // epTargetSeat is the seat a targeted request names: the caller itself in self mode,
 // else the body target, which must name a seat of this manager in its current
 // incarnation (a stale lifecycle uid is expired).
-func (m *Manager) epTargetSeat(s EPSubject, r EPRequest) (*seat, *EPError) {
+func (m *Manager) epTargetSeat(s mgrclient.EPSubject, r mgrclient.EPRequest) (*seat, *mgrclient.EPError) {
 	owner, actor, uid := s.Caller.Owner, s.Caller.Actor, s.UID
 	if s.Mode != "self" {
 		owner, actor, uid = r.Target.Owner, r.Target.Actor, r.Target.LifecycleUID
 	}
 	st := m.seat(actor)
 	if owner != protocol.OwnerLocal || st == nil {
-		return nil, epFail(EPNotFound, "no agent %s.%s on this manager", owner, actor)
+		return nil, mgrclient.EPFail(mgrclient.EPNotFound, "no agent %s.%s on this manager", owner, actor)
 	}
 	if info := st.snapshot(); epSeatUID(info) != uid {
-		return nil, epFail(EPExpired, "agent %s is now lifecycle %s, not %s", info.Name, epSeatUID(info), uid)
+		return nil, mgrclient.EPFail(mgrclient.EPExpired, "agent %s is now lifecycle %s, not %s", info.Name, epSeatUID(info), uid)
 	}
 	return st, nil
 }
 
-func (m *Manager) epSpawn(who caller, r EPRequest) (any, error) {
-	var a EPSpawnArgs
+func (m *Manager) epSpawn(who caller, r mgrclient.EPRequest) (any, error) {
+	var a mgrclient.EPSpawnArgs
 	if err := epArgs(r, &a); err != nil {
 		return nil, err
 	}
 	if a.Name == nil || *a.Name == "" {
-		return nil, epFail(EPBadRequest, "args.name is required")
+		return nil, mgrclient.EPFail(mgrclient.EPBadRequest, "args.name is required")
 	}
 	var unserved []string
 	for field, set := range map[string]bool{
@@ -364,7 +300,7 @@ func (m *Manager) epSpawn(who caller, r EPRequest) (any, error) {
 	}
 	if len(unserved) > 0 {
 		sort.Strings(unserved)
-		return nil, epFail(EPBadRequest, "args %s: this manager does not serve them on a spawn; a persona file (.cotal/personas/%s.md) sets an agent's channels and launch", strings.Join(unserved, ", "), *a.Name)
+		return nil, mgrclient.EPFail(mgrclient.EPBadRequest, "args %s: this manager does not serve them on a spawn; a persona file (.cotal/personas/%s.md) sets an agent's channels and launch", strings.Join(unserved, ", "), *a.Name)
 	}
 	sa := protocol.SpawnArgs{Name: *a.Name, Agent: deref(a.Agent), Role: deref(a.Role), Model: deref(a.Model), Prompt: deref(a.Prompt), Cwd: deref(a.Cwd)}
 	// The reference spawns the agent file of the name; Go's is the persona of that name,
@@ -372,7 +308,7 @@ func (m *Manager) epSpawn(who caller, r EPRequest) (any, error) {
 	if per, err := m.Project.Persona(sa.Name); err == nil && per != nil {
 		sa.Persona = sa.Name
 	} else if err != nil && !errors.Is(err, workspace.ErrNoPersona) {
-		return nil, epFail(EPBadRequest, "persona %s: %v", sa.Name, err)
+		return nil, mgrclient.EPFail(mgrclient.EPBadRequest, "persona %s: %v", sa.Name, err)
 	}
 	res, err := m.spawn(who, sa)
 	if err != nil {
@@ -382,9 +318,9 @@ func (m *Manager) epSpawn(who caller, r EPRequest) (any, error) {
 	if st := m.seat(res.Name); st != nil {
 		uid = epSeatUID(st.snapshot())
 	}
-	fp := ContractDigest(map[string]any{"op": r.Op, "args": json.RawMessage(orNull(r.Args))})
-	return EPSpawnResult{Name: res.Name, Owner: protocol.OwnerLocal, Actor: res.Name, UID: uid, GoalID: r.ID,
-		Fingerprint: fp, Executor: EPExecutor{LifecycleUID: m.instanceID, Epoch: m.epoch}}, nil
+	fp := mgrclient.ContractDigest(map[string]any{"op": r.Op, "args": json.RawMessage(orNull(r.Args))})
+	return mgrclient.EPSpawnResult{Name: res.Name, Owner: protocol.OwnerLocal, Actor: res.Name, UID: uid, GoalID: r.ID,
+		Fingerprint: fp, Executor: mgrclient.EPExecutor{LifecycleUID: m.instanceID, Epoch: m.epoch}}, nil
 }
 
 func orNull(b json.RawMessage) json.RawMessage {
@@ -414,14 +350,14 @@ func epSeatUID(info protocol.SeatInfo) string {
 }
 
 // epRows are the seats as the reference's agent rows, by name.
-func (m *Manager) epRows() []EPAgentRow {
+func (m *Manager) epRows() []mgrclient.EPAgentRow {
 	m.mu.Lock()
 	seats := make([]*seat, 0, len(m.seats))
 	for _, s := range m.seats {
 		seats = append(seats, s)
 	}
 	m.mu.Unlock()
-	rows := make([]EPAgentRow, 0, len(seats))
+	rows := make([]mgrclient.EPAgentRow, 0, len(seats))
 	now := time.Now().UnixMilli()
 	for _, s := range seats {
 		info := s.snapshot()
@@ -433,7 +369,7 @@ func (m *Manager) epRows() []EPAgentRow {
 			}
 			up = max(end-info.Started, 0)
 		}
-		rows = append(rows, EPAgentRow{Name: info.Name, ID: protocol.Principal{Owner: protocol.OwnerLocal, Actor: info.Name}.String(),
+		rows = append(rows, mgrclient.EPAgentRow{Name: info.Name, ID: protocol.Principal{Owner: protocol.OwnerLocal, Actor: info.Name}.String(),
 			Role: info.Role, Agent: info.Agent, Space: m.Space, Mode: "detached", Status: string(info.Process),
 			UptimeMs: up, Mesh: m.meshState(info.Name), LifecycleUID: epSeatUID(info)})
 	}

@@ -1,4 +1,4 @@
-package manager
+package mgrclient
 
 import (
 	"bytes"
@@ -199,7 +199,8 @@ type EPError struct {
 
 func (e *EPError) Error() string { return e.Code + ": " + e.Message }
 
-func epFail(code, format string, args ...any) *EPError {
+// EPFail is a refusal with code, said before anything was done.
+func EPFail(code, format string, args ...any) *EPError {
 	return &EPError{Code: code, Message: fmt.Sprintf(format, args...), Outcome: "not-executed"}
 }
 
@@ -212,9 +213,9 @@ type EPReply struct {
 	Error *EPError        `json:"error,omitempty"`
 }
 
-// epIsCast reports whether a request body says it is a cast (replyExpected false), which
+// EPIsCast reports whether a request body says it is a cast (replyExpected false), which
 // is never answered, not even with a refusal.
-func epIsCast(b []byte) bool {
+func EPIsCast(b []byte) bool {
 	var head struct {
 		ReplyExpected *bool `json:"replyExpected"`
 	}
@@ -227,55 +228,55 @@ func epIsCast(b []byte) bool {
 func ParseEPRequest(b []byte) (EPRequest, *EPError) {
 	var head map[string]json.RawMessage
 	if err := json.Unmarshal(b, &head); err != nil || head == nil {
-		return EPRequest{}, epFail(EPBadRequest, "request is not a JSON object")
+		return EPRequest{}, EPFail(EPBadRequest, "request is not a JSON object")
 	}
 	if v := bytes.TrimSpace(head["v"]); string(v) != "1" {
-		return EPRequest{}, epFail(EPUnsupportedVersion, "request envelope version %s is not 1", orAbsent(v))
+		return EPRequest{}, EPFail(EPUnsupportedVersion, "request envelope version %s is not 1", orAbsent(v))
 	}
 	var r EPRequest
 	if err := json.Unmarshal(b, &r); err != nil {
-		return EPRequest{}, epFail(EPBadRequest, "request: %v", err)
+		return EPRequest{}, EPFail(EPBadRequest, "request: %v", err)
 	}
 	switch {
 	case !epID.MatchString(r.ID):
-		return r, epFail(EPBadRequest, "id %q is not a valid id token ([A-Za-z0-9_-]{1,64})", r.ID)
+		return r, EPFail(EPBadRequest, "id %q is not a valid id token ([A-Za-z0-9_-]{1,64})", r.ID)
 	case r.Op.Endpoint == "" || r.Op.Command == "" || !epCommandRe.MatchString(r.Op.Command):
-		return r, epFail(EPBadRequest, "op needs an endpoint and a command token")
+		return r, EPFail(EPBadRequest, "op needs an endpoint and a command token")
 	}
 	if r.Op.Command != "describe" && (r.Op.InputDigest == "" || r.Op.OutputDigest == "") {
-		return r, epFail(EPContractMismatch, "op.inputDigest and op.outputDigest are required on every command except describe")
+		return r, EPFail(EPContractMismatch, "op.inputDigest and op.outputDigest are required on every command except describe")
 	}
 	for _, d := range []string{r.Op.InputDigest, r.Op.OutputDigest} {
 		if d != "" && !epDigest.MatchString(d) {
-			return r, epFail(EPBadRequest, "op digest %q is not a sha256:<hex> digest", d)
+			return r, EPFail(EPBadRequest, "op digest %q is not a sha256:<hex> digest", d)
 		}
 	}
 	if r.Class != "ephemeral" && r.Class != "journal" {
-		return r, epFail(EPBadRequest, "class %q is not \"ephemeral\" or \"journal\"", r.Class)
+		return r, EPFail(EPBadRequest, "class %q is not \"ephemeral\" or \"journal\"", r.Class)
 	}
 	if _, ok := head["replyExpected"]; !ok {
-		return r, epFail(EPBadRequest, "replyExpected is not a boolean")
+		return r, EPFail(EPBadRequest, "replyExpected is not a boolean")
 	}
 	if r.Class == "journal" && r.ReplyExpected {
-		return r, epFail(EPBadRequest, "a journal-class submission sets replyExpected: false; it is never a call")
+		return r, EPFail(EPBadRequest, "a journal-class submission sets replyExpected: false; it is never a call")
 	}
 	if _, ok := head["deadlineMs"]; ok && r.DeadlineMs <= 0 {
-		return r, epFail(EPBadRequest, "deadlineMs must be a positive budget")
+		return r, EPFail(EPBadRequest, "deadlineMs must be a positive budget")
 	}
 	if r.ReplyExpected && r.DeadlineMs == 0 {
-		return r, epFail(EPBadRequest, "deadlineMs is required for a call")
+		return r, EPFail(EPBadRequest, "deadlineMs is required for a call")
 	}
 	if r.GoalID != "" && !epID.MatchString(r.GoalID) {
-		return r, epFail(EPBadRequest, "goalId %q is not a valid id token", r.GoalID)
+		return r, EPFail(EPBadRequest, "goalId %q is not a valid id token", r.GoalID)
 	}
 	if r.Target != nil && (r.Target.Owner == "" || r.Target.Actor == "" || !epLifecycle.MatchString(r.Target.LifecycleUID)) {
-		return r, epFail(EPBadRequest, "target needs an owner, an actor and a lifecycleUid ([a-z0-9]{26,32})")
+		return r, EPFail(EPBadRequest, "target needs an owner, an actor and a lifecycleUid ([a-z0-9]{26,32})")
 	}
 	if r.Bind != nil && !epLifecycle.MatchString(r.Bind.InstanceID) {
-		return r, epFail(EPBadRequest, "bind.instanceId %q is not a lifecycle token", r.Bind.InstanceID)
+		return r, EPFail(EPBadRequest, "bind.instanceId %q is not a lifecycle token", r.Bind.InstanceID)
 	}
 	if r.From.ID == "" || r.From.Name == "" {
-		return r, epFail(EPBadRequest, "from needs an id and a name")
+		return r, EPFail(EPBadRequest, "from needs an id and a name")
 	}
 	return r, nil
 }
@@ -287,63 +288,76 @@ func orAbsent(b []byte) string {
 	return string(b)
 }
 
-// checkAgreement is the body-to-subject half of the consuming boundary
+// CheckAgreement is the body-to-subject half of the consuming boundary
 // (checkRequestSubjectAgreement): op names the subject's endpoint and command, a target
 // is in the body exactly when the subject has one and names the same owner, and from.id
 // is the subject's caller.
-func checkAgreement(r EPRequest, s EPSubject) *EPError {
+func CheckAgreement(r EPRequest, s EPSubject) *EPError {
 	switch {
 	case r.Op.Endpoint != EPEndpoint:
-		return epFail(EPOpMismatch, "op.endpoint %q does not agree with the subject endpoint %q", r.Op.Endpoint, EPEndpoint)
+		return EPFail(EPOpMismatch, "op.endpoint %q does not agree with the subject endpoint %q", r.Op.Endpoint, EPEndpoint)
 	case r.Op.Command != s.Command:
-		return epFail(EPOpMismatch, "op.command %q does not agree with the subject command %q", r.Op.Command, s.Command)
+		return EPFail(EPOpMismatch, "op.command %q does not agree with the subject command %q", r.Op.Command, s.Command)
 	case s.Route == EPRouteAll && r.DeadlineMs == 0:
-		return epFail(EPBadRequest, "deadlineMs is required on the scatter rail")
+		return EPFail(EPBadRequest, "deadlineMs is required on the scatter rail")
 	case r.Bind != nil && s.Route == EPRouteAll:
-		return epFail(EPBadRequest, "a bind on the scatter rail has no coherent reading")
+		return EPFail(EPBadRequest, "a bind on the scatter rail has no coherent reading")
 	case r.Bind != nil && s.Route == EPRouteInst && r.Bind.InstanceID != s.Instance:
-		return epFail(EPBadRequest, "bind.instanceId %q contradicts the subject's instance %q", r.Bind.InstanceID, s.Instance)
+		return EPFail(EPBadRequest, "bind.instanceId %q contradicts the subject's instance %q", r.Bind.InstanceID, s.Instance)
 	}
 	if s.Mode == "" || s.Mode == "self" {
 		if r.Target != nil {
-			return epFail(EPTargetMismatch, "a body target on an untargeted or self request is refused, never ignored")
+			return EPFail(EPTargetMismatch, "a body target on an untargeted or self request is refused, never ignored")
 		}
 	} else {
 		if r.Target == nil {
-			return epFail(EPTargetMismatch, "the %q form requires a body target", s.Mode)
+			return EPFail(EPTargetMismatch, "the %q form requires a body target", s.Mode)
 		}
 		if r.Target.Owner != s.Target[0] {
-			return epFail(EPTargetMismatch, "target.owner %q does not equal the subject's target owner %q", r.Target.Owner, s.Target[0])
+			return EPFail(EPTargetMismatch, "target.owner %q does not equal the subject's target owner %q", r.Target.Owner, s.Target[0])
 		}
 		if s.Mode == "handle" && (r.Target.Actor != s.Target[1] || r.Target.LifecycleUID != s.Target[2]) {
-			return epFail(EPTargetMismatch, "in handle mode the body target must equal the subject's")
+			return EPFail(EPTargetMismatch, "in handle mode the body target must equal the subject's")
 		}
 	}
 	if r.From.ID != s.Caller.String() {
-		return epFail(EPSenderMismatch, "from.id %q does not equal the subject's sender %q", r.From.ID, s.Caller)
+		return EPFail(EPSenderMismatch, "from.id %q does not equal the subject's sender %q", r.From.ID, s.Caller)
 	}
 	return nil
 }
 
-// checkContract holds the request to the command's row: its class, its authorization
+// CheckContract holds the request to the command's row: its class, its authorization
 // modes, and the digests the caller pinned.
-func checkContract(r EPRequest, s EPSubject, c epCommand) *EPError {
+func CheckContract(r EPRequest, s EPSubject) *EPError {
+	c, ok := epCommandOf(s.Command)
+	if !ok {
+		return EPFail(EPNotFound, "the manager has no command %q", s.Command)
+	}
 	if r.Class != "ephemeral" {
-		return epFail(EPClassMismatch, "class %q does not equal the command's contract class \"ephemeral\"", r.Class)
+		return EPFail(EPClassMismatch, "class %q does not equal the command's contract class \"ephemeral\"", r.Class)
 	}
 	if r.GoalID != "" {
-		return epFail(EPBadRequest, "goalId %q on a command that does not declare the action composite", r.GoalID)
+		return EPFail(EPBadRequest, "goalId %q on a command that does not declare the action composite", r.GoalID)
 	}
 	switch {
 	case len(c.modes) == 0 && s.Mode != "":
-		return epFail(EPBadRequest, "command %s is untargeted: no %q mode", c.name, s.Mode)
+		return EPFail(EPBadRequest, "command %s is untargeted: no %q mode", c.name, s.Mode)
 	case len(c.modes) > 0 && !slices.Contains(c.modes, s.Mode):
-		return epFail(EPBadRequest, "command %s takes the modes %s, not %q", c.name, strings.Join(c.modes, ", "), s.Mode)
+		return EPFail(EPBadRequest, "command %s takes the modes %s, not %q", c.name, strings.Join(c.modes, ", "), s.Mode)
 	}
 	in, out, _ := EPContractDigests(c.name)
 	if r.Op.InputDigest != in || r.Op.OutputDigest != out {
-		return epFail(EPContractMismatch, "the pinned digests of %s (input %s, output %s) are not this manager's (input %s, output %s, cluster %s revision %d)",
+		return EPFail(EPContractMismatch, "the pinned digests of %s (input %s, output %s) are not this manager's (input %s, output %s, cluster %s revision %d)",
 			c.name, r.Op.InputDigest, r.Op.OutputDigest, in, out, EPClusterURN, EPClusterRevision)
 	}
 	return nil
+}
+
+// ValidEPID reports whether s is a valid envelope id token ([A-Za-z0-9_-]{1,64}).
+func ValidEPID(s string) bool { return epID.MatchString(s) }
+
+// EPCommandKnown reports whether the manager's contract has a row for command.
+func EPCommandKnown(command string) bool {
+	_, ok := epCommandOf(command)
+	return ok
 }

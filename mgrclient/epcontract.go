@@ -1,4 +1,4 @@
-package manager
+package mgrclient
 
 import (
 	"crypto/sha256"
@@ -63,20 +63,19 @@ type epCommand struct {
 	input      string
 	output     string
 	modes      []string
-	served     bool // Go answers it; the others are refused unimplemented
 }
 
 // epCommands is the reference's table in its order (ROWS in manager-service-contract.ts).
 var epCommands = []epCommand{
-	{name: "status", capability: "manager.read", input: schemaVoid, output: schemaStatus, served: true},
-	{name: "ps", capability: "manager.read", input: schemaVoid, output: `{"type":"array","items":` + schemaRow + `}`, served: true},
-	{name: "inspect", capability: "manager.read", input: schemaInspect, output: schemaRow, served: true},
+	{name: "status", capability: "manager.read", input: schemaVoid, output: schemaStatus},
+	{name: "ps", capability: "manager.read", input: schemaVoid, output: `{"type":"array","items":` + schemaRow + `}`},
+	{name: "inspect", capability: "manager.read", input: schemaInspect, output: schemaRow},
 	{name: "models", capability: "manager.read", input: schemaModelsIn, output: schemaModelsOut},
-	{name: "spawn", capability: "manager.spawn", input: schemaSpawnIn, output: schemaSpawnOut, served: true},
-	{name: "despawn", capability: "manager.lifecycle", input: schemaGraceful, output: schemaStopOut, modes: []string{"owner", "any"}, served: true},
+	{name: "spawn", capability: "manager.spawn", input: schemaSpawnIn, output: schemaSpawnOut},
+	{name: "despawn", capability: "manager.lifecycle", input: schemaGraceful, output: schemaStopOut, modes: []string{"owner", "any"}},
 	{name: "attach", capability: "manager.lifecycle", input: schemaVoid, output: schemaAttachOut, modes: []string{"owner", "any"}},
-	{name: "input", capability: "manager.lifecycle", input: schemaInputIn, output: schemaInputOut, modes: []string{"owner", "any"}, served: true},
-	{name: "stop", capability: "manager.self", input: schemaGraceful, output: schemaStopOut, modes: []string{"self"}, served: true},
+	{name: "input", capability: "manager.lifecycle", input: schemaInputIn, output: schemaInputOut, modes: []string{"owner", "any"}},
+	{name: "stop", capability: "manager.self", input: schemaGraceful, output: schemaStopOut, modes: []string{"self"}},
 	{name: "define-persona", capability: "manager.persona", input: schemaPersonaIn, output: schemaPersonaOut},
 	{name: "purge", capability: "manager.admin", input: schemaPurgeIn, output: schemaPurgeOut},
 	{name: "launch", capability: "manager.admin", input: schemaLaunchIn, output: schemaSpawnOut},

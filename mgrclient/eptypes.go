@@ -1,0 +1,73 @@
+package mgrclient
+
+import "encoding/json"
+
+// The input and output shapes of the manager's ep commands (the reference's
+// manager-service-contract.ts schemas).
+
+// EPSpawnArgs is the spawn command's input (SPAWN_INPUT_SCHEMA). Go's manager serves
+// name, agent, role, model, prompt and cwd; it refuses a request naming any other field.
+type EPSpawnArgs struct {
+	Name           *string         `json:"name"`
+	Agent          *string         `json:"agent,omitempty"`
+	Role           *string         `json:"role,omitempty"`
+	Config         *string         `json:"config,omitempty"`
+	Identity       *string         `json:"identity,omitempty"`
+	Model          *string         `json:"model,omitempty"`
+	Variant        *string         `json:"variant,omitempty"`
+	LaunchOptions  json.RawMessage `json:"launchOptions,omitempty"`
+	Resume         *string         `json:"resume,omitempty"`
+	Events         *bool           `json:"events,omitempty"`
+	Cwd            *string         `json:"cwd,omitempty"`
+	Prompt         *string         `json:"prompt,omitempty"`
+	Subscribe      []string        `json:"subscribe,omitempty"`
+	AllowSubscribe []string        `json:"allowSubscribe,omitempty"`
+	AllowPublish   []string        `json:"allowPublish,omitempty"`
+	ShareTools     *string         `json:"shareTools,omitempty"`
+}
+
+// EPSpawnResult is the spawn command's output (SPAWN_OUTPUT_SCHEMA).
+type EPSpawnResult struct {
+	Name        string     `json:"name"`
+	Owner       string     `json:"owner"`
+	Actor       string     `json:"actor"`
+	UID         string     `json:"uid"`
+	GoalID      string     `json:"goalId"`
+	Fingerprint string     `json:"fingerprint"`
+	Executor    EPExecutor `json:"executor"`
+}
+
+// EPExecutor is the manager incarnation that runs a spawn.
+type EPExecutor struct {
+	LifecycleUID string `json:"lifecycleUid"`
+	Epoch        uint64 `json:"epoch"`
+}
+
+// EPAgentRow is one agent of ps and inspect (AGENT_ROW_SCHEMA).
+type EPAgentRow struct {
+	Name         string `json:"name"`
+	ID           string `json:"id"`
+	Role         string `json:"role,omitempty"`
+	Agent        string `json:"agent"`
+	Space        string `json:"space"`
+	Mode         string `json:"mode"`
+	Status       string `json:"status"`
+	UptimeMs     int64  `json:"uptimeMs"`
+	Mesh         string `json:"mesh"`
+	LifecycleUID string `json:"lifecycleUid"`
+}
+
+// EPStopResult is the output of despawn and stop (STOP_OUTPUT_SCHEMA).
+type EPStopResult struct {
+	Name     string `json:"name"`
+	Stopped  bool   `json:"stopped"`
+	Graceful bool   `json:"graceful"`
+}
+
+// EPStatus is the status command's output (STATUS_OUTPUT_SCHEMA).
+type EPStatus struct {
+	InstanceID string `json:"instanceId"`
+	Runtime    string `json:"runtime"`
+	AgentCount int    `json:"agentCount"`
+	UptimeMs   int64  `json:"uptimeMs"`
+}
