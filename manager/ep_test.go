@@ -27,13 +27,14 @@ import (
 )
 
 // The digests a reference caller pins for the manager's commands (MANAGER_CONTRACTS of
-// implementations/manager/src/manager-service-contract.ts, revision 7), computed outside
+// implementations/manager/src/manager-service-contract.ts, revision 17), computed outside
 // Go from the reference's schemas.
 var refDigests = map[string][2]string{
-	"status":  {"sha256:1db0472aaee8e6b9d8d3d430ee021a1b6efc559ab7c0b99186898c972c53dd2d", "sha256:4185ba2e7e9e1cdb01385b0796c1903ff8dc8743bc5ba17092b8e14e54a89810"},
-	"ps":      {"sha256:1db0472aaee8e6b9d8d3d430ee021a1b6efc559ab7c0b99186898c972c53dd2d", "sha256:338cb4a57cb19d187fcd2d3c3427cff2d1ffc8022f44a2cfd8f001a96d5fc2cd"},
-	"spawn":   {"sha256:cfb22e28c97797cc50622a7f19d1bea3d5575fd1f37963ffc9c3bdbcd14c376f", "sha256:c7da173fc5dca85debf3db9007d546c0782cf1c99c3d781ea4516affc26ea90d"},
+	"status":  {"sha256:1db0472aaee8e6b9d8d3d430ee021a1b6efc559ab7c0b99186898c972c53dd2d", "sha256:f5bc9e7f12420653a6fbf6ce68bea1f65e6759e35263b3a85d814fcedef91115"},
+	"ps":      {"sha256:1db0472aaee8e6b9d8d3d430ee021a1b6efc559ab7c0b99186898c972c53dd2d", "sha256:3b26875b7617c2902c05200f59e9076abd07a11a2e4f7305e1a7239b4321c948"},
+	"spawn":   {"sha256:ad290a47d1632a31c436f63a2b33cd01083598c5c121eb5d14dadd2f2e9099fa", "sha256:d883a9f97f7c034772c7cbc28b22d63cf69870ba072d470c2f7b104f455e2e83"},
 	"despawn": {"sha256:2fde1dce4a65d3dad7991113b4b98f51f10b94109898f049154759bc456567ef", "sha256:7ec7cf7c8d9011fc57022db68577851eb1fb57cdbef94766e4d6ca26bc70131e"},
+	"input":   {"sha256:31b92d1926fc84652ca043f8b9a2c443ed272932e99935b64ab35e24d88c0052", "sha256:165c6b378b4731d23598bf42d390998da55afeac3690cfdad700820b0ad5b126"},
 }
 
 func TestEPContractDigestsAreTheReferences(t *testing.T) {

@@ -201,7 +201,9 @@ func (m *Manager) runEP(who caller, r mgrclient.EPRequest, s mgrclient.EPSubject
 				n++
 			}
 		}
-		return mgrclient.EPStatus{InstanceID: m.instanceID, Runtime: "pty", AgentCount: n, UptimeMs: time.Since(m.started).Milliseconds()}, nil
+		return mgrclient.EPStatus{InstanceID: m.instanceID, Runtime: "pty", Custody: "legacy", AgentCount: n,
+			UptimeMs: time.Since(m.started).Milliseconds(), Connectors: []mgrclient.EPConnectorStatus{}, ClassSpawn: true,
+			StaticReconciliation: mgrclient.EPStaticReconciliation{State: "idle", Failures: []json.RawMessage{}}}, nil
 	case "ps":
 		if err := epVoid(r); err != nil {
 			return nil, err
@@ -291,6 +293,7 @@ func (m *Manager) epSpawn(who caller, r mgrclient.EPRequest) (any, error) {
 	for field, set := range map[string]bool{
 		"config": a.Config != nil, "identity": a.Identity != nil, "variant": a.Variant != nil,
 		"launchOptions": a.LaunchOptions != nil, "resume": a.Resume != nil, "events": a.Events != nil,
+		"continueSession": a.ContinueSession != nil, "supervise": a.Supervise != nil,
 		"subscribe": a.Subscribe != nil, "allowSubscribe": a.AllowSubscribe != nil,
 		"allowPublish": a.AllowPublish != nil, "shareTools": a.ShareTools != nil,
 	} {
@@ -304,11 +307,19 @@ func (m *Manager) epSpawn(who caller, r mgrclient.EPRequest) (any, error) {
 	}
 	sa := protocol.SpawnArgs{Name: *a.Name, Agent: deref(a.Agent), Role: deref(a.Role), Model: deref(a.Model), Prompt: deref(a.Prompt), Cwd: deref(a.Cwd)}
 	// The reference spawns the agent file of the name; Go's is the persona of that name,
-	// else the default persona.
-	if per, err := m.Project.Persona(sa.Name); err == nil && per != nil {
+	// else the default persona. defaultAgent is the harness when neither the request nor
+	// the persona names one.
+	per, err := m.Project.Persona(sa.Name)
+	switch {
+	case err == nil && per != nil:
 		sa.Persona = sa.Name
-	} else if err != nil && !errors.Is(err, workspace.ErrNoPersona) {
+	case err != nil && !errors.Is(err, workspace.ErrNoPersona):
 		return nil, mgrclient.EPFail(mgrclient.EPBadRequest, "persona %s: %v", sa.Name, err)
+	}
+	if sa.Agent == "" && a.DefaultAgent != nil {
+		if p, err := m.personaFor(sa.Persona); err == nil && p.Agent == "" {
+			sa.Agent = *a.DefaultAgent
+		}
 	}
 	res, err := m.spawn(who, sa)
 	if err != nil {
@@ -320,7 +331,7 @@ func (m *Manager) epSpawn(who caller, r mgrclient.EPRequest) (any, error) {
 	}
 	fp := mgrclient.ContractDigest(map[string]any{"op": r.Op, "args": json.RawMessage(orNull(r.Args))})
 	return mgrclient.EPSpawnResult{Name: res.Name, Owner: protocol.OwnerLocal, Actor: res.Name, UID: uid, GoalID: r.ID,
-		Fingerprint: fp, Executor: mgrclient.EPExecutor{LifecycleUID: m.instanceID, Epoch: m.epoch}}, nil
+		Fingerprint: fp, ReadinessDeadlineMs: res.WindowMs, Executor: mgrclient.EPExecutor{LifecycleUID: m.instanceID, Epoch: m.epoch}}, nil
 }
 
 func orNull(b json.RawMessage) json.RawMessage {
@@ -371,7 +382,8 @@ func (m *Manager) epRows() []mgrclient.EPAgentRow {
 		}
 		rows = append(rows, mgrclient.EPAgentRow{Name: info.Name, ID: protocol.Principal{Owner: protocol.OwnerLocal, Actor: info.Name}.String(),
 			Role: info.Role, Agent: info.Agent, Space: m.Space, Mode: "detached", Status: string(info.Process),
-			UptimeMs: up, Mesh: m.meshState(info.Name), LifecycleUID: epSeatUID(info)})
+			UptimeMs: up, Mesh: m.meshState(info.Name), LifecycleUID: epSeatUID(info),
+			Model: info.Model, Cwd: info.Cwd, PID: max(info.PID, 0), Spawner: info.Spawner, InstanceID: m.instanceID, Host: info.Host})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	return rows
