@@ -361,6 +361,26 @@ func TestEPCaller(t *testing.T) {
 		Target: &mgrclient.EPTarget{Owner: "local", Actor: "w2", LifecycleUID: spawned.UID}}, nil); !errors.As(err, &me) || me.Code != mgrclient.EPUnimplemented {
 		t.Fatalf("attach: %v", err)
 	}
+	var cwd map[string]string
+	if _, err := c.Call(t.Context(), mgrclient.EPCall{Command: "resolve-cwd", Args: map[string]any{"cwd": r.proj.Root}}, &cwd); err != nil || cwd["host"] != "testhost" || cwd["cwd"] == "" {
+		t.Fatalf("resolve-cwd: %v, %v", cwd, err)
+	}
+	if _, err := c.Call(t.Context(), mgrclient.EPCall{Command: "resolve-cwd", Args: map[string]any{"cwd": "relative/dir"}}, nil); !errors.As(err, &me) || me.Code != mgrclient.EPBadRequest {
+		t.Fatalf("resolve-cwd of a relative path: %v", err)
+	}
+	var list struct {
+		Personas []mgrclient.EPPersonaRow `json:"personas"`
+	}
+	if _, err := c.Call(t.Context(), mgrclient.EPCall{Command: "list-personas"}, &list); err != nil || len(list.Personas) != 1 || list.Personas[0].Name != "default" {
+		t.Fatalf("list-personas: %+v, %v", list, err)
+	}
+	var shown mgrclient.EPPersonaRow
+	if _, err := c.Call(t.Context(), mgrclient.EPCall{Command: "show-persona", Args: map[string]any{"name": "default"}}, &shown); err != nil || shown.Persona != "You help." {
+		t.Fatalf("show-persona: %+v, %v", shown, err)
+	}
+	if _, err := c.Call(t.Context(), mgrclient.EPCall{Command: "show-persona", Args: map[string]any{"name": "../etc"}}, nil); !errors.As(err, &me) || me.Code != mgrclient.EPBadRequest {
+		t.Fatalf("show-persona of a path: %v", err)
+	}
 	other := &mgrclient.EPCaller{NC: nc, Space: "elsewhere", Caller: c.Caller, UID: c.UID}
 	if _, err := other.Call(t.Context(), mgrclient.EPCall{Command: "ps"}, nil); !errors.Is(err, mgrclient.ErrNoManager) {
 		t.Fatalf("ps of a space with no manager: %v", err)

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -33,7 +35,8 @@ func InstanceID(host string) string {
 
 // epServed are the commands of the reference's manager contract Go's manager runs; the
 // others are refused unimplemented.
-var epServed = map[string]bool{"status": true, "ps": true, "inspect": true, "spawn": true, "despawn": true, "input": true, "stop": true}
+var epServed = map[string]bool{"status": true, "ps": true, "inspect": true, "spawn": true, "despawn": true, "input": true, "stop": true,
+	"resolve-cwd": true, "list-personas": true, "show-persona": true}
 
 // epServeFilters are the ep subjects the manager instance subscribes to: the class rail
 // (in queue group manager), the scatter rail and its own instance rail.
@@ -224,6 +227,56 @@ func (m *Manager) runEP(who caller, r mgrclient.EPRequest, s mgrclient.EPSubject
 		return nil, mgrclient.EPFail(mgrclient.EPNotFound, "no agent %q on this manager", a.Name)
 	case "spawn":
 		return m.epSpawn(who, r)
+	case "resolve-cwd":
+		var a struct {
+			Cwd string `json:"cwd"`
+		}
+		if err := epArgs(r, &a); err != nil {
+			return nil, err
+		}
+		if !filepath.IsAbs(a.Cwd) {
+			return nil, mgrclient.EPFail(mgrclient.EPBadRequest, "cwd %q is not an absolute path", a.Cwd)
+		}
+		dir, err := filepath.EvalSymlinks(a.Cwd)
+		if st, serr := os.Stat(dir); err != nil || serr != nil || !st.IsDir() {
+			return nil, mgrclient.EPFail(mgrclient.EPNotFound, "cwd %s is not a folder on the manager's host %s", a.Cwd, m.Host)
+		}
+		return map[string]string{"cwd": dir, "host": m.Host}, nil
+	case "list-personas":
+		if err := epVoid(r); err != nil {
+			return nil, err
+		}
+		files, err := m.Project.PersonaFiles()
+		if err != nil {
+			return nil, err
+		}
+		rows := make([]mgrclient.EPPersonaRow, 0, len(files))
+		for _, f := range files {
+			if f.Err != nil {
+				rows = append(rows, mgrclient.EPPersonaRow{Name: f.Name, Error: f.Err.Error()})
+				continue
+			}
+			rows = append(rows, mgrclient.EPPersonaRow{Name: f.Persona.Name, Role: f.Persona.Role, Model: f.Persona.Model, Description: f.Persona.Description})
+		}
+		return map[string]any{"personas": rows}, nil
+	case "show-persona":
+		var a struct {
+			Name string `json:"name"`
+		}
+		if err := epArgs(r, &a); err != nil {
+			return nil, err
+		}
+		if err := workspace.CheckPersonaName(a.Name); err != nil {
+			return nil, mgrclient.EPFail(mgrclient.EPBadRequest, "persona %v", err)
+		}
+		per, err := m.Project.Persona(a.Name)
+		if errors.Is(err, workspace.ErrNoPersona) {
+			return nil, mgrclient.EPFail(mgrclient.EPNotFound, "no persona %q", a.Name)
+		}
+		if err != nil {
+			return mgrclient.EPPersonaRow{Name: a.Name, Error: err.Error()}, nil
+		}
+		return mgrclient.EPPersonaRow{Name: per.Name, Role: per.Role, Model: per.Model, Description: per.Description, Persona: per.Prompt}, nil
 	case "despawn", "stop", "input":
 		st, err := m.epTargetSeat(s, r)
 		if err != nil {

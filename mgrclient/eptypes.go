@@ -102,3 +102,15 @@ type EPStaticReconciliation struct {
 	State    string            `json:"state"`
 	Failures []json.RawMessage `json:"failures"`
 }
+
+// EPPersonaRow is one persona of list-personas, and show-persona's answer (with Persona,
+// its prompt): content only, never a capability.
+type EPPersonaRow struct {
+	Name        string `json:"name"`
+	Role        string `json:"role,omitempty"`
+	Model       string `json:"model,omitempty"`
+	Description string `json:"description,omitempty"`
+	Owner       string `json:"owner,omitempty"`
+	Persona     string `json:"persona,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
