@@ -78,6 +78,11 @@ type Manager struct {
 	log      *slog.Logger
 	ep       *client.Endpoint
 	instance string
+	// instanceID and epoch are this manager's ep instance id (stable per host) and this
+	// run's incarnation: the revision of its lease row's creation, which only grows.
+	instanceID string
+	epoch      uint64
+	started    time.Time
 
 	mu       sync.Mutex
 	seats    map[string]*seat       // by name, running and ended
@@ -159,11 +164,19 @@ func (m *Manager) Run(ctx context.Context, ready func()) error {
 	if err != nil {
 		return fmt.Errorf("manager %s: %w", m.Space, err)
 	}
-	l := &lease{kv: kv, key: protocol.ManagerLeaseKey(m.Host), ttl: m.LeaseTTL,
-		me: LeaseInfo{Instance: m.instance, Host: m.Host, PID: me.PID, Start: me.Start}}
-	if err := l.acquire(ctx, m.Wait, func(h LeaseInfo) { m.log.Info("waiting for the manager lease", "holder", h.String()) }); err != nil {
+	m.instanceID = InstanceID(m.Host)
+	l := &lease{kv: kv, key: LeaseKey(m.instanceID), ttl: m.LeaseTTL,
+		me: LeaseInfo{Holder: ep.Principal().String(), InstanceID: m.instanceID, Runtime: "pty", Root: m.Project.Root,
+			PID: me.PID, Run: m.instance, Host: m.Host, Start: me.Start}}
+	if err := l.acquire(ctx, m.Wait, func(h fmt.Stringer) { m.log.Info("waiting for the manager lease", "holder", h.String()) }); err != nil {
 		return fmt.Errorf("manager %s: lease: %w", m.Space, err)
 	}
+	if e, err := kv.Get(ctx, l.key); err == nil {
+		m.epoch = e.Revision()
+	} else {
+		return fmt.Errorf("manager %s: read its lease row: %w", m.Space, err)
+	}
+	m.started = time.Now()
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer cancel()
@@ -193,6 +206,18 @@ func (m *Manager) Run(ctx context.Context, ready func()) error {
 		m.wg.Wait()
 		return fmt.Errorf("manager %s: service: %w", m.Space, err)
 	}
+	epSubs, err := m.serveEP()
+	if err != nil {
+		_ = svc.Stop()
+		stop()
+		m.wg.Wait()
+		return fmt.Errorf("manager %s: endpoint rails: %w", m.Space, err)
+	}
+	defer func() {
+		for _, s := range epSubs {
+			_ = s.Unsubscribe()
+		}
+	}()
 	// Serving means the broker has the service's subscriptions: a request sent once ready
 	// returns reaches it.
 	fctx, fcancel := context.WithTimeout(sctx, 10*time.Second)
@@ -228,6 +253,9 @@ loop:
 				m.log.Warn("renew lease", "err", err)
 			}
 		}
+	}
+	for _, s := range epSubs {
+		_ = s.Unsubscribe()
 	}
 	_ = svc.Stop()
 	m.stopAll()

@@ -1,5 +1,7 @@
 // Package mgrclient asks the agent manager (package manager, `cotal supervise`) over its
-// control rails, for the CLI and for agents' MCP tools. It imports no server code.
+// control rails, for the CLI and for agents' MCP tools: Go's ctl.manager rails (Client)
+// and the reference's endpoint rails ep.*.manager (EPCaller), whose grammar, envelopes and
+// command contracts live here for the manager to serve. It imports no server code.
 package mgrclient
 
 import (

@@ -1,8 +1,9 @@
 // Package provision creates one space's JetStream footprint: the CHAT, DM and TASK streams,
 // the presence and channel-registry KV buckets, the registry's "=defaults" entry, and the
-// durable plane's DLV stream and lease, members and ACL buckets. Space
-// is idempotent: it creates what is missing, repairs drift that loses nothing, refuses
-// conflicts without changing anything, and never touches stored messages.
+// durable plane's DLV stream and lease, members and ACL buckets, and the control surface's
+// EPJ and EPF journal streams. Space is idempotent: it creates what is missing, repairs
+// drift that loses nothing, refuses conflicts without changing anything, and never touches
+// stored messages.
 package provision
 
 import (

@@ -71,6 +71,16 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 	dlv.MaxMsgsPerSubject = dlvPerSubject
 	dlv.Duplicates = DLVDuplicateWindow
 
+	// The control surface's journal streams (the reference's createEndpointStreams in
+	// packages/core/src/endpoint-binding.ts): EPJ holds untrusted submissions, deduplicated
+	// by nothing (the server's least window), for a day; EPF the canonical facts, read by
+	// last subject.
+	epj := baseStream(StreamEPJ(space), protocol.Root+"."+space+".epj.>")
+	epj.MaxAge = EPSubmissionMaxAge
+	epj.Duplicates = EPJDuplicateWindow
+	epf := baseStream(StreamEPF(space), protocol.Root+"."+space+".epf.>")
+	epf.AllowDirect = true
+
 	return []resource{
 		{kind: "stream", name: chat.Name, want: chat},
 		{kind: "stream", name: dm.Name, want: dm},
@@ -90,7 +100,7 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 			Storage:  jetstream.FileStorage,
 			Replicas: 1,
 		}),
-		bucket(jetstream.KeyValueConfig{ // the manager leases, one row per host; TTL 10 s
+		bucket(jetstream.KeyValueConfig{ // the manager leases, lease.<instanceId>; TTL 10 s
 			Bucket:   protocol.BucketManager(space),
 			History:  1,
 			TTL:      ManagerLeaseTTL,
@@ -110,8 +120,23 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 			Replicas: 1,
 		}),
 		authBucket(space),
+		{kind: "stream", name: epj.Name, want: epj},
+		{kind: "stream", name: epf.Name, want: epf},
 	}
 }
+
+// StreamEPJ names the control surface's submission journal stream (cotal.<space>.epj.>).
+func StreamEPJ(space string) string { return "EPJ_" + space }
+
+// StreamEPF names the control surface's canonical fact stream (cotal.<space>.epf.>).
+func StreamEPF(space string) string { return "EPF_" + space }
+
+// EPJDuplicateWindow is EPJ's dedupe window: the server's least, since submitters set no
+// Nats-Msg-Id (the reference's EPJ_DUPLICATE_WINDOW_MS).
+const EPJDuplicateWindow = 100 * time.Millisecond
+
+// EPSubmissionMaxAge is how long EPJ keeps a submission (EP_SUBMISSION_MAX_AGE_MS).
+const EPSubmissionMaxAge = 24 * time.Hour
 
 // presenceBucket is the presence bucket. It refuses rollup: every agent may write its own
 // key, and a Nats-Rollup: all header on that one put would otherwise purge every other

@@ -46,7 +46,8 @@ const (
 	// ProfileManager is the agent manager (cotal supervise): an ordinary peer of the space
 	// (its own presence key and DM durable, as an agent reading no channel) that also
 	// answers the manager's control rails (every request on ctl.manager and
-	// ctl.manager-agent, the NATS micro service's $SRV discovery, one answer per request,
+	// ctl.manager-agent and on the reference's ep.{one,all,inst}.manager rails, with its
+	// answers on ep.reply.manager, the NATS micro service's $SRV discovery, one answer per request,
 	// and the attach stream under an attach request's reply subjects) and keeps its lease
 	// bucket. It may list the names of the DM durables, to tell whether a name was ever
 	// held in the space before it gives it to a seat. It mints no credential: the process
@@ -265,6 +266,11 @@ func managerGrants(g *grants, space string, s UserSpec, inbox string) {
 		g.pub(protocol.ReplyFilter(protocol.MgrFilter(space, svc, protocol.MgrAttach)))
 	}
 	g.sub("$SRV.>")
+	// The reference's endpoint rails to the manager (class, scatter and instance
+	// requests) and its answers on the ep reply rail.
+	ep := protocol.Root + "." + space + ".ep."
+	g.sub(ep+"one.manager.>", ep+"all.manager.>", ep+"inst.manager.>")
+	g.pub(ep + "reply.manager.>")
 	// The names of the DM durables (dm_<o>-<a>-<uid>): a name with one was held.
 	g.pub(api(verbConsumerNames, protocol.StreamDM(space)))
 	b := protocol.BucketManager(space)
