@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/docs"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -51,6 +54,12 @@ type Server struct {
 	// Manager, when set, adds the manager tools (ManagerToolNames): set it only for an
 	// agent whose persona has the spawn capability.
 	Manager *Manager
+	// Docs are the pages cotal_docs serves (NAME.md at the root); nil means the pages
+	// built into this binary (package docs).
+	Docs fs.FS
+	// Feedback is where cotal_feedback sends a report; nil means FeedbackFromEnv with the
+	// process environment, as the reference's connector reads it.
+	Feedback *Feedback
 
 	box   *inbox
 	nt    *notifyTransport
@@ -58,6 +67,7 @@ type Server struct {
 	push  atomic.Bool // the session takes channel notifications
 	ready atomic.Bool // the session is initialized: notifications may flow
 	kick  chan struct{}
+	att   attention
 }
 
 // Run joins the space, serves the tools on t until the client goes away (closes stdin)
@@ -180,6 +190,12 @@ func (s *Server) defaults() {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
+	if s.Docs == nil {
+		s.Docs = docs.Pages()
+	}
+	if s.Feedback == nil {
+		s.Feedback = FeedbackFromEnv(os.Getenv)
+	}
 	s.box = newInbox(s.Hold)
 	s.kick = make(chan struct{}, 1)
 }
@@ -238,7 +254,7 @@ func (s *Server) pump(ctx context.Context) {
 		case <-keep.C:
 			s.keepHeld()
 		case in := <-msgs:
-			s.box.add(in)
+			s.hold(in)
 			s.takeArrived(msgs)
 			s.flush(ctx)
 		case <-s.kick:
@@ -260,7 +276,7 @@ func (s *Server) flush(ctx context.Context) {
 		s.notifyInbox(ctx)
 		return
 	}
-	if named := s.box.wakeup(); len(named) > 0 {
+	if named := s.box.wakeup(s.wakes); len(named) > 0 {
 		if err := s.nt.notify(ctx, ChannelMethod, wakeParams(named)); err != nil {
 			s.Logger.Debug("wake-up", "err", err)
 			s.box.unwake(named) // the client is gone or going; the messages stay held anyway
@@ -269,13 +285,23 @@ func (s *Server) flush(ctx context.Context) {
 	s.notifyInbox(ctx) // a client may also have subscribed to the inbox
 }
 
+// hold keeps in for the model, unless it is a post on a channel the agent muted: that
+// is acked and dropped, as muted means not received.
+func (s *Server) hold(in *client.Incoming) {
+	if s.muted(in) {
+		s.ack(in)
+		return
+	}
+	s.box.add(in)
+}
+
 // takeArrived holds every message already waiting on msgs, up to the hold limit, so a
 // burst that arrived together is named by one wake-up.
 func (s *Server) takeArrived(msgs <-chan *client.Incoming) {
 	for !s.box.full() {
 		select {
 		case in := <-msgs:
-			s.box.add(in)
+			s.hold(in)
 		default:
 			return
 		}

@@ -111,6 +111,10 @@ type Endpoint struct {
 	activity string
 	since    int64 // statusSince
 	actSince int64 // activitySince
+	// attention and modes are the advisory attention hints published with presence
+	// (SetAttention).
+	attention protocol.Attention
+	modes     map[string]string
 	uid      string
 	channels map[string]*nats.Subscription
 	presence jetstream.KeyValue
