@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 

@@ -45,7 +45,7 @@ type (
 	statusArgs struct {
 		Status    string  `json:"status,omitempty" jsonschema:"idle, working or waiting"`
 		Attention string  `json:"attention,omitempty" jsonschema:"open = receive everything; dnd = channel posts do not wake you (they wait in cotal_inbox); focus = only direct messages and role requests reach you unasked, a post mentioning you wakes you to pull. Resets to open each session"`
-		Activity *string `json:"activity,omitempty" jsonschema:"one line on what you are doing; empty clears it"`
+		Activity  *string `json:"activity,omitempty" jsonschema:"one line on what you are doing; empty clears it"`
 	}
 	channelArgs struct {
 		Channel string `json:"channel" jsonschema:"the channel"`
