@@ -57,7 +57,11 @@ type (
 		Agent  string `json:"agent,omitempty" jsonschema:"the harness, when the persona pins none: claude, codex or opencode"`
 		Model  string `json:"model,omitempty" jsonschema:"the model instead of the persona's"`
 		Prompt string `json:"prompt,omitempty" jsonschema:"the teammate's first task"`
-		// Variant and LaunchOptions are the reference's arguments; see checkLaunch.
+		// Role, Cwd, Events, Variant and LaunchOptions are the reference's arguments; see
+		// checkLaunch.
+		Role          string         `json:"role,omitempty" jsonschema:"the role; the persona fixes it, so only the persona's own role is accepted"`
+		Cwd           string         `json:"cwd,omitempty" jsonschema:"not accepted: a teammate runs in the project root"`
+		Events        *bool          `json:"events,omitempty" jsonschema:"the reference's event-plane opt-out; this space's connectors publish no event plane, so it changes nothing"`
 		Variant       string         `json:"variant,omitempty" jsonschema:"a model variant (e.g. high); not supported by this manager yet: name the model instead"`
 		LaunchOptions map[string]any `json:"launchOptions,omitempty" jsonschema:"connector launch options; only an empty object is accepted: how a teammate runs (program, flags, arguments, paths, environment, identity) is fixed by its persona file, never by a request"`
 	}
@@ -142,6 +146,7 @@ func spawnSchema() *jsonschema.Schema {
 	sch.Properties["model"].Pattern = `^[A-Za-z0-9._/:@][A-Za-z0-9._/:@-]*$`
 	sch.Properties["prompt"].MaxLength = jsonschema.Ptr(MaxPersonaPrompt)
 	sch.Properties["variant"].MaxLength = jsonschema.Ptr(maxModel)
+	sch.Properties["role"].MaxLength = jsonschema.Ptr(protocol.MaxRoleLength)
 	return sch
 }
 
@@ -151,6 +156,9 @@ func spawnSchema() *jsonschema.Schema {
 // identity) comes only from its persona file and the operator, so every launch option is
 // refused, and a variant too, as this manager has no variant to set.
 func checkLaunch(a spawnArgs) error {
+	if a.Cwd != "" {
+		return fmt.Errorf("cwd %q refused: a spawn request never chooses a folder; a teammate runs in the project root; nothing was started", a.Cwd)
+	}
 	if len(a.LaunchOptions) > 0 {
 		keys := slices.Sorted(maps.Keys(a.LaunchOptions))
 		for i, k := range keys {
@@ -244,7 +252,7 @@ func (s *Server) spawn(ctx context.Context, _ *mcp.CallToolRequest, a spawnArgs)
 	defer cancel()
 	var res protocol.SpawnResult
 	err := s.Manager.Client.Call(ctx, protocol.MgrSpawn, protocol.SpawnArgs{Persona: a.Name, Agent: a.Agent,
-		Model: a.Model, Prompt: a.Prompt}, &res)
+		Role: a.Role, Model: a.Model, Prompt: a.Prompt}, &res)
 	if err != nil {
 		return nil, spawnOut{}, mgrErr("spawn "+a.Name, err)
 	}
