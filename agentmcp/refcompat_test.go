@@ -428,3 +428,48 @@ func TestSpawnLaunchOptionsNeverReachTheManager(t *testing.T) {
 		t.Fatalf("the manager saw %q; want the plain spawn, a forced stop, then a graceful stop", ops)
 	}
 }
+
+// cotal_persona {announce}: a bad channel is refused before anything is written; a good
+// one saves the persona and posts one note naming it on that channel; without announce
+// nothing is posted.
+func TestPersonaAnnounce(t *testing.T) {
+	rm := newRefMesh(t)
+	proj, err := workspace.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgrConn, err := nats.Connect(rm.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mgrConn.Close)
+	(&fakeManager{}).serve(t, mgrConn) // answers the tools' probe at start
+	alice, _, _ := rm.session(t, "alice", []string{"general"}, func(s *agentmcp.Server) {
+		s.Manager = &agentmcp.Manager{Client: &mgrclient.Client{NC: s.Endpoint.Conn(), Space: space, Caller: s.Endpoint.Principal()},
+			Project: proj, Grant: &workspace.Grant{Read: []string{">"}, Publish: []string{">"}, Capabilities: []string{trust.CapabilitySpawn}}}
+	})
+	bob := rm.peer(t, "bob", "team")
+	if out, isErr := call(t, alice, "cotal_persona", map[string]any{"name": "critic", "prompt": "You review.", "announce": "team.>"}); !isErr || !strings.Contains(out, "nothing was written") {
+		t.Fatalf("announce on a wildcard: %v %s", isErr, out)
+	}
+	if _, err := proj.Persona("critic"); err == nil {
+		t.Fatal("a refused announce still wrote the persona")
+	}
+	mustCall(t, alice, "cotal_persona", map[string]any{"name": "quiet", "prompt": "You stay quiet."})
+	out := mustCall(t, alice, "cotal_persona", map[string]any{"name": "critic", "prompt": "You review.", "announce": "team"})
+	if !strings.Contains(out, "announced it on team") {
+		t.Fatalf("cotal_persona announce: %s", out)
+	}
+	var in *client.Incoming
+	select {
+	case in = <-bob.Messages():
+	case <-time.After(textHang):
+		t.Fatal("no note on team")
+	}
+	if in.Subject.Channel != "team" || !strings.Contains(in.Text(), "critic") || in.Subject.Sender.Actor != "alice" {
+		t.Fatalf("the note: %s on %s from %s", in.Text(), in.Subject.Channel, in.Subject.Sender)
+	}
+	if _, err := proj.Persona("critic"); err != nil {
+		t.Fatalf("the announced persona was not saved: %v", err)
+	}
+}
