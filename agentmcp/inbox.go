@@ -267,6 +267,13 @@ func (b *inbox) wakeup(wakes func(*client.Incoming) bool) []*client.Incoming {
 	return out
 }
 
+// any reports whether a held message (not a window awaiting its write) satisfies ok.
+func (b *inbox) any(ok func(*client.Incoming) bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.ContainsFunc(b.items, ok)
+}
+
 // unwake undoes a wakeup whose notification could not be written.
 func (b *inbox) unwake(named []*client.Incoming) {
 	b.mu.Lock()
