@@ -128,16 +128,49 @@ func rank(in *client.Incoming) int {
 	return 2
 }
 
-// take removes and returns one window: at most maxItems messages and maxBytes of text
-// (at least one message, so an oversized one is still handed over), in rank order and
-// arrival order within a rank. now is stamped as the last drain.
+// take removes and returns one window (see pick); now is stamped as the last drain.
 func (b *inbox) take(maxItems, maxBytes int, now int64) []*client.Incoming {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.drain = now
 	b.woken = false // the model answered the last wake-up
-	var out []*client.Incoming
+	out := b.pick(maxItems, maxBytes)
 	taken := map[*client.Incoming]bool{}
+	for _, in := range out {
+		taken[in] = true
+	}
+	b.remove(func(in *client.Incoming) bool { return taken[in] })
+	return out
+}
+
+// peek returns the window take would return, without removing anything or counting as
+// a drain: nothing is acked and the next take returns the same window.
+func (b *inbox) peek(maxItems, maxBytes int) []*client.Incoming {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.pick(maxItems, maxBytes)
+}
+
+// drop removes and returns every held message gone reports (not the windows awaiting
+// their write, which the model has been given).
+func (b *inbox) drop(gone func(*client.Incoming) bool) []*client.Incoming {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []*client.Incoming
+	for _, in := range b.items {
+		if gone(in) {
+			out = append(out, in)
+		}
+	}
+	b.remove(gone)
+	return out
+}
+
+// pick selects one window: at most maxItems messages and maxBytes of text (at least one
+// message, so an oversized one is still handed over), in rank order and arrival order
+// within a rank; b.mu is held.
+func (b *inbox) pick(maxItems, maxBytes int) []*client.Incoming {
+	var out []*client.Incoming
 	size := 0
 	for r := 0; r <= 2 && len(out) < maxItems; r++ {
 		for _, in := range b.items {
@@ -151,12 +184,16 @@ func (b *inbox) take(maxItems, maxBytes int, now int64) []*client.Incoming {
 			}
 			size += n
 			out = append(out, in)
-			taken[in] = true
 		}
 	}
+	return out
+}
+
+// remove deletes the held messages gone reports; b.mu is held.
+func (b *inbox) remove(gone func(*client.Incoming) bool) {
 	kept := b.items[:0]
 	for _, in := range b.items {
-		if !taken[in] {
+		if !gone(in) {
 			kept = append(kept, in)
 		} else {
 			delete(b.told, in)
@@ -165,7 +202,6 @@ func (b *inbox) take(maxItems, maxBytes int, now int64) []*client.Incoming {
 	clear(b.items[len(kept):])
 	b.items = kept
 	b.signal()
-	return out
 }
 
 // all removes and returns everything held, with the windows whose result was never
@@ -203,10 +239,11 @@ func approxSize(in *client.Incoming) int {
 	return n
 }
 
-// wakeup returns the held live messages (not history) that no wake-up named yet, directed
-// first, and marks them named; it returns nil while a wake-up is unanswered (no window
-// taken since), so one arrival burst makes one wake-up.
-func (b *inbox) wakeup() []*client.Incoming {
+// wakeup returns the held live messages (not history) that no wake-up named yet and
+// that wakes admits (nil admits all), directed first, and marks them named; it returns
+// nil while a wake-up is unanswered (no window taken since), so one arrival burst makes
+// one wake-up. A message wakes does not admit stays held, unnamed.
+func (b *inbox) wakeup(wakes func(*client.Incoming) bool) []*client.Incoming {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.woken || b.closed {
@@ -215,7 +252,7 @@ func (b *inbox) wakeup() []*client.Incoming {
 	var out []*client.Incoming
 	for r := 0; r <= 1; r++ {
 		for _, in := range b.items {
-			if rank(in) == r && !b.told[in] {
+			if rank(in) == r && !b.told[in] && (wakes == nil || wakes(in)) {
 				out = append(out, in)
 			}
 		}
@@ -228,6 +265,13 @@ func (b *inbox) wakeup() []*client.Incoming {
 	}
 	b.woken = true
 	return out
+}
+
+// any reports whether a held message (not a window awaiting its write) satisfies ok.
+func (b *inbox) any(ok func(*client.Incoming) bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.ContainsFunc(b.items, ok)
 }
 
 // unwake undoes a wakeup whose notification could not be written.

@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/connector"
 	"github.com/cotal-ai/cotal/mgrclient"
 	"github.com/cotal-ai/cotal/protocol"
@@ -54,9 +57,17 @@ type (
 		Agent  string `json:"agent,omitempty" jsonschema:"the harness, when the persona pins none: claude, codex or opencode"`
 		Model  string `json:"model,omitempty" jsonschema:"the model instead of the persona's"`
 		Prompt string `json:"prompt,omitempty" jsonschema:"the teammate's first task"`
+		// Role, Cwd, Events, Variant and LaunchOptions are the reference's arguments; see
+		// checkLaunch.
+		Role          string         `json:"role,omitempty" jsonschema:"the role; the persona fixes it, so only the persona's own role is accepted"`
+		Cwd           string         `json:"cwd,omitempty" jsonschema:"not accepted: a teammate runs in the project root"`
+		Events        *bool          `json:"events,omitempty" jsonschema:"the reference's event-plane opt-out; this space's connectors publish no event plane, so it changes nothing"`
+		Variant       string         `json:"variant,omitempty" jsonschema:"a model variant (e.g. high); not supported by this manager yet: name the model instead"`
+		LaunchOptions map[string]any `json:"launchOptions,omitempty" jsonschema:"connector launch options; only an empty object is accepted: how a teammate runs (program, flags, arguments, paths, environment, identity) is fixed by its persona file, never by a request"`
 	}
 	despawnArgs struct {
-		Name string `json:"name,omitempty" jsonschema:"the teammate to stop (one you spawned); omit to stop yourself"`
+		Name     string `json:"name,omitempty" jsonschema:"the teammate to stop (one you spawned); omit to stop yourself"`
+		Graceful *bool  `json:"graceful,omitempty" jsonschema:"default true: let the session exit cleanly; false = kill it at once"`
 	}
 	personasArgs struct {
 		Name string `json:"name,omitempty" jsonschema:"one persona to show with its prompt; omit to list them all"`
@@ -72,6 +83,7 @@ type (
 		AllowSubscribe []string `json:"allowSubscribe,omitempty" jsonschema:"channel patterns it may read, within what you may read"`
 		AllowPublish   []string `json:"allowPublish,omitempty" jsonschema:"channel patterns it may post to, within what you may post to"`
 		Capabilities   []string `json:"capabilities,omitempty" jsonschema:"capabilities, within your own (spawn, run, role:<role>)"`
+		Announce       string   `json:"announce,omitempty" jsonschema:"a channel to post a one-line note on once the persona is saved; omit to keep it quiet. Name the channel your team works on"`
 	}
 )
 
@@ -87,6 +99,7 @@ type (
 		Name    string `json:"name"`
 		Process string `json:"process"`
 		Code    *int   `json:"code,omitempty"`
+		Hard    bool   `json:"hard,omitempty"`
 	}
 	personaInfo struct {
 		Name         string   `json:"name"`
@@ -98,6 +111,7 @@ type (
 		Publish      []string `json:"publish"`
 		Capabilities []string `json:"capabilities,omitempty"`
 		Prompt       string   `json:"prompt,omitempty"`
+		Announced    string   `json:"announced,omitempty"`
 	}
 	personasOut struct {
 		Personas []personaInfo `json:"personas"`
@@ -131,7 +145,32 @@ func spawnSchema() *jsonschema.Schema {
 	sch.Properties["model"].MaxLength = jsonschema.Ptr(maxModel)
 	sch.Properties["model"].Pattern = `^[A-Za-z0-9._/:@][A-Za-z0-9._/:@-]*$`
 	sch.Properties["prompt"].MaxLength = jsonschema.Ptr(MaxPersonaPrompt)
+	sch.Properties["variant"].MaxLength = jsonschema.Ptr(maxModel)
+	sch.Properties["role"].MaxLength = jsonschema.Ptr(protocol.MaxRoleLength)
 	return sch
+}
+
+// checkLaunch refuses, by name, what a spawn request may not choose. The reference hands
+// launchOptions to the connector as host flags and config and variant to the connector;
+// here how a teammate runs (its program, flags, arguments, paths, environment and
+// identity) comes only from its persona file and the operator, so every launch option is
+// refused, and a variant too, as this manager has no variant to set.
+func checkLaunch(a spawnArgs) error {
+	if a.Cwd != "" {
+		return fmt.Errorf("cwd %q refused: a spawn request never chooses a folder; a teammate runs in the project root; nothing was started", a.Cwd)
+	}
+	if len(a.LaunchOptions) > 0 {
+		keys := slices.Sorted(maps.Keys(a.LaunchOptions))
+		for i, k := range keys {
+			keys[i] = strconv.Quote(k)
+		}
+		return fmt.Errorf("launchOptions %s refused: a spawn request never chooses how a teammate runs (program, flag, argument, path, environment or identity); its persona file fixes that (ask the operator: cotal personas); nothing was started",
+			strings.Join(keys, ", "))
+	}
+	if a.Variant != "" {
+		return fmt.Errorf("variant %q refused: this manager sets no model variant; name the model with model, or ask the operator to pin it in the persona; nothing was started", a.Variant)
+	}
+	return nil
 }
 
 // offerManager keeps the manager tools only when they can work: a persona grants the
@@ -167,16 +206,16 @@ func (s *Server) addManagerTools() {
 	}
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_spawn", Title: "Cotal: start a teammate", InputSchema: spawnSchema(),
-		Description: "Ask the space's agent manager to start a teammate from a persona, with the harness, role and permissions the persona fixes. Returns its name at once; it appears in cotal_roster when it has joined."},
+		Description: "Ask the space's agent manager to start a teammate from a persona, with the harness, role and permissions the persona fixes (launchOptions must stay empty). Returns its name at once; it appears in cotal_roster when it has joined."},
 		s.spawn)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_despawn", Title: "Cotal: stop a teammate",
-		Description: "Stop a teammate you spawned (gracefully; its credential is retired). Without a name, stop yourself."},
+		Description: "Stop a teammate you spawned (gracefully by default; graceful false kills it at once; its credential is retired). Without a name, stop yourself."},
 		s.despawn)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_personas", Title: "Cotal: personas", Annotations: ro,
 		Description: "The personas a teammate can be started from: name, role, harness, what they may read and post. With a name, that one with its prompt."},
 		s.personas)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_persona", Title: "Cotal: define a persona",
-		Description: "Write a new persona file a teammate can be started from. What it may read, post and do must stay within your own grant; an existing persona is never replaced."},
+		Description: "Write a new persona file a teammate can be started from. What it may read, post and do must stay within your own grant; an existing persona is never replaced. It stays quiet unless you pass announce with a channel."},
 		s.definePersona)
 }
 
@@ -206,11 +245,14 @@ func (s *Server) spawn(ctx context.Context, _ *mcp.CallToolRequest, a spawnArgs)
 	if err := workspace.CheckPersonaName(a.Name); err != nil {
 		return nil, spawnOut{}, fmt.Errorf("persona %w (cotal_personas lists them)", err)
 	}
+	if err := checkLaunch(a); err != nil {
+		return nil, spawnOut{}, err
+	}
 	ctx, cancel := s.mgrCtx(ctx)
 	defer cancel()
 	var res protocol.SpawnResult
 	err := s.Manager.Client.Call(ctx, protocol.MgrSpawn, protocol.SpawnArgs{Persona: a.Name, Agent: a.Agent,
-		Model: a.Model, Prompt: a.Prompt}, &res)
+		Role: a.Role, Model: a.Model, Prompt: a.Prompt}, &res)
 	if err != nil {
 		return nil, spawnOut{}, mgrErr("spawn "+a.Name, err)
 	}
@@ -229,12 +271,17 @@ func (s *Server) despawn(ctx context.Context, _ *mcp.CallToolRequest, a despawnA
 	}
 	ctx, cancel := s.mgrCtx(ctx)
 	defer cancel()
+	hard := a.Graceful != nil && !*a.Graceful
 	var info protocol.SeatInfo
-	if err := s.Manager.Client.Call(ctx, protocol.MgrStop, protocol.NameArgs{Name: name}, &info); err != nil {
+	if err := s.Manager.Client.Call(ctx, protocol.MgrStop, protocol.NameArgs{Name: name, Force: hard}, &info); err != nil {
 		return nil, despawnOut{}, mgrErr("stop "+name, err)
 	}
-	out := despawnOut{Name: info.Name, Process: string(info.Process), Code: info.Code}
-	return text("Stopped %s (%s); its credential is retired.", info.Name, info.Process), out, nil
+	out := despawnOut{Name: info.Name, Process: string(info.Process), Code: info.Code, Hard: hard}
+	how := ""
+	if hard {
+		how = ", killed at once"
+	}
+	return text("Stopped %s (%s%s); its credential is retired.", info.Name, info.Process, how), out, nil
 }
 
 func (s *Server) project() (*workspace.Project, error) {
@@ -353,6 +400,11 @@ func (s *Server) definePersona(ctx context.Context, _ *mcp.CallToolRequest, a pe
 	if strings.TrimSpace(a.Prompt) == "" {
 		return nil, personaInfo{}, errors.New("prompt is empty: write the persona's system prompt; nothing was written")
 	}
+	if a.Announce != "" {
+		if err := protocol.CheckConcreteChannel(a.Announce); err != nil {
+			return nil, personaInfo{}, fmt.Errorf("announce %q: %w; nothing was written", a.Announce, err)
+		}
+	}
 	per := &workspace.Persona{Name: a.Name, Role: a.Role, Kind: workspace.KindAgent, Description: a.Description,
 		Agent: a.Agent, Model: a.Model, Subscribe: a.Subscribe, AllowSubscribe: a.AllowSubscribe,
 		AllowPublish: a.AllowPublish, Capabilities: a.Capabilities, Prompt: strings.TrimRight(a.Prompt, "\n") + "\n"}
@@ -383,5 +435,17 @@ func (s *Server) definePersona(ctx context.Context, _ *mcp.CallToolRequest, a pe
 		return nil, personaInfo{}, err
 	}
 	pi := infoOf(per, false)
-	return text("Defined persona %s: %s. Start it with cotal_spawn.", per.Name, personaLine(pi)), pi, nil
+	if a.Announce == "" {
+		return text("Defined persona %s: %s. Start it with cotal_spawn.", per.Name, personaLine(pi)), pi, nil
+	}
+	note := fmt.Sprintf("New persona %s defined by %s; a teammate can be started from it with cotal_spawn(name=%q).",
+		per.Name, s.Endpoint.Card().Name, per.Name)
+	if _, err := s.Endpoint.Post(ctx, a.Announce, client.Text(note)); err != nil {
+		// The persona is saved: a failed note is a partial success, and a retry would
+		// define nothing new.
+		return text("Defined persona %s: %s. But the note on %s could not be confirmed (%v): it may or may not have gone out; read %s before posting it yourself. Do not define the persona again. Start it with cotal_spawn.",
+			per.Name, personaLine(pi), a.Announce, err, a.Announce), pi, nil
+	}
+	pi.Announced = a.Announce
+	return text("Defined persona %s and announced it on %s: %s. Start it with cotal_spawn.", per.Name, a.Announce, personaLine(pi)), pi, nil
 }

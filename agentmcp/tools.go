@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -20,7 +21,7 @@ import (
 var ToolNames = []string{
 	"cotal_orientation", "cotal_roster", "cotal_inbox", "cotal_send", "cotal_dm", "cotal_anycast",
 	"cotal_status", "cotal_channels", "cotal_channel_info", "cotal_join", "cotal_leave",
-	"cotal_connection_status",
+	"cotal_connection_status", "cotal_channel_mode", "cotal_docs", "cotal_feedback", "cotal_reconnect",
 }
 
 // Inputs. Every input schema is closed (additionalProperties false), so an unknown
@@ -42,14 +43,16 @@ type (
 		Text string `json:"text" jsonschema:"the message"`
 	}
 	statusArgs struct {
-		Status   string  `json:"status,omitempty" jsonschema:"idle, working or waiting"`
-		Activity *string `json:"activity,omitempty" jsonschema:"one line on what you are doing; empty clears it"`
+		Status    string  `json:"status,omitempty" jsonschema:"idle, working or waiting"`
+		Attention string  `json:"attention,omitempty" jsonschema:"open = receive everything; dnd = channel posts do not wake you (they wait in cotal_inbox); focus = only direct messages and role requests reach you unasked, a post mentioning you wakes you to pull. Resets to open each session"`
+		Activity  *string `json:"activity,omitempty" jsonschema:"one line on what you are doing; empty clears it"`
 	}
 	channelArgs struct {
 		Channel string `json:"channel" jsonschema:"the channel"`
 	}
 	inboxArgs struct {
-		Asks int `json:"asks,omitempty" jsonschema:"take up to this many requests for your role in this call (1 to 10; default 1); the rest stay queued for the role"`
+		Peek bool `json:"peek,omitempty" jsonschema:"if true, show the window without clearing it (and take no role request)"`
+		Asks int  `json:"asks,omitempty" jsonschema:"take up to this many requests for your role in this call (1 to 10; default 1); the rest stay queued for the role"`
 	}
 )
 
@@ -114,6 +117,8 @@ type (
 		Messages []Item `json:"messages"`
 		// Remaining is what waits after this window: held messages and the role's backlog.
 		Remaining int `json:"remaining"`
+		// Peek is set when nothing was cleared (cotal_inbox peek).
+		Peek bool `json:"peek,omitempty"`
 		// RoleBacklog is how many requests for your role wait in its queue, not yet taken by
 		// any holder (part of Remaining).
 		RoleBacklog int `json:"roleBacklog,omitempty"`
@@ -128,8 +133,10 @@ type (
 		State   string `json:"recipientState,omitempty"`
 	}
 	statusOut struct {
-		Status   string `json:"status"`
-		Activity string `json:"activity,omitempty"`
+		Status       string            `json:"status"`
+		Activity     string            `json:"activity,omitempty"`
+		Attention    string            `json:"attention"`
+		ChannelModes map[string]string `json:"channelModes,omitempty"`
 	}
 	channelInfo struct {
 		Name         string `json:"name"`
@@ -181,7 +188,7 @@ func (s *Server) addTools() {
 		p["asks"].Minimum, p["asks"].Maximum = jsonschema.Ptr(0.0), jsonschema.Ptr(float64(MaxInboxAsks))
 	})
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_inbox", Title: "Cotal: read your inbox", InputSchema: inbox,
-		Description: "Returns and clears one bounded window of messages for you: direct messages and role requests first, then channel traffic, then channel history. Call again while remaining > 0. Requests for your role come one at a time unless you pass asks to take several."},
+		Description: "Returns and clears one bounded window of messages for you (nothing at all with peek): direct messages and role requests first, then channel traffic, then channel history. Call again while remaining > 0. Requests for your role come one at a time unless you pass asks to take several."},
 		s.inboxTool)
 	chArg := func(p map[string]*jsonschema.Schema) { p["channel"].MaxLength = maxLen(protocol.MaxChannelLength) }
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_send", Title: "Cotal: post to a channel", InputSchema: toolSchema[sendArgs](chArg),
@@ -195,9 +202,10 @@ func (s *Server) addTools() {
 	st := toolSchema[statusArgs](func(p map[string]*jsonschema.Schema) {
 		p["status"].Enum = []any{"idle", "working", "waiting"}
 		p["activity"].MaxLength = maxLen(protocol.MaxActivityLength)
+		p["attention"].Enum = []any{"open", "dnd", "focus"}
 	})
-	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_status", Title: "Cotal: your status", InputSchema: st,
-		Description: "Set your presence status (idle, working, waiting) and activity line; with no arguments, report them."}, s.status)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_status", Title: "Cotal: your status and attention", InputSchema: st,
+		Description: "Set your presence status (idle, working, waiting), activity line and/or attention mode (how much peer traffic interrupts you: open, dnd, focus). Pass only what you change; with no arguments, report them."}, s.status)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_channels", Title: "Cotal: channels", Annotations: ro,
 		Description: "Channels of the space: which you joined, their purpose and how many messages they hold."}, s.channels)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_channel_info", Title: "Cotal: what a channel is for", Annotations: ro,
@@ -208,6 +216,18 @@ func (s *Server) addTools() {
 		Description: "Leave a channel you joined."}, s.leave)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_connection_status", Title: "Cotal: connection", Annotations: ro,
 		Description: "Whether you are connected to the space, and how many messages wait for you."}, s.connStatus)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_channel_mode", Title: "Cotal: silence or mute a channel", InputSchema: channelModeSchema(),
+		Description: "Set how one channel interrupts you, more specific than cotal_status attention. quiet = still received and readable with cotal_inbox, but it never wakes you; a post that mentions you still does. muted = you stop receiving the channel, mentions included (direct messages still reach you). normal = clear the override. Lasts for this session; cotal_status shows your modes."},
+		s.channelMode)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_docs", Title: "Cotal: read the docs of this version", Annotations: ro, InputSchema: docsSchema(),
+		Description: "Read the Cotal documentation built into this version: no arguments returns the page index; page returns one page in full (a slug from the index, e.g. agents, cli, interop); query searches every page and returns the best sections, each with its page. Prefer it over memory for subjects, message shapes, the CLI and the cotal_* tools. Offline; refresh serves the built-in copy and says so."},
+		s.docsTool)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_feedback", Title: "Cotal: send feedback", InputSchema: feedbackSchema(),
+		Description: "Send feedback about Cotal to its developers: to the intake the operator configured (COTAL_FEEDBACK_URL), else the keyed beta intake with COTAL_FEEDBACK_KEY, else the public intake, which needs a contact email. Never include secrets."},
+		s.feedback)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_reconnect", Title: "Cotal: reconnect to the space",
+		Description: "Drop and re-dial this session's connection to the space now: the manual recovery when it has wedged. Your subscriptions and held messages carry over. Returns whether it reconnected."},
+		s.reconnect)
 }
 
 // peerInfo is a roster entry as the model sees it: every string the peer chose is cut to
@@ -324,6 +344,9 @@ func (s *Server) inboxTool(ctx context.Context, _ *mcp.CallToolRequest, a inboxA
 	if a.Asks < 0 || a.Asks > MaxInboxAsks {
 		return nil, inboxOut{}, fmt.Errorf("asks %d: take 1 to %d requests at once; nothing was read", a.Asks, MaxInboxAsks)
 	}
+	if a.Peek {
+		return s.peekInbox(ctx)
+	}
 	s.takeAsks(ctx, a.Asks)
 	window := s.box.take(s.WindowItems, s.WindowBytes, time.Now().UnixMilli())
 	out := inboxOut{Messages: []Item{}}
@@ -362,6 +385,31 @@ func (s *Server) inboxTool(ctx context.Context, _ *mcp.CallToolRequest, a inboxA
 		res.Meta = mcp.Meta{WindowMeta: id}
 	}
 	return res, out, nil
+}
+
+// peekInbox shows the window cotal_inbox would return, clearing nothing: no copy is
+// acked, no request is taken from the role's queue, and the next read returns it again.
+func (s *Server) peekInbox(ctx context.Context) (*mcp.CallToolResult, inboxOut, error) {
+	window := s.box.peek(s.WindowItems, s.WindowBytes)
+	out := inboxOut{Messages: []Item{}, Peek: true}
+	var b strings.Builder
+	for _, in := range window {
+		out.Messages = append(out.Messages, item(in))
+		b.WriteString(RenderChannel(in))
+		b.WriteString("\n")
+	}
+	held, _ := s.box.counts()
+	out.RoleBacklog = s.roleBacklog(ctx)
+	out.Remaining = held - len(window) + out.RoleBacklog
+	switch {
+	case len(window) == 0 && out.Remaining == 0:
+		b.WriteString("Your inbox is empty.")
+	case len(window) == 0:
+		fmt.Fprintf(&b, "Peek: nothing held yet; %d requests for your role wait in its queue (cotal_inbox takes them).", out.RoleBacklog)
+	default:
+		fmt.Fprintf(&b, "Peek: %d shown, nothing cleared; %d more waiting. Call cotal_inbox without peek to take this window.", len(window), out.Remaining)
+	}
+	return text("%s", strings.TrimRight(b.String(), "\n")), out, nil
 }
 
 // readInbox serves InboxURI: what is held, without clearing it.
@@ -460,21 +508,40 @@ func (s *Server) status(ctx context.Context, _ *mcp.CallToolRequest, a statusArg
 			return nil, statusOut{}, fmt.Errorf("set status: %w", err)
 		}
 	}
+	if a.Attention != "" {
+		if _, ok := attentionText[protocol.Attention(a.Attention)]; !ok {
+			return nil, statusOut{}, fmt.Errorf("attention %q: use open, dnd or focus; nothing changed", a.Attention)
+		}
+	}
 	if a.Activity != nil {
 		if err := ep.SetActivity(ctx, *a.Activity); err != nil {
 			return nil, statusOut{}, fmt.Errorf("set activity: %w", err)
+		}
+	}
+	if a.Attention != "" {
+		if err := s.setAttention(ctx, a.Attention); err != nil {
+			return nil, statusOut{}, err
 		}
 	}
 	p, ok := s.selfPeer(ctx)
 	if !ok {
 		return nil, statusOut{}, errors.New("your presence record is not in the roster yet; try again")
 	}
-	out := statusOut{Status: string(p.Status), Activity: peerText(p.Activity, shownActivity)}
+	mode, modes := s.att.get()
+	out := statusOut{Status: string(p.Status), Activity: peerText(p.Activity, shownActivity), Attention: string(mode), ChannelModes: modes}
 	line := "You are " + out.Status
 	if out.Activity != "" {
 		line += ": " + out.Activity
 	}
-	return text("%s.", line), out, nil
+	line += ".\nAttention: " + attentionText[mode] + "."
+	if len(modes) > 0 {
+		var chs []string
+		for _, ch := range slices.Sorted(maps.Keys(modes)) {
+			chs = append(chs, ch+" "+modes[ch])
+		}
+		line += "\nChannel modes: " + strings.Join(chs, ", ") + "."
+	}
+	return text("%s", line), out, nil
 }
 
 func (s *Server) channelList(ctx context.Context) ([]channelInfo, error) {

@@ -31,21 +31,21 @@ func TestOneWakeUpPerBurst(t *testing.T) {
 	old := incoming(protocol.DeliveryChannel, "eve", "general", "old")
 	old.Historical = true
 	b.add(old)
-	if got := b.wakeup(); len(got) != 3 {
+	if got := b.wakeup(nil); len(got) != 3 {
 		t.Fatalf("first wake-up named %d messages, want the 3 live ones", len(got))
 	}
 	b.add(incoming(protocol.DeliveryDM, "carol", "", "four"))
-	if got := b.wakeup(); got != nil {
+	if got := b.wakeup(nil); got != nil {
 		t.Fatalf("a second wake-up before the first was answered named %d", len(got))
 	}
 	if w := b.take(2, DefaultWindowBytes, 1); len(w) != 2 {
 		t.Fatalf("window of %d", len(w))
 	}
-	got := b.wakeup()
+	got := b.wakeup(nil)
 	if len(got) != 1 || got[0].Text() != "four" {
 		t.Fatalf("after the window the wake-up named %d messages, want only the new one", len(got))
 	}
-	if b.wakeup() != nil {
+	if b.wakeup(nil) != nil {
 		t.Fatal("woken twice")
 	}
 	if n, _ := b.counts(); n != 3 {

@@ -111,22 +111,26 @@ type Endpoint struct {
 	activity string
 	since    int64 // statusSince
 	actSince int64 // activitySince
-	uid      string
-	channels map[string]*nats.Subscription
-	presence jetstream.KeyValue
-	present  bool                     // Join wrote this endpoint's presence: Close writes it offline
-	roleCons jetstream.Consumer       // the role's anycast durable, once bound
-	dmCons   jetstream.Consumer       // the DM durable, once bound
-	dmCC     jetstream.ConsumeContext // its consume context
-	stops    []func()
-	backstop map[string]string        // joined channel -> "" when its durable backstop is established, else why not
-	left     map[string]uint64        // channel left in this session -> the CHAT sequence it was left at
-	handoff  string                   // the hand-off durable this endpoint consumes, once bound
-	handCC   jetstream.ConsumeContext // its consume context, drained first at Close
-	gates    map[string]*gate         // channel whose history is replaying -> its gate
-	shown    Shown                    // history shown per channel, for the next session
-	joinedAt map[string]uint64        // channel joined this session -> its watermark, once replayed
-	inboxes  map[string]struct{}      // DM recipients whose inbox was confirmed (bounded)
+	// attention and modes are the advisory attention hints published with presence
+	// (SetAttention).
+	attention protocol.Attention
+	modes     map[string]string
+	uid       string
+	channels  map[string]*nats.Subscription
+	presence  jetstream.KeyValue
+	present   bool                     // Join wrote this endpoint's presence: Close writes it offline
+	roleCons  jetstream.Consumer       // the role's anycast durable, once bound
+	dmCons    jetstream.Consumer       // the DM durable, once bound
+	dmCC      jetstream.ConsumeContext // its consume context
+	stops     []func()
+	backstop  map[string]string        // joined channel -> "" when its durable backstop is established, else why not
+	left      map[string]uint64        // channel left in this session -> the CHAT sequence it was left at
+	handoff   string                   // the hand-off durable this endpoint consumes, once bound
+	handCC    jetstream.ConsumeContext // its consume context, drained first at Close
+	gates     map[string]*gate         // channel whose history is replaying -> its gate
+	shown     Shown                    // history shown per channel, for the next session
+	joinedAt  map[string]uint64        // channel joined this session -> its watermark, once replayed
+	inboxes   map[string]struct{}      // DM recipients whose inbox was confirmed (bounded)
 
 	ctx    context.Context // the endpoint's lifetime; cancelled by Close
 	cancel context.CancelFunc

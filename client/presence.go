@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -59,6 +60,7 @@ func (e *Endpoint) record(st protocol.Status, now time.Time) protocol.Presence {
 	p := protocol.Presence{
 		Card: e.Card(), Status: st, TS: now.UnixMilli(), LifecycleUID: e.uid,
 		Activity: e.activity, ActiveAt: now.UnixMilli(),
+		Attention: e.attention, ChannelModes: maps.Clone(e.modes),
 	}
 	if st != protocol.StatusOffline {
 		p.StatusSince = e.since
@@ -146,6 +148,24 @@ func (e *Endpoint) SetActivity(ctx context.Context, activity string) error {
 	if e.activity != activity {
 		e.activity, e.actSince = activity, time.Now().UnixMilli()
 	}
+	st, joined := e.status, e.joined
+	e.mu.Unlock()
+	if !joined {
+		return nil
+	}
+	return e.writePresence(ctx, st)
+}
+
+// SetAttention sets the advisory attention hints this endpoint publishes with its presence
+// (the global mode, and the channels it set quiet or muted; a nil or empty map clears
+// them) and publishes them at once. They change no routing: the broker still delivers
+// everything; a peer reads them to know whether to DM rather than @-mention.
+func (e *Endpoint) SetAttention(ctx context.Context, a protocol.Attention, modes map[string]string) error {
+	if !a.Valid() {
+		return fmt.Errorf("attention %q: want open, dnd or focus", a)
+	}
+	e.mu.Lock()
+	e.attention, e.modes = a, maps.Clone(modes)
 	st, joined := e.status, e.joined
 	e.mu.Unlock()
 	if !joined {
