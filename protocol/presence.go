@@ -21,7 +21,7 @@ const (
 	// AnycastAckWaitGo0 is the ack wait earlier Go releases gave svc_<role>; provisioning
 	// raises such a durable to AnycastAckWait in place.
 	AnycastAckWaitGo0 = 30 * time.Second
-	LivenessWindow = 6 * time.Second // a record older than this means offline; also the KV TTL
+	LivenessWindow    = 6 * time.Second // a record older than this means offline; also the KV TTL
 )
 
 // Status is what a peer says it is doing.
