@@ -30,6 +30,9 @@ const readerMaxDeliveries = 10
 // readerRetry is how long an entry waits before it is taken again after a deferral.
 const readerRetry = 2 * time.Second
 
+// readerMaxBackoff bounds the wait before the reader is tried again after a failure.
+const readerMaxBackoff = 30 * time.Second
+
 // readerMaxAckPending bounds the entries the reader holds unacked (the reference's
 // DINBOX_MAX_ACK_PENDING).
 const readerMaxAckPending = 1000
@@ -60,15 +63,22 @@ type inboxReader struct {
 	syncWait time.Duration
 }
 
-// run serves the reader in sessions while the gate is open, until ctx ends.
+// run serves the reader in sessions while the gate is open, until ctx ends. A session
+// that fails is tried again after a wait that doubles up to readerMaxBackoff (a credential
+// minted before its INBOX grants, say, fails until the daemon restarts with a new one).
 func (r *inboxReader) run(ctx context.Context) error {
+	backoff := 200 * time.Millisecond
 	for {
 		if err := r.gate.wait(ctx); err != nil {
 			return nil
 		}
+		began := time.Now()
 		err := r.session(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if time.Since(began) > readerMaxBackoff {
+			backoff = 200 * time.Millisecond // it served a while: a new fault starts over
 		}
 		wait := 200 * time.Millisecond // a session ends on a fault or a closed gate
 		switch {
@@ -76,9 +86,12 @@ func (r *inboxReader) run(ctx context.Context) error {
 			// A space provisioned before INBOX existed: `cotal up` adds it; until then no
 			// reference fan-out can have written anything to move.
 			r.log.Info("no mixed inbox stream yet; run `cotal up` to add it", "stream", protocol.StreamInbox(r.space))
-			wait = 30 * time.Second
+			wait = readerMaxBackoff
 		case err != nil:
-			r.log.Warn("inbox reader restarts", "err", err)
+			r.log.Warn("inbox reader restarts", "err", err, "in", backoff)
+			wait, backoff = backoff, min(2*backoff, readerMaxBackoff)
+		default:
+			backoff = 200 * time.Millisecond
 		}
 		t := time.NewTimer(wait)
 		select {
