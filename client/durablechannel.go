@@ -350,17 +350,24 @@ func (e *Endpoint) drainHandoff() {
 	}
 }
 
-// bindExistingHandoff consumes this incarnation's hand-off durable if a daemon made it
-// before, so copies stored while the endpoint was away arrive even before it rejoins a
-// channel. No durable, or no durable plane at all, is not an error.
+// bindExistingHandoff consumes this incarnation's hand-off durable when copies wait in it,
+// so copies stored while the endpoint was away arrive even before it rejoins a channel.
+// The durable exists from the mint on (provision.Agent); an empty one is bound at the
+// first durable join instead. No durable, or no durable plane at all, is not an error.
 func (e *Endpoint) bindExistingHandoff(ctx context.Context) {
 	uid := e.lifecycleUID()
 	if uid == "" || e.nc.Opts.UserJWT == nil {
 		return
 	}
 	stream, name := protocol.StreamDLV(e.cfg.Space), protocol.ConsumerDLV(e.me, uid)
-	if _, err := e.js.Consumer(ctx, stream, name); errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+	c, err := e.js.Consumer(ctx, stream, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		return // never a durable member: nothing waits, nothing to ask the daemon
+	}
+	if err == nil {
+		if info := c.CachedInfo(); info.NumPending == 0 && info.NumAckPending == 0 {
+			return // nothing waits: nothing to ask the daemon yet
+		}
 	}
 	// The copies waiting there are judged by the positions the memberships confirmed.
 	if list, err := e.Memberships(ctx); err == nil {
@@ -368,7 +375,7 @@ func (e *Endpoint) bindExistingHandoff(ctx context.Context) {
 	} else {
 		e.log.Debug("memberships not listed; waiting copies are judged by id only", "err", err)
 	}
-	err := e.bindHandoff(ctx, stream, name)
+	err = e.bindHandoff(ctx, stream, name)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		e.log.Debug("no hand-off durable bound", "err", err)
 	}

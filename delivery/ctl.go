@@ -503,7 +503,8 @@ func (c *ctl) readRow(ctx context.Context, key string) (*protocol.Membership, ui
 	return &row, e.Revision(), nil
 }
 
-// ensureDLV creates mem's bind-only hand-off durable unless it exists, and returns its name.
+// ensureDLV creates mem's bind-only hand-off durable unless it exists (a member minted by
+// a release before mint made it), and returns its name.
 // Its config is the reference's (streams.ts dlvDurableConfig): no max_ack_pending, so the
 // server's default (1000, what the earlier release set explicitly) applies; an existing
 // durable is used as it is.
@@ -518,13 +519,7 @@ func (c *ctl) ensureDLV(ctx context.Context, mem member) (string, error) {
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return "", fmt.Errorf("hand-off durable %s: %w", name, err)
 	}
-	_, err = r.js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		Durable:       name,
-		FilterSubject: protocol.DLVSubject(r.space, mem.p, mem.uid),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       provision.AckWait,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+	_, err = r.js.CreateConsumer(ctx, stream, provision.HandoffConfig(r.space, mem.p, mem.uid))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
 		return "", fmt.Errorf("create hand-off durable %s: %w", name, err)
 	}

@@ -352,7 +352,8 @@ func (r *run) open(ctx context.Context) error {
 	return nil
 }
 
-// start loads the views, binds the fan-out durable and starts the workers and rails.
+// start loads the views, binds the fan-out durable and starts the workers (the fan-out
+// and the mixed inbox's reader) and rails.
 func (r *run) start(ctx context.Context, wg *sync.WaitGroup) error {
 	r.classes = newView(r.js, r.channelsKV, protocol.BucketChannels(r.space), decodeChannel, buildClasses, r.log)
 	r.roster = newView(r.js, r.members, protocol.BucketMembers(r.space), decodeMembership, buildRoster, r.log)
@@ -385,6 +386,13 @@ func (r *run) start(ctx context.Context, wg *sync.WaitGroup) error {
 	go func() {
 		defer wg.Done()
 		_ = r.fanout.run(ctx)
+	}()
+	inbox := &inboxReader{space: r.space, js: r.js, ackWait: r.cfg.AckWait, roster: r.roster, acls: r.acls,
+		gate: r.gate, log: r.log, syncWait: r.opTimeout}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = inbox.run(ctx)
 	}()
 
 	orc, err := r.newOracle()

@@ -136,15 +136,30 @@ func TestEarlierGoSpaceUpgrades(t *testing.T) {
 	// Two posts stored while no daemon ran: after the floor, not yet copied.
 	chatPost(t, js, "p3", "while no daemon ran p3")
 	chatPost(t, js, "p4", "while no daemon ran p4")
+	// A role durable with the earlier ack wait (30 s) and an ask waiting in it.
+	role := provision.TaskQueueConfig(space, "reviewer")
+	role.AckWait = protocol.AnycastAckWaitGo0
+	if _, err := js.CreateConsumer(ctx, protocol.StreamTask(space), role); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "cotal."+space+".svc.reviewer.local.alice", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
 
 	rep, err := provision.Space(ctx, js, space, provision.Options{})
 	if err != nil {
 		t.Fatalf("provision.Space over the earlier space: %v", err)
 	}
-	for _, name := range []string{"DLV_" + space, provision.BucketAuth(space)} {
+	for _, name := range []string{"DLV_" + space, provision.BucketAuth(space), "svc_reviewer"} {
 		if !slices.Contains(rep.Updated, name) {
 			t.Errorf("report %+v: %s not updated", rep, name)
 		}
+	}
+	if !slices.Contains(rep.Created, protocol.StreamInbox(space)) {
+		t.Errorf("report %+v: the reference's INBOX stream not created", rep)
+	}
+	if c, err := js.Consumer(ctx, protocol.StreamTask(space), "svc_reviewer"); err != nil || c.CachedInfo().Config.AckWait != time.Minute || c.CachedInfo().NumPending != 1 {
+		t.Errorf("svc_reviewer after the upgrade: %v, want ack wait 60s and the waiting ask kept", err)
 	}
 	if len(rep.Notes) != 6 || !strings.Contains(strings.Join(rep.Notes, "\n"), "bucket cotal_members_team: deny delete true, want false kept") {
 		t.Errorf("notes %q, want the six deny-delete buckets kept", rep.Notes)

@@ -313,6 +313,11 @@ func TestReferenceProvisionedSpace(t *testing.T) {
 	if !slices.Equal(rep.Updated, []string{protocol.BucketPresence(space)}) || len(rep.Notes) != 0 {
 		t.Errorf("report %+v, want only the presence bucket updated (rollup off) and no notes", rep)
 	}
+	// Go's mint of a member of the role finds the reference's dm_, dlv_ and svc_ as they are.
+	if rep, err := provision.Agent(t.Context(), js, space, protocol.Principal{Owner: protocol.OwnerLocal, Actor: "bob"}, uid, "reviewer"); err != nil ||
+		len(rep.Existing) != 3 || len(rep.Created)+len(rep.Updated) != 0 {
+		t.Errorf("provision.Agent on the reference's durables: %+v %v, want all three existing", rep, err)
+	}
 	runLane(t, m)
 	offlineDelivery(t, m, js, uid, "to the reference's space", 1)
 
@@ -342,10 +347,27 @@ func TestReferenceUpOnGoSpace(t *testing.T) {
 	runLane(t, m)
 	uid := protocol.NewLifecycleUID()
 	offlineDelivery(t, m, js, uid, "on the Go space", 1)
-	meshtest.Until(t, "the fan-out durable", deadline, func() bool {
+	// A member of the role minted by Go: its svc_ durable is the reference's taskDurableConfig.
+	if _, err := provision.Agent(t.Context(), js, space, protocol.Principal{Owner: protocol.OwnerLocal, Actor: "carol"}, protocol.NewLifecycleUID(), "reviewer"); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Until(t, "the fan-out and reader durables", deadline, func() bool {
 		_, err := js.Consumer(t.Context(), protocol.StreamChat(space), protocol.ConsumerFanout)
-		return err == nil
+		_, rerr := js.Consumer(t.Context(), protocol.StreamInbox(space), protocol.ConsumerReader)
+		return err == nil && rerr == nil
 	})
+	// No stream of the reference's createSpaceStreams may be missing: its daemon only binds.
+	for _, s := range loadRef(t, uid).Streams {
+		var cfg struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(s.Config, &cfg)
+		if s.Op == "add" && !strings.HasPrefix(cfg.Name, "KV_") {
+			if _, err := js.Stream(t.Context(), cfg.Name); err != nil {
+				t.Errorf("stream %s of the reference's space is not on the Go space: %v", cfg.Name, err)
+			}
+		}
+	}
 	if err := applyReference(js.Conn(), loadRef(t, uid)); err != nil {
 		t.Fatalf("the reference's cotal up on a Go-provisioned space: %v", err)
 	}

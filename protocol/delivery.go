@@ -40,6 +40,52 @@ func ConsumerDLV(p Principal, uid string) string { return "dlv_" + p.Dash() + "-
 // ConsumerDLVPrefix is the name prefix shared by every hand-off durable of one principal.
 func ConsumerDLVPrefix(p Principal) string { return "dlv_" + p.Dash() + "-" }
 
+// StreamInbox names the reference's mixed inbox stream INBOX_<space>: its fan-out writes
+// one entry per member copy there, and its trusted reader moves each to DLV.
+func StreamInbox(space string) string { return "INBOX_" + space }
+
+// DinboxSubject is the mixed inbox subject of one member incarnation:
+// cotal.<space>.dinbox.<owner>.<actor>.<uid>.
+func DinboxSubject(space string, p Principal, uid string) string {
+	return Root + "." + space + ".dinbox." + p.Owner + "." + p.Actor + "." + uid
+}
+
+// DinboxAll selects every mixed inbox subject of a space.
+func DinboxAll(space string) string { return Root + "." + space + ".dinbox.>" }
+
+// ParseDinbox reads the member incarnation a mixed inbox subject of space names. Only
+// the full six-token form is one; anything else is refused.
+func ParseDinbox(space, subject string) (Principal, string, error) {
+	rest, ok := strings.CutPrefix(subject, Root+"."+space+".dinbox.")
+	parts := strings.Split(rest, ".")
+	if !ok || len(parts) != 3 {
+		return Principal{}, "", fmt.Errorf("mixed inbox subject %q: want %s.%s.dinbox.<owner>.<actor>.<uid>", subject, Root, space)
+	}
+	p := Principal{Owner: parts[0], Actor: parts[1]}
+	if err := p.Validate(); err != nil {
+		return Principal{}, "", fmt.Errorf("mixed inbox subject %q: %w", subject, err)
+	}
+	if !ValidLifecycleUID(parts[2]) {
+		return Principal{}, "", fmt.Errorf("mixed inbox subject %q: lifecycle uid %q is not 26 to 32 of a-z 0-9", subject, parts[2])
+	}
+	return p, parts[2], nil
+}
+
+// InboxEntry is one entry of the mixed inbox (the reference's Plane3Entry, written by its
+// fan-out's publishDinbox): the post, the channel and CHAT sequence it was read at, why
+// it was copied, and the membership generation (0 for a mention).
+type InboxEntry struct {
+	Msg        json.RawMessage `json:"msg"`
+	Channel    string          `json:"channel"`
+	Seq        uint64          `json:"seq"`
+	Reason     string          `json:"reason"`
+	Generation uint64          `json:"generation"`
+}
+
+// ConsumerReader names the durable over INBOX_<space> that moves entries to DLV (the
+// reference's INBOX_READER_DURABLE).
+const ConsumerReader = "reader"
+
 // ConsumerFanout names the delivery daemon's durable over CHAT.
 const ConsumerFanout = "fanout"
 

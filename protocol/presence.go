@@ -13,11 +13,15 @@ const ProtocolVersion = "0.4"
 // Presence timing defaults.
 const (
 	HeartbeatInterval = 2 * time.Second // how often a live peer rewrites its record
-	// AnycastAckWait is the ack wait of a role's anycast durable svc_<role> (the
-	// reference's is 60 s): how long an ask taken by a holder that died waits before
-	// another holder gets it. A live holder extends it while it works (InProgress).
-	AnycastAckWait = 30 * time.Second
-	LivenessWindow = 6 * time.Second // a record older than this means offline; also the KV TTL
+	// AnycastAckWait is the ack wait of a role's anycast durable svc_<role>, the
+	// reference's (streams.ts taskDurableConfig: 60 s, so its consumers.add finds the
+	// same config): how long an ask taken by a holder that died waits before another
+	// holder gets it. A live holder extends it while it works (InProgress).
+	AnycastAckWait = 60 * time.Second
+	// AnycastAckWaitGo0 is the ack wait earlier Go releases gave svc_<role>; provisioning
+	// raises such a durable to AnycastAckWait in place.
+	AnycastAckWaitGo0 = 30 * time.Second
+	LivenessWindow    = 6 * time.Second // a record older than this means offline; also the KV TTL
 )
 
 // Status is what a peer says it is doing.

@@ -1,9 +1,9 @@
 // Package provision creates one space's JetStream footprint: the CHAT, DM and TASK streams,
 // the presence and channel-registry KV buckets, the registry's "=defaults" entry, and the
-// durable plane's DLV stream and lease, members and ACL buckets, and the control surface's
-// EPJ and EPF journal streams. Space is idempotent: it creates what is missing, repairs
-// drift that loses nothing, refuses conflicts without changing anything, and never touches
-// stored messages.
+// durable plane's INBOX and DLV streams and lease, members and ACL buckets, and the control
+// surface's EPJ and EPF journal streams. Space is idempotent: it creates what is missing,
+// repairs drift that loses nothing, refuses conflicts without changing anything, and never
+// touches stored messages.
 package provision
 
 import (
@@ -47,7 +47,8 @@ var ErrConflict = errors.New("existing config conflicts")
 // the space name is invalid (protocol.ErrInvalidSpace). Then it creates what is absent,
 // updates drifted settings that can change without loss (a presence TTL, a dedupe window,
 // direct get, discard policy, per-message TTLs, a per-subject limit that grows or that no
-// subject holds more messages than), and writes "=defaults" only when the key is absent.
+// subject holds more messages than), raises the ack wait of role durables made by earlier
+// releases (TaskQueues), and writes "=defaults" only when the key is absent.
 // Stored messages and registry values are never touched.
 func Space(ctx context.Context, js jetstream.JetStream, space string, opts Options) (Report, error) {
 	if err := protocol.CheckSpace(space); err != nil {
@@ -98,6 +99,12 @@ func Space(ctx context.Context, js jetstream.JetStream, space string, opts Optio
 		rep.add(o, p.res.name)
 		rep.Notes = append(rep.Notes, p.notes()...)
 	}
+
+	roles, err := TaskQueues(ctx, js, space)
+	if err != nil {
+		return rep, err
+	}
+	rep.Updated = append(rep.Updated, roles.Updated...)
 
 	name := protocol.BucketChannels(space) + "/" + protocol.ChannelDefaultsKey
 	o, err := writeDefaults(ctx, js, space, Defaults{DeliveryClass: class})

@@ -67,6 +67,14 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 	task := baseStream(protocol.StreamTask(space), protocol.SvcAll(space))
 	task.Retention = jetstream.WorkQueuePolicy
 
+	// INBOX: the reference's mixed inbox, where its fan-out writes and its reader takes
+	// (backup-config.ts canonicalBackupStreamConfig, created by streams.ts
+	// createSpaceStreams), shaped as DLV. Go's fan-out writes DLV directly; Go's daemon
+	// moves what a reference fan-out left here.
+	inbox := baseStream(protocol.StreamInbox(space), protocol.DinboxAll(space))
+	inbox.MaxMsgsPerSubject = dlvPerSubject
+	inbox.Duplicates = DLVDuplicateWindow
+
 	dlv := baseStream(protocol.StreamDLV(space), protocol.DLVAll(space))
 	dlv.MaxMsgsPerSubject = dlvPerSubject
 	dlv.Duplicates = DLVDuplicateWindow
@@ -92,6 +100,7 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 			Storage:  jetstream.FileStorage,
 			Replicas: 1,
 		}),
+		{kind: "stream", name: inbox.Name, want: inbox},
 		{kind: "stream", name: dlv.Name, want: dlv},
 		bucket(jetstream.KeyValueConfig{ // holds lease keys only, so the bucket TTL is the lease's
 			Bucket:   protocol.BucketDelivery(space),

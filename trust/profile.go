@@ -35,6 +35,7 @@ const (
 	ProfileAdmin Profile = "admin"
 	// ProfileDelivery is the delivery daemon: it reads CHAT through its fan-out durable,
 	// writes members' hand-off copies to DLV and creates their bind-only durables there,
+	// moves the reference's mixed inbox entries (INBOX, its durable "reader") to DLV,
 	// keeps the lease, members and ACL buckets, reads the channel registry, answers the
 	// delivery ctl rails and the live probe, and asks the broker for its own account's
 	// connections. It sends nothing on the messaging plane.
@@ -226,6 +227,14 @@ func deliveryGrants(g *grants, space, inbox string) {
 	g.pub(api(verbConsumerCreate, dlv, ">"), api(verbDurableCreate, dlv, ">"), api(verbConsumerInfo, dlv, "*"))
 	g.pub(api(verbAccountInfo), api(verbStreamInfo, chat), api(verbStreamInfo, dlv))
 
+	// INBOX, the reference's mixed inbox: write entries (its fan-out) and move them to DLV
+	// through the one durable "reader" (its trusted reader, and Go's).
+	mixed := protocol.StreamInbox(space)
+	g.pub(protocol.DinboxAll(space), api(verbStreamInfo, mixed))
+	bind(g, mixed, protocol.ConsumerReader)
+	g.pub(api(verbConsumerCreate, mixed, protocol.ConsumerReader), api(verbConsumerCreate, mixed, protocol.ConsumerReader, ">"),
+		api(verbDurableCreate, mixed, protocol.ConsumerReader))
+
 	// Its buckets, read and written; the channel registry, read.
 	for _, b := range []string{protocol.BucketDelivery(space), protocol.BucketMembers(space), protocol.BucketACL(space)} {
 		readBucket(g, b)
@@ -370,7 +379,7 @@ func denyAdmin(g *grants, space string) {
 	for _, v := range []string{verbStreamCreate, verbStreamUpdate, verbStreamDelete, verbStreamPurge, verbStreamMsgDelete} {
 		g.deny(api(v, ">"))
 	}
-	for _, s := range []string{protocol.StreamChat(space), protocol.StreamDM(space), protocol.StreamTask(space), protocol.StreamDLV(space)} {
+	for _, s := range []string{protocol.StreamChat(space), protocol.StreamDM(space), protocol.StreamTask(space), protocol.StreamInbox(space), protocol.StreamDLV(space)} {
 		g.deny(api(verbDirectGet, s), api(verbDirectGet, s, ">"))
 	}
 }
