@@ -421,8 +421,9 @@ func FuzzParsePersona(f *testing.F) {
 	})
 }
 
-// A persona that omits its read set joins and reads general; subscribe: [] (or
-// allowSubscribe: []) is kept through a render and reads nothing.
+// A persona that omits its read set is DM-only, as the reference's agent-file.ts makes it
+// (subscribe ?? []): it joins and reads nothing, like subscribe: [] (or allowSubscribe: []),
+// which is kept through a render.
 func TestPersonaReadSet(t *testing.T) {
 	for _, tc := range []struct {
 		front       string
@@ -430,8 +431,9 @@ func TestPersonaReadSet(t *testing.T) {
 		omitted     bool
 		renderedHas string
 	}{
-		{"", []string{"general"}, []string{"general"}, true, ""},
-		{"subscribe: ~\n", []string{"general"}, []string{"general"}, true, ""},
+		{"", []string{}, []string{}, true, ""},
+		{"subscribe: ~\n", []string{}, []string{}, true, ""},
+		{"subscribe: [general]\n", []string{"general"}, []string{"general"}, false, "subscribe: [general]\n"},
 		{"subscribe: []\n", []string{}, []string{}, false, "subscribe: []\n"},
 		{"allowSubscribe: []\n", []string{}, []string{}, false, "allowSubscribe: []\n"},
 		{"subscribe: [team]\n", []string{"team"}, []string{"team"}, false, "subscribe: [team]\n"},

@@ -9,7 +9,7 @@ import (
 )
 
 // A launcher's COTAL_SUBSCRIBE set to "" (a persona whose read set is empty) joins no
-// channel; unset, the default (general) stands; a --channel flag beats the variable.
+// channel; unset, the agent joins none (DM-only: general is never implied); a --channel flag beats the variable.
 func TestSubscribeFromEnv(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -17,7 +17,7 @@ func TestSubscribeFromEnv(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"unset", map[string]string{}, nil, []string{"general"}},
+		{"unset", map[string]string{}, nil, nil},
 		{"empty", map[string]string{EnvSubscribe: ""}, nil, nil},
 		{"list", map[string]string{EnvSubscribe: "general, team.backend"}, nil, []string{"general", "team.backend"}},
 		{"flag wins", map[string]string{EnvSubscribe: "x"}, []string{"--channel", "y"}, []string{"y"}},

@@ -154,7 +154,7 @@ start, and the first keeps its messages.`,
 	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the agent's name on the space ($COTAL_NAME)")
 	cmd.Flags().StringVar(&opts.Role, "role", "", "a role to serve: anycasts to it may come to the agent ($COTAL_ROLE)")
-	cmd.Flags().StringArrayVar(&opts.Channels, "channel", []string{"general"}, "channel to join (repeatable; $COTAL_SUBSCRIBE, comma-separated)")
+	cmd.Flags().StringArrayVar(&opts.Channels, "channel", nil, "channel to join (repeatable; $COTAL_SUBSCRIBE, comma-separated; default a --persona's subscribe list, else none: DM-only)")
 	cmd.Flags().StringVar(&opts.Persona, "persona", "", "be the agent of .cotal/agents/<name>.md ($COTAL_PERSONA)")
 	cmd.Flags().DurationVar(&opts.ReconnectFor, "reconnect-for", time.Minute, "how long to wait for a lost mesh to come back before exiting non-zero")
 	return cmd
