@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/cotal-ai/cotal/agentmcp"
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/connector"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/mgrclient"
@@ -69,8 +71,17 @@ type Options struct {
 	GrantPersona string
 	// ReconnectFor is how long a lost mesh is waited for before the server exits non-zero.
 	ReconnectFor time.Duration
-	channelsSet  bool              // --channel or COTAL_SUBSCRIBE was given
-	fromEnvVar   map[string]string // flag name -> the environment variable that set it
+	// LifecycleUID is COTAL_LIFECYCLE_UID: the incarnation the creds were minted for.
+	LifecycleUID string
+	// AllowSubscribe and AllowPublish are COTAL_ALLOW_SUBSCRIBE and COTAL_ALLOW_PUBLISH
+	// (or an agent file's): the read ACL bounds the boot joins, and both bound the
+	// credential a --name agent is minted on a project's authenticated mesh.
+	AllowSubscribe, AllowPublish []string
+	// Model and Variant are COTAL_MODEL and COTAL_VARIANT, shown on the card.
+	Model, Variant string
+	agentFile      *workspace.Persona // COTAL_AGENT_FILE's persona, nil when unset
+	channelsSet    bool               // --channel or COTAL_SUBSCRIBE was given
+	fromEnvVar     map[string]string  // flag name -> the environment variable that set it
 	// Version is told to the MCP client.
 	Version string
 }
@@ -95,6 +106,16 @@ flag has an environment variable a launcher sets, and a flag beats its variable:
   COTAL_HARNESS (claude|codex|opencode|command, shown in presence),
   COTAL_CHANNEL=1 (wake Claude Code with channel notifications; Claude Code does not
   declare that it takes them), COTAL_CAPABILITIES (the persona's capabilities, comma-separated).
+The reference implementation's launchers' names are read too (see docs/interop.md):
+  COTAL_LAUNCH_MATERIAL (a 0600 JSON file with servers and creds; refused beside
+  COTAL_CREDS, COTAL_SERVERS or the other direct variables), COTAL_AGENT_FILE (a persona
+  file: name, role, channels, ACLs; refused when COTAL_PERSONA names another),
+  COTAL_ALLOW_SUBSCRIBE and COTAL_ALLOW_PUBLISH (read and post ACLs, comma-separated; the
+  channels must lie within the read ACL), COTAL_LIFECYCLE_UID (must be the creds' own),
+  COTAL_QUIET and COTAL_MUTED (checked: concrete channels within the read ACL),
+  COTAL_KIND (agent), COTAL_MODEL and COTAL_VARIANT (shown on the card). A user-mode launch
+  (COTAL_OWNER, COTAL_ACTOR, COTAL_SENTINEL_CREDS, COTAL_BEARER_CMD) is refused.
+With no channel named anywhere the agent joins none: it is DM-only.
 
 An agent whose persona has the spawn capability (capabilities: [spawn] in its file, or
 COTAL_CAPABILITIES=spawn from the launcher) also gets the manager tools: cotal_spawn and
@@ -187,7 +208,7 @@ func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string, lookup 
 	str("creds", EnvCreds, &o.Mesh.Creds)
 	str("persona", EnvPersona, &o.Persona)
 	if !fs.Changed("server") {
-		if v := getenv(EnvServers); v != "" {
+		if v := getenv(EnvServers); v != "" && getenv(connector.EnvLaunchMaterial) == "" {
 			o.Mesh.Server = strings.Join(splitList(v), ",")
 		}
 	}
@@ -213,7 +234,7 @@ func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string, lookup 
 	default:
 		return cmdutil.FlagErrorf("%s=%q: want 1 or 0", EnvChannel, v)
 	}
-	return nil
+	return o.refEnv(fs, getenv, lookup)
 }
 
 // source names where the value of flag came from, for an error: `COTAL_NAME="a.b"` when
@@ -234,6 +255,31 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// orAll is list, or every channel (">") when it is empty: a --name agent's ACL unless
+// the launcher named one.
+func orAll(list []string) []string {
+	if len(list) == 0 {
+		return []string{">"}
+	}
+	return list
+}
+
+// checkUID refuses a COTAL_LIFECYCLE_UID other than the one the creds file was minted for.
+func (o *Options) checkUID() error {
+	if o.LifecycleUID == "" || o.Mesh.Creds == "" {
+		return nil
+	}
+	b, err := os.ReadFile(o.Mesh.Creds)
+	if err != nil {
+		return fmt.Errorf("creds %s: %w", o.Mesh.Creds, err)
+	}
+	c, err := trust.ReadCreds(b)
+	if err != nil {
+		return fmt.Errorf("creds %s: %w", o.Mesh.Creds, err)
+	}
+	return checkCredsUID(o.LifecycleUID, c.LifecycleUID)
 }
 
 func contains(list []string, s string) bool {
@@ -332,12 +378,21 @@ func mintsAgent(t cmdutil.Target) bool {
 // credential on an authenticated mesh), a creds file, or a name; the card records the
 // harness.
 func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*client.Endpoint, error) {
-	var meta map[string]any
-	if opts.Harness != "" {
-		meta = map[string]any{"connector": opts.Harness}
+	meta := map[string]any{}
+	for k, v := range map[string]string{"connector": opts.Harness, "model": opts.Model, "variant": opts.Variant} {
+		if v != "" {
+			meta[k] = v
+		}
+	}
+	if len(meta) == 0 {
+		meta = nil
+	}
+	if err := opts.checkUID(); err != nil {
+		return nil, err
 	}
 	if opts.Persona == "" {
-		cfg := client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait, SoleSession: true}
+		cfg := client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait, SoleSession: true,
+			LifecycleUID: opts.LifecycleUID}
 		if !mintsAgent(*target) {
 			return opts.Connect(ctx, *target, cfg, cmdutil.As{Profile: trust.ProfileProvisioner, Join: true, Person: true})
 		}
@@ -346,7 +401,7 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 		// read another's mail.
 		creds, err := opts.AgentCreds(ctx, *target, trust.UserSpec{Name: opts.Name, Profile: trust.ProfileAgent,
 			Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: opts.Name}, Role: opts.Role,
-			Subscribe: opts.Channels, AllowSubscribe: []string{">"}, AllowPublish: []string{">"}})
+			Subscribe: opts.Channels, AllowSubscribe: orAll(opts.AllowSubscribe), AllowPublish: orAll(opts.AllowPublish), LifecycleUID: opts.LifecycleUID})
 		if err != nil {
 			return nil, err
 		}
@@ -365,7 +420,8 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 	}
 	opts.Capabilities = per.Capabilities
 	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: protocol.CardAgent, Description: per.Description, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait,
-		SoleSession: true} // a second session of an AI agent would split its DMs: refused
+		LifecycleUID: opts.LifecycleUID,
+		SoleSession:  true} // a second session of an AI agent would split its DMs: refused
 	if !target.Auth() {
 		return opts.Connect(ctx, *target, cfg, cmdutil.As{})
 	}
