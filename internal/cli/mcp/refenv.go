@@ -126,7 +126,7 @@ func (o *Options) refEnv(fs *pflag.FlagSet, getenv func(string) string, lookup f
 			return cmdutil.FlagErrorf("%s: %v", connector.EnvAgentFile, err)
 		}
 		if o.Persona != "" && o.Persona != per.Name {
-			return cmdutil.FlagErrorf("%s names persona %q but %s %q: they must be the same persona; drop one", connector.EnvAgentFile, per.Name, o.source("persona", o.Persona), o.Persona)
+			return cmdutil.FlagErrorf("%s names persona %q but %s: they must be the same persona; drop one", connector.EnvAgentFile, per.Name, o.source("persona", o.Persona))
 		}
 		o.agentFile = per
 		if o.Persona == "" {
