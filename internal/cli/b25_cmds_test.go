@@ -70,12 +70,22 @@ func runRefAgent(servers, credsPath, space, name, text, want string) error {
 	set := map[string]string{"COTAL_LAUNCH_MATERIAL": mpath, "COTAL_NAME": name, "COTAL_SPACE": space,
 		"COTAL_LIFECYCLE_UID": c.LifecycleUID, "COTAL_SUBSCRIBE": "general", "COTAL_ALLOW_SUBSCRIBE": "general",
 		"COTAL_ALLOW_PUBLISH": "general", "COTAL_KIND": "agent"}
+	// A fresh home and config dir, and no other COTAL_* variable: nothing but the
+	// reference's names can tell the server where the mesh is or who it is.
+	home, err := os.MkdirTemp("", "refagent-home-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
 	var env, names []string
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "COTAL_") || k == "COTAL_HOME" {
+		switch k, _, _ := strings.Cut(kv, "="); {
+		case strings.HasPrefix(k, "COTAL_"), k == "HOME", k == "XDG_CONFIG_HOME", k == "TMPDIR":
+		default:
 			env = append(env, kv)
 		}
 	}
+	env = append(env, "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "TMPDIR="+home)
 	for k, v := range set {
 		if !refNames[k] {
 			return fmt.Errorf("%s is not a reference name", k)
@@ -85,7 +95,9 @@ func runRefAgent(servers, credsPath, space, name, text, want string) error {
 	}
 	sort.Strings(names)
 	fmt.Println("env:", strings.Join(names, " "))
-	cwd, err := os.MkdirTemp("", "refagent-cwd-") // outside any project: no .cotal to fall back on
+	// Outside any project: beside the scripts' work folders, none of whose .cotal is an
+	// ancestor (TMPDIR is inside this script's).
+	cwd, err := os.MkdirTemp(filepath.Dir(os.Getenv("WORK")), "refagent-cwd-")
 	if err != nil {
 		return err
 	}
