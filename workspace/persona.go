@@ -76,6 +76,25 @@ func (per *Persona) ReadSetOmitted() bool {
 	return per.Subscribe == nil && per.AllowSubscribe == nil
 }
 
+// DMOnlyNote is the line a command prints when it runs a persona that names no channel
+// ("" for one that names any): such a persona is DM-only, where an earlier release read
+// general, so the change is said, with how to keep general, rather than made silently.
+func (per *Persona) DMOnlyNote() string {
+	if !per.ReadSetOmitted() {
+		return ""
+	}
+	return fmt.Sprintf("note: persona %s names no channel, so it is DM-only (it reads no channel; before this release it read general): to keep general add subscribe: [general] to %s",
+		per.Name, per.fileName())
+}
+
+// fileName is where the persona was read from, or its usual place when it was built in memory.
+func (per *Persona) fileName() string {
+	if per.Path != "" {
+		return per.Path
+	}
+	return ".cotal/agents/" + per.Name + ".md"
+}
+
 // UncoveredSubscribe returns the Subscribe entries outside the read ACL: when AllowSubscribe
 // is set, the boot joins that no entry of it covers (a pattern needs an equal or broader
 // one). Validate refuses a persona with any.

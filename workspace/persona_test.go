@@ -459,3 +459,17 @@ func TestPersonaReadSet(t *testing.T) {
 		}
 	}
 }
+
+// Running a persona that names no channel says that it is DM-only and how to keep general;
+// one that names any says nothing.
+func TestPersonaDMOnlyNote(t *testing.T) {
+	quiet := &Persona{Name: "rev", Path: "/p/.cotal/agents/rev.md"}
+	if n := quiet.DMOnlyNote(); !strings.Contains(n, "persona rev names no channel, so it is DM-only") || !strings.Contains(n, "add subscribe: [general] to /p/.cotal/agents/rev.md") {
+		t.Fatalf("note %q", n)
+	}
+	for _, per := range []*Persona{{Name: "a", Subscribe: []string{"general"}}, {Name: "b", Subscribe: []string{}}, {Name: "c", AllowSubscribe: []string{"t.>"}}} {
+		if n := per.DMOnlyNote(); n != "" {
+			t.Errorf("%s: %q", per.Name, n)
+		}
+	}
+}

@@ -350,6 +350,9 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 	if !opts.channelsSet {
 		opts.Channels = per.BootSet()
 	}
+	if note := per.DMOnlyNote(); note != "" {
+		fmt.Fprintln(opts.IO.ErrOut, note)
+	}
 	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: per.Kind, Description: per.Description, ReconnectFor: opts.ReconnectFor}
 	if !target.Auth() {
 		return opts.Connect(ctx, *target, cfg, cmdutil.As{})

@@ -418,6 +418,9 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 	if !opts.channelsSet {
 		opts.Channels = per.BootSet()
 	}
+	if note := per.DMOnlyNote(); note != "" {
+		fmt.Fprintln(opts.IO.ErrOut, note) // stderr: the client's log, never an MCP frame
+	}
 	opts.Capabilities = per.Capabilities
 	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: protocol.CardAgent, Description: per.Description, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait,
 		LifecycleUID: opts.LifecycleUID,

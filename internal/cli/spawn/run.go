@@ -224,6 +224,9 @@ func launch(ctx context.Context, opts *Options, p *plan) (err error) {
 	if err := agentrun.WriteFiles(s); err != nil {
 		return err
 	}
+	if note := p.persona.DMOnlyNote(); note != "" {
+		fmt.Fprintln(opts.IO.ErrOut, note)
+	}
 	fmt.Fprintf(opts.IO.ErrOut, "spawning %s (role %s) with %s on space %s\n", l.Name, orNone(l.Role), p.con.Name, l.Space)
 	code, err := run(ctx, opts, p)
 	if err != nil {
