@@ -80,6 +80,7 @@ type Options struct {
 	// Model and Variant are COTAL_MODEL and COTAL_VARIANT, shown on the card.
 	Model, Variant string
 	agentFile      *workspace.Persona // COTAL_AGENT_FILE's persona, nil when unset
+	aclSet         bool               // the env or an agent file named the ACLs (even empty ones)
 	channelsSet    bool               // --channel or COTAL_SUBSCRIBE was given
 	fromEnvVar     map[string]string  // flag name -> the environment variable that set it
 	// Version is told to the MCP client.
@@ -257,13 +258,16 @@ func splitList(s string) []string {
 	return out
 }
 
-// orAll is list, or every channel (">") when it is empty: a --name agent's ACL unless
-// the launcher named one.
-func orAll(list []string) []string {
-	if len(list) == 0 {
-		return []string{">"}
+// acl is a --name agent's ACL: exactly what the launcher (COTAL_ALLOW_*, an agent file)
+// named, even none; every channel (">") when it named no ACL at all.
+func (o *Options) acl(list []string) []string {
+	if o.aclSet {
+		if list == nil {
+			return []string{}
+		}
+		return list
 	}
-	return list
+	return []string{">"}
 }
 
 // checkUID refuses a COTAL_LIFECYCLE_UID other than the one the creds file was minted for.
@@ -401,7 +405,7 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 		// read another's mail.
 		creds, err := opts.AgentCreds(ctx, *target, trust.UserSpec{Name: opts.Name, Profile: trust.ProfileAgent,
 			Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: opts.Name}, Role: opts.Role,
-			Subscribe: opts.Channels, AllowSubscribe: orAll(opts.AllowSubscribe), AllowPublish: orAll(opts.AllowPublish), LifecycleUID: opts.LifecycleUID})
+			Subscribe: opts.Channels, AllowSubscribe: opts.acl(opts.AllowSubscribe), AllowPublish: opts.acl(opts.AllowPublish), LifecycleUID: opts.LifecycleUID})
 		if err != nil {
 			return nil, err
 		}

@@ -149,12 +149,20 @@ func (o *Options) refEnv(fs *pflag.FlagSet, getenv func(string) string, lookup f
 		return splitList(v), ok && strings.TrimSpace(v) != ""
 	}
 	var err error
-	if o.AllowSubscribe, _ = list(connector.EnvAllowSubscribe); o.AllowSubscribe == nil && o.agentFile != nil && o.Persona == "" {
-		o.AllowSubscribe = o.agentFile.ReadACL()
+	var subSet, pubSet bool
+	o.AllowSubscribe, subSet = list(connector.EnvAllowSubscribe)
+	o.AllowPublish, pubSet = list(connector.EnvAllowPublish)
+	if o.agentFile != nil && o.Persona == "" {
+		// The agent file's ACLs, exactly (an empty one reads or posts nowhere), where the
+		// env names none: env > agent file, as configFromEnv resolves them.
+		if !subSet {
+			o.AllowSubscribe, subSet = o.agentFile.ReadACL(), true
+		}
+		if !pubSet {
+			o.AllowPublish, pubSet = o.agentFile.AllowPublish, true
+		}
 	}
-	if o.AllowPublish, _ = list(connector.EnvAllowPublish); o.AllowPublish == nil && o.agentFile != nil && o.Persona == "" {
-		o.AllowPublish = o.agentFile.AllowPublish
-	}
+	o.aclSet = subSet || pubSet
 	for _, l := range []struct {
 		name string
 		chs  []string

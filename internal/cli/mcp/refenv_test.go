@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,5 +71,39 @@ func TestLaunchMaterial(t *testing.T) {
 	}
 	if err := checkCredsUID("aaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbb"); err == nil {
 		t.Fatal("a COTAL_LIFECYCLE_UID other than the creds' was accepted")
+	}
+}
+
+// A --name agent minted on a project's mesh gets exactly the ACLs its launcher named
+// (COTAL_ALLOW_*, or an agent file's, empty ones included: a DM-only agent file never
+// widens to every channel), and every channel only when none was named.
+func TestNamedAgentACL(t *testing.T) {
+	dir := t.TempDir()
+	dmOnly := filepath.Join(dir, "quiet.md")
+	if err := os.WriteFile(dmOnly, []byte("---\nname: quiet\n---\nYou review.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		env       map[string]string
+		read, pub []string
+	}{
+		{"none named", map[string]string{"COTAL_NAME": "a"}, []string{">"}, []string{">"}},
+		{"env", map[string]string{"COTAL_NAME": "a", "COTAL_ALLOW_SUBSCRIBE": "general"}, []string{"general"}, []string{}},
+		{"DM-only agent file", map[string]string{"COTAL_AGENT_FILE": dmOnly}, []string{}, []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lookup := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
+			f := &cmdutil.Factory{Getenv: func(k string) string { return tc.env[k] }, LookupEnv: lookup}
+			var got *Options
+			cmd := NewCmdMCP(f, "test", func(_ context.Context, o *Options) error { got = o; return nil })
+			cmd.SetArgs(nil)
+			if err := cmd.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			if r, p := got.acl(got.AllowSubscribe), got.acl(got.AllowPublish); !slices.Equal(r, tc.read) || !slices.Equal(p, tc.pub) {
+				t.Fatalf("read %q post %q, want %q %q", r, p, tc.read, tc.pub)
+			}
+		})
 	}
 }
