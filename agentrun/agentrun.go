@@ -67,6 +67,8 @@ func NewLaunch(t Target, per *workspace.Persona, o Overrides) connector.Launch {
 		Subscribe: per.BootSet(), Model: per.Model, Prompt: o.Prompt, HasPrompt: o.HasPrompt,
 		SystemPrompt: per.Prompt, Args: o.Args, DataDir: t.Project.Dir(), Getenv: t.Getenv, Exe: t.Exe,
 		Capabilities: per.Capabilities, Persona: per.Name,
+		AllowSubscribe: per.ReadACL(), AllowPublish: per.AllowPublish, Quiet: per.Quiet, Muted: per.Muted,
+		AgentFile: per.Path,
 	}
 	if o.Name != "" {
 		l.Name = o.Name
@@ -85,9 +87,10 @@ func NewLaunch(t Target, per *workspace.Persona, o Overrides) connector.Launch {
 }
 
 // UserSpec is the least-privilege credential of l's agent, as `cotal join --persona`
-// mints it, under the launch's name and role. The minter fills the lifecycle uid.
+// mints it, under the launch's name and role, for the launch's lifecycle uid (when it is
+// "" the minter fills it).
 func UserSpec(l connector.Launch, per *workspace.Persona) trust.UserSpec {
-	return trust.UserSpec{Name: l.Name, Profile: trust.ProfileAgent,
+	return trust.UserSpec{Name: l.Name, Profile: trust.ProfileAgent, LifecycleUID: l.LifecycleUID,
 		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: l.Name}, Role: l.Role,
 		Subscribe: per.Subscribe, AllowSubscribe: per.ReadACL(), AllowPublish: per.AllowPublish,
 		Capabilities: per.Capabilities}

@@ -27,6 +27,19 @@ type Launch struct {
 	Servers   string   // NATS URLs, comma-separated
 	CredsPath string   // the 0600 creds file; "" on an open mesh
 	Subscribe []string // channels joined at boot
+	// AllowSubscribe and AllowPublish are the agent's read and post ACLs, as its
+	// credential was minted with them (the reference's connectors read them).
+	AllowSubscribe []string
+	AllowPublish   []string
+	// Quiet and Muted are the persona's attention defaults (channels to receive without
+	// waking on, and to drop).
+	Quiet, Muted []string
+	// LifecycleUID is the incarnation the credential was minted for ("" when the launcher
+	// mints it later, or on an open mesh): the reference's connectors need it beside
+	// their creds.
+	LifecycleUID string
+	// AgentFile is the path of the persona file the agent runs as ("" when none).
+	AgentFile string
 	// Capabilities are the persona's (spawn, ...): the MCP server lists the manager tools
 	// only with spawn.
 	Capabilities []string
@@ -102,6 +115,29 @@ const (
 	EnvMCPConfig = "COTAL_MCP_CONFIG"
 )
 
+// The names the reference's connectors read (connector-core config.ts, configFromEnv)
+// beside the ones above, which it shares; a launcher sets them so that either
+// implementation's MCP server or connector comes up on the seat it is given.
+const (
+	EnvAllowSubscribe = "COTAL_ALLOW_SUBSCRIBE" // read ACL, comma-separated
+	EnvAllowPublish   = "COTAL_ALLOW_PUBLISH"   // post ACL, comma-separated
+	EnvLifecycleUID   = "COTAL_LIFECYCLE_UID"   // the credential's incarnation
+	EnvAgentFile      = "COTAL_AGENT_FILE"      // the persona file's path
+	EnvKind           = "COTAL_KIND"            // card kind: agent
+	EnvModel          = "COTAL_MODEL"           // display-only model
+	EnvVariant        = "COTAL_VARIANT"         // display-only model variant
+	EnvQuiet          = "COTAL_QUIET"           // channels received without waking
+	EnvMuted          = "COTAL_MUTED"           // channels dropped on receive
+	// EnvLaunchMaterial names a 0600 JSON file holding servers, creds (a path), token and
+	// userAuth: the reference's launchers put connection material there, not in the env.
+	EnvLaunchMaterial = "COTAL_LAUNCH_MATERIAL"
+	// The reference's user-mode launch set (an agent on a user-auth mesh); all four or none.
+	EnvOwner         = "COTAL_OWNER"
+	EnvActor         = "COTAL_ACTOR"
+	EnvSentinelCreds = "COTAL_SENTINEL_CREDS"
+	EnvBearerCmd     = "COTAL_BEARER_CMD"
+)
+
 // ServerName is the name the cotal MCP server is registered under in every harness.
 const ServerName = "cotal"
 
@@ -131,17 +167,28 @@ func Names() []string {
 }
 
 // MCPEnv returns the environment of the agent's `cotal mcp`: its identity, the creds file
-// path (never the credential) and the harness name.
+// path (never the credential) and the harness name, under the names both this `cotal mcp`
+// and the reference's connectors read (config.ts configFromEnv): the read and post ACLs,
+// the kind, the persona file, and the lifecycle uid beside the creds.
 func (l Launch) MCPEnv(harness string) map[string]string {
 	env := map[string]string{
-		EnvSpace:     l.Space,
-		EnvName:      l.Name,
-		EnvServers:   l.Servers,
-		EnvSubscribe: strings.Join(l.Subscribe, ","),
-		EnvHarness:   harness,
+		EnvSpace:          l.Space,
+		EnvName:           l.Name,
+		EnvServers:        l.Servers,
+		EnvSubscribe:      strings.Join(l.Subscribe, ","),
+		EnvAllowSubscribe: strings.Join(l.AllowSubscribe, ","),
+		EnvAllowPublish:   strings.Join(l.AllowPublish, ","),
+		EnvKind:           "agent",
+		EnvHarness:        harness,
 	}
 	if l.Role != "" {
 		env[EnvRole] = l.Role
+	}
+	for k, v := range map[string]string{EnvLifecycleUID: l.LifecycleUID, EnvAgentFile: l.AgentFile,
+		EnvQuiet: strings.Join(l.Quiet, ","), EnvMuted: strings.Join(l.Muted, ",")} {
+		if v != "" {
+			env[k] = v
+		}
 	}
 	if len(l.Capabilities) > 0 {
 		env[EnvCapabilities] = strings.Join(l.Capabilities, ",")

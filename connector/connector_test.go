@@ -14,6 +14,8 @@ func launch() Launch {
 	return Launch{
 		Space: "main", Name: "dave", Role: "builder", Servers: "nats://127.0.0.1:4222",
 		CredsPath: "/p/.cotal/run/dave/creds", Subscribe: []string{"general", "team.backend"},
+		AllowSubscribe: []string{"general", "team.>"}, AllowPublish: []string{"team.backend"},
+		LifecycleUID: "0123456789abcdefghijklmnop", AgentFile: "/p/.cotal/agents/dave.md",
 		SystemPrompt: "You build the backend.\n", Exe: "/usr/local/bin/cotal",
 		RunDir: "/p/.cotal/run/dave", DataDir: "/p/.cotal",
 		Getenv: func(k string) string { return map[string]string{"HOME": "/home/op"}[k] },
@@ -23,7 +25,9 @@ func launch() Launch {
 var wantEnv = map[string]string{
 	"COTAL_SPACE": "main", "COTAL_NAME": "dave", "COTAL_ROLE": "builder",
 	"COTAL_SERVERS": "nats://127.0.0.1:4222", "COTAL_CREDS": "/p/.cotal/run/dave/creds",
-	"COTAL_SUBSCRIBE": "general,team.backend",
+	"COTAL_SUBSCRIBE": "general,team.backend", "COTAL_ALLOW_SUBSCRIBE": "general,team.>",
+	"COTAL_ALLOW_PUBLISH": "team.backend", "COTAL_KIND": "agent",
+	"COTAL_LIFECYCLE_UID": "0123456789abcdefghijklmnop", "COTAL_AGENT_FILE": "/p/.cotal/agents/dave.md",
 }
 
 func withHarness(h string) map[string]string {
@@ -125,8 +129,13 @@ startup_timeout_sec = 30
 default_tools_approval_mode = "approve"
 
 [mcp_servers.cotal.env]
+COTAL_AGENT_FILE = "/p/.cotal/agents/dave.md"
+COTAL_ALLOW_PUBLISH = "team.backend"
+COTAL_ALLOW_SUBSCRIBE = "general,team.>"
 COTAL_CREDS = "/p/.cotal/run/dave/creds"
 COTAL_HARNESS = "codex"
+COTAL_KIND = "agent"
+COTAL_LIFECYCLE_UID = "0123456789abcdefghijklmnop"
 COTAL_NAME = "dave"
 COTAL_ROLE = "builder"
 COTAL_SERVERS = "nats://127.0.0.1:4222"

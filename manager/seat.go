@@ -284,6 +284,12 @@ func (m *Manager) start(s *seat, con connector.Connector, cwd string) (err error
 	a, per := s.args, s.persona
 	l := agentrun.NewLaunch(agentrun.Target{Project: m.Project, Space: m.Space, Servers: m.Servers, Auth: m.Auth, Exe: m.Exe, Getenv: m.Getenv},
 		per, agentrun.Overrides{Name: s.info.Name, Role: a.Role, Model: a.Model, Prompt: a.Prompt, HasPrompt: a.Prompt != "", Args: a.Args})
+	if l.CredsPath != "" {
+		// Every start gets a fresh lifecycle uid, so a fresh DM durable: a seat never
+		// reads a DM that was waiting for an earlier holder of its name. It is chosen
+		// before the spec is built, whose environment names it (COTAL_LIFECYCLE_UID).
+		l.LifecycleUID = protocol.NewLifecycleUID()
+	}
 	spec, err := con.Build(l)
 	if err != nil {
 		return refuse(codeBad, "spawning %s with %s: %v", l.Name, con.Name, err)
@@ -311,10 +317,7 @@ func (m *Manager) start(s *seat, con connector.Connector, cwd string) (err error
 		return errors.Join(err, agentrun.Cleanup(spec), release())
 	}
 	if l.CredsPath != "" {
-		// Every start gets a fresh lifecycle uid, so a fresh DM durable: a seat never
-		// reads a DM that was waiting for an earlier holder of its name.
-		spec := agentrun.UserSpec(l, per)
-		spec.LifecycleUID = protocol.NewLifecycleUID()
+		spec := agentrun.UserSpec(l, per) // for l.LifecycleUID
 		ctx, cancel := context.WithTimeout(sctx, 30*time.Second)
 		creds, err := m.Mint(ctx, spec)
 		cancel()

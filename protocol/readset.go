@@ -1,30 +1,23 @@
 package protocol
 
-// DefaultChannel is the channel an agent reads when its read set is omitted, and the one
-// cotal join joins by default.
+// DefaultChannel is the channel a person's `cotal join` joins when it names none (and the
+// console's first channel). It is never an agent's default: an agent that names no
+// channel reads none (ReadSet).
 const DefaultChannel = "general"
 
-// DefaultReadSet is the boot read set (and so the read ACL) of an agent whose definition
-// names neither subscribe nor allowSubscribe: [general], as the reference's §11 says. It
-// returns a new slice each call.
-func DefaultReadSet() []string { return []string{DefaultChannel} }
-
 // ReadSet resolves an agent's boot read set (subscribe) and read ACL (allowSubscribe) the
-// way the reference's §11 does, in the one place every definition goes through (mint,
+// way the reference's agent-file.ts and provision.ts do (`subscribe ?? []`,
+// `allowSubscribe ?? subscribe`), in the one place every definition goes through (mint,
 // personas, cotal.yaml, the actor ledger, the ACL row written at mint):
 //
-//   - both omitted (nil): both are DefaultReadSet, so the agent reads general;
+//   - both omitted (nil): both are empty, so the agent is DM-only: it reads no channel
+//     and still sends and receives direct messages;
 //   - allowSubscribe omitted or empty: the read ACL is subscribe;
-//   - an explicit empty list (non-nil, no entries, such as subscribe: [] in YAML or
-//     an empty --allow-subscribe value on the command line) is kept: the agent reads nothing.
+//   - subscribe omitted with allowSubscribe given: it joins nothing at boot.
 //
-// subscribe alone omitted, with allowSubscribe given, joins nothing at boot. Neither result
-// is ever nil, so resolving a resolved pair changes nothing; they may share memory with the
-// arguments.
+// Neither result is ever nil, so resolving a resolved pair changes nothing; they may share
+// memory with the arguments.
 func ReadSet(subscribe, allowSubscribe []string) (sub, allow []string) {
-	if subscribe == nil && allowSubscribe == nil {
-		return DefaultReadSet(), DefaultReadSet()
-	}
 	if subscribe == nil {
 		subscribe = []string{}
 	}

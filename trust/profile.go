@@ -83,8 +83,8 @@ type UserSpec struct {
 	LifecycleUID string
 	Role         string // agent only: the anycast role whose durable svc_<role> it may consume
 	// Subscribe is the agent's boot read set; it must lie within AllowSubscribe. With
-	// AllowSubscribe it is resolved by protocol.ReadSet: both nil read [general]; an
-	// explicit empty list reads nothing.
+	// AllowSubscribe it is resolved by protocol.ReadSet: both nil, like an explicit
+	// empty list, read nothing (the agent is DM-only).
 	Subscribe []string
 	// AllowSubscribe is the agent's read ACL (channel patterns); empty means Subscribe.
 	AllowSubscribe []string
@@ -408,7 +408,7 @@ func (g *grants) permissions() jwt.Permissions {
 }
 
 // readACL is the agent's read ACL as protocol.ReadSet resolves it: AllowSubscribe, or
-// Subscribe when that is empty, or [general] when both are omitted.
+// Subscribe when that is empty; none when both are omitted (the agent is DM-only).
 func (s UserSpec) readACL() []string {
 	_, allow := protocol.ReadSet(s.Subscribe, s.AllowSubscribe)
 	return allow

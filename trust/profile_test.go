@@ -430,9 +430,10 @@ func newUserKey(t *testing.T) string {
 	return pub
 }
 
-// An agent whose read set is omitted reads general (wire-protocol §11); an explicit empty
-// read set reads no channel; a given one reads exactly it.
-func TestPermissionsDefaultReadSet(t *testing.T) {
+// An agent whose read set is omitted reads no channel, as the reference's provision.ts
+// mints it (no-implicit-general.smoke.ts: the broker denies chat.*.*.general); an explicit
+// empty read set reads no channel either; a given one reads exactly it.
+func TestPermissionsNoImplicitGeneral(t *testing.T) {
 	acct := &Account{space: "s"}
 	general, team := protocol.ChannelFilter("s", "general"), protocol.ChannelFilter("s", "team")
 	hist := func(ch string) string {
@@ -443,7 +444,7 @@ func TestPermissionsDefaultReadSet(t *testing.T) {
 		sub, allow     []string
 		general, teams bool
 	}{
-		{"omitted", nil, nil, true, false},
+		{"omitted", nil, nil, false, false},
 		{"empty allowSubscribe", nil, []string{}, false, false},
 		{"empty subscribe", []string{}, nil, false, false},
 		{"both empty", []string{}, []string{}, false, false},

@@ -66,9 +66,8 @@ func (m *Manifest) Access() map[string]AgentAccess {
 // manifest role, else its persona's. With personaPermissions include (the agent's, else the
 // manifest's), a persona's subscribe, read and post entries are added when they cannot name a
 // channel the manifest declares: the manifest stays the whole truth for its own channels.
-// An agent left with no channel to join or read gets the default read set, [general]
-// (protocol.ReadSet), when its included persona (if any) omits one and the manifest does
-// not declare general; otherwise its Subscribe and AllowSubscribe are empty, non-nil lists.
+// An agent left with no channel to join or read is DM-only: its Subscribe and
+// AllowSubscribe are empty, non-nil lists (protocol.ReadSet), so the mint keeps them.
 func (m *Manifest) AccessWith(personas map[string]*Persona) map[string]AgentAccess {
 	type sets struct{ sub, read, pub map[string]bool }
 	acc := make(map[string]*sets, len(m.Agents))
@@ -129,13 +128,10 @@ func (m *Manifest) AccessWith(personas map[string]*Persona) map[string]AgentAcce
 		}
 		acc := AgentAccess{Role: role, Subscribe: keys(s.sub), AllowSubscribe: keys(s.read), AllowPublish: keys(s.pub)}
 		if acc.Subscribe == nil && acc.AllowSubscribe == nil {
-			// No channel names the agent and no included persona gives it a read set: the
-			// default read set ([general], protocol.ReadSet) when the persona omits one and
-			// the manifest leaves general undeclared; else, explicitly, nothing.
-			acc.Subscribe, acc.AllowSubscribe = []string{}, []string{}
-			if (per == nil || !included || per.ReadSetOmitted()) && undeclared(protocol.DefaultChannel) {
-				acc.Subscribe, acc.AllowSubscribe = protocol.ReadSet(nil, nil)
-			}
+			// No channel names the agent and no included persona gives it a read set: it
+			// reads nothing (DM-only), as the reference's provision.ts does; general is
+			// never implied (protocol.ReadSet).
+			acc.Subscribe, acc.AllowSubscribe = protocol.ReadSet(nil, nil)
 		}
 		out[a.Name] = acc
 	}

@@ -13,7 +13,7 @@ func TestGrantCovers(t *testing.T) {
 		want string // "" covered; else a part of the refusal
 	}{
 		{"within", Persona{Subscribe: []string{"team.a"}, AllowSubscribe: []string{"team.>"}, AllowPublish: []string{"team.a"}, Capabilities: []string{"spawn"}}, ""},
-		{"default read general", Persona{AllowPublish: []string{"team.b"}}, ""},
+		{"DM-only", Persona{AllowPublish: []string{"team.b"}}, ""},
 		{"reads beyond", Persona{AllowSubscribe: []string{">"}}, `it would read ">"`},
 		{"reads ops", Persona{Subscribe: []string{"ops"}}, `it would read "ops"`},
 		{"posts wider", Persona{AllowPublish: []string{"team.>"}}, `it would post to "team.>"`},
@@ -29,15 +29,18 @@ func TestGrantCovers(t *testing.T) {
 			}
 		})
 	}
-	if err := (Grant{}).Covers(&Persona{}); err == nil || !strings.Contains(err.Error(), "you read nothing") {
-		t.Fatalf("an empty grant covers the default read of general: %v", err)
+	if err := (Grant{}).Covers(&Persona{}); err != nil {
+		t.Fatalf("an empty grant refuses a DM-only persona (no read set reads nothing): %v", err)
+	}
+	if err := (Grant{}).Covers(&Persona{Subscribe: []string{"general"}}); err == nil || !strings.Contains(err.Error(), "you read nothing") {
+		t.Fatalf("an empty grant covers a read of general: %v", err)
 	}
 }
 
 // A role's anycast queue is work meant for that role: a spawner hands out only its own
 // role, or one its capability role:<r> names.
 func TestGrantCoversRole(t *testing.T) {
-	lead := &Persona{Name: "lead", Role: "lead", AllowPublish: []string{"general"}, Capabilities: []string{"spawn", "role:helper"}}
+	lead := &Persona{Name: "lead", Role: "lead", Subscribe: []string{"general"}, AllowPublish: []string{"general"}, Capabilities: []string{"spawn", "role:helper"}}
 	g := GrantOf(lead)
 	for _, c := range []struct {
 		role string

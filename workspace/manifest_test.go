@@ -373,20 +373,20 @@ func FuzzParseManifest(f *testing.F) {
 	})
 }
 
-// An agent no channel names reads the default read set, [general], unless the manifest
-// declares general (it is then the whole truth for it) or the included persona gives an
-// explicit empty read set; either way its lists are non-nil, so the mint keeps them.
-func TestManifestAccessDefaultReadSet(t *testing.T) {
-	general := AgentAccess{Subscribe: []string{"general"}, AllowSubscribe: []string{"general"}}
+// An agent no channel names is DM-only, as the reference's provision.ts makes it
+// (allowSubscribe ?? []): general is never implied, whether the manifest declares it or
+// not and whether the included persona omits its read set or empties it; either way its
+// lists are non-nil, so the mint keeps them.
+func TestManifestAccessNoImplicitGeneral(t *testing.T) {
 	nothing := AgentAccess{Subscribe: []string{}, AllowSubscribe: []string{}}
 	for _, tc := range []struct {
 		name, channels string
 		persona        *Persona
 		want           AgentAccess
 	}{
-		{"general undeclared", "  team:\n    subscribe: [a]\n", nil, general},
+		{"general undeclared", "  team:\n    subscribe: [a]\n", nil, nothing},
 		{"general declared without it", "  general:\n    subscribe: [a]\n", nil, nothing},
-		{"persona read set omitted", "  team:\n    subscribe: [a]\n", &Persona{Name: "b"}, general},
+		{"persona read set omitted", "  team:\n    subscribe: [a]\n", &Persona{Name: "b"}, nothing},
 		{"persona reads nothing", "  team:\n    subscribe: [a]\n", &Persona{Name: "b", Subscribe: []string{}}, nothing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

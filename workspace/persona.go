@@ -40,7 +40,7 @@ type Persona struct {
 	Tags []string // free labels
 	// Subscribe is the channels joined at boot, within the read ACL; AllowSubscribe is the
 	// read ACL (channel patterns), empty meaning Subscribe. Both omitted (nil) read
-	// [general]; an explicit [] (kept non-nil) reads nothing. See protocol.ReadSet.
+	// nothing (DM-only), like an explicit [] (kept non-nil). See protocol.ReadSet.
 	Subscribe      []string
 	AllowSubscribe []string
 	AllowPublish   []string // post ACL (channel patterns); empty means it posts nowhere
@@ -57,23 +57,42 @@ type Persona struct {
 }
 
 // ReadACL returns the channels the persona may read: AllowSubscribe, or Subscribe when
-// AllowSubscribe is empty, or [general] when both are omitted (protocol.ReadSet).
+// AllowSubscribe is empty; none when both are omitted (protocol.ReadSet).
 func (per *Persona) ReadACL() []string {
 	_, allow := protocol.ReadSet(per.Subscribe, per.AllowSubscribe)
 	return allow
 }
 
-// BootSet returns the channels the persona joins at boot: Subscribe, or [general] when
-// both Subscribe and AllowSubscribe are omitted (protocol.ReadSet).
+// BootSet returns the channels the persona joins at boot: Subscribe, none when it is
+// omitted (protocol.ReadSet).
 func (per *Persona) BootSet() []string {
 	sub, _ := protocol.ReadSet(per.Subscribe, per.AllowSubscribe)
 	return sub
 }
 
 // ReadSetOmitted reports whether the persona names neither subscribe nor allowSubscribe,
-// so that it reads the default, [general].
+// so that it is DM-only (it reads no channel).
 func (per *Persona) ReadSetOmitted() bool {
 	return per.Subscribe == nil && per.AllowSubscribe == nil
+}
+
+// DMOnlyNote is the line a command prints when it runs a persona that names no channel
+// ("" for one that names any): such a persona is DM-only, where an earlier release read
+// general, so the change is said, with how to keep general, rather than made silently.
+func (per *Persona) DMOnlyNote() string {
+	if !per.ReadSetOmitted() {
+		return ""
+	}
+	return fmt.Sprintf("note: persona %s names no channel, so it is DM-only (it reads no channel; before this release it read general): to keep general add subscribe: [general] to %s",
+		per.Name, per.fileName())
+}
+
+// fileName is where the persona was read from, or its usual place when it was built in memory.
+func (per *Persona) fileName() string {
+	if per.Path != "" {
+		return per.Path
+	}
+	return ".cotal/agents/" + per.Name + ".md"
 }
 
 // UncoveredSubscribe returns the Subscribe entries outside the read ACL: when AllowSubscribe

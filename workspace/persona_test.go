@@ -421,8 +421,9 @@ func FuzzParsePersona(f *testing.F) {
 	})
 }
 
-// A persona that omits its read set joins and reads general; subscribe: [] (or
-// allowSubscribe: []) is kept through a render and reads nothing.
+// A persona that omits its read set is DM-only, as the reference's agent-file.ts makes it
+// (subscribe ?? []): it joins and reads nothing, like subscribe: [] (or allowSubscribe: []),
+// which is kept through a render.
 func TestPersonaReadSet(t *testing.T) {
 	for _, tc := range []struct {
 		front       string
@@ -430,8 +431,9 @@ func TestPersonaReadSet(t *testing.T) {
 		omitted     bool
 		renderedHas string
 	}{
-		{"", []string{"general"}, []string{"general"}, true, ""},
-		{"subscribe: ~\n", []string{"general"}, []string{"general"}, true, ""},
+		{"", []string{}, []string{}, true, ""},
+		{"subscribe: ~\n", []string{}, []string{}, true, ""},
+		{"subscribe: [general]\n", []string{"general"}, []string{"general"}, false, "subscribe: [general]\n"},
 		{"subscribe: []\n", []string{}, []string{}, false, "subscribe: []\n"},
 		{"allowSubscribe: []\n", []string{}, []string{}, false, "allowSubscribe: []\n"},
 		{"subscribe: [team]\n", []string{"team"}, []string{"team"}, false, "subscribe: [team]\n"},
@@ -454,6 +456,20 @@ func TestPersonaReadSet(t *testing.T) {
 		again, err := ParsePersona("p.md", out)
 		if err != nil || again.ReadSetOmitted() != tc.omitted || !slices.Equal(again.ReadACL(), tc.read) {
 			t.Errorf("%q: round trip changed the read set: %v %+v\n%s", tc.front, err, again, out)
+		}
+	}
+}
+
+// Running a persona that names no channel says that it is DM-only and how to keep general;
+// one that names any says nothing.
+func TestPersonaDMOnlyNote(t *testing.T) {
+	quiet := &Persona{Name: "rev", Path: "/p/.cotal/agents/rev.md"}
+	if n := quiet.DMOnlyNote(); !strings.Contains(n, "persona rev names no channel, so it is DM-only") || !strings.Contains(n, "add subscribe: [general] to /p/.cotal/agents/rev.md") {
+		t.Fatalf("note %q", n)
+	}
+	for _, per := range []*Persona{{Name: "a", Subscribe: []string{"general"}}, {Name: "b", Subscribe: []string{}}, {Name: "c", AllowSubscribe: []string{"t.>"}}} {
+		if n := per.DMOnlyNote(); n != "" {
+			t.Errorf("%s: %q", per.Name, n)
 		}
 	}
 }

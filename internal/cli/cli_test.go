@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 		"cotal":     func() { os.Exit(cli.Main()) },
 		"mcpagent":  func() { os.Exit(mcpAgent()) },
 		"seatagent": func() { os.Exit(seatAgent()) },
+		"refagent":  func() { os.Exit(refAgent()) },
 	})
 }
 

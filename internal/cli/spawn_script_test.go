@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cotal-ai/cotal/trust"
 )
 
 // mcpAgent is the agent program the spawn scripts run with `cotal spawn --agent command
@@ -56,6 +58,11 @@ func runMCPAgent(text, want string) error {
 		return fmt.Errorf("creds: %w", err)
 	}
 	fmt.Printf("creds mode %o\n", st.Mode().Perm())
+	if b, err := os.ReadFile(srv.Env["COTAL_CREDS"]); err == nil {
+		if c, err := trust.ReadCreds(b); err == nil && c.LifecycleUID != "" && c.LifecycleUID == srv.Env["COTAL_LIFECYCLE_UID"] {
+			fmt.Println("COTAL_LIFECYCLE_UID is the creds' uid")
+		}
+	}
 
 	cmd := exec.Command(srv.Command, srv.Args...)
 	cmd.Env = os.Environ()

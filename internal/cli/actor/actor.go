@@ -77,8 +77,8 @@ func newCmdGrant(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 		Long: `Grant replaces the actor's permissions (role, channels, scopes, label) with the flags given,
 and adds the --sub subjects to those already allowed to act as it. Channels are patterns
 (team.*, team.>); scopes are spawn, admin, supervise and role:<role>. Without
---allow-subscribe the actor reads general (the default read set); --allow-subscribe ''
-grants no channel to read, and then the grant must give a scope or --allow-publish.`,
+--allow-subscribe the actor reads no channel (general is never implied), as with
+--allow-subscribe ''; a grant must give a scope, --allow-subscribe or --allow-publish.`,
 		Example: `  cotal actor grant alice --sub 248289761001 --allow-subscribe 'team.>' --allow-publish team.backend
   cotal actor grant ops --sub ops@example.com --scope spawn,role:default --allow-subscribe '>'`,
 		Args: cobra.ExactArgs(1),
@@ -89,7 +89,7 @@ grants no channel to read, and then the grant must give a scope or --allow-publi
 				return cmdutil.RefuseUsage("a grant to actor "+opts.Row.Actor, err.Error(), "cotal actor grant --help")
 			}
 			// The row holds the read set as the grant resolved it: the ledger stores a list,
-			// so an omitted one is written as the default, [general].
+			// so an omitted one is written as none (protocol.ReadSet: no implicit general).
 			_, opts.Row.AllowSubscribe = protocol.ReadSet(nil, allow)
 			if err := checkGrant(opts.Row); err != nil {
 				return err
@@ -104,7 +104,7 @@ grants no channel to read, and then the grant must give a scope or --allow-publi
 	fl := cmd.Flags()
 	fl.StringArrayVar(&opts.Row.Subjects, "sub", nil, "IdP subject allowed to act as the actor (repeatable)")
 	fl.StringVar(&opts.Row.Role, "role", "", "anycast role of the actor")
-	fl.StringArrayVar(&opts.Row.AllowSubscribe, "allow-subscribe", nil, "channel pattern the actor may read (repeatable; default general, '' for none)")
+	fl.StringArrayVar(&opts.Row.AllowSubscribe, "allow-subscribe", nil, "channel pattern the actor may read (repeatable; default none)")
 	fl.StringArrayVar(&opts.Row.AllowPublish, "allow-publish", nil, "channel pattern the actor may post to (repeatable)")
 	fl.StringSliceVar(&opts.Row.Scopes, "scope", nil, "scopes: spawn, admin, supervise, role:<role> (comma-separated or repeated)")
 	fl.StringVar(&opts.Row.Label, "label", "", "a note for people reading the ledger")
@@ -119,7 +119,7 @@ func checkGrant(r ledger.Row) error {
 		return cmdutil.RefuseUsage(what, "no --sub says which IdP subject may act as it: give --sub with the subject your IdP names the person by", "")
 	}
 	if len(r.Scopes)+len(r.AllowSubscribe)+len(r.AllowPublish) == 0 {
-		return cmdutil.RefuseUsage(what, "it would grant nothing: give --scope, --allow-subscribe or --allow-publish (without --allow-subscribe '' it reads general)", "")
+		return cmdutil.RefuseUsage(what, "it would grant nothing: give --scope, --allow-subscribe or --allow-publish", "")
 	}
 	if err := r.Validate(); err != nil {
 		return cmdutil.RefuseUsage(what, strings.TrimPrefix(err.Error(), ledger.ErrInvalidRow.Error()+": "),

@@ -57,7 +57,10 @@ that name); --persona, the agent defined in .cotal/agents/<name>.md, with a cred
 minted on the fly from its read and post lists (least privilege); or --creds, a creds file
 from cotal mint. A persona or creds file sets the name and role (a --name beside --creds
 must be the credential's own); its subscribe list sets the channels unless --channel is
-given. History a channel replays is shown once per identity: a rejoin shows only what
+given, and a persona that names none joins none (it is DM-only, as every agent that names
+no channel is). A person joining by --name or --creds without --channel joins general:
+that default is join's own, for people, and no agent credential, persona or spawn ever
+implies it. History a channel replays is shown once per identity: a rejoin shows only what
 came after.
 
 If the mesh goes away, join says so once, reconnects when it returns, and exits non-zero
@@ -119,7 +122,7 @@ format character as an escape such as \x1b or \u202e.`,
 	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Name, "name", "", "your name on the space (required unless --persona or --creds names you)")
 	cmd.Flags().StringVar(&opts.Role, "role", "", "a role to serve: anycasts to it may come to you")
-	cmd.Flags().StringArrayVar(&opts.Channels, "channel", []string{"general"}, "channel to join (repeatable)")
+	cmd.Flags().StringArrayVar(&opts.Channels, "channel", []string{"general"}, "channel to join (repeatable; a person joins general unless given, a --persona its own subscribe list)")
 	cmd.Flags().StringVar(&opts.Persona, "persona", "", "join as the agent of .cotal/agents/<name>.md")
 	cmd.Flags().DurationVar(&opts.ReconnectFor, "reconnect-for", time.Minute, "how long to wait for a lost mesh to come back before exiting non-zero")
 	return cmd
@@ -346,6 +349,9 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 	}
 	if !opts.channelsSet {
 		opts.Channels = per.BootSet()
+	}
+	if note := per.DMOnlyNote(); note != "" {
+		fmt.Fprintln(opts.IO.ErrOut, note)
 	}
 	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: per.Kind, Description: per.Description, ReconnectFor: opts.ReconnectFor}
 	if !target.Auth() {

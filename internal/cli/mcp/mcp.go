@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/cotal-ai/cotal/agentmcp"
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/connector"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/mgrclient"
@@ -69,8 +71,18 @@ type Options struct {
 	GrantPersona string
 	// ReconnectFor is how long a lost mesh is waited for before the server exits non-zero.
 	ReconnectFor time.Duration
-	channelsSet  bool              // --channel or COTAL_SUBSCRIBE was given
-	fromEnvVar   map[string]string // flag name -> the environment variable that set it
+	// LifecycleUID is COTAL_LIFECYCLE_UID: the incarnation the creds were minted for.
+	LifecycleUID string
+	// AllowSubscribe and AllowPublish are COTAL_ALLOW_SUBSCRIBE and COTAL_ALLOW_PUBLISH
+	// (or an agent file's): the read ACL bounds the boot joins, and both bound the
+	// credential a --name agent is minted on a project's authenticated mesh.
+	AllowSubscribe, AllowPublish []string
+	// Model and Variant are COTAL_MODEL and COTAL_VARIANT, shown on the card.
+	Model, Variant string
+	agentFile      *workspace.Persona // COTAL_AGENT_FILE's persona, nil when unset
+	aclSet         bool               // the env or an agent file named the ACLs (even empty ones)
+	channelsSet    bool               // --channel or COTAL_SUBSCRIBE was given
+	fromEnvVar     map[string]string  // flag name -> the environment variable that set it
 	// Version is told to the MCP client.
 	Version string
 }
@@ -95,6 +107,16 @@ flag has an environment variable a launcher sets, and a flag beats its variable:
   COTAL_HARNESS (claude|codex|opencode|command, shown in presence),
   COTAL_CHANNEL=1 (wake Claude Code with channel notifications; Claude Code does not
   declare that it takes them), COTAL_CAPABILITIES (the persona's capabilities, comma-separated).
+The reference implementation's launchers' names are read too (see docs/interop.md):
+  COTAL_LAUNCH_MATERIAL (a 0600 JSON file with servers and creds; refused beside
+  COTAL_CREDS, COTAL_SERVERS or the other direct variables), COTAL_AGENT_FILE (a persona
+  file: name, role, channels, ACLs; refused when COTAL_PERSONA names another),
+  COTAL_ALLOW_SUBSCRIBE and COTAL_ALLOW_PUBLISH (read and post ACLs, comma-separated; the
+  channels must lie within the read ACL), COTAL_LIFECYCLE_UID (must be the creds' own),
+  COTAL_QUIET and COTAL_MUTED (checked: concrete channels within the read ACL),
+  COTAL_KIND (agent), COTAL_MODEL and COTAL_VARIANT (shown on the card). A user-mode launch
+  (COTAL_OWNER, COTAL_ACTOR, COTAL_SENTINEL_CREDS, COTAL_BEARER_CMD) is refused.
+With no channel named anywhere the agent joins none: it is DM-only.
 
 An agent whose persona has the spawn capability (capabilities: [spawn] in its file, or
 COTAL_CAPABILITIES=spawn from the launcher) also gets the manager tools: cotal_spawn and
@@ -154,7 +176,7 @@ start, and the first keeps its messages.`,
 	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the agent's name on the space ($COTAL_NAME)")
 	cmd.Flags().StringVar(&opts.Role, "role", "", "a role to serve: anycasts to it may come to the agent ($COTAL_ROLE)")
-	cmd.Flags().StringArrayVar(&opts.Channels, "channel", []string{"general"}, "channel to join (repeatable; $COTAL_SUBSCRIBE, comma-separated)")
+	cmd.Flags().StringArrayVar(&opts.Channels, "channel", nil, "channel to join (repeatable; $COTAL_SUBSCRIBE, comma-separated; default a --persona's subscribe list, else none: DM-only)")
 	cmd.Flags().StringVar(&opts.Persona, "persona", "", "be the agent of .cotal/agents/<name>.md ($COTAL_PERSONA)")
 	cmd.Flags().DurationVar(&opts.ReconnectFor, "reconnect-for", time.Minute, "how long to wait for a lost mesh to come back before exiting non-zero")
 	return cmd
@@ -187,7 +209,7 @@ func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string, lookup 
 	str("creds", EnvCreds, &o.Mesh.Creds)
 	str("persona", EnvPersona, &o.Persona)
 	if !fs.Changed("server") {
-		if v := getenv(EnvServers); v != "" {
+		if v := getenv(EnvServers); v != "" && getenv(connector.EnvLaunchMaterial) == "" {
 			o.Mesh.Server = strings.Join(splitList(v), ",")
 		}
 	}
@@ -213,7 +235,7 @@ func (o *Options) fromEnv(fs *pflag.FlagSet, getenv func(string) string, lookup 
 	default:
 		return cmdutil.FlagErrorf("%s=%q: want 1 or 0", EnvChannel, v)
 	}
-	return nil
+	return o.refEnv(fs, getenv, lookup)
 }
 
 // source names where the value of flag came from, for an error: `COTAL_NAME="a.b"` when
@@ -234,6 +256,34 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// acl is a --name agent's ACL: exactly what the launcher (COTAL_ALLOW_*, an agent file)
+// named, even none; every channel (">") when it named no ACL at all.
+func (o *Options) acl(list []string) []string {
+	if o.aclSet {
+		if list == nil {
+			return []string{}
+		}
+		return list
+	}
+	return []string{">"}
+}
+
+// checkUID refuses a COTAL_LIFECYCLE_UID other than the one the creds file was minted for.
+func (o *Options) checkUID() error {
+	if o.LifecycleUID == "" || o.Mesh.Creds == "" {
+		return nil
+	}
+	b, err := os.ReadFile(o.Mesh.Creds)
+	if err != nil {
+		return fmt.Errorf("creds %s: %w", o.Mesh.Creds, err)
+	}
+	c, err := trust.ReadCreds(b)
+	if err != nil {
+		return fmt.Errorf("creds %s: %w", o.Mesh.Creds, err)
+	}
+	return checkCredsUID(o.LifecycleUID, c.LifecycleUID)
 }
 
 func contains(list []string, s string) bool {
@@ -332,12 +382,21 @@ func mintsAgent(t cmdutil.Target) bool {
 // credential on an authenticated mesh), a creds file, or a name; the card records the
 // harness.
 func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*client.Endpoint, error) {
-	var meta map[string]any
-	if opts.Harness != "" {
-		meta = map[string]any{"connector": opts.Harness}
+	meta := map[string]any{}
+	for k, v := range map[string]string{"connector": opts.Harness, "model": opts.Model, "variant": opts.Variant} {
+		if v != "" {
+			meta[k] = v
+		}
+	}
+	if len(meta) == 0 {
+		meta = nil
+	}
+	if err := opts.checkUID(); err != nil {
+		return nil, err
 	}
 	if opts.Persona == "" {
-		cfg := client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait, SoleSession: true}
+		cfg := client.Config{Name: opts.Name, Role: opts.Role, Kind: protocol.CardAgent, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait, SoleSession: true,
+			LifecycleUID: opts.LifecycleUID}
 		if !mintsAgent(*target) {
 			return opts.Connect(ctx, *target, cfg, cmdutil.As{Profile: trust.ProfileProvisioner, Join: true, Person: true})
 		}
@@ -346,7 +405,7 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 		// read another's mail.
 		creds, err := opts.AgentCreds(ctx, *target, trust.UserSpec{Name: opts.Name, Profile: trust.ProfileAgent,
 			Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: opts.Name}, Role: opts.Role,
-			Subscribe: opts.Channels, AllowSubscribe: []string{">"}, AllowPublish: []string{">"}})
+			Subscribe: opts.Channels, AllowSubscribe: opts.acl(opts.AllowSubscribe), AllowPublish: opts.acl(opts.AllowPublish), LifecycleUID: opts.LifecycleUID})
 		if err != nil {
 			return nil, err
 		}
@@ -363,9 +422,13 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 	if !opts.channelsSet {
 		opts.Channels = per.BootSet()
 	}
+	if note := per.DMOnlyNote(); note != "" {
+		fmt.Fprintln(opts.IO.ErrOut, note) // stderr: the client's log, never an MCP frame
+	}
 	opts.Capabilities = per.Capabilities
 	cfg := client.Config{Name: per.Name, Role: per.Role, Kind: protocol.CardAgent, Description: per.Description, Meta: meta, ReconnectFor: opts.ReconnectFor, AckWait: ackWait,
-		SoleSession: true} // a second session of an AI agent would split its DMs: refused
+		LifecycleUID: opts.LifecycleUID,
+		SoleSession:  true} // a second session of an AI agent would split its DMs: refused
 	if !target.Auth() {
 		return opts.Connect(ctx, *target, cfg, cmdutil.As{})
 	}

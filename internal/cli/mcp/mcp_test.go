@@ -159,6 +159,11 @@ func startAgent(t *testing.T, url string, caps *sdk.ClientCapabilities, env []st
 // startAgentIn starts `cotal mcp args...` in dir (also its HOME) and connects to it.
 func startAgentIn(t *testing.T, home string, caps *sdk.ClientCapabilities, env []string, args ...string) *agent {
 	t.Helper()
+	if !slices.Contains(args, "--channel") && !slices.Contains(args, "--persona") {
+		// An agent that names no channel is DM-only; these agents read general, as a
+		// launcher's COTAL_SUBSCRIBE=general says.
+		args = append(args, "--channel", "general")
+	}
 	cmd := exec.Command(binary, append([]string{"mcp"}, args...)...)
 	cmd.Dir = home
 	cmd.Env = append([]string{"HOME=" + home, "COTAL_HOME=" + filepath.Join(home, ".cotal"),

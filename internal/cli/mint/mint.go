@@ -61,8 +61,8 @@ FILE that is a folder, and a FILE whose folder does not exist (it is never creat
 
 Profiles:
   agent     posts only as itself and only to --allow-publish channels (none by default),
-            reads its --allow-subscribe channels (general when none is given;
-            --allow-subscribe '' for no channel at all), its own DMs and, with --role, its
+            reads its --allow-subscribe channels (none when none is given: it is then
+            DM-only, as the reference mints it; general is never implied), its own DMs and, with --role, its
             role's anycasts; writes only its own presence. Its bind-only DM durable (and role
             durable) are created now, so the mesh must be running.
   observer  reads channels and presence, no DMs, publishes nothing (a console).
@@ -120,7 +120,7 @@ Connect with it: cotal join --creds FILE, or any NATS client.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Profile, "profile", "agent", "agent, observer or admin")
 	fl.StringVar(&opts.Role, "role", "", "agent: a role whose anycasts it may take")
-	fl.StringArrayVar(&opts.AllowSubscribe, "allow-subscribe", nil, "agent: a channel (pattern) it may read (repeatable; default general, '' for none)")
+	fl.StringArrayVar(&opts.AllowSubscribe, "allow-subscribe", nil, "agent: a channel (pattern) it may read (repeatable; default none: DM-only)")
 	fl.StringArrayVar(&opts.AllowPublish, "allow-publish", nil, "agent: a channel (pattern) it may post to (repeatable; default none)")
 	fl.DurationVar(&opts.ExpiresIn, "expires-in", 0, "lifetime, e.g. 24h (default: no expiry)")
 	fl.StringVar(&opts.Out, "out", "", "where to write the creds file (an existing file is refused without --force)")

@@ -36,7 +36,7 @@ func NewCmdList(f *cmdutil.Factory, runF func(context.Context, *ListOptions) err
 		Use:   "list [-v] [--json]",
 		Short: "List the project's personas with their role, read ACL and post ACL",
 		Long: `List every persona file of the project (.cotal/agents/*.md), sorted by name: its role,
-read ACL (allowSubscribe, or subscribe when that is omitted, or general when both are) and
+read ACL (allowSubscribe, or subscribe when that is omitted; "-" when both are: DM-only) and
 post ACL (allowPublish; "-" means it posts nowhere). A file that is not a valid persona is
 listed as invalid with the file, line and reason. -v adds the boot joins, kind, model, agent and capabilities.`,
 		Example: `  cotal personas list

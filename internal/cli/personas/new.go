@@ -51,7 +51,8 @@ and the flags given here replace its values; any other FILE is the prompt.
 Access is least privilege: --subscribe are the channels joined at boot, --allow-subscribe
 the read ACL (when omitted, the agent reads exactly what it joins), --allow-publish the post
 ACL (when omitted, it posts nowhere). With neither --subscribe nor --allow-subscribe the
-agent joins and reads general; --subscribe '' (written subscribe: []) reads nothing. Channel patterns may use * for one segment and a
+agent is DM-only: it joins and reads no channel (general is never implied), and still sends
+and receives direct messages, like --subscribe '' (written subscribe: []). Channel patterns may use * for one segment and a
 final > for the rest; every boot join must lie within the read ACL.`,
 		Example: `  cotal personas new dave --prompt "You build the backend; keep changes small." --role builder \
       --subscribe general --subscribe team.backend \
@@ -111,7 +112,7 @@ final > for the rest; every boot join must lie within the read ACL.`,
 	fl.StringVar(&opts.From, "from", "", "read the prompt (or a persona to copy) from FILE; - is stdin")
 	fl.StringVar(&opts.Role, "role", "", "role: presence label and anycast address")
 	fl.StringVar(&opts.Model, "model", "", "model the agent runs")
-	fl.StringArrayVar(&opts.Subscribe, "subscribe", nil, "channel joined at boot (repeatable; default general unless --allow-subscribe, '' for none)")
+	fl.StringArrayVar(&opts.Subscribe, "subscribe", nil, "channel joined at boot (repeatable; default none: DM-only)")
 	fl.StringArrayVar(&opts.AllowSubscribe, "allow-subscribe", nil, "channel pattern it may read (repeatable; default: its --subscribe, '' for none)")
 	fl.StringArrayVar(&opts.AllowPublish, "allow-publish", nil, "channel pattern it may post to (repeatable; default: none)")
 	return cmd

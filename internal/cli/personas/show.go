@@ -83,7 +83,9 @@ func runShow(_ context.Context, opts *ShowOptions) error {
 	readFrom := "subscribe"
 	switch {
 	case per.ReadSetOmitted():
-		readFrom = "default"
+		// An omitted read set once read general; it now reads nothing, as the reference's
+		// agent-file.ts does, and the line says how to keep general.
+		readFrom = "none named: DM-only; add subscribe: [general] to read general"
 	case len(per.AllowSubscribe) > 0:
 		readFrom = "allowSubscribe"
 	}

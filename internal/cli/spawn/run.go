@@ -16,6 +16,7 @@ import (
 	"github.com/cotal-ai/cotal/connector"
 	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -218,9 +219,13 @@ func launch(ctx context.Context, opts *Options, p *plan) (err error) {
 		if err := mint(ctx, opts, p); err != nil {
 			return err
 		}
+		l, s = p.launch, p.spec // now naming the credential's lifecycle uid
 	}
 	if err := agentrun.WriteFiles(s); err != nil {
 		return err
+	}
+	if note := p.persona.DMOnlyNote(); note != "" {
+		fmt.Fprintln(opts.IO.ErrOut, note)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "spawning %s (role %s) with %s on space %s\n", l.Name, orNone(l.Role), p.con.Name, l.Space)
 	code, err := run(ctx, opts, p)
@@ -258,6 +263,19 @@ func mint(ctx context.Context, opts *Options, p *plan) error {
 	if err := atomicfile.WriteFile(l.CredsPath, creds, 0o600); err != nil {
 		return fmt.Errorf("write creds: %w", err)
 	}
+	// The agent's environment names the uid the credential was minted for
+	// (COTAL_LIFECYCLE_UID, which the reference's connectors need beside creds): the spec
+	// is built again now that it is known. Build is pure; the paths do not change.
+	c, err := trust.ReadCreds(creds)
+	if err != nil {
+		return fmt.Errorf("mint %s: %w", l.Name, err)
+	}
+	p.launch.LifecycleUID = c.LifecycleUID
+	spec, err := p.con.Build(p.launch)
+	if err != nil {
+		return fmt.Errorf("spawning %s: %w", l.Name, err)
+	}
+	p.spec = spec
 	return nil
 }
 
