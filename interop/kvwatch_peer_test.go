@@ -364,7 +364,10 @@ func TestWatchersAddedToEarlierAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(rep.Existing, []string{protocol.ConsumerDM(bob, uid)}) || len(rep.Created) != 2 {
+	// It also gains its hand-off durable (dlv_), which this release makes at mint too.
+	wantCreated := []string{protocol.ConsumerDLV(bob, uid),
+		protocol.ConsumerKVWatch(protocol.KVWatchPresence, bob, uid), protocol.ConsumerKVWatch(protocol.KVWatchChannels, bob, uid)}
+	if !reflect.DeepEqual(rep.Existing, []string{protocol.ConsumerDM(bob, uid)}) || !reflect.DeepEqual(rep.Created, wantCreated) {
 		t.Fatalf("upgrade report %+v", rep)
 	}
 	dm, err := m.js.Consumer(t.Context(), protocol.StreamDM(space), protocol.ConsumerDM(bob, uid))

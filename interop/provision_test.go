@@ -313,10 +313,13 @@ func TestReferenceProvisionedSpace(t *testing.T) {
 	if !slices.Equal(rep.Updated, []string{protocol.BucketPresence(space)}) || len(rep.Notes) != 0 {
 		t.Errorf("report %+v, want only the presence bucket updated (rollup off) and no notes", rep)
 	}
-	// Go's mint of a member of the role finds the reference's dm_, dlv_ and svc_ as they are.
-	if rep, err := provision.Agent(t.Context(), js, space, protocol.Principal{Owner: protocol.OwnerLocal, Actor: "bob"}, uid, "reviewer"); err != nil ||
-		len(rep.Existing) != 3 || len(rep.Created)+len(rep.Updated) != 0 {
-		t.Errorf("provision.Agent on the reference's durables: %+v %v, want all three existing", rep, err)
+	// Go's mint of a member of the role finds the reference's dm_, dlv_ and svc_ as they are;
+	// it adds only the two public-bucket watchers, which this image of the space lacks.
+	bob := protocol.Principal{Owner: protocol.OwnerLocal, Actor: "bob"}
+	if rep, err := provision.Agent(t.Context(), js, space, bob, uid, "reviewer"); err != nil ||
+		len(rep.Existing) != 3 || len(rep.Updated) != 0 || !slices.Equal(rep.Created, []string{
+		protocol.ConsumerKVWatch(protocol.KVWatchPresence, bob, uid), protocol.ConsumerKVWatch(protocol.KVWatchChannels, bob, uid)}) {
+		t.Errorf("provision.Agent on the reference's durables: %+v %v, want all three existing and the two watchers created", rep, err)
 	}
 	runLane(t, m)
 	offlineDelivery(t, m, js, uid, "to the reference's space", 1)
