@@ -78,14 +78,26 @@ func TestCalloutUsersGetTheSpaceLimits(t *testing.T) {
 	}
 	waitBrokerErr(t, nc, errs, "maximum subscriptions exceeded")
 
-	other, err := f.dialBearer(x.Owner, "alice", x.Token, onErr)
+	// No reconnect: a reconnect after the broker closes the connection would clear the
+	// error it closed it with.
+	other, err := f.dialBearer(x.Owner, "alice", x.Token, onErr, nats.NoReconnect())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if err := other.Publish(inbox+".big", make([]byte, 8<<10)); err != nil && !errors.Is(err, nats.ErrMaxPayload) {
+	err = other.Publish(inbox+".big", make([]byte, 8<<10))
+	if errors.Is(err, nats.ErrMaxPayload) {
+		// The broker already told this connection its limit (an INFO after the callout
+		// admitted it carries the user's max_payload) and the client refused to send.
+		if got := other.MaxPayload(); got != 4<<10 {
+			t.Fatalf("client refused the payload, but the broker advertised max_payload %d, want 4096", got)
+		}
+		return
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
+	_ = other.Flush() // the oversized message reaches the broker now
 	waitBrokerErr(t, other, errs, "maximum payload violation")
 }
 
