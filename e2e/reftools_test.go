@@ -34,10 +34,7 @@ func TestReferenceToolCalls(t *testing.T) {
 	if err != nil {
 		t.Skip("node is not installed")
 	}
-	sdk := filepath.Join(filepath.Dir(filepath.Dir(harness(t, "mcp-inspector"))), "@modelcontextprotocol", "sdk")
-	if _, err := os.Stat(filepath.Join(sdk, "dist", "cjs", "client", "stdio.js")); err != nil {
-		t.Skipf("the MCP TypeScript SDK is not installed next to mcp-inspector: %v", err)
-	}
+	sdk := mcpSDK(t)
 	var mu sync.Mutex
 	var reports []map[string]any
 	intake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -124,4 +121,19 @@ func TestReferenceToolCalls(t *testing.T) {
 	if len(reports) != 1 || reports[0]["summary"] != "peek is handy" || reports[0]["email"] != "dev@example.test" {
 		t.Errorf("the intake got %v", reports)
 	}
+}
+
+// mcpSDK finds the official TypeScript MCP SDK in the node_modules folder the harnesses
+// are installed in ($COTAL_E2E_BIN/..; .ci/run installs it), or skips.
+func mcpSDK(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv(EnvBin)
+	if dir == "" {
+		t.Skipf("$%s is not set: .ci/run installs the MCP TypeScript SDK beside the harnesses", EnvBin)
+	}
+	sdk := filepath.Join(filepath.Dir(dir), "@modelcontextprotocol", "sdk")
+	if _, err := os.Stat(filepath.Join(sdk, "dist", "cjs", "client", "stdio.js")); err != nil {
+		t.Skipf("the MCP TypeScript SDK is not installed in %s: %v", filepath.Dir(dir), err)
+	}
+	return sdk
 }
