@@ -5,11 +5,11 @@ import (
 	"strings"
 )
 
-// The manager's control rails, a Go design (the reference's manager answers on its
-// ep.* endpoint rails instead; see docs/interop.md). A request is published on
+// The manager's Go control rails (it also answers the reference's ep.* endpoint rails;
+// see docs/interop.md). A request is published on
 // cotal.<space>.ctl.<service>.<owner>.<actor>.<op>, where the broker pins <owner>.<actor>
 // to the caller's own principal, and answered on <request>.reply.<nonce>. Two services
-// share the same ops: ServiceManager for the operator and admins (everything), and
+// share the same ops: ServiceManager for the operator the manager runs for (everything; admins are refused), and
 // ServiceManagerAgent for agents whose persona has the spawn capability (spawn, and stop
 // of the seats they spawned). The manager also registers them as the NATS micro service
 // ManagerServiceName, so `$SRV.INFO` discovers it.
