@@ -96,8 +96,9 @@ func NewCmdMCP(f *cmdutil.Factory, version string, runF func(context.Context, *O
 		Long: `Put one AI agent on a space as a Model Context Protocol server on stdin/stdout. The
 agent's harness (Claude Code, Codex, OpenCode, any MCP client) starts it and gets the
 cotal_* tools: orientation, roster, inbox, send, dm, anycast, status, channels,
-channel_info, join, leave and connection_status. Stdout carries only MCP frames; logs go
-to stderr.
+channel_info, join, leave, connection_status, channel_mode, docs, feedback and reconnect,
+with the reference implementation's names and arguments (docs/agents.md). Stdout carries
+only MCP frames; logs go to stderr.
 
 Who the agent is, as for cotal join: --name (with --role), --persona (the agent of
 .cotal/agents/<name>.md, with its own least-privilege credential), or --creds FILE. Each
@@ -107,6 +108,9 @@ flag has an environment variable a launcher sets, and a flag beats its variable:
   COTAL_HARNESS (claude|codex|opencode|command, shown in presence),
   COTAL_CHANNEL=1 (wake Claude Code with channel notifications; Claude Code does not
   declare that it takes them), COTAL_CAPABILITIES (the persona's capabilities, comma-separated).
+cotal_feedback posts to COTAL_FEEDBACK_URL when set, else (as the reference does) to the
+Cotal project's intake on the internet, with COTAL_FEEDBACK_KEY as a bearer, or a contact
+address from COTAL_FEEDBACK_EMAIL.
 The reference implementation's launchers' names are read too (see docs/interop.md):
   COTAL_LAUNCH_MATERIAL (a 0600 JSON file with servers and creds; refused beside
   COTAL_CREDS, COTAL_SERVERS or the other direct variables), COTAL_AGENT_FILE (a persona
