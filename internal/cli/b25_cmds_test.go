@@ -115,20 +115,7 @@ func runRefAgent(servers, credsPath, space, name, text, want string) error {
 	}
 	defer session.Close()
 	call := func(tool string, args map[string]any) (string, error) {
-		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", tool, err)
-		}
-		var out []string
-		for _, c := range res.Content {
-			if t, ok := c.(*mcp.TextContent); ok {
-				out = append(out, t.Text)
-			}
-		}
-		if res.IsError {
-			return "", fmt.Errorf("%s: tool error: %s", tool, strings.Join(out, "\n"))
-		}
-		return strings.Join(out, "\n"), nil
+		return callTool(ctx, session, tool, args)
 	}
 	roster, err := call("cotal_roster", nil)
 	if err != nil {

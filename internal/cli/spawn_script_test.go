@@ -76,21 +76,8 @@ func runMCPAgent(text, want string) error {
 		return fmt.Errorf("start the mcp server: %w", err)
 	}
 	defer session.Close()
-	call := func(name string, args map[string]any) (string, error) {
-		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", name, err)
-		}
-		var out []string
-		for _, c := range res.Content {
-			if t, ok := c.(*mcp.TextContent); ok {
-				out = append(out, t.Text)
-			}
-		}
-		if res.IsError {
-			return "", fmt.Errorf("%s: tool error: %s", name, strings.Join(out, "\n"))
-		}
-		return strings.Join(out, "\n"), nil
+	call := func(tool string, args map[string]any) (string, error) {
+		return callTool(ctx, session, tool, args)
 	}
 	roster, err := call("cotal_roster", nil)
 	if err != nil {
@@ -120,4 +107,22 @@ func runMCPAgent(text, want string) error {
 		case <-time.After(100 * time.Millisecond): // re-check interval
 		}
 	}
+}
+
+// callTool calls one MCP tool and returns its text, or the tool's error as an error.
+func callTool(ctx context.Context, session *mcp.ClientSession, tool string, args map[string]any) (string, error) {
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", tool, err)
+	}
+	var out []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			out = append(out, t.Text)
+		}
+	}
+	if res.IsError {
+		return "", fmt.Errorf("%s: tool error: %s", tool, strings.Join(out, "\n"))
+	}
+	return strings.Join(out, "\n"), nil
 }
