@@ -195,7 +195,8 @@ func openLedger(ctx context.Context, opts *Options, t cmdutil.Target) (*client.E
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		ep.Close()
 		return nil, nil, "", cmdutil.Refuse("the actor ledger of space "+t.Space,
-			"the space has no "+bucket+" bucket yet (it was made by an older cotal)", "cotal down && cotal up --detach")
+			"the space has no "+bucket+" bucket yet (it was made by an older cotal); cotal up adds it to the running mesh",
+			"cotal up --space "+t.Space)
 	}
 	if err != nil {
 		ep.Close()

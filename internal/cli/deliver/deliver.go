@@ -189,13 +189,23 @@ func credential(opts *Options, t cmdutil.Target) ([]byte, error) {
 	if !t.Auth() {
 		return nil, cmdutil.Refuse("a delivery daemon on an open mesh",
 			"the open dev mesh has no credentials, so the daemon could not tell members apart; its channels are live",
-			"cotal down && cotal up --detach")
+			OpenMeshNext(t))
 	}
 	if t.Mesh != nil && !slices.Contains(t.Mesh.Spaces, t.Space) {
 		return nil, cmdutil.Refuse(fmt.Sprintf("a delivery daemon for space %q", t.Space), "the mesh of "+t.Project.Root+" does not serve it",
 			"cotal up --space "+t.Space)
 	}
 	return opts.Mint(t, trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery, Principal: DaemonPrincipal})
+}
+
+// OpenMeshNext is what to run when a delivery daemon is asked of an open mesh: when it is
+// the project's own mesh, restart it authenticated (cotal up then starts the daemon
+// itself); another mesh is not this project's to restart, so nothing.
+func OpenMeshNext(t cmdutil.Target) string {
+	if !t.OnProjectMesh() || t.Mesh.Mode != workspace.ModeOpen {
+		return ""
+	}
+	return "cotal down && cotal up --detach"
 }
 
 // leaseHeldNext is what to run when another daemon holds the lease: when it is the one

@@ -38,6 +38,7 @@ type Options struct {
 	Connect    cmdutil.ConnectFunc
 	AgentCreds cmdutil.AgentCredsFunc
 	Getenv     func(string) string // nil reads as an empty environment
+	Getwd      func() (string, error)
 	Executable func() (string, error)
 	DaemonLog  func() slog.Handler
 
@@ -50,7 +51,7 @@ type Options struct {
 // NewCmdSupervise builds `cotal supervise`.
 func NewCmdSupervise(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, AgentCreds: f.AgentCreds,
-		Getenv: f.Getenv, Executable: f.Executable, DaemonLog: f.DaemonLog}
+		Getenv: f.Getenv, Getwd: f.Getwd, Executable: f.Executable, DaemonLog: f.DaemonLog}
 	cmd := &cobra.Command{
 		Use:   "supervise [--space S] [--server URL] [--wait]",
 		Short: "Run the agent manager of a space in the foreground",
@@ -90,7 +91,13 @@ func runSupervise(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if t.Project == nil {
-		return cmdutil.Refuse("a supervisor outside a project", "personas and the seats' run files live in a project's .cotal/", "cotal setup --yes")
+		wd, err := opts.Getwd()
+		if err != nil {
+			return fmt.Errorf("current folder: %w", err)
+		}
+		return cmdutil.Refuse("a supervisor outside a project",
+			"personas and the seats' run files live in a project's .cotal/; make a project folder and run the supervisor from there",
+			cmdutil.NewProjectNext(wd, ""))
 	}
 	ctx, stopWatch, err := cmdutil.WithParent(ctx, opts.Getenv)
 	if err != nil {
