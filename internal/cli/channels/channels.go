@@ -281,8 +281,8 @@ func runSet(ctx context.Context, opts *Options) error {
 	default:
 		rev = e.Revision()
 		if err := json.Unmarshal(e.Value(), &cur); err != nil {
-			return cmdutil.Refuse("a change to channel "+opts.Name, "its registry entry does not decode ("+err.Error()+"), and a change would drop what it holds",
-				"nats kv get "+bucket+" "+opts.Name)
+			return cmdutil.Refuse("a change to channel "+opts.Name, "its registry entry does not decode ("+err.Error()+
+				"), and a change would drop what it holds; read it with the nats CLI: nats kv get "+bucket+" "+opts.Name, "")
 		}
 	}
 	if opts.Class != "" {

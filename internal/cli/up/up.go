@@ -578,8 +578,8 @@ func enableUserAuth(opts *Options, proj *workspace.Project, space string) error 
 	}
 	pin, err := authsvc.Enable(chain, space, opts.IdP, opts.ClientID)
 	if err != nil {
-		return cmdutil.Refuse("--user-auth --idp "+opts.IdP, err.Error(),
-			"keep the IdP the space was created with, or serve the people of the new IdP in a new space (--space)")
+		return cmdutil.Refuse("--user-auth --idp "+opts.IdP, err.Error()+
+			"; keep the IdP the space was created with, or serve the people of the new IdP in a new space (--space)", "")
 	}
 	if pin.OIDC() {
 		fmt.Fprintf(opts.IO.ErrOut, "user auth: space %s admits people of %s (client %s)\n", space, pin.Issuer, pin.ClientID)
