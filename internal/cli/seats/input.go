@@ -46,8 +46,7 @@ func NewCmdInput(f *cmdutil.Factory, runF func(context.Context, *InputOptions) e
 			return runInput(cmd.Context(), opts)
 		},
 	}
-	cmdutil.SpaceVar(cmd.Flags(), &opts.Mesh.Space, "space (default: the project's space)")
-	cmd.Flags().StringVar(&opts.Mesh.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the agent to type into")
 	cmd.Flags().StringVar(&opts.Text, "text", "", "the text to type")
 	cmd.Flags().BoolVar(&opts.NoEnter, "no-enter", false, "do not press Enter after the text")

@@ -44,8 +44,7 @@ removed once it has ended; ps then shows it exited.`,
 			return runStop(cmd.Context(), opts)
 		},
 	}
-	cmdutil.SpaceVar(cmd.Flags(), &opts.Mesh.Space, "space (default: the project's space)")
-	cmd.Flags().StringVar(&opts.Mesh.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the agent to stop")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "SIGKILL at once")
 	return cmd

@@ -44,6 +44,7 @@ type Options struct {
 
 	Space   string
 	Server  string
+	TLSCA   string // --tls-ca: the CA the mesh's TLS certificate is checked against
 	Pidfile string
 	Wait    bool
 }
@@ -67,7 +68,8 @@ adopts the seats still running. It prints one line when it serves and, on SIGTER
 Ctrl-C, stops its seats (SIGTERM, then SIGKILL after 10 s) and releases its lease.
 
 cotal up starts one per space and restarts it when it exits; cotal down manager holds it
-down.`,
+down. It connects with the project's own keys, which also mint its seats' credentials, so
+it takes no --creds; --tls-ca names the CA of a mesh on TLS.`,
 		Example: `  cotal supervise
   cotal supervise --space team --wait`,
 		Args: cobra.NoArgs,
@@ -80,13 +82,14 @@ down.`,
 	}
 	cmdutil.SpaceVar(cmd.Flags(), &opts.Space, "space to serve (default: the project's space)")
 	cmd.Flags().StringVar(&opts.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	cmd.Flags().StringVar(&opts.TLSCA, "tls-ca", "", "CA file (PEM) the mesh's TLS certificate is signed by (default: the one the mesh was started with, else the system's)")
 	cmd.Flags().StringVar(&opts.Pidfile, "pidfile", "", "write this pidfile once serving (cotal up sets it)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "wait for the lease when another manager holds it, instead of refusing")
 	return cmd
 }
 
 func runSupervise(ctx context.Context, opts *Options) error {
-	t, err := opts.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server})
+	t, err := opts.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server, TLSCA: opts.TLSCA})
 	if err != nil {
 		return err
 	}
