@@ -58,12 +58,13 @@ final > for the rest; every boot join must lie within the read ACL.`,
       --allow-subscribe general --allow-subscribe 'team.>' --allow-publish general
   cotal personas new reviewer --from prompts/reviewer.txt --model opus --subscribe review --allow-publish review
   cotal personas new dave2 --from .cotal/agents/dave.md --role reviewer`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Name = args[0]
-			if err := checkName("new", opts.Name); err != nil {
+			name, err := personaName(args, opts.Name, "new")
+			if err != nil {
 				return err
 			}
+			opts.Name = name
 			switch {
 			case cmd.Flags().Changed("prompt") && opts.Prompt == "":
 				return cmdutil.FlagErrorf("--prompt is empty: give the text the agent starts from")
@@ -107,6 +108,7 @@ final > for the rest; every boot join must lie within the read ACL.`,
 		},
 	}
 	fl := cmd.Flags()
+	fl.StringVar(&opts.Name, "name", "", "the persona's name (the same as the argument)")
 	fl.StringVar(&opts.Prompt, "prompt", "", "the prompt: the persona's text for the agent")
 	fl.StringVar(&opts.From, "from", "", "read the prompt (or a persona to copy) from FILE; - is stdin")
 	fl.StringVar(&opts.Role, "role", "", "role: presence label and anycast address")
