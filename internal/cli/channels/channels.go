@@ -132,6 +132,7 @@ sets the space defaults (class, replay and window only).`,
 		},
 	}
 	opts.Mesh.Register(cmd.Flags())
+	cmd.ValidArgsFunction = cmdutil.Complete(0, f.ChannelNames(&opts.Mesh))
 	fl := cmd.Flags()
 	fl.BoolVar(&durable, "durable", false, "durable: every member gets every post, also those it missed")
 	fl.BoolVar(&live, "live", false, "live: members read posts while joined (at most once)")

@@ -56,6 +56,7 @@ of them. Read-only: nothing is acked, created or started.`,
 		},
 	}
 	opts.Mesh.Register(cmd.Flags())
+	cmd.ValidArgsFunction = cmdutil.Complete(0, f.PeerNames(&opts.Mesh))
 	cmd.Flags().IntVar(&opts.Limit, "limit", 20, "messages to show per durable")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON document")
 	return cmd

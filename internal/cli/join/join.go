@@ -122,6 +122,7 @@ format character as an escape such as \x1b or \u202e.`,
 	cmd.Flags().StringArrayVar(&opts.Channels, "channel", []string{"general"}, "channel to join (repeatable)")
 	cmd.Flags().StringVar(&opts.Persona, "persona", "", "join as the agent of .cotal/agents/<name>.md")
 	cmd.Flags().DurationVar(&opts.ReconnectFor, "reconnect-for", time.Minute, "how long to wait for a lost mesh to come back before exiting non-zero")
+	_ = cmd.RegisterFlagCompletionFunc("channel", cmdutil.Complete(-1, f.ChannelNames(&opts.Mesh)))
 	return cmd
 }
 

@@ -62,6 +62,7 @@ end. Operator only.`,
 	}
 	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the agent to attach to")
+	completeSeats(cmd, f, &opts.Mesh)
 	return cmd
 }
 

@@ -54,6 +54,7 @@ func NewCmdInput(f *cmdutil.Factory, runF func(context.Context, *InputOptions) e
 	}
 	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the agent to type into")
+	completeSeats(cmd, f, &opts.Mesh)
 	cmd.Flags().StringVar(&opts.Text, "text", "", "the text to type")
 	cmd.Flags().BoolVar(&opts.NoEnter, "no-enter", false, "do not press Enter after the text")
 	return cmd

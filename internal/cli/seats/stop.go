@@ -52,6 +52,7 @@ removed once it has ended; ps then shows it exited.`,
 	}
 	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the agent to stop")
+	completeSeats(cmd, f, &opts.Mesh)
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "SIGKILL at once")
 	return cmd
 }
