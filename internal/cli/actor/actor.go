@@ -86,7 +86,7 @@ grants no channel to read, and then the grant must give a scope or --allow-publi
 			opts.Row.Actor = args[0]
 			allow, err := cmdutil.ReadSetFlag("--allow-subscribe", opts.Row.AllowSubscribe)
 			if err != nil {
-				return cmdutil.RefuseUsage("a grant to actor "+opts.Row.Actor, err.Error(), "cotal actor grant --help")
+				return cmdutil.RefuseUsage("a grant to actor "+opts.Row.Actor, err.Error(), "")
 			}
 			// The row holds the read set as the grant resolved it: the ledger stores a list,
 			// so an omitted one is written as the default, [general].
@@ -122,8 +122,7 @@ func checkGrant(r ledger.Row) error {
 		return cmdutil.RefuseUsage(what, "it would grant nothing: give --scope, --allow-subscribe or --allow-publish (without --allow-subscribe '' it reads general)", "")
 	}
 	if err := r.Validate(); err != nil {
-		return cmdutil.RefuseUsage(what, strings.TrimPrefix(err.Error(), ledger.ErrInvalidRow.Error()+": "),
-			"cotal actor grant --help")
+		return cmdutil.RefuseUsage(what, strings.TrimPrefix(err.Error(), ledger.ErrInvalidRow.Error()+": "), "")
 	}
 	return nil
 }

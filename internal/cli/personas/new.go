@@ -134,7 +134,7 @@ func runNew(_ context.Context, opts *NewOptions) error {
 			opts.commandLine(&fixed))
 	}
 	if err := per.Validate(); err != nil {
-		return cmdutil.Refuse(what, err.Error(), "cotal personas new --help")
+		return cmdutil.Refuse(what, err.Error(), "")
 	}
 	proj, wd, err := findProject(opts.Getwd, opts.Getenv)
 	if err != nil {
