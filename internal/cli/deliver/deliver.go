@@ -208,12 +208,13 @@ func OpenMeshNext(t cmdutil.Target) string {
 	return "cotal down && cotal up --detach"
 }
 
-// leaseHeldNext is what to run when another daemon holds the lease: when it is the one
-// `cotal up` supervises for this project (its pidfile names a live process), stop that one
-// first, since --wait would wait on a daemon the broker keeps restarting; otherwise wait
-// for the holder to stop.
+// leaseHeldNext is what to run when another daemon holds the lease: on the project's own
+// mesh, when it is the one `cotal up` supervises (its pidfile names a live process), stop
+// that one first, since --wait would wait on a daemon the broker keeps restarting;
+// otherwise wait for the holder to stop, on the same mesh (another mesh's lease is never
+// this project's daemon's to give up).
 func leaseHeldNext(t cmdutil.Target) string {
-	if t.Project != nil {
+	if t.OnProjectMesh() {
 		d, _ := workspace.DaemonNamed("delivery")
 		if rec, err := workspace.ReadPidfile(d.PidFile(t.Project, t.Space)); err == nil {
 			if alive, _ := rec.Alive(); alive {
@@ -221,5 +222,5 @@ func leaseHeldNext(t cmdutil.Target) string {
 			}
 		}
 	}
-	return "cotal deliver --space " + t.Space + " --wait"
+	return "cotal deliver --space " + t.Space + cmdutil.ElsewhereArgs(t) + " --wait"
 }

@@ -174,16 +174,17 @@ func operator() protocol.Principal {
 	return protocol.Principal{Owner: protocol.OwnerLocal, Actor: actor}
 }
 
-// leaseHeldNext: stop the manager cotal up supervises, or wait for the holder.
+// leaseHeldNext: on the project's own mesh, stop the manager cotal up supervises; else
+// wait for the holder, on the same mesh.
 func leaseHeldNext(t cmdutil.Target) string {
-	if d, ok := workspace.DaemonNamed("manager"); ok && t.Project != nil {
+	if d, ok := workspace.DaemonNamed("manager"); ok && t.OnProjectMesh() {
 		if rec, err := workspace.ReadPidfile(d.PidFile(t.Project, t.Space)); err == nil {
 			if alive, _ := rec.Alive(); alive {
 				return "cotal down manager --space " + t.Space + " && cotal supervise --space " + t.Space
 			}
 		}
 	}
-	return "cotal supervise --space " + t.Space + " --wait"
+	return "cotal supervise --space " + t.Space + cmdutil.ElsewhereArgs(t) + " --wait"
 }
 
 func getenv(get func(string) string, k string) string {
