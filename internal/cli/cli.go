@@ -41,7 +41,6 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/update"
 	"github.com/cotal-ai/cotal/internal/cli/version"
 	"github.com/cotal-ai/cotal/internal/cli/web"
-	"github.com/cotal-ai/cotal/workspace"
 )
 
 // Version is the CLI version, set at build time with -ldflags "-X ...cli.Version=v1.2.3";
@@ -170,57 +169,27 @@ peer, anycast to whoever holds a role.`,
 }
 
 // completePersonas completes persona names (the project's .cotal/agents/<name>.md) for
-// every --persona flag and the persona argument of spawn, personas show and personas rm.
+// every --persona flag, and the persona argument (and --name) of spawn, personas show and
+// personas rm.
 func completePersonas(f *cmdutil.Factory, root *cobra.Command) {
-	names := func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		return personaNames(f), cobra.ShellCompDirectiveNoFileComp
-	}
-	first := func(c *cobra.Command, args []string, s string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		return names(c, args, s)
-	}
+	names := cmdutil.Complete(-1, f.PersonaNames)
 	var visit func(c *cobra.Command)
 	visit = func(c *cobra.Command) {
 		if c.Flags().Lookup("persona") != nil {
 			_ = c.RegisterFlagCompletionFunc("persona", names)
 		}
 		switch c.CommandPath() {
-		case "cotal spawn", "cotal personas show", "cotal personas rm":
-			c.ValidArgsFunction = first
+		case "cotal personas show", "cotal personas rm":
+			_ = c.RegisterFlagCompletionFunc("name", names)
+			fallthrough
+		case "cotal spawn":
+			c.ValidArgsFunction = cmdutil.Complete(0, f.PersonaNames)
 		}
 		for _, sub := range c.Commands() {
 			visit(sub)
 		}
 	}
 	visit(root)
-}
-
-// personaNames are the names of the personas of the project around the current folder.
-func personaNames(f *cmdutil.Factory) []cobra.Completion {
-	if f.Getwd == nil {
-		return nil
-	}
-	wd, err := f.Getwd()
-	if err != nil {
-		return nil
-	}
-	proj, err := workspace.FindProject(wd, f.Getenv)
-	if err != nil {
-		return nil
-	}
-	files, err := proj.PersonaFiles()
-	if err != nil {
-		return nil
-	}
-	var out []cobra.Completion
-	for _, pf := range files {
-		if pf.Err == nil {
-			out = append(out, pf.Name)
-		}
-	}
-	return out
 }
 
 // strictHelp makes `cotal help <topic>` and `cotal completion <shell>` usage errors (exit

@@ -83,6 +83,8 @@ func TestScripts(t *testing.T) {
 			"sigwhen":     cmdSigWhen,
 			"taradd":      cmdTarAdd,
 			"jsondoc":     cmdJSONDoc,
+			"runnext":     cmdRunNext,
+			"kvdel":       cmdKVDel,
 		},
 	})
 }

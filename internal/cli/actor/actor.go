@@ -86,7 +86,7 @@ and adds the --sub subjects to those already allowed to act as it. Channels are 
 			opts.Row.Actor = args[0]
 			allow, err := cmdutil.ReadSetFlag("--allow-subscribe", opts.Row.AllowSubscribe)
 			if err != nil {
-				return cmdutil.RefuseUsage("a grant to actor "+opts.Row.Actor, err.Error(), "cotal actor grant --help")
+				return cmdutil.RefuseUsage("a grant to actor "+opts.Row.Actor, err.Error(), "")
 			}
 			// The row holds the read set as the grant resolved it: the ledger stores a list,
 			// so an omitted one is written as none (protocol.ReadSet: no implicit general).
@@ -122,8 +122,7 @@ func checkGrant(r ledger.Row) error {
 		return cmdutil.RefuseUsage(what, "it would grant nothing: give --scope, --allow-subscribe or --allow-publish", "")
 	}
 	if err := r.Validate(); err != nil {
-		return cmdutil.RefuseUsage(what, strings.TrimPrefix(err.Error(), ledger.ErrInvalidRow.Error()+": "),
-			"cotal actor grant --help")
+		return cmdutil.RefuseUsage(what, strings.TrimPrefix(err.Error(), ledger.ErrInvalidRow.Error()+": "), "")
 	}
 	return nil
 }
@@ -195,7 +194,8 @@ func openLedger(ctx context.Context, opts *Options, t cmdutil.Target) (*client.E
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		ep.Close()
 		return nil, nil, "", cmdutil.Refuse("the actor ledger of space "+t.Space,
-			"the space has no "+bucket+" bucket yet (it was made by an older cotal)", "cotal down && cotal up --detach")
+			"the space has no "+bucket+" bucket yet (it was made by an older cotal); cotal up adds it to the running mesh",
+			"cotal up --space "+t.Space)
 	}
 	if err != nil {
 		ep.Close()

@@ -132,6 +132,7 @@ sets the space defaults (class, replay and window only).`,
 		},
 	}
 	opts.Mesh.Register(cmd.Flags())
+	cmd.ValidArgsFunction = cmdutil.Complete(0, f.ChannelNames(&opts.Mesh))
 	fl := cmd.Flags()
 	fl.BoolVar(&durable, "durable", false, "durable: every member gets every post, also those it missed")
 	fl.BoolVar(&live, "live", false, "live: members read posts while joined (at most once)")
@@ -281,8 +282,8 @@ func runSet(ctx context.Context, opts *Options) error {
 	default:
 		rev = e.Revision()
 		if err := json.Unmarshal(e.Value(), &cur); err != nil {
-			return cmdutil.Refuse("a change to channel "+opts.Name, "its registry entry does not decode ("+err.Error()+"), and a change would drop what it holds",
-				"nats kv get "+bucket+" "+opts.Name)
+			return cmdutil.Refuse("a change to channel "+opts.Name, "its registry entry does not decode ("+err.Error()+
+				"), and a change would drop what it holds; read it with the nats CLI: nats kv get "+bucket+" "+opts.Name, "")
 		}
 	}
 	if opts.Class != "" {

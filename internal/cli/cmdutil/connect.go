@@ -187,8 +187,8 @@ func (f *Factory) ConnectPerson(ctx context.Context, t Target, profile trust.Pro
 func (f *Factory) account(t Target) (*trust.Account, *trust.Chain, error) {
 	if t.Remote != nil {
 		return nil, nil, Refuse(fmt.Sprintf("administration of remote mesh %q", t.Space),
-			"this machine only registered it (cotal meshes add); its keys stay with its operator",
-			"ask the mesh's operator; join, send, status and console sign in (cotal login --idp "+t.Remote.IdPIssuer+")")
+			"this machine only registered it (cotal meshes add); its keys stay with its operator, so ask them; "+
+				"join, send, status and console sign in after cotal login --idp "+t.Remote.IdPIssuer, "")
 	}
 	if t.Project == nil {
 		return nil, nil, Refuse("a connection to an authenticated mesh without --creds",

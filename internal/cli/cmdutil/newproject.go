@@ -40,3 +40,16 @@ func sameDir(a, b string) bool {
 	absB, errB := filepath.Abs(b)
 	return errA == nil && errB == nil && absA == absB
 }
+
+// NewProjectNext is the next line of a command refused outside a project: it makes the
+// folder cotal-project under wd a project (cotal setup --yes seeds its .cotal/, and works
+// in the home folder too, where wd's own .cotal/ would be the machine home) and runs then
+// there, when then is not "".
+func NewProjectNext(wd, then string) string {
+	dir := ShellQuote(filepath.Join(wd, "cotal-project"))
+	next := "mkdir -p " + dir + " && cd " + dir + " && cotal setup --yes"
+	if then != "" {
+		next += " && " + then
+	}
+	return next
+}

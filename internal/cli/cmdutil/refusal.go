@@ -61,3 +61,20 @@ func WithNext(err error, next string) error {
 // StarterPrompt is the prompt of a `cotal personas new` a next line suggests: a working
 // persona at once, its text edited later in the persona's file.
 const StarterPrompt = "You help the team."
+
+// ElsewhereArgs are the flags a next line repeats so it reaches the mesh the refused
+// command did: " --server URL" (with --creds and --tls-ca when given) when that is not
+// the project's own mesh, else "" (the project's mesh is the default).
+func ElsewhereArgs(t Target) string {
+	if t.OnProjectMesh() || t.Server == "" {
+		return ""
+	}
+	s := " --server " + ShellQuote(t.Server)
+	if t.Creds != "" {
+		s += " --creds " + ShellQuote(t.Creds)
+	}
+	if t.TLSCA != "" {
+		s += " --tls-ca " + ShellQuote(t.TLSCA)
+	}
+	return s
+}

@@ -93,7 +93,7 @@ func localSignIn(t Target, pin authsvc.Pin) (signIn, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return signIn{}, Refuse(fmt.Sprintf("a connection to user-auth space %q", t.Space),
 			"its auth service has not written the sentinel creds file "+filepath.Join(dir, authsvc.SentinelFile)+" (it was started by an older release)",
-			"cotal down && cotal up")
+			"cotal down auth --space "+t.Space+" && cotal up --space "+t.Space)
 	}
 	if err != nil {
 		return signIn{}, err

@@ -73,6 +73,7 @@ non-zero once it has been gone for --reconnect-for.`,
 	cmd.Flags().BoolVar(&opts.Plain, "plain", false, "print a plain line stream")
 	cmd.Flags().StringVar(&opts.Channel, "channel", ">", "channels to watch (a pattern)")
 	cmd.Flags().DurationVar(&opts.ReconnectFor, "reconnect-for", time.Minute, "how long to wait for a lost mesh to come back before exiting non-zero")
+	_ = cmd.RegisterFlagCompletionFunc("channel", cmdutil.Complete(-1, f.ChannelNames(&opts.Mesh)))
 	return cmd
 }
 

@@ -189,7 +189,7 @@ func credential(opts *Options, t cmdutil.Target) ([]byte, error) {
 	if !t.Auth() {
 		return nil, cmdutil.Refuse("a delivery daemon on an open mesh",
 			"the open dev mesh has no credentials, so the daemon could not tell members apart; its channels are live",
-			"cotal down && cotal up --detach")
+			OpenMeshNext(t))
 	}
 	if t.Mesh != nil && !slices.Contains(t.Mesh.Spaces, t.Space) {
 		return nil, cmdutil.Refuse(fmt.Sprintf("a delivery daemon for space %q", t.Space), "the mesh of "+t.Project.Root+" does not serve it",
@@ -198,12 +198,23 @@ func credential(opts *Options, t cmdutil.Target) ([]byte, error) {
 	return opts.Mint(t, trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery, Principal: DaemonPrincipal})
 }
 
-// leaseHeldNext is what to run when another daemon holds the lease: when it is the one
-// `cotal up` supervises for this project (its pidfile names a live process), stop that one
-// first, since --wait would wait on a daemon the broker keeps restarting; otherwise wait
-// for the holder to stop.
+// OpenMeshNext is what to run when a delivery daemon is asked of an open mesh: when it is
+// the project's own mesh, restart it authenticated (cotal up then starts the daemon
+// itself); another mesh is not this project's to restart, so nothing.
+func OpenMeshNext(t cmdutil.Target) string {
+	if !t.OnProjectMesh() || t.Mesh.Mode != workspace.ModeOpen {
+		return ""
+	}
+	return "cotal down && cotal up --detach"
+}
+
+// leaseHeldNext is what to run when another daemon holds the lease: on the project's own
+// mesh, when it is the one `cotal up` supervises (its pidfile names a live process), stop
+// that one first, since --wait would wait on a daemon the broker keeps restarting;
+// otherwise wait for the holder to stop, on the same mesh (another mesh's lease is never
+// this project's daemon's to give up).
 func leaseHeldNext(t cmdutil.Target) string {
-	if t.Project != nil {
+	if t.OnProjectMesh() {
 		d, _ := workspace.DaemonNamed("delivery")
 		if rec, err := workspace.ReadPidfile(d.PidFile(t.Project, t.Space)); err == nil {
 			if alive, _ := rec.Alive(); alive {
@@ -211,5 +222,5 @@ func leaseHeldNext(t cmdutil.Target) string {
 			}
 		}
 	}
-	return "cotal deliver --space " + t.Space + " --wait"
+	return "cotal deliver --space " + t.Space + cmdutil.ElsewhereArgs(t) + " --wait"
 }

@@ -58,4 +58,10 @@ func TestNewCmdPending(t *testing.T) {
 	if _, err := cmdtest.Capture(NewCmdPending, nil); err == nil {
 		t.Fatal("no name was accepted")
 	}
+	if got, err := cmdtest.Capture(NewCmdPending, []string{"--name", "bob"}); err != nil || got.Name != "bob" {
+		t.Fatalf("--name bob: opts %+v, err %v", got, err)
+	}
+	if _, err := cmdtest.Capture(NewCmdPending, []string{"bob", "--name", "carol"}); err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Fatalf("two names: %v", err)
+	}
 }

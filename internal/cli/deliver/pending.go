@@ -43,9 +43,16 @@ with the number of messages not yet delivered and delivered but not acked, and t
 of them. Read-only: nothing is acked, created or started.`,
 		Example: `  cotal deliver pending bob
   cotal deliver pending bob --json --limit 50`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Name = args[0]
+			name, err := cmdutil.OneName(args, opts.Name)
+			if err != nil {
+				return err
+			}
+			if name == "" {
+				return cmdutil.FlagErrorf("no recipient named: give its name as the argument (cotal deliver pending bob) or with --name")
+			}
+			opts.Name = name
 			if opts.Limit < 0 {
 				return cmdutil.FlagErrorf("--limit %d: want 0 or more", opts.Limit)
 			}
@@ -56,6 +63,9 @@ of them. Read-only: nothing is acked, created or started.`,
 		},
 	}
 	opts.Mesh.Register(cmd.Flags())
+	cmd.Flags().StringVar(&opts.Name, "name", "", "the recipient (the same as the argument)")
+	cmd.ValidArgsFunction = cmdutil.Complete(0, f.PeerNames(&opts.Mesh))
+	_ = cmd.RegisterFlagCompletionFunc("name", cmdutil.Complete(-1, f.PeerNames(&opts.Mesh)))
 	cmd.Flags().IntVar(&opts.Limit, "limit", 20, "messages to show per durable")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON document")
 	return cmd

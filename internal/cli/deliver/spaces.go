@@ -40,7 +40,7 @@ func runDeliverSpaces(ctx context.Context, opts *Options) error {
 	if t.Creds == "" && !t.Auth() {
 		return cmdutil.Refuse("a delivery host on an open mesh",
 			"the open dev mesh has no credentials, so the daemons could not tell members apart; its channels are live",
-			"cotal down && cotal up --detach")
+			OpenMeshNext(t))
 	}
 	cfg := delivery.Config{Spaces: opts.Spaces, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, BrokerGone: opts.BrokerGone,
 		Logger: slog.New(spacehost.NewPrefixHandler(opts.DaemonLog())),

@@ -144,7 +144,7 @@ func runDown(ctx context.Context, opts *Options) error {
 	}
 	if err != nil {
 		return cmdutil.Refuse("a stop of the mesh", err.Error()+"; it cannot be told apart from another process",
-			"rm "+proj.PidFile()+"*  # after checking no cotal broker runs for "+proj.Root)
+			"rm "+cmdutil.ShellQuote(proj.PidFile())+"*  # after checking no cotal broker runs for "+proj.Root)
 	}
 	alive, err := rec.Alive()
 	if err != nil {
@@ -281,7 +281,7 @@ func stopWeb(ctx context.Context, opts *Options, proj *workspace.Project) (bool,
 	}
 	if err != nil {
 		return false, cmdutil.Refuse("a stop of the dashboard", err.Error()+"; it cannot be told apart from another process",
-			"rm "+path+"*  # after checking no cotal web runs for "+proj.Root)
+			"rm "+cmdutil.ShellQuote(path)+"*  # after checking no cotal web runs for "+proj.Root)
 	}
 	if alive, err := rec.Alive(); err != nil || !alive {
 		return false, workspace.RemovePidfile(path)

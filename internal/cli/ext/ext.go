@@ -192,19 +192,18 @@ func runAdd(ctx context.Context, opts *Options) error {
 	defer g.Release()
 	rec, err := p.Install(ctx, g, extension.InstallRequest{Spec: opts.Spec, Wd: wd, Name: opts.Name,
 		FirstParty: opts.FirstParty, Replace: opts.Reinstall, Reserved: opts.Reserved})
-	name := opts.Name
-	if name == "" {
-		name = "<name>"
-	}
+	name := suggestName(opts.Name, opts.Spec, opts.Reserved)
 	switch {
 	case errors.Is(err, extension.ErrExists):
 		return cmdutil.Refuse(what, err.Error(), "cotal ext add --reinstall "+opts.Spec)
 	case errors.Is(err, extension.ErrReserved):
 		return cmdutil.Refuse(what, err.Error()+": give it another name with --name", "")
+	case errors.Is(err, extension.ErrBadName) && name != "":
+		return cmdutil.Refuse(what, err.Error(), "cotal ext add --name "+name+" "+cmdutil.ShellQuote(opts.Spec))
 	case errors.Is(err, extension.ErrBadName):
-		return cmdutil.Refuse(what, err.Error(), "cotal ext add --name "+name+" "+opts.Spec)
+		return cmdutil.Refuse(what, err.Error()+": give it a name with --name", "")
 	case errors.Is(err, extension.ErrNoGo):
-		return cmdutil.Refuse(what, "a module spec is built with `go install`: "+err.Error()+"; install Go, or add a built cotal-"+strings.Trim(name, "<>")+" program by its path", "")
+		return cmdutil.Refuse(what, "a module spec is built with `go install`: "+err.Error()+"; install Go, or add a built cotal-<name> program by its path", "")
 	case errors.Is(err, extension.ErrNoVersion):
 		return cmdutil.Refuse(what, "an extension must answer --version with its version: "+err.Error(), opts.Spec+" --version")
 	case err != nil:
@@ -318,4 +317,28 @@ func runList(_ context.Context, opts *Options) error {
 		fmt.Fprintf(opts.IO.Out, "%-16s %-12s %-11s %-8s %s\n", e.Name, e.Version, party(e.Record), e.Status, e.Spec)
 	}
 	return nil
+}
+
+// suggestName is the extension name a next line offers when the name given (or, without
+// one, the spec's file name) is not one: it lowercased, with each other character a dash,
+// or "" when that is still no valid name or a built-in command's.
+func suggestName(given, spec string, reserved func(string) bool) string {
+	from := given
+	if from == "" {
+		from = strings.TrimSuffix(filepath.Base(spec), ".exe")
+		from = strings.TrimPrefix(from, extension.ExecPrefix)
+	}
+	name := strings.Trim(strings.Map(func(c rune) rune {
+		switch {
+		case c >= 'A' && c <= 'Z':
+			return c + 'a' - 'A'
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '_':
+			return c
+		}
+		return '-'
+	}, from), "-_")
+	if name == given || extension.ValidName(name) != nil || (reserved != nil && reserved(name)) {
+		return ""
+	}
+	return name
 }

@@ -48,11 +48,11 @@ type Options struct {
 func NewCmdJoin(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.ChatConnect, AgentCreds: f.AgentCreds, MachineHome: f.MachineHome}
 	cmd := &cobra.Command{
-		Use:   "join (--name N [--role R] | --persona P | --creds FILE) [--channel C]...",
+		Use:   "join (<name> | --name N [--role R] | --persona P | --creds FILE) [--channel C]...",
 		Short: "Join a space as a peer: read lines to post, print what arrives",
 		Long: `Join a space as a person or a script. Presence shows you while you are joined.
 
-Who you are, one of: --name (on an authenticated mesh, the project's own identity under
+Who you are, one of: --name, or the name as the argument (on an authenticated mesh, the project's own identity under
 that name); --persona, the agent defined in .cotal/agents/<name>.md, with a credential
 minted on the fly from its read and post lists (least privilege); or --creds, a creds file
 from cotal mint. A persona or creds file sets the name and role (a --name beside --creds
@@ -87,9 +87,15 @@ format character as an escape such as \x1b or \u202e.`,
   cotal join --persona builder
   cotal join --creds .cotal/auth/creds/space.6d61696e/builder.creds
   cotal join --name reviewer1 --role reviewer
+  cotal join alice                     # the same as --name alice
   printf 'hello\n/dm bob ping\n' | cotal join --name script`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := cmdutil.OneName(args, opts.Name)
+			if err != nil {
+				return err
+			}
+			opts.Name = name
 			opts.channelsSet = cmd.Flags().Changed("channel")
 			switch {
 			case opts.Persona != "" && (opts.Name != "" || opts.Role != "" || opts.Mesh.Creds != ""):
@@ -125,6 +131,7 @@ format character as an escape such as \x1b or \u202e.`,
 	cmd.Flags().StringArrayVar(&opts.Channels, "channel", []string{"general"}, "channel to join (repeatable; a person joins general unless given, a --persona its own subscribe list)")
 	cmd.Flags().StringVar(&opts.Persona, "persona", "", "join as the agent of .cotal/agents/<name>.md")
 	cmd.Flags().DurationVar(&opts.ReconnectFor, "reconnect-for", time.Minute, "how long to wait for a lost mesh to come back before exiting non-zero")
+	_ = cmd.RegisterFlagCompletionFunc("channel", cmdutil.Complete(-1, f.ChannelNames(&opts.Mesh)))
 	return cmd
 }
 

@@ -25,6 +25,11 @@ func TestNewCmdJoin(t *testing.T) {
 		{args: []string{"--name", "a", "--channel", "a.>.b"}, wantErr: "may only be the last segment"},
 		{args: []string{"--name", "carol", "--creds", "carol.creds"}, name: "carol", channels: []string{"general"}}, // checked against the file when run
 		{args: []string{"--name", "a", "--reconnect-for", "0s"}, wantErr: "--reconnect-for 0s: want a positive duration"},
+		{args: []string{"alice"}, name: "alice", channels: []string{"general"}},
+		{args: []string{"alice", "--name", "alice"}, name: "alice", channels: []string{"general"}},
+		{args: []string{"alice", "--name", "bob"}, wantErr: `the name is given twice, as the argument "alice" and as --name "bob"`},
+		{args: []string{"alice", "bob"}, wantErr: "accepts at most 1 arg"},
+		{args: []string{"a.b"}, wantErr: "use 1 to 64 letters"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

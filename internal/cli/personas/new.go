@@ -59,12 +59,13 @@ final > for the rest; every boot join must lie within the read ACL.`,
       --allow-subscribe general --allow-subscribe 'team.>' --allow-publish general
   cotal personas new reviewer --from prompts/reviewer.txt --model opus --subscribe review --allow-publish review
   cotal personas new dave2 --from .cotal/agents/dave.md --role reviewer`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Name = args[0]
-			if err := checkName("new", opts.Name); err != nil {
+			name, err := personaName(args, opts.Name, "new")
+			if err != nil {
 				return err
 			}
+			opts.Name = name
 			switch {
 			case cmd.Flags().Changed("prompt") && opts.Prompt == "":
 				return cmdutil.FlagErrorf("--prompt is empty: give the text the agent starts from")
@@ -108,6 +109,7 @@ final > for the rest; every boot join must lie within the read ACL.`,
 		},
 	}
 	fl := cmd.Flags()
+	fl.StringVar(&opts.Name, "name", "", "the persona's name (the same as the argument)")
 	fl.StringVar(&opts.Prompt, "prompt", "", "the prompt: the persona's text for the agent")
 	fl.StringVar(&opts.From, "from", "", "read the prompt (or a persona to copy) from FILE; - is stdin")
 	fl.StringVar(&opts.Role, "role", "", "role: presence label and anycast address")
@@ -133,7 +135,7 @@ func runNew(_ context.Context, opts *NewOptions) error {
 			opts.commandLine(&fixed))
 	}
 	if err := per.Validate(); err != nil {
-		return cmdutil.Refuse(what, err.Error(), "cotal personas new --help")
+		return cmdutil.Refuse(what, err.Error(), "")
 	}
 	proj, wd, err := findProject(opts.Getwd, opts.Getenv)
 	if err != nil {

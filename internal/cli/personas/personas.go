@@ -39,6 +39,18 @@ The format is described in docs/personas.md.`,
 	return cmdutil.Group(cmd)
 }
 
+// personaName is the persona a command names, as its argument or with --name, checked.
+func personaName(args []string, flag, verb string) (string, error) {
+	name, err := cmdutil.OneName(args, flag)
+	if err != nil {
+		return "", err
+	}
+	if name == "" {
+		return "", cmdutil.FlagErrorf("no persona named: give its name as the argument (cotal personas %s dave) or with --name", verb)
+	}
+	return name, checkName(verb, name)
+}
+
 // checkName refuses a name that cannot be a persona's, suggesting one that can: a usage
 // error.
 func checkName(verb, name string) error {

@@ -35,7 +35,12 @@ func TestNewCmdNew(t *testing.T) {
 		{args: []string{"dave", "--prompt", "x", "--role", "a b"}, wantErr: `--role: invalid role "a b"`},
 		{args: []string{"dave", "--prompt", "x", "--subscribe", "team/x"}, wantErr: `--subscribe: invalid channel "team/x"`},
 		{args: []string{"dave", "--prompt", "x", "--allow-publish", "a.>.b"}, wantErr: `--allow-publish: invalid channel "a.>.b"`},
-		{args: []string{"--prompt", "x"}, wantErr: "accepts 1 arg"},
+		{args: []string{"--prompt", "x"}, wantErr: "no persona named"},
+		{args: []string{"--name", "dave", "--prompt", "x"}, want: NewOptions{Name: "dave", Prompt: "x"}},
+		{args: []string{"dave", "--name", "dave", "--prompt", "x"}, want: NewOptions{Name: "dave", Prompt: "x"}},
+		{args: []string{"dave", "--name", "erin", "--prompt", "x"}, wantErr: `the name is given twice, as the argument "dave" and as --name "erin"`},
+		{args: []string{"--name", "bob-1", "--prompt", "x"}, wantErr: `refusing persona name "bob-1"`, refusal: true},
+		{args: []string{"dave", "erin", "--prompt", "x"}, wantErr: "accepts at most 1 arg"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

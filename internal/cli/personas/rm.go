@@ -34,18 +34,20 @@ without it rm only says what it would delete. Agents already running keep their
 credentials; the persona is no longer offered for new ones.`,
 		Example: `  cotal personas rm dave --force`,
 		Aliases: []string{"remove"},
-		Args:    cobra.ExactArgs(1),
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Name = args[0]
-			if err := checkName("rm", opts.Name); err != nil {
+			name, err := personaName(args, opts.Name, "rm")
+			if err != nil {
 				return err
 			}
+			opts.Name = name
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
 			return runRm(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().StringVar(&opts.Name, "name", "", "the persona's name (the same as the argument)")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "really delete the file")
 	return cmd
 }

@@ -35,18 +35,20 @@ joins at boot, may read (read ACL) and may post to (post ACL), then its prompt. 
 that is not a valid persona is an error naming the line that is wrong.`,
 		Example: `  cotal personas show dave
   cotal personas show dave --json`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Name = args[0]
-			if err := checkName("show", opts.Name); err != nil {
+			name, err := personaName(args, opts.Name, "show")
+			if err != nil {
 				return err
 			}
+			opts.Name = name
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
 			return runShow(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().StringVar(&opts.Name, "name", "", "the persona's name (the same as the argument)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object, prompt included")
 	return cmd
 }

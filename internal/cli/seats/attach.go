@@ -34,7 +34,7 @@ type AttachOptions struct {
 func NewCmdAttach(f *cmdutil.Factory, runF func(context.Context, *AttachOptions) error) *cobra.Command {
 	opts := &AttachOptions{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator}
 	cmd := &cobra.Command{
-		Use:   "attach --name N",
+		Use:   "attach (<name> | --name N)",
 		Short: "Attach this terminal to an agent's terminal",
 		Long: `Stream the terminal of one seat of the space's agent manager here, both ways, over the
 mesh: first the screen so far (its last 256 KiB of output), then what it prints as it
@@ -42,11 +42,17 @@ prints it; what you type goes to it. Ctrl-] detaches and leaves the agent runnin
 stdin not a terminal, what it holds is typed into the seat and attach detaches at its
 end. Operator only.`,
 		Example: `  cotal attach --name coder                  # Ctrl-] to detach
-  printf '/status\n' | cotal attach --name coder`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  printf '/status\n' | cotal attach --name coder
+  cotal attach coder`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := cmdutil.OneName(args, opts.Name)
+			if err != nil {
+				return err
+			}
+			opts.Name = name
 			if !protocol.ValidActor(opts.Name) {
-				return cmdutil.FlagErrorf("--name %q: name the agent (see cotal ps)", opts.Name)
+				return cmdutil.FlagErrorf("agent name %q: give the agent as the argument or with --name (see cotal ps)", opts.Name)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -54,9 +60,9 @@ end. Operator only.`,
 			return runAttach(cmd.Context(), opts)
 		},
 	}
-	cmdutil.SpaceVar(cmd.Flags(), &opts.Mesh.Space, "space (default: the project's space)")
-	cmd.Flags().StringVar(&opts.Mesh.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the agent to attach to")
+	completeSeats(cmd, f, &opts.Mesh)
 	return cmd
 }
 

@@ -26,16 +26,22 @@ type InputOptions struct {
 func NewCmdInput(f *cmdutil.Factory, runF func(context.Context, *InputOptions) error) *cobra.Command {
 	opts := &InputOptions{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator}
 	cmd := &cobra.Command{
-		Use:   "input --name N --text T [--no-enter]",
+		Use:   "input (<name> | --name N) --text T [--no-enter]",
 		Short: "Type one line into an agent's terminal",
 		Long: `Type text into the terminal of one seat of the space's agent manager and press Enter
 (unless --no-enter), as if at its keyboard. Operator only.`,
 		Example: `  cotal input --name coder --text "run the tests again"
-  cotal input --name coder --text y --no-enter`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  cotal input --name coder --text y --no-enter
+  cotal input coder --text y`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := cmdutil.OneName(args, opts.Name)
+			if err != nil {
+				return err
+			}
+			opts.Name = name
 			if !protocol.ValidActor(opts.Name) {
-				return cmdutil.FlagErrorf("--name %q: name the agent (see cotal ps)", opts.Name)
+				return cmdutil.FlagErrorf("agent name %q: give the agent as the argument or with --name (see cotal ps)", opts.Name)
 			}
 			if opts.Text == "" && opts.NoEnter {
 				return cmdutil.FlagErrorf("--text is empty and --no-enter is set: there is nothing to type")
@@ -46,9 +52,9 @@ func NewCmdInput(f *cmdutil.Factory, runF func(context.Context, *InputOptions) e
 			return runInput(cmd.Context(), opts)
 		},
 	}
-	cmdutil.SpaceVar(cmd.Flags(), &opts.Mesh.Space, "space (default: the project's space)")
-	cmd.Flags().StringVar(&opts.Mesh.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the agent to type into")
+	completeSeats(cmd, f, &opts.Mesh)
 	cmd.Flags().StringVar(&opts.Text, "text", "", "the text to type")
 	cmd.Flags().BoolVar(&opts.NoEnter, "no-enter", false, "do not press Enter after the text")
 	return cmd

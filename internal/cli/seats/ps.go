@@ -49,8 +49,7 @@ adds the pid, lifecycle uid, who spawned it, its folder and host.`,
 			return runPs(cmd.Context(), opts)
 		},
 	}
-	cmdutil.SpaceVar(cmd.Flags(), &opts.Mesh.Space, "space (default: the project's space)")
-	cmd.Flags().StringVar(&opts.Mesh.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "one JSON object per seat per line")
 	cmd.Flags().BoolVar(&opts.Wide, "wide", false, "add pid, lifecycle uid, spawner, folder and host")
 	return cmd

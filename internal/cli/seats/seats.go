@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/mgrclient"
@@ -58,4 +60,32 @@ func decodeAnswer(b []byte, out any) error {
 		return &mgrclient.Error{Code: r.Code, Message: r.Error}
 	}
 	return json.Unmarshal(r.Data, out)
+}
+
+// seatNames lists the seats of the space's manager on the mesh flags name, as cotal ps
+// sees them: the names stop, attach and input complete.
+func seatNames(f *cmdutil.Factory, flags *cmdutil.MeshFlags) func(context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		c, ep, _, err := Dial(ctx, f.Resolve, f.ConnectOperator, *flags)
+		if err != nil {
+			return nil, err
+		}
+		defer ep.Close()
+		var res protocol.PsResult
+		if err := c.Call(ctx, protocol.MgrPs, protocol.NameArgs{}, &res); err != nil {
+			return nil, err
+		}
+		names := make([]string, 0, len(res.Seats))
+		for _, s := range res.Seats {
+			names = append(names, s.Name)
+		}
+		return names, nil
+	}
+}
+
+// completeSeats makes stop, attach and input complete seat names, as their argument and
+// as --name.
+func completeSeats(cmd *cobra.Command, f *cmdutil.Factory, flags *cmdutil.MeshFlags) {
+	cmd.ValidArgsFunction = cmdutil.Complete(0, seatNames(f, flags))
+	_ = cmd.RegisterFlagCompletionFunc("name", cmdutil.Complete(-1, seatNames(f, flags)))
 }

@@ -3,6 +3,7 @@ package seats
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/cli/cmdtest"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
@@ -203,5 +205,52 @@ func TestNoManager(t *testing.T) {
 	err := runPs(t.Context(), &PsOptions{IO: f.io, Resolve: f.resolve, ConnectOperator: f.connect, Now: time.Now})
 	if err == nil || !strings.Contains(err.Error(), "no manager serves it") || !strings.Contains(err.Error(), "cotal supervise --space main") {
 		t.Fatalf("ps with no manager: %v", err)
+	}
+}
+
+// TestNameArgOrFlag: stop, attach and input take the agent as their argument or as
+// --name, the same name twice is one, and two different names are a usage error.
+func TestNameArgOrFlag(t *testing.T) {
+	stop := func(args ...string) (string, error) {
+		o, err := cmdtest.Capture(NewCmdStop, args)
+		if o == nil {
+			return "", err
+		}
+		return o.Name, err
+	}
+	attach := func(args ...string) (string, error) {
+		o, err := cmdtest.Capture(NewCmdAttach, args)
+		if o == nil {
+			return "", err
+		}
+		return o.Name, err
+	}
+	input := func(args ...string) (string, error) {
+		o, err := cmdtest.Capture(NewCmdInput, append(args, "--text", "y"))
+		if o == nil {
+			return "", err
+		}
+		return o.Name, err
+	}
+	for cmd, run := range map[string]func(...string) (string, error){"stop": stop, "attach": attach, "input": input} {
+		for _, args := range [][]string{{"coder"}, {"--name", "coder"}, {"coder", "--name", "coder"}} {
+			if got, err := run(args...); err != nil || got != "coder" {
+				t.Errorf("%s %q: name %q, err %v", cmd, args, got, err)
+			}
+		}
+		for args, want := range map[string][]string{
+			"given twice":       {"coder", "--name", "other"},
+			"accepts at most 1": {"coder", "other"},
+			"give the agent":    {},
+			`agent name "a.b"`:  {"a.b"},
+		} {
+			_, err := run(want...)
+			var fe *cmdutil.FlagError
+			if err == nil || !strings.Contains(err.Error(), args) {
+				t.Errorf("%s %q: err %v, want %q", cmd, want, err, args)
+			} else if !errors.As(err, &fe) && !strings.Contains(err.Error(), "accepts") {
+				t.Errorf("%s %q: err %T is no usage error", cmd, want, err)
+			}
+		}
 	}
 }

@@ -26,17 +26,23 @@ type StopOptions struct {
 func NewCmdStop(f *cmdutil.Factory, runF func(context.Context, *StopOptions) error) *cobra.Command {
 	opts := &StopOptions{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator}
 	cmd := &cobra.Command{
-		Use:   "stop --name N [--force]",
+		Use:   "stop (<name> | --name N) [--force]",
 		Short: "Stop an agent the manager runs",
 		Long: `Stop one seat of the space's agent manager: its process group gets SIGTERM, then SIGKILL
 10 s later if it still runs (--force: SIGKILL at once). Its credential and run files are
 removed once it has ended; ps then shows it exited.`,
 		Example: `  cotal stop --name coder
-  cotal stop --name coder --force`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  cotal stop --name coder --force
+  cotal stop coder           # the same as --name coder`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := cmdutil.OneName(args, opts.Name)
+			if err != nil {
+				return err
+			}
+			opts.Name = name
 			if !protocol.ValidActor(opts.Name) {
-				return cmdutil.FlagErrorf("--name %q: name the agent to stop (see cotal ps)", opts.Name)
+				return cmdutil.FlagErrorf("agent name %q: give the agent to stop as the argument or with --name (see cotal ps)", opts.Name)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -44,9 +50,9 @@ removed once it has ended; ps then shows it exited.`,
 			return runStop(cmd.Context(), opts)
 		},
 	}
-	cmdutil.SpaceVar(cmd.Flags(), &opts.Mesh.Space, "space (default: the project's space)")
-	cmd.Flags().StringVar(&opts.Mesh.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Name, "name", "", "the agent to stop")
+	completeSeats(cmd, f, &opts.Mesh)
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "SIGKILL at once")
 	return cmd
 }

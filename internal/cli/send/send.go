@@ -116,6 +116,9 @@ func newCmdMode(f *cmdutil.Factory, mode Mode, use, short, example string, runF 
 		},
 	}
 	opts.Mesh.Register(cmd.Flags())
+	names := map[Mode]func(*cmdutil.MeshFlags) func(context.Context) ([]string, error){
+		ModeMsg: f.ChannelNames, ModeDM: f.PeerNames, ModeAsk: f.RoleNames}[mode]
+	cmd.ValidArgsFunction = cmdutil.Complete(0, names(&opts.Mesh))
 	cmd.Flags().StringVar(&opts.ReplyTo, "reply-to", "", "id of the message this answers")
 	cmd.Flags().StringVar(&opts.ID, "id", "", "message id, to retry a send that failed (the failure prints it); default a fresh one")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as one JSON document")

@@ -126,7 +126,7 @@ func (o *Options) plan(verb string) (*plan, error) {
 	}
 	if goos != "linux" {
 		return nil, cmdutil.Refuse("cotal service "+verb+" on "+goos, "only systemd user units (Linux) are supported; a launchd agent (macOS) is not written yet",
-			"cotal supervise --space "+orSpace(o.Space)+" --wait")
+			"cotal supervise"+spaceArg(o.Space)+" --wait")
 	}
 	wd, err := o.Getwd()
 	if err != nil {
@@ -140,7 +140,13 @@ func (o *Options) plan(verb string) (*plan, error) {
 		return nil, err
 	}
 	if proj == nil {
-		return nil, cmdutil.Refuse("cotal service "+verb+" outside a project", "the manager serves a project's space and runs its personas from its .cotal/", "cotal setup --yes")
+		if verb != "install" { // a unit belongs to the project it was installed from
+			return nil, cmdutil.Refuse("cotal service "+verb+" outside a project",
+				"the unit of a space's manager belongs to the project it was installed from: run this in that folder", "")
+		}
+		return nil, cmdutil.Refuse("cotal service install outside a project",
+			"the manager serves a project's space and runs its personas from its .cotal/; make a project folder and install from there",
+			cmdutil.NewProjectNext(wd, "cotal service install"+spaceArg(o.Space)))
 	}
 	space := o.Space
 	if space == "" {
@@ -164,11 +170,12 @@ func (o *Options) plan(verb string) (*plan, error) {
 	return p, nil
 }
 
-func orSpace(s string) string {
+// spaceArg is the --space argument of a next line: none when no space was named.
+func spaceArg(s string) string {
 	if s == "" {
-		return "<space>"
+		return ""
 	}
-	return s
+	return " --space " + s
 }
 
 // Unit is the systemd user unit of the manager of space in the project at root, run by

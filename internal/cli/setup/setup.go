@@ -135,7 +135,7 @@ func project(opts *Options) (*workspace.Project, error) {
 	}
 	p := &workspace.Project{Root: wd}
 	if filepath.Clean(p.Dir()) == filepath.Clean(home) {
-		return nil, cmdutil.Refuse("setup in "+wd, p.Dir()+" is the machine home (COTAL_HOME), not a project", "mkdir -p ~/my-project && cd ~/my-project && cotal setup")
+		return nil, cmdutil.Refuse("setup in "+wd, p.Dir()+" is the machine home (COTAL_HOME), not a project", cmdutil.NewProjectNext(wd, ""))
 	}
 	return p, nil
 }

@@ -38,11 +38,13 @@ type Options struct {
 	Connect    cmdutil.ConnectFunc
 	AgentCreds cmdutil.AgentCredsFunc
 	Getenv     func(string) string // nil reads as an empty environment
+	Getwd      func() (string, error)
 	Executable func() (string, error)
 	DaemonLog  func() slog.Handler
 
 	Space   string
 	Server  string
+	TLSCA   string // --tls-ca: the CA the mesh's TLS certificate is checked against
 	Pidfile string
 	Wait    bool
 }
@@ -50,7 +52,7 @@ type Options struct {
 // NewCmdSupervise builds `cotal supervise`.
 func NewCmdSupervise(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, AgentCreds: f.AgentCreds,
-		Getenv: f.Getenv, Executable: f.Executable, DaemonLog: f.DaemonLog}
+		Getenv: f.Getenv, Getwd: f.Getwd, Executable: f.Executable, DaemonLog: f.DaemonLog}
 	cmd := &cobra.Command{
 		Use:   "supervise [--space S] [--server URL] [--wait]",
 		Short: "Run the agent manager of a space in the foreground",
@@ -66,7 +68,8 @@ adopts the seats still running. It prints one line when it serves and, on SIGTER
 Ctrl-C, stops its seats (SIGTERM, then SIGKILL after 10 s) and releases its lease.
 
 cotal up starts one per space and restarts it when it exits; cotal down manager holds it
-down.`,
+down. It connects with the project's own keys, which also mint its seats' credentials, so
+it takes no --creds; --tls-ca names the CA of a mesh on TLS.`,
 		Example: `  cotal supervise
   cotal supervise --space team --wait`,
 		Args: cobra.NoArgs,
@@ -79,18 +82,25 @@ down.`,
 	}
 	cmdutil.SpaceVar(cmd.Flags(), &opts.Space, "space to serve (default: the project's space)")
 	cmd.Flags().StringVar(&opts.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	cmd.Flags().StringVar(&opts.TLSCA, "tls-ca", "", "CA file (PEM) the mesh's TLS certificate is signed by (default: the one the mesh was started with, else the system's)")
 	cmd.Flags().StringVar(&opts.Pidfile, "pidfile", "", "write this pidfile once serving (cotal up sets it)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "wait for the lease when another manager holds it, instead of refusing")
 	return cmd
 }
 
 func runSupervise(ctx context.Context, opts *Options) error {
-	t, err := opts.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server})
+	t, err := opts.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server, TLSCA: opts.TLSCA})
 	if err != nil {
 		return err
 	}
 	if t.Project == nil {
-		return cmdutil.Refuse("a supervisor outside a project", "personas and the seats' run files live in a project's .cotal/", "cotal setup --yes")
+		wd, err := opts.Getwd()
+		if err != nil {
+			return fmt.Errorf("current folder: %w", err)
+		}
+		return cmdutil.Refuse("a supervisor outside a project",
+			"personas and the seats' run files live in a project's .cotal/; make a project folder and run the supervisor from there",
+			cmdutil.NewProjectNext(wd, ""))
 	}
 	ctx, stopWatch, err := cmdutil.WithParent(ctx, opts.Getenv)
 	if err != nil {
@@ -164,16 +174,17 @@ func operator() protocol.Principal {
 	return protocol.Principal{Owner: protocol.OwnerLocal, Actor: actor}
 }
 
-// leaseHeldNext: stop the manager cotal up supervises, or wait for the holder.
+// leaseHeldNext: on the project's own mesh, stop the manager cotal up supervises; else
+// wait for the holder, on the same mesh.
 func leaseHeldNext(t cmdutil.Target) string {
-	if d, ok := workspace.DaemonNamed("manager"); ok && t.Project != nil {
+	if d, ok := workspace.DaemonNamed("manager"); ok && t.OnProjectMesh() {
 		if rec, err := workspace.ReadPidfile(d.PidFile(t.Project, t.Space)); err == nil {
 			if alive, _ := rec.Alive(); alive {
 				return "cotal down manager --space " + t.Space + " && cotal supervise --space " + t.Space
 			}
 		}
 	}
-	return "cotal supervise --space " + t.Space + " --wait"
+	return "cotal supervise --space " + t.Space + cmdutil.ElsewhereArgs(t) + " --wait"
 }
 
 func getenv(get func(string) string, k string) string {

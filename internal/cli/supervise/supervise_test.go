@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -123,7 +124,10 @@ func TestSuperviseRefuses(t *testing.T) {
 	opts.Resolve = func(cmdutil.MeshFlags) (cmdutil.Target, error) {
 		return cmdutil.Target{Server: "nats://127.0.0.1:1", Space: space}, nil
 	}
-	if err := runSupervise(t.Context(), opts); err == nil || !strings.Contains(err.Error(), "cotal setup --yes") {
+	dir := t.TempDir()
+	opts.Getwd = func() (string, error) { return dir, nil }
+	want := "next: run `mkdir -p " + filepath.Join(dir, "cotal-project") + " && cd " + filepath.Join(dir, "cotal-project") + " && cotal setup --yes`"
+	if err := runSupervise(t.Context(), opts); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("outside a project: %v", err)
 	}
 	if out.String() != "" {

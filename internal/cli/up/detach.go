@@ -131,7 +131,7 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 		opts.served = true
 		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", readyAddr(url, listen), space, what, child.Process.Pid)
 		warnings(opts.IO.ErrOut, proj.LogFile(), start)
-		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down`\n", proj.LogFile())
+		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `%s down`\n", proj.LogFile(), cmdutil.SelfCommand(opts.Executable))
 		return nil
 	case <-ctx.Done():
 		_ = child.Process.Signal(syscall.SIGTERM) // interrupted before ready: undo the start

@@ -331,8 +331,8 @@ func checkClusterChain(opts *Options, proj *workspace.Project, space string) err
 	what := "to start a node of cluster " + opts.ClusterName + " for space " + space
 	if _, err := os.Stat(filepath.Join(proj.AuthDir(), "broker.json")); errors.Is(err, os.ErrNotExist) {
 		return cmdutil.Refuse(what,
-			"this project has no trust chain; every node must share one, made on the first node with cotal broker export --space "+space,
-			"cotal broker import trust.tar")
+			"this project has no trust chain; every node must share one: export it on the first node with cotal broker export --space "+space+
+				" FILE, bring FILE here and import it with cotal broker import FILE", "")
 	}
 	chain, err := trust.Open(proj.AuthDir())
 	if err != nil {
@@ -578,8 +578,8 @@ func enableUserAuth(opts *Options, proj *workspace.Project, space string) error 
 	}
 	pin, err := authsvc.Enable(chain, space, opts.IdP, opts.ClientID)
 	if err != nil {
-		return cmdutil.Refuse("--user-auth --idp "+opts.IdP, err.Error(),
-			"keep the IdP the space was created with, or serve the people of the new IdP in a new space (--space)")
+		return cmdutil.Refuse("--user-auth --idp "+opts.IdP, err.Error()+
+			"; keep the IdP the space was created with, or serve the people of the new IdP in a new space (--space)", "")
 	}
 	if pin.OIDC() {
 		fmt.Fprintf(opts.IO.ErrOut, "user auth: space %s admits people of %s (client %s)\n", space, pin.Issuer, pin.ClientID)
