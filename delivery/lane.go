@@ -221,7 +221,7 @@ func (r *run) serve(ctx context.Context, ready func()) (err error) {
 	if err != nil {
 		return fmt.Errorf("lease bucket: %w", err)
 	}
-	r.lease = &lease{kv: r.leaseKV, ttl: st.TTL(),
+	r.lease = &lease{kv: r.leaseKV, conn: r.nc, ttl: st.TTL(),
 		me: LeaseInfo{Holder: holder, Instance: r.instance, Host: host, PID: os.Getpid(), Since: time.Now().UnixMilli()}}
 	if r.lease.ttl <= 0 {
 		return fmt.Errorf("%w: lease bucket %s has no TTL, so a dead holder would hold it forever; run `cotal up --space %s`",

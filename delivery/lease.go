@@ -74,6 +74,7 @@ func ReadLease(ctx context.Context, js jetstream.JetStream, space string) (Lease
 // run's main loop touches it.
 type lease struct {
 	kv   jetstream.KeyValue
+	conn *nats.Conn // kv's connection: a release reads the row from the stream leader
 	ttl  time.Duration
 	me   LeaseInfo
 	hold kvlease.Lease[LeaseInfo] // bound to the fields above at each call
@@ -91,7 +92,7 @@ const (
 // bound is the shared lease, told this run's bucket, TTL and row.
 func (l *lease) bound() *kvlease.Lease[LeaseInfo] {
 	h := &l.hold
-	h.KV, h.Key, h.TTL, h.Held = l.kv, protocol.LeaseKey, l.ttl, ErrLeaseHeld
+	h.KV, h.Conn, h.Key, h.TTL, h.Held = l.kv, l.conn, protocol.LeaseKey, l.ttl, ErrLeaseHeld
 	h.Encode, h.Decode = l.value, decodeLease
 	h.Mine = func(i LeaseInfo) bool { return i.Instance == l.me.Instance }
 	return h

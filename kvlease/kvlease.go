@@ -7,12 +7,15 @@
 package kvlease
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -28,6 +31,11 @@ type Lease[T fmt.Stringer] struct {
 	Gone   func(T) bool            // optional: whether a foreign row's holder is known dead, so its row is taken over at once
 	Held   error                   // what Acquire's refusal wraps (errors.Is), such as a package's ErrLeaseHeld
 	Now    func() time.Time        // the clock; nil is time.Now
+	// Conn, when set, is the connection KV is on: Release then reads the row from the
+	// bucket stream's leader, not by Direct Get, which any replica may answer from a copy
+	// behind the leader's (on a cluster whose replicas are catching up, a delete at such a
+	// revision is refused until the replica catches up).
+	Conn *nats.Conn
 
 	rev   uint64       // the revision this run last wrote or adopted
 	held  bool         // whether the row is this run's as far as it knows
@@ -191,7 +199,7 @@ func (l *Lease[T]) Release(ctx context.Context) error {
 	if !l.held {
 		return nil
 	}
-	e, err := l.KV.Get(ctx, l.Key)
+	value, rev, err := l.readForRelease(ctx)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		l.held = false
 		return nil
@@ -199,14 +207,56 @@ func (l *Lease[T]) Release(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("release %s: %w", l.Key, err)
 	}
-	info, err := l.Decode(e.Value())
+	info, err := l.Decode(value)
 	if err != nil || !l.Mine(info) {
 		l.held = false
 		return nil
 	}
-	if err := l.KV.Delete(ctx, l.Key, jetstream.LastRevision(e.Revision())); err != nil {
+	if err := l.KV.Delete(ctx, l.Key, jetstream.LastRevision(rev)); err != nil {
 		return fmt.Errorf("release %s: %w", l.Key, err)
 	}
 	l.held = false
 	return nil
+}
+
+// readForRelease reads the row's value and revision: from the stream leader when Conn is
+// set, else through KV. A deleted or absent row is jetstream.ErrKeyNotFound.
+func (l *Lease[T]) readForRelease(ctx context.Context) ([]byte, uint64, error) {
+	if l.Conn == nil {
+		e, err := l.KV.Get(ctx, l.Key)
+		if err != nil {
+			return nil, 0, err
+		}
+		return e.Value(), e.Revision(), nil
+	}
+	subject := "$KV." + l.KV.Bucket() + "." + l.Key
+	req, _ := json.Marshal(map[string]string{"last_by_subj": subject}) // a map of strings always encodes
+	msg, err := l.Conn.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+l.KV.Bucket(), req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s from the stream leader: %w", subject, err)
+	}
+	var resp struct {
+		Message *struct {
+			Seq  uint64 `json:"seq"`
+			Hdrs []byte `json:"hdrs"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, 0, fmt.Errorf("read %s from the stream leader: %w", subject, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, 0, jetstream.ErrKeyNotFound
+	case resp.Error != nil:
+		return nil, 0, fmt.Errorf("read %s from the stream leader: %w", subject, resp.Error)
+	case resp.Message == nil:
+		return nil, 0, fmt.Errorf("read %s from the stream leader: an answer without a message", subject)
+	}
+	// A delete or purge leaves a marker whose headers say so: the key is gone.
+	if bytes.Contains(resp.Message.Hdrs, []byte("KV-Operation: DEL")) || bytes.Contains(resp.Message.Hdrs, []byte("KV-Operation: PURGE")) {
+		return nil, 0, jetstream.ErrKeyNotFound
+	}
+	return resp.Message.Data, resp.Message.Seq, nil
 }

@@ -144,3 +144,52 @@ func TestAcquireRefusesWaitsAndTakesOver(t *testing.T) {
 		t.Fatalf("b's renewal after c took over: %v, want ErrKeyExists", err)
 	}
 }
+
+// TestReleaseReadsTheStreamLeader: with Conn set, a release reads the row from the
+// stream leader and deletes it at that revision, also after renewals; a row another run
+// took, or one already deleted, is left alone.
+func TestReleaseReadsTheStreamLeader(t *testing.T) {
+	kv, open := bucket(t)
+	_, nc := open()
+	a := newLease(kv, "a", time.Minute)
+	a.Conn = nc
+	if err := a.Acquire(t.Context(), false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := a.Renew(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Release(t.Context()); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if _, err := kv.Get(t.Context(), "lease.0"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the row after the release: %v, want it deleted", err)
+	}
+	// A row deleted under this run (a delete marker is the key's last message) is gone.
+	if err := a.Acquire(t.Context(), false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(t.Context(), "lease.0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(t.Context()); err != nil || a.Holds() {
+		t.Fatalf("release of a deleted row: %v (holds %v)", err, a.Holds())
+	}
+
+	// Another run's row survives this run's release.
+	if err := a.Acquire(t.Context(), false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), "lease.0", []byte(`{"instance":"b"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(t.Context()); err != nil {
+		t.Fatalf("release of a taken row: %v", err)
+	}
+	e, err := kv.Get(t.Context(), "lease.0")
+	if err != nil || !strings.Contains(string(e.Value()), `"b"`) {
+		t.Fatalf("the other run's row after the release: %v %v", e, err)
+	}
+}
