@@ -17,7 +17,7 @@ import (
 // runDetach asks the manager to spawn, prints the seat's name and uid at once, then waits
 // for the spawn to settle and reports it.
 func runDetach(ctx context.Context, opts *Options) error {
-	c, ep, t, err := seats.Dial(ctx, opts.Resolve, opts.ConnectOperator, cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server})
+	c, ep, t, err := seats.Dial(ctx, opts.Resolve, opts.ConnectOperator, cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server, TLSCA: opts.TLSCA})
 	if err != nil {
 		return err
 	}

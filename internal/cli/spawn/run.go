@@ -45,7 +45,7 @@ func runSpawn(ctx context.Context, opts *Options) error {
 // resolve checks everything a spawn needs before anything is minted or written: the
 // mesh, the persona, the harness and that it is installed, the working folder.
 func resolve(opts *Options) (*plan, error) {
-	target, err := opts.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server})
+	target, err := opts.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server, TLSCA: opts.TLSCA})
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,7 @@ type Options struct {
 
 	Space     string
 	Server    string
+	TLSCA     string // --tls-ca: the CA the mesh's TLS certificate is checked against
 	Persona   string // the positional; "" means $COTAL_DEFAULT_PERSONA, else default
 	Agent     string // "" means the persona's agent:, else $COTAL_DEFAULT_AGENT, else claude
 	Name      string
@@ -143,6 +144,7 @@ a fresh lifecycle uid. See cotal ps, stop, attach and input.`,
 	}
 	cmdutil.SpaceVar(cmd.Flags(), &opts.Space, "space to join (default: the project's space)")
 	cmd.Flags().StringVar(&opts.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
+	cmd.Flags().StringVar(&opts.TLSCA, "tls-ca", "", "CA file (PEM) the mesh's TLS certificate is signed by (default: the one the mesh was started with, else the system's)")
 	cmd.Flags().StringVar(&opts.Agent, "agent", "", "harness: "+strings.Join(connector.Names(), ", ")+" (default: the persona's agent:, else $COTAL_DEFAULT_AGENT, else claude)")
 	cmd.Flags().StringVar(&opts.Name, "name", "", "presence name (default: the persona's name)")
 	cmd.Flags().StringVar(&opts.Role, "role", "", "role to serve (default: the persona's role)")
