@@ -10,16 +10,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/mgrclient"
-	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
 )
 
 // How a reference caller finds and calls the manager (docs/interop.md item 6): the
 // contract artifacts in the contract store EPC_<space> (what its describe-driven invoker
-// fetches and verifies), and the service record svc.manager.<instanceId> in the records
-// bucket cotal_records_<space> (the registry its multi-manager census reads).
-
-// StreamEPC names the contract store (endpoint-binding.ts epcStreamName).
-func StreamEPC(space string) string { return "EPC_" + space }
+// fetches and verifies; space setup makes the store, and a manager on a space made
+// earlier makes it when it may), and the service record svc.manager.<instanceId> in the
+// records bucket cotal_records_<space> (the registry its multi-manager census reads).
 
 // BucketRecords names the reference's records bucket, which the reference provisions; Go
 // creates none (docs/interop.md).
@@ -46,34 +44,17 @@ type ServiceStatus struct {
 	ObservedSpecRevision uint64 `json:"observedSpecRevision"`
 }
 
-// epcConfig is the contract store as the reference's ensureContractStore makes it: one
-// immutable message per digest subject, read by Direct Get, never deleted or purged.
-func epcConfig(space string) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:                 StreamEPC(space),
-		Subjects:             []string{protocol.Root + "." + space + ".epc.>"},
-		Retention:            jetstream.LimitsPolicy,
-		Storage:              jetstream.FileStorage,
-		AllowDirect:          true,
-		DenyDelete:           true,
-		DenyPurge:            true,
-		MaxMsgsPerSubject:    1,
-		Discard:              jetstream.DiscardNew,
-		DiscardNewPerSubject: true,
-	}
-}
-
 // publishContract makes the contract store when the space has none and publishes every
 // artifact of the manager's contract at its digest subject, create-only: an artifact
 // already there (the same bytes, since the subject is their digest) is left as it is.
 func (m *Manager) publishContract(ctx context.Context) error {
 	js := m.ep.JetStream()
-	if _, err := js.Stream(ctx, StreamEPC(m.Space)); errors.Is(err, jetstream.ErrStreamNotFound) {
-		if _, err := js.CreateStream(ctx, epcConfig(m.Space)); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return fmt.Errorf("contract store %s: %w", StreamEPC(m.Space), err)
+	if _, err := js.Stream(ctx, provision.StreamEPC(m.Space)); errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := js.CreateStream(ctx, provision.ContractStoreConfig(m.Space)); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return fmt.Errorf("contract store %s: %w", provision.StreamEPC(m.Space), err)
 		}
 	} else if err != nil {
-		return fmt.Errorf("contract store %s: %w", StreamEPC(m.Space), err)
+		return fmt.Errorf("contract store %s: %w", provision.StreamEPC(m.Space), err)
 	}
 	for h, b := range m.contract.Artifacts {
 		msg := &nats.Msg{Subject: mgrclient.EPArtifactSubject(m.Space, h), Data: b, Header: nats.Header{}}

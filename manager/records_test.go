@@ -84,27 +84,13 @@ func TestReferenceCallerResolvesTheManager(t *testing.T) {
 	c := newEPCaller(t, nc, protocol.Principal{Owner: protocol.OwnerLocal, Actor: "root"})
 
 	// describe: no digests pinned.
-	describe := map[string]any{"v": 1, "id": "describe-1", "op": map[string]any{"endpoint": "manager", "command": "describe"},
-		"class": "ephemeral", "replyExpected": true, "deadlineMs": 10000, "from": map[string]any{"id": "local.root", "name": "root"}}
-	subj, rep, err := c.send("describe", "", nil, describe)
-	if err != nil || !rep.OK || rep.ID != "describe-1" {
-		t.Fatalf("describe: %+v, %v", rep, err)
-	}
+	subj, data := describe(t, c)
 	tok := strings.Split(subj, ".") // cotal.<s>.ep.reply.manager.<instance>.<epoch>....
 	instance, epoch := tok[5], tok[6]
-	var answer struct {
-		Descriptor struct {
-			Endpoint, Owner string
-			Protocol        struct{ V int }
-			Clusters        []struct {
-				Digest   string
-				Commands []string
-			}
-		}
-	}
-	if err := json.Unmarshal(rep.Data, &answer); err != nil || answer.Descriptor.Endpoint != "manager" || answer.Descriptor.Owner != "local" ||
+	var answer describeAnswer
+	if err := json.Unmarshal(data, &answer); err != nil || answer.Descriptor.Endpoint != "manager" || answer.Descriptor.Owner != "local" ||
 		answer.Descriptor.Protocol.V != 1 || len(answer.Descriptor.Clusters) != 1 || instance != manager.InstanceID("testhost") {
-		t.Fatalf("describe answered %s on %s (%v)", rep.Data, subj, err)
+		t.Fatalf("describe answered %s on %s (%v)", data, subj, err)
 	}
 
 	// The cluster document, verified, and each command's schemas recompiled to the
@@ -139,7 +125,7 @@ func TestReferenceCallerResolvesTheManager(t *testing.T) {
 	spawn := c.request("spawn-1", "spawn", map[string]any{"name": "w1", "agent": "claude"}, nil)
 	spawn["op"] = map[string]any{"endpoint": "manager", "command": "spawn", "inputDigest": pins["spawn"][0], "outputDigest": pins["spawn"][1]}
 	spawn["bind"] = bind
-	_, rep, err = c.send("spawn", "", nil, spawn)
+	_, rep, err := c.send("spawn", "", nil, spawn)
 	var spawned mgrclient.EPSpawnResult
 	if err != nil || !rep.OK || json.Unmarshal(rep.Data, &spawned) != nil || spawned.Name != "w1" {
 		t.Fatalf("spawn: %+v %s, %v", rep, rep.Data, err)
@@ -189,6 +175,41 @@ func TestReferenceCallerResolvesTheManager(t *testing.T) {
 			t.Errorf("%s still there after a clean stop", k)
 		}
 	}
+}
+
+type describeAnswer struct {
+	Descriptor struct {
+		Endpoint, Owner string
+		Protocol        struct{ V int }
+		Clusters        []struct {
+			Digest   string
+			Commands []string
+		}
+	}
+}
+
+// describe asks the reserved describe command as the reference's describeEndpoint does
+// (no digests pinned) and returns the reply subject and data.
+func describe(t *testing.T, c *epCaller) (string, json.RawMessage) {
+	t.Helper()
+	req := map[string]any{"v": 1, "id": "describe-1", "op": map[string]any{"endpoint": "manager", "command": "describe"},
+		"class": "ephemeral", "replyExpected": true, "deadlineMs": 10000, "from": map[string]any{"id": c.me.String(), "name": c.me.Actor}}
+	subj, rep, err := c.send("describe", "", nil, req)
+	if err != nil || !rep.OK || rep.ID != "describe-1" {
+		t.Fatalf("describe: %+v, %v", rep, err)
+	}
+	return subj, rep.Data
+}
+
+// describeManager is the closure digest of the manager's one cluster.
+func describeManager(t *testing.T, c *epCaller) string {
+	t.Helper()
+	_, data := describe(t, c)
+	var a describeAnswer
+	if err := json.Unmarshal(data, &a); err != nil || len(a.Descriptor.Clusters) != 1 {
+		t.Fatalf("describe answered %s (%v)", data, err)
+	}
+	return a.Descriptor.Clusters[0].Digest
 }
 
 func mustJSON(t *testing.T, v any) json.RawMessage {
