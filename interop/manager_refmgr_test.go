@@ -307,4 +307,18 @@ func TestGoCLIDrivesAReferenceManager(t *testing.T) {
 	if err := c.Call(ctx, protocol.MgrAttach, protocol.AttachArgs{Name: "w1", Session: "s"}, nil); !errors.As(err, &me) || me.Code != mgrclient.EPUnimplemented {
 		t.Fatalf("attach: %v", err)
 	}
+
+	// An agent's client asks Go's agent rail only: it has no grant on the ep rails.
+	m.mu.Lock()
+	before := len(m.asked)
+	m.mu.Unlock()
+	agent := &mgrclient.Client{NC: nc, Space: "main", Caller: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "worker"}}
+	if err := agent.Call(ctx, protocol.MgrSpawn, protocol.SpawnArgs{Name: "w1"}, nil); !errors.Is(err, mgrclient.ErrNoManager) {
+		t.Fatalf("an agent's spawn: %v", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.asked) != before {
+		t.Fatalf("an agent's client asked the reference manager: %s", m.asked[len(m.asked)-1].subject)
+	}
 }

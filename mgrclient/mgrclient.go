@@ -35,10 +35,10 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 
 // Client asks the manager of Space as Caller over NC. Operator picks the operator rail
-// (manager) over the agent rail (manager-agent). When nobody answers on Go's rail but a
-// reference manager serves the space's endpoint rails, it asks that one in the
-// reference's contract instead (refmgr.go); Go's rail is asked first on every call, so
-// a Go manager started later is found.
+// (manager) over the agent rail (manager-agent). For the operator, when nobody answers
+// on Go's rail but a reference manager serves the space's endpoint rails, it asks that
+// one in the reference's contract instead (refmgr.go); Go's rail is asked first on every
+// call, so a Go manager started later is found.
 type Client struct {
 	NC       *nats.Conn
 	Space    string
@@ -72,7 +72,9 @@ func (c *Client) Call(ctx context.Context, op string, args, out any) error {
 // first; when nobody serves it, the reference's endpoint rails.
 func (c *Client) CallAt(ctx context.Context, op, nonce string, args, out any) error {
 	err := c.callCtl(ctx, op, nonce, args, out)
-	if !errors.Is(err, ErrNoManager) {
+	if !errors.Is(err, ErrNoManager) || !c.Operator {
+		// An agent has no grant on the ep rails (Go mints none): asking there would only
+		// draw a broker refusal on its connection.
 		return err
 	}
 	answered, rerr := c.callRef(ctx, op, args, out)
