@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
@@ -276,6 +277,10 @@ func TestEPAuthority(t *testing.T) {
 		return mesh.Mint(space, spec)
 	}
 	mark := filepath.Join(t.TempDir(), "ran")
+	// The reference provisions the records bucket; a space it made has one.
+	if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: manager.BucketRecords(space), History: 1, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
 	opP := protocol.Principal{Owner: protocol.OwnerLocal, Actor: "op"}
 	mgrCreds, err := trust.ReadCreds(mint(trust.UserSpec{Name: "manager", Profile: trust.ProfileManager,
 		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "manager"}, LifecycleUID: "manager0000000000000000000000"}))
@@ -333,6 +338,20 @@ func TestEPAuthority(t *testing.T) {
 
 	op := newEPCaller(t, mesh.Connect(mint(meshtest.ProvisionerSpec("op"))), opP)
 	spawnStop(t, op, mark, func(string) int { return 0 })
+
+	// With its own credential the manager published its contract and its service record:
+	// the operator resolves it as a reference caller does.
+	digest := describeManager(t, op)
+	if doc := closureRoot(t, op.nc, digest); doc["urn"] != "ai.cotal.manager" {
+		t.Fatalf("cluster document %v", doc)
+	}
+	kv, err := js.KeyValue(t.Context(), manager.BucketRecords(space))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(t.Context(), manager.ServiceRecordKey(manager.InstanceID("testhost"))+".spec"); err != nil || !strings.Contains(string(e.Value()), digest) {
+		t.Fatalf("service record: %v", err)
+	}
 }
 
 // TestEPCaller: Go's own ep caller (mgrclient.EPCaller) drives the manager in the

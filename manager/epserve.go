@@ -121,16 +121,23 @@ func (m *Manager) dispatchEP(r mgrclient.EPRequest, s mgrclient.EPSubject) (any,
 	if r.Bind != nil && (r.Bind.InstanceID != m.instanceID || r.Bind.Epoch != m.epoch) {
 		return nil, mgrclient.EPFail(mgrclient.EPFailedPrecondition, "bound to manager %s at epoch %d; this is %s at epoch %d", r.Bind.InstanceID, r.Bind.Epoch, m.instanceID, m.epoch)
 	}
-	if r.Op.Command == "describe" {
-		return nil, mgrclient.EPFail(mgrclient.EPUnimplemented, "this manager does not serve describe: pin the digests of %s revision %d", mgrclient.EPClusterURN, mgrclient.EPClusterRevision)
-	}
-	if !mgrclient.EPCommandKnown(s.Command) {
+	if r.Op.Command != "describe" && !mgrclient.EPCommandKnown(s.Command) {
 		return nil, mgrclient.EPFail(mgrclient.EPNotFound, "the manager has no command %q", s.Command)
 	}
 	// The authority of the operator rail: only the operator this manager runs for. The
 	// broker lets only the project's own identity publish on the ep rails to the manager.
 	if s.Caller != m.Operator {
 		return nil, mgrclient.EPFail(mgrclient.EPPermissionDenied, "%s may not ask the manager to %s: the manager answers on its endpoint rails only the operator it runs for (%s)", s.Caller, s.Command, m.Operator)
+	}
+	if s.Command == "describe" {
+		// The reserved discovery command: untargeted, void, pinning no contract.
+		if s.Mode != "" || r.Target != nil {
+			return nil, mgrclient.EPFail(mgrclient.EPBadRequest, "describe is untargeted")
+		}
+		if err := epVoid(r); err != nil {
+			return nil, err
+		}
+		return m.contract.Describe(m.Operator.Owner), nil
 	}
 	if err := mgrclient.CheckContract(r, s); err != nil {
 		return nil, err

@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/mgrclient"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
@@ -82,6 +83,7 @@ type Manager struct {
 	// run's incarnation: the revision of its lease row's creation, which only grows.
 	instanceID string
 	epoch      uint64
+	contract   mgrclient.EPContract // what describe answers and the contract store holds
 	started    time.Time
 
 	mu       sync.Mutex
@@ -177,6 +179,13 @@ func (m *Manager) Run(ctx context.Context, ready func()) error {
 		return fmt.Errorf("manager %s: read its lease row: %w", m.Space, err)
 	}
 	m.started = time.Now()
+	served := make([]string, 0, len(epServed))
+	for c := range epServed {
+		served = append(served, c)
+	}
+	if m.contract, err = mgrclient.NewEPContract(served); err != nil {
+		return fmt.Errorf("manager %s: %w", m.Space, err)
+	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer cancel()
@@ -229,6 +238,15 @@ func (m *Manager) Run(ctx context.Context, ready func()) error {
 		m.wg.Wait()
 		return fmt.Errorf("manager %s: service: %w", m.Space, err)
 	}
+	// What a reference caller needs to find and call this manager: the contract artifacts
+	// and the service record. Go's own callers need neither, so a failure is told, not fatal.
+	if err := m.publishContract(sctx); err != nil {
+		m.log.Warn("publish the manager's contract artifacts: reference callers cannot resolve it", "err", err)
+	}
+	records, err := m.register(sctx)
+	if err != nil {
+		m.log.Warn("register the manager's service record: reference callers cannot list it", "err", err)
+	}
 	if ready != nil {
 		ready()
 	}
@@ -259,6 +277,13 @@ loop:
 	}
 	_ = svc.Stop()
 	m.stopAll()
+	if records != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		if err := m.deregister(dctx, records); err != nil {
+			m.log.Warn("remove the manager's service record", "err", err)
+		}
+		cancel()
+	}
 	stop()
 	m.wg.Wait()
 	return runErr

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,12 +35,19 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 
 // Client asks the manager of Space as Caller over NC. Operator picks the operator rail
-// (manager) over the agent rail (manager-agent).
+// (manager) over the agent rail (manager-agent). For the operator, when nobody answers
+// on Go's rail but a reference manager serves the space's endpoint rails, it asks that
+// one in the reference's contract instead (refmgr.go); Go's rail is asked first on every
+// call, so a Go manager started later is found.
 type Client struct {
 	NC       *nats.Conn
 	Space    string
 	Caller   protocol.Principal
 	Operator bool
+
+	mu  sync.Mutex
+	uid string               // this client's lifecycle uid on the ep rails
+	due map[string]time.Time // settle deadlines of the spawns it asked a reference manager
 }
 
 func (c *Client) service() string {
@@ -60,8 +68,24 @@ func (c *Client) Call(ctx context.Context, op string, args, out any) error {
 	return c.CallAt(ctx, op, nats.NewInbox()[len("_INBOX."):], args, out)
 }
 
-// CallAt is Call with the reply nonce given (an attach session).
+// CallAt is Call with the reply nonce given (an attach session). Go's ctl rail is asked
+// first; when nobody serves it, the reference's endpoint rails.
 func (c *Client) CallAt(ctx context.Context, op, nonce string, args, out any) error {
+	err := c.callCtl(ctx, op, nonce, args, out)
+	if !errors.Is(err, ErrNoManager) || !c.Operator {
+		// An agent has no grant on the ep rails (Go mints none): asking there would only
+		// draw a broker refusal on its connection.
+		return err
+	}
+	answered, rerr := c.callRef(ctx, op, args, out)
+	if !answered {
+		return err
+	}
+	return rerr
+}
+
+// callCtl asks op on Go's ctl.manager rail.
+func (c *Client) callCtl(ctx context.Context, op, nonce string, args, out any) error {
 	body, err := json.Marshal(args)
 	if err != nil {
 		return fmt.Errorf("manager %s: encode: %w", op, err)

@@ -88,6 +88,7 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 	epj.Duplicates = EPJDuplicateWindow
 	epf := baseStream(StreamEPF(space), protocol.Root+"."+space+".epf.>")
 	epf.AllowDirect = true
+	epc := ContractStoreConfig(space)
 
 	return []resource{
 		{kind: "stream", name: chat.Name, want: chat},
@@ -131,6 +132,7 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 		authBucket(space),
 		{kind: "stream", name: epj.Name, want: epj},
 		{kind: "stream", name: epf.Name, want: epf},
+		{kind: "stream", name: epc.Name, want: epc},
 	}
 }
 
@@ -139,6 +141,19 @@ func StreamEPJ(space string) string { return "EPJ_" + space }
 
 // StreamEPF names the control surface's canonical fact stream (cotal.<space>.epf.>).
 func StreamEPF(space string) string { return "EPF_" + space }
+
+// StreamEPC names the control surface's contract store (cotal.<space>.epc.>).
+func StreamEPC(space string) string { return "EPC_" + space }
+
+// ContractStoreConfig is the control surface's contract store at one replica, as the
+// reference's ensureContractStore (endpoint-binding.ts) makes it: one immutable artifact
+// per digest subject, read by Direct Get, never deleted or purged.
+func ContractStoreConfig(space string) jetstream.StreamConfig {
+	epc := baseStream(StreamEPC(space), protocol.Root+"."+space+".epc.>")
+	epc.AllowDirect, epc.DenyDelete, epc.DenyPurge = true, true, true
+	epc.MaxMsgsPerSubject, epc.Discard, epc.DiscardNewPerSubject = 1, jetstream.DiscardNew, true
+	return epc
+}
 
 // EPJDuplicateWindow is EPJ's dedupe window: the server's least, since submitters set no
 // Nats-Msg-Id (the reference's EPJ_DUPLICATE_WINDOW_MS).
