@@ -60,7 +60,7 @@ must be the credential's own); its subscribe list sets the channels unless --cha
 given, and a persona that names none joins none (it is DM-only, as every agent that names
 no channel is). A person joining by --name or --creds without --channel joins general:
 that default is join's own, for people, and no agent credential, persona or spawn ever
-implies it. History a channel replays is shown once per identity: a rejoin shows only what
+implies it; a --creds that may not read general joins no channel and says so. History a channel replays is shown once per identity: a rejoin shows only what
 came after.
 
 If the mesh goes away, join says so once, reconnects when it returns, and exits non-zero
