@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/termsafe"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -143,7 +144,9 @@ func sender(in *client.Incoming) string {
 }
 
 // RenderChannel renders a message as Claude Code shows a channel event:
-// <channel source="cotal" from="NAME" kind="dm|channel|anycast" channel="C">text</channel>.
+// <channel source="cotal" from="NAME" kind="dm|channel|anycast" channel="C" id="ID"
+// replyTo="ID" thread="ID" mentions="a,b">text</channel> (replyTo, thread and mentions
+// only when set; thread only when it is not the message itself).
 // Attributes and text are escaped, so what a peer wrote can neither close the tag nor
 // add an attribute; the sender and channel come from the delivering subject.
 func RenderChannel(in *client.Incoming) string {
@@ -163,6 +166,19 @@ func RenderChannel(in *client.Incoming) string {
 		b.WriteString(html.EscapeString(in.Subject.Channel))
 		b.WriteString(`"`)
 	}
+	attr := func(name, v string) {
+		if v != "" {
+			b.WriteString(` ` + name + `="`)
+			b.WriteString(html.EscapeString(termsafe.Escape(v)))
+			b.WriteString(`"`)
+		}
+	}
+	attr("id", in.ID)
+	attr("replyTo", in.ReplyTo)
+	if t := threadOf(in.Message); t != in.ID {
+		attr("thread", t)
+	}
+	attr("mentions", strings.Join(in.Mentions, ","))
 	b.WriteString(`>`)
 	b.WriteString(html.EscapeString(in.Text()))
 	b.WriteString(`</channel>`)

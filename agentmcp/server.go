@@ -57,6 +57,9 @@ type Server struct {
 	// Docs are the pages cotal_docs serves (NAME.md at the root); nil means the pages
 	// built into this binary (package docs).
 	Docs fs.FS
+	// WaitProgress is how often a blocked cotal_wait sends a progress notification to a
+	// client that gave a progress token; 0 means DefaultWaitProgress.
+	WaitProgress time.Duration
 	// Feedback is where cotal_feedback sends a report; nil means FeedbackFromEnv with the
 	// process environment, as the reference's connector reads it.
 	Feedback *Feedback
@@ -68,6 +71,10 @@ type Server struct {
 	ready atomic.Bool // the session is initialized: notifications may flow
 	kick  chan struct{}
 	att   attention
+	// readAcks is the "read means acked" mode (cotal_ack): a written window's durable
+	// copies stay unacked until cotal_ack names them.
+	readAcks atomic.Bool
+	log      *msgLog // what this session was given and sent, for search and threads
 }
 
 // Run joins the space, serves the tools on t until the client goes away (closes stdin)
@@ -184,6 +191,9 @@ func (s *Server) defaults() {
 	if s.KeepHeld <= 0 {
 		s.KeepHeld = 20 * time.Second
 	}
+	if s.WaitProgress <= 0 {
+		s.WaitProgress = DefaultWaitProgress
+	}
 	if s.Version == "" {
 		s.Version = "dev"
 	}
@@ -197,6 +207,7 @@ func (s *Server) defaults() {
 		s.Feedback = FeedbackFromEnv(os.Getenv)
 	}
 	s.box = newInbox(s.Hold)
+	s.log = newMsgLog(DefaultLogSize)
 	s.kick = make(chan struct{}, 1)
 }
 
@@ -344,7 +355,11 @@ func (s *Server) windowWritten(id string, err error) {
 		s.box.unsent(id)
 		return
 	}
+	read := s.readAcks.Load()
 	for _, in := range s.box.written(id) {
+		if read && in.Durable && s.box.holdUnacked(in) {
+			continue // settled by cotal_ack, or handed back when the session ends
+		}
 		s.ack(in)
 	}
 }
