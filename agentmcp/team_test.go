@@ -392,4 +392,19 @@ func TestEveryToolSchemaIsBounded(t *testing.T) {
 	for _, b := range bad {
 		t.Error(b)
 	}
+	// The bounds hold: a list over its maxItems is refused before anything is sent.
+	many := make([]string, agentmcp.MaxMentions+1)
+	for i := range many {
+		many[i] = "bob"
+	}
+	if txt, isErr := call(t, cs, "cotal_send", map[string]any{"text": "hi", "mentions": many}); !isErr {
+		t.Errorf("cotal_send with %d mentions was accepted: %s", len(many), txt)
+	}
+	ids := make([]string, agentmcp.MaxAckIDs+1)
+	for i := range ids {
+		ids[i] = "x"
+	}
+	if txt, isErr := call(t, cs, "cotal_ack", map[string]any{"ids": ids}); !isErr {
+		t.Errorf("cotal_ack with %d ids was accepted: %s", len(ids), txt)
+	}
 }

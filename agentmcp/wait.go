@@ -114,6 +114,10 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, a waitArgs)
 	if err != nil {
 		return nil, waitOut{}, fmt.Errorf("%w; nothing was read", err)
 	}
+	if match == nil {
+		// A wait that found nothing answered no wake-up: only a non-nil filter says so.
+		match = func(*client.Incoming) bool { return true }
+	}
 	start := time.Now()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
