@@ -1,6 +1,7 @@
 package agentmcp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -151,10 +152,7 @@ func (s *Server) known(ctx context.Context, channels []string) (out []logged, sk
 		}
 	}
 	slices.SortStableFunc(out, func(a, b logged) int {
-		if a.TS != b.TS {
-			return int(a.TS - b.TS)
-		}
-		return strings.Compare(a.ID, b.ID)
+		return cmp.Or(cmp.Compare(a.TS, b.TS), strings.Compare(a.ID, b.ID))
 	})
 	return out, skipped
 }
