@@ -408,3 +408,51 @@ func TestEveryToolSchemaIsBounded(t *testing.T) {
 		t.Errorf("cotal_ack with %d ids was accepted: %s", len(ids), txt)
 	}
 }
+
+// Under mode read, a DM the model read but never acked comes back to the next session of
+// the agent: the session hands it back when it ends.
+func TestReadModeUnackedComesBack(t *testing.T) {
+	rm := newRefMesh(t)
+	ep, err := client.Connect(t.Context(), rm.url, client.Config{Space: space, Name: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ready := make(chan struct{})
+	srv := &agentmcp.Server{Endpoint: ep, Channels: []string{"general"}, Ready: func() { close(ready) }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, st) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "model", Version: "1"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ready
+	mustCall(t, cs, "cotal_ack", map[string]any{"mode": "read"})
+	bob := rm.peer(t, "bob")
+	if _, err := bob.DM(t.Context(), aliceID, client.Text("do not lose me")); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Until(t, "the first session reads the DM", textHang, func() bool {
+		return strings.Contains(mustCall(t, cs, "cotal_inbox", nil), "do not lose me")
+	})
+	var mode struct {
+		Pending int `json:"pending"`
+	}
+	meshtest.Until(t, "the read DM awaits cotal_ack", textHang, func() bool {
+		callOut(t, cs, "cotal_ack", map[string]any{}, &mode)
+		return mode.Pending == 1
+	})
+	_ = cs.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Close(); err != nil {
+		t.Fatal(err)
+	}
+	next, _, _ := rm.session(t, "alice", []string{"general"}, nil)
+	meshtest.Until(t, "the next session gets the unacked DM again", textHang, func() bool {
+		return strings.Contains(mustCall(t, next, "cotal_inbox", nil), "do not lose me")
+	})
+}
