@@ -423,3 +423,17 @@ func (s *Server) thread(ctx context.Context, _ *mcp.CallToolRequest, a idArgs) (
 	lines = append(lines, fmt.Sprintf("%d messages in thread %s, oldest first; cotal_message {id} returns one whole.", len(members), a.ID))
 	return text("%s", strings.Join(lines, "\n")), out, nil
 }
+
+// shown is a window's item as the model gets it, with its line of text. Channel history
+// is bounded: a replayed post longer than SummaryChars shows its start and how much was
+// left out, and cotal_message {id} returns it whole; live messages show whole.
+func shown(in *client.Incoming) (Item, string) {
+	it := item(in)
+	if !in.Historical || utf8.RuneCountInString(it.Text) <= SummaryChars {
+		return it, RenderChannel(in)
+	}
+	r := []rune(it.Text)
+	it.Text, it.Truncated = string(r[:SummaryChars]), true
+	body := it.Text + fmt.Sprintf("… [history: %d more characters; cotal_message {id} returns it whole]", len(r)-SummaryChars)
+	return it, renderChannel(in, body)
+}

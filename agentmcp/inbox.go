@@ -252,13 +252,18 @@ func (b *inbox) signal() {
 	}
 }
 
-// approxSize is the bytes a message adds to a window.
+// approxSize is the bytes a message adds to a window; the text of a history item is
+// shown in part (see shown), so it adds at most its summary.
 func approxSize(in *client.Incoming) int {
-	n := len(in.From.Name) + len(in.Channel) + 64
+	n, text := len(in.From.Name)+len(in.Channel)+64, 0
 	for _, p := range in.Parts {
-		n += len(p.Text) + len(p.Data) + len(p.Name) + len(p.Raw)
+		n += len(p.Data) + len(p.Name) + len(p.Raw)
+		text += len(p.Text)
 	}
-	return n
+	if in.Historical {
+		text = min(text, 4*SummaryChars+128) // at most SummaryChars runes and the marker
+	}
+	return n + text
 }
 
 // wakeup returns the held live messages (not history) that no wake-up named yet and

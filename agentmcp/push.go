@@ -149,7 +149,10 @@ func sender(in *client.Incoming) string {
 // only when set; thread only when it is not the message itself).
 // Attributes and text are escaped, so what a peer wrote can neither close the tag nor
 // add an attribute; the sender and channel come from the delivering subject.
-func RenderChannel(in *client.Incoming) string {
+func RenderChannel(in *client.Incoming) string { return renderChannel(in, in.Text()) }
+
+// renderChannel is RenderChannel with body as the text.
+func renderChannel(in *client.Incoming, body string) string {
 	var b strings.Builder
 	b.WriteString(`<channel source="cotal" from="`)
 	b.WriteString(html.EscapeString(sender(in)))
@@ -180,7 +183,7 @@ func RenderChannel(in *client.Incoming) string {
 	}
 	attr("mentions", strings.Join(in.Mentions, ","))
 	b.WriteString(`>`)
-	b.WriteString(html.EscapeString(in.Text()))
+	b.WriteString(html.EscapeString(body))
 	b.WriteString(`</channel>`)
 	return b.String()
 }

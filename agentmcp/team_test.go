@@ -456,3 +456,44 @@ func TestReadModeUnackedComesBack(t *testing.T) {
 		return strings.Contains(mustCall(t, next, "cotal_inbox", nil), "do not lose me")
 	})
 }
+
+// Channel history replayed on join is bounded: a long old post shows its start and how
+// much was left out, and cotal_message returns it whole; a short one shows whole.
+func TestHistoryIsShownInPart(t *testing.T) {
+	rm := newRefMesh(t)
+	bob := rm.peer(t, "bob", "general")
+	long := strings.Repeat("word ", 2000) + "THE-END"
+	old, err := bob.Post(t.Context(), "general", client.Text(long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Post(t.Context(), "general", client.Text("short old post")); err != nil {
+		t.Fatal(err)
+	}
+	alice, _, _ := rm.session(t, "alice", []string{"general"}, nil)
+	var txt string
+	var out struct {
+		Messages []agentmcp.Item `json:"messages"`
+	}
+	meshtest.Until(t, "alice reads general's history", textHang, func() bool {
+		txt = callOut(t, alice, "cotal_inbox", nil, &out)
+		return strings.Contains(txt, "short old post")
+	})
+	if strings.Contains(txt, "THE-END") || !strings.Contains(txt, "cotal_message {id} returns it whole") {
+		t.Fatalf("a long history post was shown whole, or without the way to fetch it:\n%.600s", txt)
+	}
+	var cut *agentmcp.Item
+	for i := range out.Messages {
+		if out.Messages[i].ID == old.ID {
+			cut = &out.Messages[i]
+		}
+	}
+	if cut == nil || !cut.Historical || !cut.Truncated || len(cut.Text) > 4*agentmcp.SummaryChars {
+		t.Fatalf("the structured item of the long post: %+v", cut)
+	}
+	var whole agentmcp.Item
+	callOut(t, alice, "cotal_message", map[string]any{"id": old.ID}, &whole)
+	if whole.Text != long {
+		t.Fatalf("cotal_message returned %d bytes, want the whole %d", len(whole.Text), len(long))
+	}
+}

@@ -89,6 +89,8 @@ type (
 		ReplyTo    string            `json:"replyTo,omitempty"`
 		Thread     string            `json:"thread,omitempty"`
 		Historical bool              `json:"historical,omitempty"`
+		// Truncated is set on a history item shown in part (cotal_message returns it whole).
+		Truncated bool `json:"truncated,omitempty"`
 	}
 	// ArtifactRef names an artifact part without its bytes.
 	ArtifactRef struct {
@@ -371,10 +373,11 @@ func (s *Server) inboxTool(ctx context.Context, _ *mcp.CallToolRequest, a inboxA
 	out := inboxOut{Messages: []Item{}}
 	var b strings.Builder
 	for _, in := range window {
-		out.Messages = append(out.Messages, item(in))
-		b.WriteString(RenderChannel(in))
+		it, line := shown(in)
+		out.Messages = append(out.Messages, it)
+		b.WriteString(line)
 		b.WriteString("\n")
-		s.log.addIncoming(in) // cotal_thread finds it as soon as the model can ask
+		s.log.addIncoming(in) // cotal_thread and cotal_message find it as soon as the model can ask
 	}
 	held, _ := s.box.counts()
 	// Read before the window is acked (once its result is written): until then the
@@ -414,8 +417,9 @@ func (s *Server) peekInbox(ctx context.Context) (*mcp.CallToolResult, inboxOut, 
 	out := inboxOut{Messages: []Item{}, Peek: true}
 	var b strings.Builder
 	for _, in := range window {
-		out.Messages = append(out.Messages, item(in))
-		b.WriteString(RenderChannel(in))
+		it, line := shown(in)
+		out.Messages = append(out.Messages, it)
+		b.WriteString(line)
 		b.WriteString("\n")
 	}
 	held, _ := s.box.counts()

@@ -164,8 +164,9 @@ func (s *Server) handOver(ctx context.Context, window []*client.Incoming, waited
 	out := waitOut{Messages: []Item{}, WaitedMS: waited.Milliseconds()}
 	var b strings.Builder
 	for _, in := range window {
-		out.Messages = append(out.Messages, item(in))
-		b.WriteString(RenderChannel(in))
+		it, line := shown(in)
+		out.Messages = append(out.Messages, it)
+		b.WriteString(line)
 		b.WriteString("\n")
 		s.log.addIncoming(in)
 	}
