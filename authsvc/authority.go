@@ -203,6 +203,7 @@ func (a *authority) releaseClaim(log *slog.Logger) {
 		err := a.claim.Release(ctx)
 		cancel()
 		if err == nil {
+			log.Info("plane claim released")
 			return
 		}
 		if plane.Refused(err, plane.ReasonLost) || !time.Now().Add(time.Second).Before(end) {

@@ -224,7 +224,9 @@ func (r *laneRun) serve(ctx context.Context, ready func()) error {
 	if ready != nil {
 		ready()
 	}
-	return r.wait(ctx, calloutConn, stop)
+	err = r.wait(ctx, calloutConn, stop)
+	r.log.Info("auth service stopping", "space", r.Space, "err", err)
+	return err
 }
 
 // keys prepares what the lane signs and checks with: the state folder, the space's

@@ -568,11 +568,20 @@ func pendingDM(t *testing.T, js jetstream.JetStream, p protocol.Principal) int {
 		t.Fatal(err)
 	}
 	names := stream.ConsumerNames(t.Context())
-	n := 0
+	var mine []string
 	for name := range names.Name() {
-		if !strings.HasPrefix(name, protocol.ConsumerDMPrefix(p)) {
-			continue
+		if strings.HasPrefix(name, protocol.ConsumerDMPrefix(p)) {
+			mine = append(mine, name)
 		}
+	}
+	if err := names.Err(); err != nil {
+		t.Fatalf("list the DM durables: %v", err) // an empty list is not zero pending
+	}
+	if len(mine) == 0 {
+		t.Fatalf("no DM durable of %s on %s", p, protocol.StreamDM(space))
+	}
+	n := 0
+	for _, name := range mine {
 		c, err := stream.Consumer(t.Context(), name)
 		if err != nil {
 			t.Fatal(err)
