@@ -198,6 +198,10 @@ func TestLeaseLapsesUnlessRenewed(t *testing.T) {
 	if got, _ := bob.Get(t.Context(), task.ID); got.Holder != "local.alice" || got.Status != taskboard.Claimed {
 		t.Fatalf("renewed past the lease: %+v", got)
 	}
+	ms.clock.Add(taskboard.Lease / 2)
+	if got, err := alice.Claim(t.Context(), task.ID); err != nil || !got.LeaseUntil.Equal(ms.clock.Now().Add(taskboard.Lease)) {
+		t.Fatalf("claiming again renews: %+v %v", got, err)
+	}
 	if _, err := bob.Claim(t.Context(), task.ID); !errors.Is(err, taskboard.ErrHeld) {
 		t.Fatalf("claim of a live task: %v", err)
 	}

@@ -99,7 +99,7 @@ func (b *Board) Create(ctx context.Context, r TaskRow) (Task, error) {
 }
 
 // Claim makes the board's principal the task's holder, or fails with ErrHeld naming the
-// holder. Of any number of racing claimers exactly one wins: each writes its own claim
+// holder; the holder's claim renews its lease. Of any number of racing claimers exactly one wins: each writes its own claim
 // row, and the first in the bucket's stream order holds the task; the others remove
 // theirs.
 func (b *Board) Claim(ctx context.Context, id string) (Task, error) {
@@ -109,8 +109,11 @@ func (b *Board) Claim(ctx context.Context, id string) (Task, error) {
 	}
 	me := b.me.String()
 	switch {
-	case t.Holder == me:
-		return t, nil
+	case t.Holder == me && active(t.Status): // claiming again renews the lease
+		if err := b.put(ctx, key(kindStatus, id, b.me), StatusRow{Status: t.Status, Note: t.Note, At: b.now().UTC()}); err != nil {
+			return t, fmt.Errorf("renew task %s: %w", id, err)
+		}
+		return b.Get(ctx, id)
 	case Terminal(t.Status):
 		return t, fmt.Errorf("claim task %s: %w (%s)", id, ErrFinished, t.Status)
 	case t.Holder != "":
