@@ -39,14 +39,14 @@ type mesh struct {
 	clock *clock
 }
 
-func newMesh(t *testing.T) *mesh {
+func newMesh(t testing.TB) *mesh {
 	t.Helper()
 	m := meshtest.Start(t, space)
 	return &mesh{m: m, js: m.Provision(space, provision.Options{}), clock: &clock{t: testclock.Epoch(t)}}
 }
 
 // agent mints a real agent credential for local.<name> and connects with it.
-func (ms *mesh) agent(t *testing.T, name string) *nats.Conn {
+func (ms *mesh) agent(t testing.TB, name string) *nats.Conn {
 	t.Helper()
 	p := protocol.Principal{Owner: protocol.OwnerLocal, Actor: name}
 	uid := protocol.NewLifecycleUID()
@@ -57,7 +57,7 @@ func (ms *mesh) agent(t *testing.T, name string) *nats.Conn {
 		AllowSubscribe: []string{">"}, AllowPublish: []string{">"}}))
 }
 
-func (ms *mesh) board(t *testing.T, name string) *taskboard.Board {
+func (ms *mesh) board(t testing.TB, name string) *taskboard.Board {
 	t.Helper()
 	b, err := taskboard.Connect(t.Context(), ms.agent(t, name), space, protocol.Principal{Owner: protocol.OwnerLocal, Actor: name},
 		taskboard.Options{Now: ms.clock.Now})

@@ -62,7 +62,7 @@ func (b *Board) Me() protocol.Principal { return b.me }
 
 // List returns every task, folded at the board's clock.
 func (b *Board) List(ctx context.Context) ([]Task, error) {
-	rows, err := b.scan(ctx)
+	rows, err := b.scan(ctx, ">")
 	if err != nil {
 		return nil, err
 	}
@@ -74,11 +74,11 @@ func (b *Board) Get(ctx context.Context, id string) (Task, error) {
 	if !ValidID(id) {
 		return Task{}, fmt.Errorf("%w: task id %q: want 1 to 32 of a-z 0-9", ErrBadInput, id)
 	}
-	all, err := b.List(ctx)
+	rows, err := b.scan(ctx, "*."+id+".>") // only this task's rows
 	if err != nil {
 		return Task{}, err
 	}
-	for _, t := range all {
+	for _, t := range Fold(rows, b.now(), b.lease) {
 		if t.ID == id {
 			return t, nil
 		}
@@ -256,9 +256,10 @@ func newID() string {
 // scanBatch is how many rows one batch Direct Get asks for.
 const scanBatch = 256
 
-// scan reads the latest message of every key in stream order by batch Direct Get, which
-// needs no consumer (an agent may create none on the bucket).
-func (b *Board) scan(ctx context.Context) ([]Row, error) {
+// scan reads the latest message of every key matching filter (a key pattern) in stream
+// order by batch Direct Get, which needs no consumer (an agent may create none on the
+// bucket).
+func (b *Board) scan(ctx context.Context, filter string) ([]Row, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
@@ -278,7 +279,7 @@ func (b *Board) scan(ctx context.Context) ([]Row, error) {
 			Seq     uint64 `json:"seq"`
 			NextFor string `json:"next_by_subj"`
 			Batch   int    `json:"batch"`
-		}{next, prefix + ">", scanBatch})
+		}{next, prefix + filter, scanBatch})
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", b.bucket, err)
 		}
