@@ -103,7 +103,18 @@ type (
 )
 
 func (s *Server) addTaskTools(ctx context.Context, opts TaskOptions) {
+	if opts.OnErr == nil {
+		opts.OnErr = func(err error) { s.Logger.Warn("renew task claims", "err", err) }
+	}
 	s.tasks = &taskTools{run: ctx, opts: opts}
+	// Open the board now, so claims this principal still holds (a restarted agent) are
+	// renewed before any task tool is called. A space without the board (provisioned
+	// before it existed) is opened again at the first task tool call.
+	go func() {
+		if _, err := s.board(ctx); err != nil && ctx.Err() == nil {
+			s.Logger.Debug("task board", "err", err)
+		}
+	}()
 	idArg := func(p map[string]*jsonschema.Schema) {
 		p["id"].MaxLength, p["id"].Pattern = maxLen(32), "^[a-z0-9]{1,32}$"
 	}

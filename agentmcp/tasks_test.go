@@ -190,3 +190,29 @@ func TestTaskForRoleSendsAnAsk(t *testing.T) {
 		t.Fatalf("list by role: %q", txt)
 	}
 }
+
+// TestRestartedAgentRenewsItsClaim: alice's session ends and a new one starts for her;
+// it renews the claim she still holds at once, before any task tool is called.
+func TestRestartedAgentRenewsItsClaim(t *testing.T) {
+	tm := newTextMesh(t)
+	clk := &taskClock{t: testclock.Epoch(t)}
+	alice, stop := taskServer(t, tm, "alice", agentmcp.TaskOptions{Now: clk.Now})
+	bob, _ := taskServer(t, tm, "bob", agentmcp.TaskOptions{Now: clk.Now})
+	task, _, _ := taskCall(t, bob, "cotal_task_create", map[string]any{"title": "survive a restart"})
+	if _, txt, isErr := taskCall(t, alice, "cotal_task_claim", map[string]any{"id": task.ID}); isErr {
+		t.Fatal(txt)
+	}
+	stop()
+	tick := make(chan time.Time)
+	taskServer(t, tm, "alice", agentmcp.TaskOptions{Now: clk.Now, Tick: tick})
+	clk.Add(taskboard.Lease / 2)
+	select {
+	case tick <- clk.Now():
+	case <-time.After(textHang):
+		t.Fatal("the new session never renews: nothing takes its tick")
+	}
+	meshtest.Until(t, "the new session's renewal", textHang, func() bool {
+		got, _, _ := taskCall(t, bob, "cotal_task_list", map[string]any{"id": task.ID})
+		return got.Holder == "local.alice" && got.LeaseUntil == clk.Now().Add(taskboard.Lease).UTC().Format(time.RFC3339)
+	})
+}
