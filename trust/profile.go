@@ -351,7 +351,7 @@ func reader(g *grants, stream, name string) {
 // publicBuckets lets a credential read presence, the channel registry and the task board, which every
 // member of the space may read, without ever creating a consumer on them: one key by
 // Direct Get with the key in the request subject, the whole bucket by a batch Direct Get
-// (both buckets keep one value per key), and presence changes live by a plain
+// (each bucket keeps one value per key), and presence changes live by a plain
 // subscription to the subjects KV puts are published on. No consumer create, info or
 // delete and no flow-control reply is granted on the bucket streams: a consumer there
 // would let the credential exhaust the stream's consumers, or, as a push consumer whose
