@@ -63,8 +63,11 @@ type Server struct {
 	// Feedback is where cotal_feedback sends a report; nil means FeedbackFromEnv with the
 	// process environment, as the reference's connector reads it.
 	Feedback *Feedback
+	// Tasks tunes the task board tools (a clock and a renewal tick for tests).
+	Tasks TaskOptions
 
 	box   *inbox
+	tasks *taskTools
 	nt    *notifyTransport
 	srv   *mcp.Server
 	push  atomic.Bool // the session takes channel notifications
@@ -136,6 +139,7 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	})
 	s.addTools()
 	s.addManagerTools()
+	s.addTaskTools(ctx, s.Tasks)
 	s.srv.AddResource(&mcp.Resource{URI: InboxURI, Name: "inbox", MIMEType: "text/plain",
 		Description: "Messages waiting for you. Updated when one arrives; read it with cotal_inbox, which also clears what it returns."},
 		s.readInbox)

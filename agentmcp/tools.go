@@ -176,10 +176,11 @@ func text(format string, args ...any) *mcp.CallToolResult {
 
 // toolNames are the tools this server lists.
 func (s *Server) toolNames() []string {
+	names := append(slices.Clone(ToolNames), TaskToolNames...)
 	if s.Manager == nil {
-		return ToolNames
+		return names
 	}
-	return append(slices.Clone(ToolNames), ManagerToolNames...)
+	return append(names, ManagerToolNames...)
 }
 
 // addTools registers the cotal_* tools.

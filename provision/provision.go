@@ -2,7 +2,7 @@
 // the presence and channel-registry KV buckets, the registry's "=defaults" entry, the
 // durable plane's INBOX and DLV streams and lease, members and ACL buckets, the manager's
 // lease bucket, the auth service's bucket, and the control surface's EPJ and EPF journal
-// streams. Space is idempotent: it creates what is missing,
+// streams, and the task board bucket (cotal_tasks_<space>). Space is idempotent: it creates what is missing,
 // repairs drift that loses nothing, refuses conflicts without changing anything, and never
 // touches stored messages.
 package provision

@@ -21,7 +21,7 @@ func names(space string) []string {
 		"CHAT_" + space, "DM_" + space, "TASK_" + space,
 		"cotal_presence_" + space, "cotal_channels_" + space,
 		"INBOX_" + space, "DLV_" + space, "cotal_delivery_" + space, "cotal_manager_" + space, "cotal_members_" + space, "cotal_acl_" + space,
-		"cotal_auth_" + space, "EPJ_" + space, "EPF_" + space, "EPC_" + space, "cotal_channels_" + space + "/=defaults",
+		"cotal_auth_" + space, "EPJ_" + space, "EPF_" + space, "EPC_" + space, "cotal_tasks_" + space, "cotal_channels_" + space + "/=defaults",
 	}
 }
 
@@ -587,5 +587,18 @@ func TestSpaceUpgradesEarlierBuckets(t *testing.T) {
 	rep, err = provision.Space(ctx, js, "up", provision.Options{})
 	if err != nil || slices.Contains(rep.Updated, "cotal_auth_up") {
 		t.Fatalf("second run: %+v, %v, want nothing more to update", rep, err)
+	}
+}
+
+// TestTasksBucketRefusesRollup: the task board bucket is made with rollup off, so an
+// agent's put with Nats-Rollup: all cannot purge every other principal's rows.
+func TestTasksBucketRefusesRollup(t *testing.T) {
+	js := meshtest.JetStream(t)
+	if _, err := provision.Space(t.Context(), js, "prod", provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := streamConfig(t, js, "KV_cotal_tasks_prod")
+	if cfg.AllowRollup || !cfg.AllowDirect || cfg.MaxMsgsPerSubject != 1 {
+		t.Fatalf("tasks bucket config: rollup %v direct %v history %d", cfg.AllowRollup, cfg.AllowDirect, cfg.MaxMsgsPerSubject)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/taskboard"
 )
 
 // duplicateWindow is the dedupe window of every stream (wire-protocol §8).
@@ -133,7 +134,22 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 		{kind: "stream", name: epj.Name, want: epj},
 		{kind: "stream", name: epf.Name, want: epf},
 		{kind: "stream", name: epc.Name, want: epc},
+		tasksBucket(space),
 	}
+}
+
+// tasksBucket is the task board (a Go extension, see taskboard). Like presence it refuses
+// rollup: every agent writes its own keys, and a Nats-Rollup: all header on one of them
+// would otherwise purge every other row of the board.
+func tasksBucket(space string) resource {
+	r := bucket(jetstream.KeyValueConfig{
+		Bucket:   taskboard.Bucket(space),
+		History:  1,
+		Storage:  jetstream.FileStorage,
+		Replicas: 1,
+	})
+	r.want.AllowRollup = false
+	return r
 }
 
 // StreamEPJ names the control surface's submission journal stream (cotal.<space>.epj.>).

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/taskboard"
 )
 
 // Profile names what a credential may do in its space.
@@ -148,6 +149,10 @@ func agentGrants(g *grants, space string, s UserSpec, inbox string) {
 	anyone := protocol.Principal{Owner: "*", Actor: "*"} // any recipient
 	g.pub(protocol.InstSubject(space, anyone, me), protocol.SvcSubject(space, "*", me))
 	g.pub(kvKey(protocol.BucketPresence(space), me.String()))
+	// The task board: only rows whose key ends in its own principal (taskboard's
+	// <kind>.<id>.<owner>.<actor>), so its claims and statuses cannot be forged or removed
+	// by another agent; it reads the board as a public bucket.
+	g.pub(kvKey(taskboard.Bucket(space), "*.*."+me.String()))
 
 	// Reading channels: live, and history through its one transient reader whose create
 	// subject pins both the name and a filter inside the read ACL.
@@ -343,17 +348,17 @@ func reader(g *grants, stream, name string) {
 	g.pub(api(verbConsumerInfo, stream, name), api(verbConsumerNext, stream, name), api(verbConsumerDelete, stream, name))
 }
 
-// publicBuckets lets a credential read presence and the channel registry, which every
+// publicBuckets lets a credential read presence, the channel registry and the task board, which every
 // member of the space may read, without ever creating a consumer on them: one key by
 // Direct Get with the key in the request subject, the whole bucket by a batch Direct Get
-// (both buckets keep one value per key), and presence changes live by a plain
+// (each bucket keeps one value per key), and presence changes live by a plain
 // subscription to the subjects KV puts are published on. No consumer create, info or
 // delete and no flow-control reply is granted on the bucket streams: a consumer there
 // would let the credential exhaust the stream's consumers, or, as a push consumer whose
 // deliver subject no permission can reach, make the server write bucket records into
 // another stream. (An agent's two pre-created watchers are granted by name in agentGrants.)
 func publicBuckets(g *grants, space string) {
-	for _, b := range []string{protocol.BucketPresence(space), protocol.BucketChannels(space)} {
+	for _, b := range []string{protocol.BucketPresence(space), protocol.BucketChannels(space), taskboard.Bucket(space)} {
 		s := kvStream(b)
 		g.pub(api(verbStreamInfo, s), api(verbStreamMsgGet, s), api(verbDirectGet, s), api(verbDirectGet, s, ">"))
 		g.deny(api(verbConsumerCreate, s), api(verbConsumerCreate, s, ">"), api(verbDurableCreate, s, ">"))

@@ -37,6 +37,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/spawn"
 	"github.com/cotal-ai/cotal/internal/cli/status"
 	"github.com/cotal-ai/cotal/internal/cli/supervise"
+	"github.com/cotal-ai/cotal/internal/cli/tasks"
 	"github.com/cotal-ai/cotal/internal/cli/up"
 	"github.com/cotal-ai/cotal/internal/cli/update"
 	"github.com/cotal-ai/cotal/internal/cli/version"
@@ -147,6 +148,7 @@ peer, anycast to whoever holds a role.`,
 		mint.NewCmdMint(f, nil),
 		deliver.NewCmdDeliver(f, nil),
 		channels.NewCmdChannels(f, nil),
+		tasks.NewCmdTasks(f, nil),
 		actor.NewCmdActor(f, nil),
 		authservice.NewCmdAuthService(f, nil),
 		login.NewCmdLogin(f, nil),

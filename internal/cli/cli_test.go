@@ -85,6 +85,7 @@ func TestScripts(t *testing.T) {
 			"jsondoc":     cmdJSONDoc,
 			"runnext":     cmdRunNext,
 			"kvdel":       cmdKVDel,
+			"stdoutvar":   cmdStdoutVar,
 		},
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/taskboard"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -41,6 +42,7 @@ type Report struct {
 	Leases   []LeaseReport        `json:"leases,omitempty"`   // with Daemons: which daemon serves each lane
 	Roster   []RosterEntry        `json:"roster"`
 	Channels []client.ChannelStat `json:"channels"`
+	Tasks    map[string]int       `json:"tasks,omitempty"` // the task board: how many tasks in each status (absent without a board)
 }
 
 // UserAuthReport is how people sign in to a user-auth space.
@@ -189,6 +191,14 @@ func runStatus(ctx context.Context, opts *Options) error {
 	if m := target.Mesh; m != nil && m.Server == target.Server {
 		rep.Mode, rep.Root, rep.PID, rep.Spaces = m.Mode, m.Root, m.PID, m.Spaces
 	}
+	if b, err := taskboard.Connect(ctx, ep.Conn(), ep.Space(), ep.Principal(), taskboard.Options{}); err == nil {
+		if all, err := b.List(ctx); err == nil {
+			rep.Tasks = map[string]int{}
+			for _, t := range all {
+				rep.Tasks[t.Status]++
+			}
+		}
+	}
 	for _, p := range peers {
 		rep.Roster = append(rep.Roster, RosterEntry{ID: p.Card.ID, Name: p.Card.Name, Role: p.Card.Role, Kind: p.Card.Kind,
 			State: string(p.State()), Activity: p.Activity, LastSeen: p.TS})
@@ -238,6 +248,10 @@ func runStatus(ctx context.Context, opts *Options) error {
 		fmt.Fprintln(out)
 	}
 	printLeases(out, rep.Leases)
+	if rep.Tasks != nil {
+		held := rep.Tasks[taskboard.Claimed] + rep.Tasks[taskboard.Working] + rep.Tasks[taskboard.Blocked]
+		fmt.Fprintf(out, "tasks    %d open, %d held, %d done (cotal tasks list)\n", rep.Tasks[taskboard.Open], held, rep.Tasks[taskboard.Done])
+	}
 	fmt.Fprintf(out, "\nroster (%d)\n", len(peers))
 	now := time.Now()
 	for _, p := range peers {
