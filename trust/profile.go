@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
+	"github.com/cotal-ai/cotal/claims"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -19,7 +20,8 @@ type Profile string
 // subject builders; whatever it does not allow, the broker refuses.
 const (
 	// ProfileAgent sends only with its own sender tokens, reads only its channels, its own
-	// DM durable and its role, and writes only its own presence key. Posting is
+	// DM durable and its role, and writes only its own presence key and its own file
+	// claims (keys under its principal in the claims bucket). Posting is
 	// default-deny: only the channels in AllowPublish. It creates no consumer but its
 	// history reader on CHAT. It reads presence and the registry without creating one: by
 	// Direct Get, a live subscription, or the two watchers the provisioner pre-created for
@@ -148,6 +150,9 @@ func agentGrants(g *grants, space string, s UserSpec, inbox string) {
 	anyone := protocol.Principal{Owner: "*", Actor: "*"} // any recipient
 	g.pub(protocol.InstSubject(space, anyone, me), protocol.SvcSubject(space, "*", me))
 	g.pub(kvKey(protocol.BucketPresence(space), me.String()))
+	// File claims: only keys under its own principal (claims.Key), so it writes and
+	// releases its own claims and no other's.
+	g.pub(kvKey(claims.Bucket(space), me.String()+".>"))
 
 	// Reading channels: live, and history through its one transient reader whose create
 	// subject pins both the name and a filter inside the read ACL.
@@ -343,7 +348,8 @@ func reader(g *grants, stream, name string) {
 	g.pub(api(verbConsumerInfo, stream, name), api(verbConsumerNext, stream, name), api(verbConsumerDelete, stream, name))
 }
 
-// publicBuckets lets a credential read presence and the channel registry, which every
+// publicBuckets lets a credential read presence, the channel registry and the file
+// claims, which every
 // member of the space may read, without ever creating a consumer on them: one key by
 // Direct Get with the key in the request subject, the whole bucket by a batch Direct Get
 // (both buckets keep one value per key), and presence changes live by a plain
@@ -353,7 +359,7 @@ func reader(g *grants, stream, name string) {
 // deliver subject no permission can reach, make the server write bucket records into
 // another stream. (An agent's two pre-created watchers are granted by name in agentGrants.)
 func publicBuckets(g *grants, space string) {
-	for _, b := range []string{protocol.BucketPresence(space), protocol.BucketChannels(space)} {
+	for _, b := range []string{protocol.BucketPresence(space), protocol.BucketChannels(space), claims.Bucket(space)} {
 		s := kvStream(b)
 		g.pub(api(verbStreamInfo, s), api(verbStreamMsgGet, s), api(verbDirectGet, s), api(verbDirectGet, s, ">"))
 		g.deny(api(verbConsumerCreate, s), api(verbConsumerCreate, s, ">"), api(verbDurableCreate, s, ">"))
