@@ -60,6 +60,9 @@ type Server struct {
 	// Feedback is where cotal_feedback sends a report; nil means FeedbackFromEnv with the
 	// process environment, as the reference's connector reads it.
 	Feedback *Feedback
+	// Repo is the repository's absolute path: a file claim of an absolute path under it
+	// is made relative to it. "" refuses absolute paths.
+	Repo string
 
 	box   *inbox
 	nt    *notifyTransport
