@@ -113,7 +113,7 @@ func TestClaimConflictReportedToTheClaimer(t *testing.T) {
 		len(a.Claims) != 1 || a.Claims[0].Path != "internal/x" || !a.Claims[0].Exclusive {
 		t.Fatalf("alice in bob's roster: %+v", a)
 	}
-	if r, _ := call(t, bob, "cotal_roster", nil); !strings.Contains(r, "alice idle; runs codex gpt-test; in svc/api; reads general; claims internal/x (exclusive)") {
+	if r, _ := call(t, bob, "cotal_roster", nil); !strings.Contains(r, "alice idle [runs codex gpt-test; in svc/api; reads general; claims internal/x (exclusive)]") {
 		t.Fatalf("roster text:\n%s", r)
 	}
 

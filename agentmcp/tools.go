@@ -281,36 +281,35 @@ func withClaims(pi *PeerInfo, id string, by map[string][]claims.Claim) {
 	}
 }
 
-// rosterLine is peerLine with what the peer runs, where, what it reads and what it claims.
+// rosterLine is peerLine with what runs the peer, where, what it reads and what it
+// claims, in brackets after its status; its activity, free text, stays last.
 func rosterLine(p PeerInfo) string {
-	var b strings.Builder
-	b.WriteString(peerLine(p))
-	var run []string
-	for _, v := range []string{p.Harness, p.Model} {
-		if v != "" {
-			run = append(run, v)
-		}
-	}
-	if len(run) > 0 {
-		b.WriteString("; runs " + strings.Join(run, " "))
+	var parts []string
+	if run := strings.TrimSpace(p.Harness + " " + p.Model); run != "" {
+		parts = append(parts, "runs "+run)
 	}
 	if p.Cwd != "" {
-		b.WriteString("; in " + p.Cwd)
+		parts = append(parts, "in "+p.Cwd)
 	}
 	if len(p.Channels) > 0 {
-		b.WriteString("; reads " + strings.Join(p.Channels, ", "))
+		parts = append(parts, "reads "+strings.Join(p.Channels, ", "))
 	}
 	if len(p.Claims) > 0 {
 		var cs []string
 		for _, c := range p.Claims {
 			cs = append(cs, c.Path+" ("+kindWord(c.Exclusive)+")")
 		}
-		b.WriteString("; claims " + strings.Join(cs, ", "))
+		parts = append(parts, "claims "+strings.Join(cs, ", "))
 	}
 	if len(p.Tasks) > 0 {
-		b.WriteString("; tasks " + strings.Join(p.Tasks, ", "))
+		parts = append(parts, "tasks "+strings.Join(p.Tasks, ", "))
 	}
-	return b.String()
+	if len(parts) == 0 {
+		return peerLine(p)
+	}
+	q := p
+	q.Status += " [" + strings.Join(parts, "; ") + "]"
+	return peerLine(q)
 }
 
 func peerLine(p PeerInfo) string {
