@@ -386,6 +386,14 @@ func (s *Server) roster(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (
 		withClaims(&pi, p.Card.ID, held)
 		out.Peers = append(out.Peers, pi)
 		lines = append(lines, rosterLine(pi))
+		delete(held, p.Card.ID)
+	}
+	// Holders gone from presence (killed, or away past its TTL) whose claims still live.
+	for _, id := range slices.Sorted(maps.Keys(held)) {
+		pi := PeerInfo{Name: peerText(held[id][0].Name, shownName), ID: peerText(id, shownName), Status: string(protocol.StatusOffline)}
+		withClaims(&pi, id, held)
+		out.Peers = append(out.Peers, pi)
+		lines = append(lines, rosterLine(pi))
 	}
 	if len(lines) == 0 {
 		return text("Nobody is in the roster."), out, nil

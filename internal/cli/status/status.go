@@ -4,7 +4,9 @@ package status
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -249,6 +252,12 @@ func runStatus(ctx context.Context, opts *Options) error {
 	held := heldClaims(ctx, ep, target.Space)
 	for _, p := range peers {
 		rep.Roster = append(rep.Roster, rosterEntry(p, root, held))
+		delete(held, p.Card.ID)
+	}
+	// Holders gone from presence (killed, or away past its TTL) whose claims still live.
+	for _, id := range slices.Sorted(maps.Keys(held)) {
+		p := client.Peer{Presence: protocol.Presence{Card: protocol.AgentCard{ID: id, Name: held[id][0].Name}, Status: protocol.StatusOffline}}
+		rep.Roster = append(rep.Roster, rosterEntry(p, root, held))
 	}
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, rep)
@@ -295,10 +304,13 @@ func runStatus(ctx context.Context, opts *Options) error {
 		fmt.Fprintln(out)
 	}
 	printLeases(out, rep.Leases)
-	fmt.Fprintf(out, "\nroster (%d)\n", len(peers))
+	fmt.Fprintf(out, "\nroster (%d)\n", len(rep.Roster))
 	now := time.Now()
 	for i, p := range peers {
 		fmt.Fprintln(out, "  "+cmdutil.PeerLine(p, now)+detail(rep.Roster[i]))
+	}
+	for _, e := range rep.Roster[len(peers):] {
+		fmt.Fprintf(out, "  %s (%s) offline%s\n", cmdutil.OneLine(e.Name), cmdutil.OneLine(e.ID), detail(e))
 	}
 	fmt.Fprintf(out, "\nchannels (%d)\n", len(channels))
 	for _, c := range channels {
