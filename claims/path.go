@@ -44,7 +44,7 @@ func Normalize(p, root string) (string, error) {
 	}
 	c := path.Clean(p)
 	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("path %q leaves the repository: give it relative to the repository root, without ..", p)
+		return "", fmt.Errorf("path %q leaves the repository (..): give it relative to the repository root", p)
 	}
 	if len(c) > MaxPathLength {
 		return "", fmt.Errorf("path of %d bytes: at most %d", len(c), MaxPathLength)

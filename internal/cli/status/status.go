@@ -326,7 +326,11 @@ func runStatus(ctx context.Context, opts *Options) error {
 // detail is what a roster line adds: what runs the peer, where, and what it claims.
 func detail(e RosterEntry) string {
 	var parts []string
-	if run := strings.TrimSpace(e.Harness + " " + e.Model); run != "" {
+	harness := e.Harness
+	if harness == "person" || harness == "service" {
+		harness = "" // the kind of peer, said by its line already
+	}
+	if run := strings.TrimSpace(harness + " " + e.Model); run != "" {
 		parts = append(parts, "runs "+cmdutil.OneLine(run))
 	}
 	if e.Cwd != "" {
