@@ -64,7 +64,8 @@ claims overlapping a path (the same path, a directory holding it, or a file insi
 given relative to the project, or absolute inside it. Read-only.`,
 		Example: `  cotal claims
   cotal claims --path internal/cli
-  cotal claims --space review --json`,
+  cotal claims --space review --json
+  cotal claims release local.alice --all`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -73,6 +74,7 @@ given relative to the project, or absolute inside it. Read-only.`,
 			return runClaims(cmd.Context(), opts)
 		},
 	}
+	cmd.AddCommand(newCmdRelease(f, nil))
 	opts.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&opts.Path, "path", "", "only the claims overlapping this path")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON document")
