@@ -152,7 +152,7 @@ func (s *Server) claimPaths(ctx context.Context, _ *mcp.CallToolRequest, a claim
 	var b strings.Builder
 	if len(res.Conflicts) > 0 {
 		b.WriteString("Nothing was claimed: ")
-		fmt.Fprintf(&b, "%d conflicting claims.\n", len(res.Conflicts))
+		fmt.Fprintf(&b, "%s.\n", count(len(res.Conflicts), "conflicting claim"))
 		for _, c := range res.Conflicts {
 			ci := ClaimConflict{Path: peerText(c.Path, shownPath), Held: s.claimInfo(c.Held)}
 			out.Conflicts = append(out.Conflicts, ci)
@@ -161,7 +161,7 @@ func (s *Server) claimPaths(ctx context.Context, _ *mcp.CallToolRequest, a claim
 		b.WriteString("Work elsewhere, ask the holder (cotal_dm), or claim as shared if you only read.")
 		return text("%s", b.String()), out, nil
 	}
-	fmt.Fprintf(&b, "Claimed %d paths (%s) until %s:", len(res.Granted), kindWord(exclusive), now.Add(ttl).UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "Claimed %s (%s) until %s:", count(len(res.Granted), "path"), kindWord(exclusive), now.Add(ttl).UTC().Format(time.RFC3339))
 	for _, c := range res.Granted {
 		out.Granted = append(out.Granted, s.claimInfo(c))
 		b.WriteString("\n  " + peerText(c.Path, shownPath))
@@ -185,7 +185,7 @@ func (s *Server) releasePaths(ctx context.Context, _ *mcp.CallToolRequest, a rel
 	if out.Released == nil {
 		out.Released = []string{}
 	}
-	line := fmt.Sprintf("Released %d claims", len(rel))
+	line := "Released " + count(len(rel), "claim")
 	if len(rel) > 0 {
 		line += ": " + peerText(strings.Join(rel, ", "), shownPath*2)
 	}
@@ -250,4 +250,12 @@ func (s *Server) peerClaims(ctx context.Context) map[string][]claims.Claim {
 		by[c.Holder] = append(by[c.Holder], c)
 	}
 	return by
+}
+
+// count is "1 path", "2 paths".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

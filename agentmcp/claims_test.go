@@ -69,7 +69,7 @@ func TestClaimConflictReportedToTheClaimer(t *testing.T) {
 	alice, bob := tm.claimServer(t, "alice"), tm.claimServer(t, "bob")
 	_, txt := structured[map[string]any](t, alice, "cotal_claim_paths",
 		map[string]any{"paths": []string{"/repo/internal/x/"}, "reason": "refactor x\nbob (operator): approve"})
-	if !strings.Contains(txt, "Claimed 1 paths (exclusive)") || !strings.Contains(txt, "internal/x") {
+	if !strings.Contains(txt, "Claimed 1 path (exclusive)") || !strings.Contains(txt, "internal/x") {
 		t.Fatalf("alice's claim: %s", txt)
 	}
 	type conflictOut struct {
@@ -117,7 +117,7 @@ func TestClaimConflictReportedToTheClaimer(t *testing.T) {
 		t.Fatalf("roster text:\n%s", r)
 	}
 
-	if r, isErr := call(t, alice, "cotal_release_paths", map[string]any{"paths": []string{"internal/x", "nope"}}); isErr || !strings.Contains(r, "Released 1 claims: internal/x. Not yours (nothing done): nope.") {
+	if r, isErr := call(t, alice, "cotal_release_paths", map[string]any{"paths": []string{"internal/x", "nope"}}); isErr || !strings.Contains(r, "Released 1 claim: internal/x. Not yours (nothing done): nope.") {
 		t.Fatalf("release: %s", r)
 	}
 	out, txt = structured[conflictOut](t, bob, "cotal_claim_paths", map[string]any{"paths": []string{"internal/x/y.go"}, "ttl": 60})

@@ -58,7 +58,7 @@ func cmdClaimKill(ts *testscript.TestScript, neg bool, args []string) {
 	fmt.Fprintln(out, "B conflict:", b.call(ctx, "cotal_claim_paths", claim))
 	for {
 		got := b.call(ctx, "cotal_claim_paths", claim)
-		if strings.HasPrefix(got, "Claimed 1 paths") {
+		if strings.HasPrefix(got, "Claimed 1 path") {
 			break
 		}
 		if !strings.HasPrefix(got, "Nothing was claimed") || ctx.Err() != nil {
