@@ -37,11 +37,17 @@ type inbox struct {
 	// next window is taken (the model answered it), and no other wake-up goes out meanwhile.
 	told  map[*client.Incoming]bool
 	woken bool
+	// changed is closed and replaced whenever a message is held (see arrivals), so a
+	// cotal_wait blocked on it wakes at once.
+	changed chan struct{}
+	// unacked are the copies a written result gave the model under the "read means
+	// acked" mode, by message id: held on the broker until cotal_ack names them.
+	unacked map[string]*client.Incoming
 }
 
 func newInbox(hold int) *inbox {
 	return &inbox{room: make(chan struct{}, 1), hold: hold, sent: map[string][]*client.Incoming{},
-		told: map[*client.Incoming]bool{}}
+		told: map[*client.Incoming]bool{}, changed: make(chan struct{}), unacked: map[string]*client.Incoming{}}
 }
 
 // await keeps a window taken for a cotal_inbox result until the result is written, and
@@ -79,6 +85,7 @@ func (b *inbox) unsent(id string) {
 	}
 	delete(b.sent, id)
 	b.items = append(slices.Clone(w), b.items...)
+	b.notify()
 }
 
 // add holds in and reports whether the inbox is now full.
@@ -86,6 +93,7 @@ func (b *inbox) add(in *client.Incoming) (full bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.items = append(b.items, in)
+	b.notify()
 	return len(b.items) >= b.hold
 }
 
@@ -130,11 +138,20 @@ func rank(in *client.Incoming) int {
 
 // take removes and returns one window (see pick); now is stamped as the last drain.
 func (b *inbox) take(maxItems, maxBytes int, now int64) []*client.Incoming {
+	return b.takeWhere(maxItems, maxBytes, now, nil)
+}
+
+// takeWhere is take over the held messages match admits (nil admits all); the others
+// stay held.
+func (b *inbox) takeWhere(maxItems, maxBytes int, now int64, match func(*client.Incoming) bool) []*client.Incoming {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	out := b.pick(maxItems, maxBytes, match)
+	if len(out) == 0 && match != nil {
+		return nil // a filtered call that found nothing answered no wake-up
+	}
 	b.drain = now
 	b.woken = false // the model answered the last wake-up
-	out := b.pick(maxItems, maxBytes)
 	taken := map[*client.Incoming]bool{}
 	for _, in := range out {
 		taken[in] = true
@@ -148,7 +165,7 @@ func (b *inbox) take(maxItems, maxBytes int, now int64) []*client.Incoming {
 func (b *inbox) peek(maxItems, maxBytes int) []*client.Incoming {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.pick(maxItems, maxBytes)
+	return b.pick(maxItems, maxBytes, nil)
 }
 
 // drop removes and returns every held message gone reports (not the windows awaiting
@@ -168,13 +185,13 @@ func (b *inbox) drop(gone func(*client.Incoming) bool) []*client.Incoming {
 
 // pick selects one window: at most maxItems messages and maxBytes of text (at least one
 // message, so an oversized one is still handed over), in rank order and arrival order
-// within a rank; b.mu is held.
-func (b *inbox) pick(maxItems, maxBytes int) []*client.Incoming {
+// within a rank, of those match admits (nil admits all); b.mu is held.
+func (b *inbox) pick(maxItems, maxBytes int, match func(*client.Incoming) bool) []*client.Incoming {
 	var out []*client.Incoming
 	size := 0
 	for r := 0; r <= 2 && len(out) < maxItems; r++ {
 		for _, in := range b.items {
-			if rank(in) != r || len(out) >= maxItems {
+			if rank(in) != r || len(out) >= maxItems || (match != nil && !match(in)) {
 				continue
 			}
 			n := approxSize(in)
@@ -217,6 +234,11 @@ func (b *inbox) all() []*client.Incoming {
 		out = append(out, w...)
 		delete(b.sent, id)
 	}
+	for id, in := range b.unacked {
+		out = append(out, in)
+		delete(b.unacked, id)
+	}
+	b.notify() // a cotal_wait blocked on the inbox sees the session end
 	return out
 }
 
@@ -230,13 +252,18 @@ func (b *inbox) signal() {
 	}
 }
 
-// approxSize is the bytes a message adds to a window.
+// approxSize is the bytes a message adds to a window; the text of a history item is
+// shown in part (see shown), so it adds at most its summary.
 func approxSize(in *client.Incoming) int {
-	n := len(in.From.Name) + len(in.Channel) + 64
+	n, text := len(in.From.Name)+len(in.Channel)+64, 0
 	for _, p := range in.Parts {
-		n += len(p.Text) + len(p.Data) + len(p.Name) + len(p.Raw)
+		n += len(p.Data) + len(p.Name) + len(p.Raw)
+		text += len(p.Text)
 	}
-	return n
+	if in.Historical {
+		text = min(text, 4*SummaryChars+128) // at most SummaryChars runes and the marker
+	}
+	return n + text
 }
 
 // wakeup returns the held live messages (not history) that no wake-up named yet and
@@ -291,6 +318,9 @@ func (b *inbox) snapshot() []*client.Incoming {
 	out := append([]*client.Incoming(nil), b.items...)
 	for _, w := range b.sent {
 		out = append(out, w...)
+	}
+	for _, in := range b.unacked {
+		out = append(out, in)
 	}
 	return out
 }

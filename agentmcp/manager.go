@@ -147,6 +147,8 @@ func spawnSchema() *jsonschema.Schema {
 	sch.Properties["prompt"].MaxLength = jsonschema.Ptr(MaxPersonaPrompt)
 	sch.Properties["variant"].MaxLength = jsonschema.Ptr(maxModel)
 	sch.Properties["role"].MaxLength = jsonschema.Ptr(protocol.MaxRoleLength)
+	sch.Properties["name"].MaxLength = jsonschema.Ptr(protocol.MaxNameLength)
+	sch.Properties["cwd"].MaxLength = jsonschema.Ptr(maxPathLength)
 	return sch
 }
 
@@ -208,13 +210,13 @@ func (s *Server) addManagerTools() {
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_spawn", Title: "Cotal: start a teammate", InputSchema: spawnSchema(),
 		Description: "Ask the space's agent manager to start a teammate from a persona, with the harness, role and permissions the persona fixes (launchOptions must stay empty). Returns its name at once; it appears in cotal_roster when it has joined."},
 		s.spawn)
-	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_despawn", Title: "Cotal: stop a teammate",
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_despawn", Title: "Cotal: stop a teammate", InputSchema: despawnSchema(),
 		Description: "Stop a teammate you spawned (gracefully by default; graceful false kills it at once; its credential is retired). Without a name, stop yourself."},
 		s.despawn)
-	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_personas", Title: "Cotal: personas", Annotations: ro,
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_personas", Title: "Cotal: personas", Annotations: ro, InputSchema: personasSchema(),
 		Description: "The personas a teammate can be started from: name, role, harness, what they may read and post. With a name, that one with its prompt."},
 		s.personas)
-	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_persona", Title: "Cotal: define a persona",
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_persona", Title: "Cotal: define a persona", InputSchema: personaSchema(),
 		Description: "Write a new persona file a teammate can be started from. What it may read, post and do must stay within your own grant; an existing persona is never replaced. It stays quiet unless you pass announce with a channel."},
 		s.definePersona)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/termsafe"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -143,10 +144,15 @@ func sender(in *client.Incoming) string {
 }
 
 // RenderChannel renders a message as Claude Code shows a channel event:
-// <channel source="cotal" from="NAME" kind="dm|channel|anycast" channel="C">text</channel>.
+// <channel source="cotal" from="NAME" kind="dm|channel|anycast" channel="C" id="ID"
+// replyTo="ID" thread="ID" mentions="a,b">text</channel> (replyTo, thread and mentions
+// only when set; thread only when it is not the message itself).
 // Attributes and text are escaped, so what a peer wrote can neither close the tag nor
 // add an attribute; the sender and channel come from the delivering subject.
-func RenderChannel(in *client.Incoming) string {
+func RenderChannel(in *client.Incoming) string { return renderChannel(in, in.Text()) }
+
+// renderChannel is RenderChannel with body as the text.
+func renderChannel(in *client.Incoming, body string) string {
 	var b strings.Builder
 	b.WriteString(`<channel source="cotal" from="`)
 	b.WriteString(html.EscapeString(sender(in)))
@@ -163,8 +169,21 @@ func RenderChannel(in *client.Incoming) string {
 		b.WriteString(html.EscapeString(in.Subject.Channel))
 		b.WriteString(`"`)
 	}
+	attr := func(name, v string) {
+		if v != "" {
+			b.WriteString(` ` + name + `="`)
+			b.WriteString(html.EscapeString(termsafe.Escape(v)))
+			b.WriteString(`"`)
+		}
+	}
+	attr("id", in.ID)
+	attr("replyTo", in.ReplyTo)
+	if t := threadOf(in.Message); t != in.ID {
+		attr("thread", t)
+	}
+	attr("mentions", strings.Join(in.Mentions, ","))
 	b.WriteString(`>`)
-	b.WriteString(html.EscapeString(in.Text()))
+	b.WriteString(html.EscapeString(body))
 	b.WriteString(`</channel>`)
 	return b.String()
 }

@@ -23,6 +23,7 @@ var ToolNames = []string{
 	"cotal_orientation", "cotal_roster", "cotal_inbox", "cotal_send", "cotal_dm", "cotal_anycast",
 	"cotal_status", "cotal_channels", "cotal_channel_info", "cotal_join", "cotal_leave",
 	"cotal_connection_status", "cotal_channel_mode", "cotal_docs", "cotal_feedback", "cotal_reconnect",
+	"cotal_wait", "cotal_ack", "cotal_search", "cotal_message", "cotal_thread",
 	"cotal_claim_paths", "cotal_release_paths", "cotal_claims",
 }
 
@@ -35,10 +36,12 @@ type (
 		Text     string   `json:"text" jsonschema:"the message"`
 		Channel  string   `json:"channel,omitempty" jsonschema:"channel to post to; default the first channel you joined"`
 		Mentions []string `json:"mentions,omitempty" jsonschema:"names of peers to wake; each must be in the roster"`
+		ReplyTo  string   `json:"replyTo,omitempty" jsonschema:"id of the message this answers; the reply joins its thread"`
 	}
 	dmArgs struct {
-		To   string `json:"to" jsonschema:"the peer's name (or dot-form id owner.actor)"`
-		Text string `json:"text" jsonschema:"the message"`
+		To      string `json:"to" jsonschema:"the peer's name (or dot-form id owner.actor)"`
+		Text    string `json:"text" jsonschema:"the message"`
+		ReplyTo string `json:"replyTo,omitempty" jsonschema:"id of the message this answers; the reply joins its thread"`
 	}
 	anycastArgs struct {
 		Role string `json:"role" jsonschema:"the role; exactly one of its holders gets the message"`
@@ -101,7 +104,10 @@ type (
 		Artifacts  []ArtifactRef     `json:"artifacts,omitempty"`
 		Mentions   []string          `json:"mentions,omitempty"`
 		ReplyTo    string            `json:"replyTo,omitempty"`
+		Thread     string            `json:"thread,omitempty"`
 		Historical bool              `json:"historical,omitempty"`
+		// Truncated is set on a history item shown in part (cotal_message returns it whole).
+		Truncated bool `json:"truncated,omitempty"`
 	}
 	// ArtifactRef names an artifact part without its bytes.
 	ArtifactRef struct {
@@ -208,12 +214,26 @@ func (s *Server) addTools() {
 		Description: "Returns and clears one bounded window of messages for you (nothing at all with peek): direct messages and role requests first, then channel traffic, then channel history. Call again while remaining > 0. Requests for your role come one at a time unless you pass asks to take several."},
 		s.inboxTool)
 	chArg := func(p map[string]*jsonschema.Schema) { p["channel"].MaxLength = maxLen(protocol.MaxChannelLength) }
-	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_send", Title: "Cotal: post to a channel", InputSchema: toolSchema[sendArgs](chArg),
-		Description: "Post to a channel (default: the first channel you joined). Mentions wake the named peers."}, s.send)
-	dmS := toolSchema[dmArgs](func(p map[string]*jsonschema.Schema) { p["to"].MaxLength = maxLen(protocol.MaxNameLength) })
+	sendS := toolSchema[sendArgs](func(p map[string]*jsonschema.Schema) {
+		chArg(p)
+		textArg(p)
+		p["replyTo"].MaxLength = maxLen(maxIDLength)
+		p["mentions"].MaxItems = maxLen(MaxMentions)
+		p["mentions"].Items.MaxLength = maxLen(protocol.MaxNameLength)
+	})
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_send", Title: "Cotal: post to a channel", InputSchema: sendS,
+		Description: "Post to a channel (default: the first channel you joined). Mentions wake the named peers. replyTo (a message id) makes the post a reply in that message's thread."}, s.send)
+	dmS := toolSchema[dmArgs](func(p map[string]*jsonschema.Schema) {
+		p["to"].MaxLength = maxLen(protocol.MaxNameLength)
+		p["replyTo"].MaxLength = maxLen(maxIDLength)
+		textArg(p)
+	})
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_dm", Title: "Cotal: direct message", InputSchema: dmS,
-		Description: "Send a direct message to one peer by name. It is kept until the peer reads it, even if it is offline now."}, s.dm)
-	anyS := toolSchema[anycastArgs](func(p map[string]*jsonschema.Schema) { p["role"].MaxLength = maxLen(protocol.MaxRoleLength) })
+		Description: "Send a direct message to one peer by name. It is kept until the peer reads it, even if it is offline now. replyTo (a message id) makes it a reply in that message's thread."}, s.dm)
+	anyS := toolSchema[anycastArgs](func(p map[string]*jsonschema.Schema) {
+		p["role"].MaxLength = maxLen(protocol.MaxRoleLength)
+		textArg(p)
+	})
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_anycast", Title: "Cotal: ask a role", InputSchema: anyS,
 		Description: "Send a request to a role: exactly one of its holders gets it; it waits if none is online."}, s.anycast)
 	st := toolSchema[statusArgs](func(p map[string]*jsonschema.Schema) {
@@ -245,6 +265,7 @@ func (s *Server) addTools() {
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_reconnect", Title: "Cotal: reconnect to the space",
 		Description: "Drop and re-dial this session's connection to the space now: the manual recovery when it has wedged. Your subscriptions and held messages carry over. Returns whether it reconnected."},
 		s.reconnect)
+	s.addTeamTools()
 	s.addClaimTools()
 }
 
@@ -405,7 +426,7 @@ func (s *Server) roster(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (
 func item(in *client.Incoming) Item {
 	it := Item{ID: in.ID, Kind: kindOf(in), From: sender(in), FromID: in.Subject.Sender.String(),
 		Time: time.UnixMilli(in.TS).UTC().Format(time.RFC3339), Text: in.Text(), Mentions: in.Mentions,
-		ReplyTo: in.ReplyTo, Historical: in.Historical}
+		ReplyTo: in.ReplyTo, Thread: threadOf(in.Message), Historical: in.Historical}
 	switch in.Kind {
 	case protocol.DeliveryChannel:
 		it.Channel = in.Subject.Channel
@@ -435,9 +456,11 @@ func (s *Server) inboxTool(ctx context.Context, _ *mcp.CallToolRequest, a inboxA
 	out := inboxOut{Messages: []Item{}}
 	var b strings.Builder
 	for _, in := range window {
-		out.Messages = append(out.Messages, item(in))
-		b.WriteString(RenderChannel(in))
+		it, line := shown(in)
+		out.Messages = append(out.Messages, it)
+		b.WriteString(line)
 		b.WriteString("\n")
+		s.log.addIncoming(in) // cotal_thread and cotal_message find it as soon as the model can ask
 	}
 	held, _ := s.box.counts()
 	// Read before the window is acked (once its result is written): until then the
@@ -477,8 +500,9 @@ func (s *Server) peekInbox(ctx context.Context) (*mcp.CallToolResult, inboxOut, 
 	out := inboxOut{Messages: []Item{}, Peek: true}
 	var b strings.Builder
 	for _, in := range window {
-		out.Messages = append(out.Messages, item(in))
-		b.WriteString(RenderChannel(in))
+		it, line := shown(in)
+		out.Messages = append(out.Messages, it)
+		b.WriteString(line)
 		b.WriteString("\n")
 	}
 	held, _ := s.box.counts()
@@ -506,11 +530,14 @@ func checkText(t string) error {
 	if strings.TrimSpace(t) == "" {
 		return errors.New("text is empty: write the message in text")
 	}
-	return nil
+	return checkBounds(t, nil)
 }
 
 func (s *Server) send(ctx context.Context, _ *mcp.CallToolRequest, a sendArgs) (*mcp.CallToolResult, sentOut, error) {
 	if err := checkText(a.Text); err != nil {
+		return nil, sentOut{}, err
+	}
+	if err := checkBounds("", a.Mentions); err != nil {
 		return nil, sentOut{}, err
 	}
 	ch := a.Channel
@@ -523,6 +550,9 @@ func (s *Server) send(ctx context.Context, _ *mcp.CallToolRequest, a sendArgs) (
 		return nil, sentOut{}, fmt.Errorf("channel %q: %w", ch, err)
 	}
 	d := client.Text(a.Text)
+	if err := s.reply(ctx, &d, a.ReplyTo, ch); err != nil {
+		return nil, sentOut{}, err
+	}
 	if len(a.Mentions) > 0 {
 		peers, err := s.Endpoint.Roster(ctx)
 		if err != nil {
@@ -539,12 +569,13 @@ func (s *Server) send(ctx context.Context, _ *mcp.CallToolRequest, a sendArgs) (
 	if err != nil {
 		return nil, sentOut{}, fmt.Errorf("post to %s: %w", ch, err)
 	}
+	s.record(protocol.DeliveryChannel, ch, d, sent)
 	out := sentOut{ID: sent.ID, Channel: ch, Seq: sent.Seq}
 	note := ""
 	if !slices.Contains(s.Endpoint.Channels(), ch) {
 		note = " (you have not joined it, so you will not see replies there; cotal_join to follow it)"
 	}
-	return text("Posted to %s%s.", ch, note), out, nil
+	return text("Posted to %s%s (id %s).", ch, note, sent.ID), out, nil
 }
 
 func (s *Server) dm(ctx context.Context, _ *mcp.CallToolRequest, a dmArgs) (*mcp.CallToolResult, sentOut, error) {
@@ -558,12 +589,17 @@ func (s *Server) dm(ctx context.Context, _ *mcp.CallToolRequest, a dmArgs) (*mcp
 	if err != nil {
 		return nil, sentOut{}, fmt.Errorf("find %q: %w", a.To, err)
 	}
-	sent, err := s.Endpoint.DM(ctx, t.Principal, client.Text(a.Text))
+	d := client.Text(a.Text)
+	if err := s.reply(ctx, &d, a.ReplyTo, ""); err != nil {
+		return nil, sentOut{}, err
+	}
+	sent, err := s.Endpoint.DM(ctx, t.Principal, d)
 	if err != nil {
 		return nil, sentOut{}, fmt.Errorf("dm %s: %w", t.Name, err)
 	}
+	s.record(protocol.DeliveryDM, t.Principal.String(), d, sent)
 	out := sentOut{ID: sent.ID, To: t.Name, ToID: t.Principal.String(), Seq: sent.Seq, State: string(t.State)}
-	return text("Sent to %s (%s); it is kept until they read it.", t.Name, t.State), out, nil
+	return text("Sent to %s (%s); it is kept until they read it (id %s).", t.Name, t.State, sent.ID), out, nil
 }
 
 func (s *Server) anycast(ctx context.Context, _ *mcp.CallToolRequest, a anycastArgs) (*mcp.CallToolResult, sentOut, error) {
@@ -573,10 +609,12 @@ func (s *Server) anycast(ctx context.Context, _ *mcp.CallToolRequest, a anycastA
 	if err := protocol.CheckRole(a.Role); err != nil {
 		return nil, sentOut{}, err
 	}
-	sent, err := s.Endpoint.Ask(ctx, a.Role, client.Text(a.Text))
+	d := client.Text(a.Text)
+	sent, err := s.Endpoint.Ask(ctx, a.Role, d)
 	if err != nil {
 		return nil, sentOut{}, fmt.Errorf("anycast %s: %w", a.Role, err)
 	}
+	s.record(protocol.DeliveryAnycast, a.Role, d, sent)
 	return text("Sent to role %s; one of its holders will get it.", a.Role), sentOut{ID: sent.ID, Role: a.Role, Seq: sent.Seq}, nil
 }
 

@@ -35,7 +35,8 @@ var (
 	// notServed are reference tools Go does not list: workflow runs have no engine here.
 	notServed = []string{"cotal_run", "cotal_yield"}
 	// goExtras are arguments Go takes beyond the reference's, by tool.
-	goExtras = map[string][]string{"cotal_inbox": {"asks"}, "cotal_persona": {"capabilities", "description"}}
+	goExtras = map[string][]string{"cotal_inbox": {"asks"}, "cotal_persona": {"capabilities", "description"},
+		"cotal_send": {"replyTo"}, "cotal_dm": {"replyTo"}}
 	// goNarrowed are free strings of the reference Go bounds to an enum, by tool and
 	// argument: the harness a spawn may ask for is one of Go's connectors (never a program
 	// of the caller's choosing).

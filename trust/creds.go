@@ -22,7 +22,51 @@ type Creds struct {
 	Expires      time.Time // zero: never
 	JWT          string
 	Seed         string
-	InboxPrefix  string // the reply-inbox prefix the holder must connect with
+	InboxPrefix  string   // the reply-inbox prefix the holder must connect with
+	SubAllow     []string // the subjects the broker lets the holder subscribe to (empty: any)
+	SubDeny      []string // the subjects it refuses, over SubAllow
+}
+
+// MaySubscribe reports whether the broker lets the holder subscribe to subject, as its
+// JWT's subscribe permissions say (subject may hold wildcards; it is allowed when an allow
+// pattern covers it and no deny pattern overlaps it).
+func (c Creds) MaySubscribe(subject string) bool {
+	for _, d := range c.SubDeny {
+		if subjectCovers(d, subject) || subjectCovers(subject, d) {
+			return false
+		}
+	}
+	if len(c.SubAllow) == 0 {
+		return true
+	}
+	for _, a := range c.SubAllow {
+		if subjectCovers(a, subject) {
+			return true
+		}
+	}
+	return false
+}
+
+// subjectCovers reports whether NATS subject pattern covers every subject sub matches.
+func subjectCovers(pattern, sub string) bool {
+	pt, st := strings.Split(pattern, "."), strings.Split(sub, ".")
+	for i, p := range pt {
+		if p == ">" {
+			return i < len(st)
+		}
+		if i >= len(st) {
+			return false
+		}
+		switch {
+		case p == "*":
+			if st[i] == ">" {
+				return false
+			}
+		case p != st[i]:
+			return false
+		}
+	}
+	return len(pt) == len(st)
 }
 
 // ReadCreds parses a creds file. It does not verify the signature: the broker does.
@@ -46,7 +90,8 @@ func ReadCreds(b []byte) (Creds, error) {
 	if err != nil {
 		return Creds{}, fmt.Errorf("creds: %w", err)
 	}
-	c := Creds{Name: uc.Name, JWT: token, Seed: string(seed), InboxPrefix: inboxPrefix(uc.Subject)}
+	c := Creds{Name: uc.Name, JWT: token, Seed: string(seed), InboxPrefix: inboxPrefix(uc.Subject),
+		SubAllow: uc.Permissions.Sub.Allow, SubDeny: uc.Permissions.Sub.Deny}
 	if uc.Expires > 0 {
 		c.Expires = time.Unix(uc.Expires, 0)
 	}

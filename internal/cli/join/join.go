@@ -60,7 +60,7 @@ must be the credential's own); its subscribe list sets the channels unless --cha
 given, and a persona that names none joins none (it is DM-only, as every agent that names
 no channel is). A person joining by --name or --creds without --channel joins general:
 that default is join's own, for people, and no agent credential, persona or spawn ever
-implies it. History a channel replays is shown once per identity: a rejoin shows only what
+implies it; a --creds that may not read general joins no channel and says so. History a channel replays is shown once per identity: a rejoin shows only what
 came after.
 
 If the mesh goes away, join says so once, reconnects when it returns, and exits non-zero
@@ -140,7 +140,7 @@ func runJoin(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	if err := checkCredsName(opts); err != nil {
+	if err := checkCreds(opts, target.Space); err != nil {
 		return err
 	}
 	ep, err := connect(ctx, opts, &target)
@@ -161,7 +161,11 @@ func runJoin(ctx context.Context, opts *Options) error {
 	if len(opts.Channels) > 0 {
 		s.current = opts.Channels[len(opts.Channels)-1]
 	}
-	fmt.Fprintf(s.errOut, "joined space %s as %s (%s); channels: %s\n", target.Space, ep.Card().Name, ep.Principal(), strings.Join(ep.Channels(), ", "))
+	joined := strings.Join(ep.Channels(), ", ")
+	if joined == "" {
+		joined = "none (direct messages only)"
+	}
+	fmt.Fprintf(s.errOut, "joined space %s as %s (%s); channels: %s\n", target.Space, ep.Card().Name, ep.Principal(), joined)
 
 	lines := make(chan inputLine)
 	go readLines(ctx, opts.IO.In, lines)
@@ -252,10 +256,11 @@ func (s *session) drain() {
 	}
 }
 
-// checkCredsName accepts --name beside --creds when it is the credential's own actor, and
-// refuses one that differs, naming both.
-func checkCredsName(opts *Options) error {
-	if opts.Mesh.Creds == "" || opts.Name == "" {
+// checkCreds reads --creds, when given: --name beside it must be the credential's own
+// actor (one that differs is refused, naming both), and without --channel a credential
+// that may not read general joins no channel instead of being refused by the broker.
+func checkCreds(opts *Options, space string) error {
+	if opts.Mesh.Creds == "" {
 		return nil
 	}
 	b, err := cmdutil.ReadCredsFile("--creds", opts.Mesh.Creds)
@@ -266,8 +271,13 @@ func checkCredsName(opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("--creds %s: %w", opts.Mesh.Creds, err)
 	}
-	if c.Principal.Actor != "" && c.Principal.Actor != opts.Name {
+	if opts.Name != "" && c.Principal.Actor != "" && c.Principal.Actor != opts.Name {
 		return cmdutil.FlagErrorf("--name %s differs from %s, the actor of --creds %s: the credential decides who you are; drop --name", opts.Name, c.Principal.Actor, opts.Mesh.Creds)
+	}
+	if !opts.channelsSet && !c.MaySubscribe(protocol.ChannelFilter(space, protocol.DefaultChannel)) {
+		opts.Channels = nil
+		fmt.Fprintf(opts.IO.ErrOut, "note: --creds %s may not read #%s: joining no channel (direct messages still reach you); --channel NAME joins one it may read\n",
+			opts.Mesh.Creds, protocol.DefaultChannel)
 	}
 	return nil
 }

@@ -227,6 +227,9 @@ func runMint(ctx context.Context, opts *Options) error {
 	if !c.Expires.IsZero() {
 		fmt.Fprintf(opts.IO.ErrOut, ", expires %s", c.Expires.UTC().Format(time.RFC3339))
 	}
+	if c.Profile == trust.ProfileAgent && len(opts.AllowSubscribe) == 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "\n  reads no channel (DM-only); --allow-subscribe general would let it read #general")
+	}
 	fmt.Fprintf(opts.IO.ErrOut, "\n  connect: cotal join --creds %s\n", cmdutil.ShellQuote(out.Path))
 	return nil
 }

@@ -52,7 +52,7 @@ func authProject(t *testing.T) (string, *meshtest.Mesh) {
 func TestPostsAsThePerson(t *testing.T) {
 	root, m := authProject(t)
 	_, person := cmdutil.OperatorIdentity() // the person at the keyboard: local.<login>
-	bob := m.Mint(space, trust.UserSpec{Name: "bob", Profile: trust.ProfileAgent,
+	bob := m.Mint(space, trust.UserSpec{Name: "bob", Profile: trust.ProfileAgent, Subscribe: []string{"general"},
 		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "bob"}, LifecycleUID: protocol.NewLifecycleUID()})
 	bc, err := trust.ReadCreds(bob)
 	if err != nil {
