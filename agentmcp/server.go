@@ -65,6 +65,9 @@ type Server struct {
 	Feedback *Feedback
 	// Tasks tunes the task board tools (a clock and a renewal tick for tests).
 	Tasks TaskOptions
+	// Repo is the repository's absolute path: a file claim of an absolute path under it
+	// is made relative to it. "" refuses absolute paths.
+	Repo string
 
 	box   *inbox
 	tasks *taskTools

@@ -13,6 +13,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/cotal-ai/cotal/claims"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/protocol"
 )
@@ -23,6 +24,7 @@ var ToolNames = []string{
 	"cotal_status", "cotal_channels", "cotal_channel_info", "cotal_join", "cotal_leave",
 	"cotal_connection_status", "cotal_channel_mode", "cotal_docs", "cotal_feedback", "cotal_reconnect",
 	"cotal_wait", "cotal_ack", "cotal_search", "cotal_message", "cotal_thread",
+	"cotal_claim_paths", "cotal_release_paths", "cotal_claims",
 }
 
 // Inputs. Every input schema is closed (additionalProperties false), so an unknown
@@ -72,6 +74,21 @@ type (
 		Harness   string `json:"harness,omitempty"`
 		Online    bool   `json:"online"`
 		Ourselves bool   `json:"you,omitempty"`
+		// Model, Cwd and Channels are what the peer publishes: its model, its working
+		// directory relative to the repository (a full path outside it is not shown), and
+		// the channels it reads.
+		Model    string   `json:"model,omitempty"`
+		Cwd      string   `json:"cwd,omitempty"`
+		Channels []string `json:"channels,omitempty"`
+		// Claims are the peer's live file claims (cotal_claims has them in full).
+		Claims []ClaimRef `json:"claims,omitempty"`
+		// Tasks are the ids of the board tasks the peer holds: filled by the task board.
+		Tasks []string `json:"tasks,omitempty"`
+	}
+	// ClaimRef is one file claim of a roster entry.
+	ClaimRef struct {
+		Path      string `json:"path"`
+		Exclusive bool   `json:"exclusive"`
 	}
 	// Item is one inbox message.
 	Item struct {
@@ -190,7 +207,7 @@ func (s *Server) addTools() {
 		Description: "Call first. Who you are (name, role, space), the channels you read and your default channel, who is present, your status and how many messages wait in your inbox."},
 		s.orientation)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_roster", Title: "Cotal: who is here", Annotations: ro,
-		Description: "Peers in the space with their role, status and activity."}, s.roster)
+		Description: "Peers in the space with their role, status and activity, what runs them (harness, model), their working directory in the repository, the channels they read and the files they claimed."}, s.roster)
 	inbox := toolSchema[inboxArgs](func(p map[string]*jsonschema.Schema) {
 		p["asks"].Minimum, p["asks"].Maximum = jsonschema.Ptr(0.0), jsonschema.Ptr(float64(MaxInboxAsks))
 	})
@@ -250,15 +267,71 @@ func (s *Server) addTools() {
 		Description: "Drop and re-dial this session's connection to the space now: the manual recovery when it has wedged. Your subscriptions and held messages carry over. Returns whether it reconnected."},
 		s.reconnect)
 	s.addTeamTools()
+	s.addClaimTools()
 }
 
 // peerInfo is a roster entry as the model sees it: every string the peer chose is cut to
 // its bound and escaped onto one line (peerText), in the text and the structured result.
 func (s *Server) peerInfo(p client.Peer) PeerInfo {
-	harness, _ := p.Card.Meta["connector"].(string)
-	return PeerInfo{Name: peerText(p.Card.Name, shownName), ID: peerText(p.Card.ID, shownName), Kind: peerText(p.Card.Kind, shownWord),
+	pi := PeerInfo{Name: peerText(p.Card.Name, shownName), ID: peerText(p.Card.ID, shownName), Kind: peerText(p.Card.Kind, shownWord),
 		Role: peerText(p.Card.Role, shownToken), Status: string(p.State()), Activity: peerText(p.Activity, shownActivity),
-		Harness: peerText(harness, shownWord), Online: p.Online, Ourselves: p.Card.ID == s.Endpoint.Principal().String()}
+		Harness: peerText(p.Harness(), shownWord), Online: p.Online, Ourselves: p.Card.ID == s.Endpoint.Principal().String(),
+		Model: peerText(p.Model(), shownName)}
+	if cwd, err := claims.Normalize(p.Cwd(), s.Repo); p.Cwd() != "" && err == nil {
+		pi.Cwd = peerText(cwd, shownPath)
+	}
+	if p.Online {
+		for i, ch := range p.Channels {
+			if i == shownChannels {
+				pi.Channels = append(pi.Channels, fmt.Sprintf("… [%d more]", len(p.Channels)-i))
+				break
+			}
+			pi.Channels = append(pi.Channels, peerText(ch, protocol.MaxChannelLength))
+		}
+	}
+	return pi
+}
+
+// withClaims adds the peer's claims (of by, keyed by holder id) to pi.
+func withClaims(pi *PeerInfo, id string, by map[string][]claims.Claim) {
+	for i, c := range by[id] {
+		if i == shownClaims {
+			pi.Claims = append(pi.Claims, ClaimRef{Path: fmt.Sprintf("… [%d more: cotal_claims]", len(by[id])-i)})
+			break
+		}
+		pi.Claims = append(pi.Claims, ClaimRef{Path: peerText(c.Path, shownPath), Exclusive: c.Exclusive})
+	}
+}
+
+// rosterLine is peerLine with what runs the peer, where, what it reads and what it
+// claims, in brackets after its status; its activity, free text, stays last.
+func rosterLine(p PeerInfo) string {
+	var parts []string
+	if run := strings.TrimSpace(p.Harness + " " + p.Model); run != "" {
+		parts = append(parts, "runs "+run)
+	}
+	if p.Cwd != "" {
+		parts = append(parts, "in "+p.Cwd)
+	}
+	if len(p.Channels) > 0 {
+		parts = append(parts, "reads "+strings.Join(p.Channels, ", "))
+	}
+	if len(p.Claims) > 0 {
+		var cs []string
+		for _, c := range p.Claims {
+			cs = append(cs, c.Path+" ("+kindWord(c.Exclusive)+")")
+		}
+		parts = append(parts, "claims "+strings.Join(cs, ", "))
+	}
+	if len(p.Tasks) > 0 {
+		parts = append(parts, "tasks "+strings.Join(p.Tasks, ", "))
+	}
+	if len(parts) == 0 {
+		return peerLine(p)
+	}
+	q := p
+	q.Status += " [" + strings.Join(parts, "; ") + "]"
+	return peerLine(q)
 }
 
 func peerLine(p PeerInfo) string {
@@ -329,10 +402,20 @@ func (s *Server) roster(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (
 	}
 	out := rosterOut{Peers: []PeerInfo{}}
 	lines := []string{}
+	held := s.peerClaims(ctx)
 	for _, p := range peers {
 		pi := s.peerInfo(p)
+		withClaims(&pi, p.Card.ID, held)
 		out.Peers = append(out.Peers, pi)
-		lines = append(lines, peerLine(pi))
+		lines = append(lines, rosterLine(pi))
+		delete(held, p.Card.ID)
+	}
+	// Holders gone from presence (killed, or away past its TTL) whose claims still live.
+	for _, id := range slices.Sorted(maps.Keys(held)) {
+		pi := PeerInfo{Name: peerText(held[id][0].Name, shownName), ID: peerText(id, shownName), Status: string(protocol.StatusOffline)}
+		withClaims(&pi, id, held)
+		out.Peers = append(out.Peers, pi)
+		lines = append(lines, rosterLine(pi))
 	}
 	if len(lines) == 0 {
 		return text("Nobody is in the roster."), out, nil

@@ -35,7 +35,11 @@ type ChannelConfig struct {
 // channel only up to the membership's join cursor: later posts are hand-off copies,
 // surfaced after the history. Joining a channel twice is a no-op.
 func (e *Endpoint) JoinChannel(ctx context.Context, channel string) error {
-	return e.subscribe(ctx, channel, true)
+	if err := e.subscribe(ctx, channel, true); err != nil {
+		return err
+	}
+	e.channelsChanged(ctx)
+	return nil
 }
 
 // Listen subscribes to channel like JoinChannel but without replaying history, and
@@ -350,6 +354,7 @@ func (e *Endpoint) LeaveChannel(channel string) error {
 	if err := sub.Unsubscribe(); err != nil {
 		return fmt.Errorf("leave channel %s: %w", channel, err)
 	}
+	e.channelsChanged(e.ctx)
 	if durable && why == "" {
 		if err := e.leaveDurableChannel(channel); err != nil {
 			return fmt.Errorf("leave channel %s: left live; durable leave not recorded: %w", channel, err)

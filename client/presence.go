@@ -24,6 +24,35 @@ type Peer struct {
 	Online bool
 }
 
+// Harness is what runs the peer: its card's meta "connector" (claude, codex, opencode,
+// command), else "service" for a card that names one, else "person" for an endpoint card
+// (a person at cotal join, the console or the dashboard), else "" (an agent that does not
+// say).
+func (p Peer) Harness() string {
+	if h := p.metaString("connector"); h != "" {
+		return h
+	}
+	switch {
+	case p.metaString("service") != "":
+		return "service"
+	case p.Card.Kind == protocol.CardEndpoint:
+		return "person"
+	}
+	return ""
+}
+
+// Model is the model the peer says it runs (its card's meta "model"), or "".
+func (p Peer) Model() string { return p.metaString("model") }
+
+// Cwd is the working directory the peer publishes (its card's meta "cwd"), as it wrote it:
+// cotal mcp writes it relative to the project; a reference peer may write a full path.
+func (p Peer) Cwd() string { return p.metaString("cwd") }
+
+func (p Peer) metaString(key string) string {
+	s, _ := p.Card.Meta[key].(string)
+	return s
+}
+
 // State is the status to show for the peer: its own status while online, else offline.
 func (p Peer) State() protocol.Status {
 	if p.Online {
@@ -64,6 +93,10 @@ func (e *Endpoint) record(st protocol.Status, now time.Time) protocol.Presence {
 	}
 	if st != protocol.StatusOffline {
 		p.StatusSince = e.since
+		for ch := range e.channels {
+			p.Channels = append(p.Channels, ch)
+		}
+		sort.Strings(p.Channels)
 	}
 	if e.activity != "" {
 		p.ActivitySince = e.actSince
@@ -84,6 +117,22 @@ func (e *Endpoint) writePresence(ctx context.Context, st protocol.Status) error 
 		return fmt.Errorf("write presence %s: %w", e.me, err)
 	}
 	return nil
+}
+
+// channelsChanged rewrites the presence record of a present endpoint at once, so peers
+// see the channels it reads now; a failed write waits for the next heartbeat.
+func (e *Endpoint) channelsChanged(ctx context.Context) {
+	e.mu.Lock()
+	present, st := e.present, e.status
+	e.mu.Unlock()
+	if !present || !e.nc.IsConnected() {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, e.cfg.Heartbeat)
+	defer cancel()
+	if err := e.writePresence(wctx, st); err != nil {
+		e.log.Debug("presence after a channel change", "err", err)
+	}
 }
 
 // heartbeat rewrites the presence record every interval until ctx ends.

@@ -127,6 +127,9 @@ type Presence struct {
 	ActiveAt      int64             `json:"activeAt,omitempty"`
 	StatusSince   int64             `json:"statusSince,omitempty"`
 	ActivitySince int64             `json:"activitySince,omitempty"`
+	// Channels are the channels (or patterns) the peer reads now: a Go extension a
+	// reference peer ignores (docs/interop.md).
+	Channels []string `json:"channels,omitempty"`
 }
 
 // Live reports whether the record is fresh at now and not offline.

@@ -21,7 +21,7 @@ func names(space string) []string {
 		"CHAT_" + space, "DM_" + space, "TASK_" + space,
 		"cotal_presence_" + space, "cotal_channels_" + space,
 		"INBOX_" + space, "DLV_" + space, "cotal_delivery_" + space, "cotal_manager_" + space, "cotal_members_" + space, "cotal_acl_" + space,
-		"cotal_auth_" + space, "EPJ_" + space, "EPF_" + space, "EPC_" + space, "cotal_tasks_" + space, "cotal_channels_" + space + "/=defaults",
+		"cotal_auth_" + space, "cotal_claims_" + space, "EPJ_" + space, "EPF_" + space, "EPC_" + space, "cotal_tasks_" + space, "cotal_channels_" + space + "/=defaults",
 	}
 }
 
@@ -600,5 +600,27 @@ func TestTasksBucketRefusesRollup(t *testing.T) {
 	cfg := streamConfig(t, js, "KV_cotal_tasks_prod")
 	if cfg.AllowRollup || !cfg.AllowDirect || cfg.MaxMsgsPerSubject != 1 {
 		t.Fatalf("tasks bucket config: rollup %v direct %v history %d", cfg.AllowRollup, cfg.AllowDirect, cfg.MaxMsgsPerSubject)
+	}
+}
+
+// TestClaimsBucket: the claims bucket keeps one value per key, expires each record by its
+// own TTL and none later than claims.MaxTTL, bounds a record's size and refuses rollups;
+// a space made before it gains it in place.
+func TestClaimsBucket(t *testing.T) {
+	js := meshtest.JetStream(t)
+	ctx := t.Context()
+	if _, err := provision.Space(ctx, js, "old", provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, "KV_cotal_claims_old"); err != nil { // as a space of an earlier release
+		t.Fatal(err)
+	}
+	rep, err := provision.Space(ctx, js, "old", provision.Options{})
+	if err != nil || !slices.Equal(rep.Created, []string{"cotal_claims_old"}) {
+		t.Fatalf("re-provision: %+v, %v; want the claims bucket created in place", rep, err)
+	}
+	c := streamConfig(t, js, "KV_cotal_claims_old")
+	if !c.AllowMsgTTL || c.AllowRollup || c.MaxMsgsPerSubject != 1 || c.MaxAge != 24*time.Hour || c.MaxMsgSize != 4096 || !c.AllowDirect {
+		t.Fatalf("claims bucket config %+v", c)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cotal-ai/cotal/claims"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/taskboard"
 )
@@ -131,6 +132,7 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 			Replicas: 1,
 		}),
 		authBucket(space),
+		claimsBucket(space),
 		{kind: "stream", name: epj.Name, want: epj},
 		{kind: "stream", name: epf.Name, want: epf},
 		{kind: "stream", name: epc.Name, want: epc},
@@ -194,6 +196,29 @@ func presenceBucket(space string) resource {
 	r.want.AllowRollup = false
 	return r
 }
+
+// claimsBucket is the file-claims bucket (a Go extension, see package claims): one value
+// per key, per-message TTLs on (a claim lives for its own ttl), its max age the longest
+// claim, so no record outlives claims.MaxTTL whoever wrote it, records of at most
+// claimValueSize bytes, and no rollup: an agent writes keys under its own principal, and
+// a Nats-Rollup: all on one of them would purge every other claim.
+func claimsBucket(space string) resource {
+	r := bucket(jetstream.KeyValueConfig{
+		Bucket:       claims.Bucket(space),
+		History:      1,
+		TTL:          claims.MaxTTL,
+		MaxValueSize: claimValueSize,
+		Storage:      jetstream.FileStorage,
+		Replicas:     1,
+	})
+	r.want.AllowRollup = false
+	r.want.AllowMsgTTL = true
+	r.want.MaxMsgSize = claimValueSize
+	return r
+}
+
+// claimValueSize bounds one claims record: a path, a name and a reason with room to spare.
+const claimValueSize = 4096
 
 // ManagerLeaseTTL is the TTL of the manager lease bucket: a manager that stops renewing
 // its row loses it this long after its last write.

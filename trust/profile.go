@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
+	"github.com/cotal-ai/cotal/claims"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/taskboard"
 )
@@ -20,7 +21,8 @@ type Profile string
 // subject builders; whatever it does not allow, the broker refuses.
 const (
 	// ProfileAgent sends only with its own sender tokens, reads only its channels, its own
-	// DM durable and its role, and writes only its own presence key. Posting is
+	// DM durable and its role, and writes only its own presence key and its own file
+	// claims (keys under its principal in the claims bucket). Posting is
 	// default-deny: only the channels in AllowPublish. It creates no consumer but its
 	// history reader on CHAT. It reads presence and the registry without creating one: by
 	// Direct Get, a live subscription, or the two watchers the provisioner pre-created for
@@ -153,6 +155,9 @@ func agentGrants(g *grants, space string, s UserSpec, inbox string) {
 	// <kind>.<id>.<owner>.<actor>), so its claims and statuses cannot be forged or removed
 	// by another agent; it reads the board as a public bucket.
 	g.pub(kvKey(taskboard.Bucket(space), "*.*."+me.String()))
+	// File claims: only keys under its own principal (claims.Key), so it writes and
+	// releases its own claims and no other's.
+	g.pub(kvKey(claims.Bucket(space), me.String()+".>"))
 
 	// Reading channels: live, and history through its one transient reader whose create
 	// subject pins both the name and a filter inside the read ACL.
@@ -348,7 +353,8 @@ func reader(g *grants, stream, name string) {
 	g.pub(api(verbConsumerInfo, stream, name), api(verbConsumerNext, stream, name), api(verbConsumerDelete, stream, name))
 }
 
-// publicBuckets lets a credential read presence, the channel registry and the task board, which every
+// publicBuckets lets a credential read presence, the channel registry, the task board and
+// the file claims, which every
 // member of the space may read, without ever creating a consumer on them: one key by
 // Direct Get with the key in the request subject, the whole bucket by a batch Direct Get
 // (each bucket keeps one value per key), and presence changes live by a plain
@@ -358,7 +364,7 @@ func reader(g *grants, stream, name string) {
 // deliver subject no permission can reach, make the server write bucket records into
 // another stream. (An agent's two pre-created watchers are granted by name in agentGrants.)
 func publicBuckets(g *grants, space string) {
-	for _, b := range []string{protocol.BucketPresence(space), protocol.BucketChannels(space), taskboard.Bucket(space)} {
+	for _, b := range []string{protocol.BucketPresence(space), protocol.BucketChannels(space), taskboard.Bucket(space), claims.Bucket(space)} {
 		s := kvStream(b)
 		g.pub(api(verbStreamInfo, s), api(verbStreamMsgGet, s), api(verbDirectGet, s), api(verbDirectGet, s, ">"))
 		g.deny(api(verbConsumerCreate, s), api(verbConsumerCreate, s, ">"), api(verbDurableCreate, s, ">"))

@@ -18,6 +18,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/authservice"
 	"github.com/cotal-ai/cotal/internal/cli/brokercmd"
 	"github.com/cotal-ai/cotal/internal/cli/channels"
+	"github.com/cotal-ai/cotal/internal/cli/claims"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/console"
 	"github.com/cotal-ai/cotal/internal/cli/deliver"
@@ -140,6 +141,7 @@ peer, anycast to whoever holds a role.`,
 		join.NewCmdJoin(f, nil),
 		send.NewCmdSend(f, nil),
 		status.NewCmdStatus(f, nil),
+		claims.NewCmdClaims(f, nil),
 		console.NewCmdConsole(f, nil),
 		ext.NewCmdExt(f, nil),
 		setup.NewCmdSetup(f, nil),

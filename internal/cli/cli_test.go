@@ -73,6 +73,7 @@ func TestScripts(t *testing.T) {
 			"mgrreq":      cmdMgrReq,
 			"repeat":      cmdRepeat,
 			"mcpsessions": cmdMCPSessions,
+			"claimkill":   cmdClaimKill,
 			"webget":      cmdWebGet,
 			"credpeer":    cmdCredPeer,
 			"sweep":       cmdSweep,

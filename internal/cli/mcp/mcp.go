@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -317,6 +318,9 @@ func runMCP(ctx context.Context, opts *Options) error {
 		Endpoint: ep, Channels: opts.Channels, Channel: opts.Push, Version: opts.Version, Logger: log,
 		KeepHeld: keepHeld, Manager: managerTools(opts, target, ep),
 	}
+	if target.Project != nil {
+		srv.Repo = target.Project.Root // file claims are relative to the project
+	}
 	t := &sdk.IOTransport{Reader: io.NopCloser(opts.IO.In), Writer: nopWriteCloser{opts.IO.Out}}
 	runErr := srv.Run(ctx, t)
 	closeErr := ep.Close()
@@ -382,6 +386,24 @@ func mintsAgent(t cmdutil.Target) bool {
 		cmdutil.CheckStatic(t, "an agent credential") == nil
 }
 
+// projectCwd is the working directory relative to the project's root ("." at the root),
+// or "" outside a project: a full path, which may name the user's home, is never
+// published in presence.
+func projectCwd(t cmdutil.Target) string {
+	if t.Project == nil {
+		return ""
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	rel, err := filepath.Rel(t.Project.Root, wd)
+	if err != nil || (rel != "." && !filepath.IsLocal(rel)) {
+		return ""
+	}
+	return filepath.ToSlash(rel)
+}
+
 // connect connects as the identity the options name: a persona (its own least-privilege
 // credential on an authenticated mesh), a creds file, or a name; the card records the
 // harness.
@@ -391,6 +413,9 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 		if v != "" {
 			meta[k] = v
 		}
+	}
+	if cwd := projectCwd(*target); cwd != "" {
+		meta["cwd"] = cwd // the reference's reserved key, relative: never a full (home) path
 	}
 	if len(meta) == 0 {
 		meta = nil

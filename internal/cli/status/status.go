@@ -4,15 +4,20 @@ package status
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cotal-ai/cotal/authsvc"
+	"github.com/cotal-ai/cotal/claims"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/taskboard"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
@@ -135,6 +140,57 @@ type RosterEntry struct {
 	State    string `json:"state"`
 	Activity string `json:"activity,omitempty"`
 	LastSeen int64  `json:"lastSeen"`
+	// Harness is what runs the peer (claude, codex, opencode, command, person, service;
+	// client.Peer.Harness), Model the model it names, Cwd its working directory relative
+	// to the project (a full path outside it is not shown), Channels what it reads now.
+	Harness  string   `json:"harness,omitempty"`
+	Model    string   `json:"model,omitempty"`
+	Cwd      string   `json:"cwd,omitempty"`
+	Channels []string `json:"channels,omitempty"`
+	// Claims are its live file claims (cotal claims has them all).
+	Claims []ClaimEntry `json:"claims,omitempty"`
+	// Tasks are the ids of the board tasks it holds: filled by the task board.
+	Tasks []string `json:"tasks,omitempty"`
+}
+
+// ClaimEntry is one file claim of a roster entry.
+type ClaimEntry struct {
+	Path      string `json:"path"`
+	Exclusive bool   `json:"exclusive"`
+	Reason    string `json:"reason,omitempty"`
+	Since     string `json:"since"`     // RFC 3339, UTC
+	ExpiresAt string `json:"expiresAt"` // RFC 3339, UTC
+}
+
+// rosterEntry is p as the report shows it, with its claims from held (by holder id).
+func rosterEntry(p client.Peer, root string, held map[string][]claims.Claim) RosterEntry {
+	e := RosterEntry{ID: p.Card.ID, Name: p.Card.Name, Role: p.Card.Role, Kind: p.Card.Kind,
+		State: string(p.State()), Activity: p.Activity, LastSeen: p.TS, Harness: p.Harness(), Model: p.Model()}
+	if cwd, err := claims.Normalize(p.Cwd(), root); p.Cwd() != "" && err == nil {
+		e.Cwd = cwd
+	}
+	if p.Online {
+		e.Channels = p.Channels
+	}
+	for _, c := range held[p.Card.ID] {
+		e.Claims = append(e.Claims, ClaimEntry{Path: c.Path, Exclusive: c.Exclusive, Reason: c.Reason,
+			Since: time.UnixMilli(c.Since).UTC().Format(time.RFC3339), ExpiresAt: c.ExpiresAt().UTC().Format(time.RFC3339)})
+	}
+	return e
+}
+
+// heldClaims reads the space's live claims by holder id; nil when the space has no
+// claims bucket (made before claims: cotal up adds it).
+func heldClaims(ctx context.Context, ep *client.Endpoint, space string) map[string][]claims.Claim {
+	all, err := (&claims.Store{JS: ep.JetStream(), Space: space}).List(ctx)
+	if err != nil {
+		return nil
+	}
+	by := map[string][]claims.Claim{}
+	for _, c := range all {
+		by[c.Holder] = append(by[c.Holder], c)
+	}
+	return by
 }
 
 // NewCmdStatus builds `cotal status`.
@@ -199,9 +255,19 @@ func runStatus(ctx context.Context, opts *Options) error {
 			}
 		}
 	}
+	root := ""
+	if target.Project != nil {
+		root = target.Project.Root
+	}
+	held := heldClaims(ctx, ep, target.Space)
 	for _, p := range peers {
-		rep.Roster = append(rep.Roster, RosterEntry{ID: p.Card.ID, Name: p.Card.Name, Role: p.Card.Role, Kind: p.Card.Kind,
-			State: string(p.State()), Activity: p.Activity, LastSeen: p.TS})
+		rep.Roster = append(rep.Roster, rosterEntry(p, root, held))
+		delete(held, p.Card.ID)
+	}
+	// Holders gone from presence (killed, or away past its TTL) whose claims still live.
+	for _, id := range slices.Sorted(maps.Keys(held)) {
+		p := client.Peer{Presence: protocol.Presence{Card: protocol.AgentCard{ID: id, Name: held[id][0].Name}, Status: protocol.StatusOffline}}
+		rep.Roster = append(rep.Roster, rosterEntry(p, root, held))
 	}
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, rep)
@@ -252,10 +318,13 @@ func runStatus(ctx context.Context, opts *Options) error {
 		held := rep.Tasks[taskboard.Claimed] + rep.Tasks[taskboard.Working] + rep.Tasks[taskboard.Blocked]
 		fmt.Fprintf(out, "tasks    %d open, %d held, %d done (cotal tasks list)\n", rep.Tasks[taskboard.Open], held, rep.Tasks[taskboard.Done])
 	}
-	fmt.Fprintf(out, "\nroster (%d)\n", len(peers))
+	fmt.Fprintf(out, "\nroster (%d)\n", len(rep.Roster))
 	now := time.Now()
-	for _, p := range peers {
-		fmt.Fprintln(out, "  "+cmdutil.PeerLine(p, now))
+	for i, p := range peers {
+		fmt.Fprintln(out, "  "+cmdutil.PeerLine(p, now)+detail(rep.Roster[i]))
+	}
+	for _, e := range rep.Roster[len(peers):] {
+		fmt.Fprintf(out, "  %s (%s) offline%s\n", cmdutil.OneLine(e.Name), cmdutil.OneLine(e.ID), detail(e))
 	}
 	fmt.Fprintf(out, "\nchannels (%d)\n", len(channels))
 	for _, c := range channels {
@@ -266,4 +335,30 @@ func runStatus(ctx context.Context, opts *Options) error {
 		fmt.Fprintln(out)
 	}
 	return nil
+}
+
+// detail is what a roster line adds: what runs the peer, where, and what it claims.
+func detail(e RosterEntry) string {
+	var parts []string
+	harness := e.Harness
+	if harness == "person" || harness == "service" {
+		harness = "" // the kind of peer, said by its line already
+	}
+	if run := strings.TrimSpace(harness + " " + e.Model); run != "" {
+		parts = append(parts, "runs "+cmdutil.OneLine(run))
+	}
+	if e.Cwd != "" {
+		parts = append(parts, "in "+cmdutil.OneLine(e.Cwd))
+	}
+	if len(e.Claims) > 0 {
+		var cs []string
+		for _, c := range e.Claims {
+			cs = append(cs, cmdutil.OneLine(c.Path))
+		}
+		parts = append(parts, "claims "+strings.Join(cs, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "  [" + strings.Join(parts, "; ") + "]"
 }
