@@ -81,14 +81,14 @@ func (s *Store) List(ctx context.Context) ([]Claim, error) {
 	now := s.now()
 	var out []Claim
 	for _, r := range recs {
-		if r.del {
+		if r.Op != jetstream.KeyValuePut {
 			continue
 		}
-		rec, err := decode(r.key, r.value)
+		rec, err := decode(r.Key, r.Value)
 		if err != nil {
 			continue // a record that is not its key's: nobody's claim
 		}
-		c := Claim{Record: rec, Seq: r.seq, Stored: r.stored}
+		c := Claim{Record: rec, Seq: r.Seq, Stored: r.Stored}
 		if !c.ExpiresAt().After(now) {
 			continue
 		}
@@ -226,7 +226,7 @@ func (s *Store) put(ctx context.Context, rec Record, ttl time.Duration) (uint64,
 
 // del writes the delete marker of the holder's claim of path.
 func (s *Store) del(ctx context.Context, path string) error {
-	m := &nats.Msg{Subject: "$KV." + s.bucket() + "." + Key(s.Holder, path), Header: nats.Header{hdrKVOperation: []string{"DEL"}}}
+	m := &nats.Msg{Subject: "$KV." + s.bucket() + "." + Key(s.Holder, path), Header: nats.Header{"KV-Operation": []string{"DEL"}}}
 	if _, err := s.JS.PublishMsg(ctx, m, jetstream.WithMsgTTL(deleteMarkerTTL)); err != nil {
 		return fmt.Errorf("release %s: %w", path, err)
 	}

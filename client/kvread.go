@@ -36,6 +36,7 @@ const (
 	hdrNumPending  = "Nats-Num-Pending"
 	hdrLastSeq     = "Nats-Last-Sequence"
 	hdrStatus      = "Status"
+	hdrTimeStamp   = "Nats-Time-Stamp"
 )
 
 // directBatch is how many records one batch Direct Get request asks for.
@@ -59,51 +60,82 @@ func kvOp(h nats.Header) jetstream.KeyValueOp {
 // kvSubjectPrefix is the prefix of every key subject of bucket: $KV.<bucket>.
 func kvSubjectPrefix(bucket string) string { return "$KV." + bucket + "." }
 
-// scanBucket reads the latest message of every key of bucket, in stream order, by batch
-// Direct Get requests on the bucket's stream. It needs a bucket with direct get on and
-// one value per key (history 1), which presence and the channel registry are.
+// scanBucket reads the latest message of every key of bucket, in stream order (ScanBucket),
+// naming a read the broker refused this credential.
 func (e *Endpoint) scanBucket(ctx context.Context, bucket string) ([]kvRecord, error) {
+	recs, err := ScanBucket(ctx, e.nc, bucket, ">", 0)
+	if err != nil {
+		return nil, e.refused(err)
+	}
+	out := make([]kvRecord, len(recs))
+	for i, r := range recs {
+		out[i] = kvRecord{key: r.Key, value: r.Value, op: r.Op, seq: r.Seq}
+	}
+	return out, nil
+}
+
+// KVRecord is the latest message of one key of a bucket, as ScanBucket reads it.
+type KVRecord struct {
+	Key    string
+	Value  []byte
+	Op     jetstream.KeyValueOp // a put, or a delete or purge marker
+	Seq    uint64
+	Stored time.Time // when the broker stored it
+}
+
+// ErrBucketUnanswered wraps a bucket read no server answered (status 503): the bucket
+// does not exist, or its stream has no leader.
+var ErrBucketUnanswered = errors.New("no server answers for the bucket")
+
+// ScanBucket reads the latest message of every key of bucket matching filter (a key
+// pattern; ">" is every key) on nc, in stream order, by batch Direct Get requests on the
+// bucket's stream: it needs no consumer, which an untrusted credential may not create on
+// a shared bucket. It needs a bucket with direct get on and one value per key (history 1).
+// max > 0 stops after that many records, a bound on a flooded bucket. A context without
+// a deadline is bounded by apiTimeout.
+func ScanBucket(ctx context.Context, nc *nats.Conn, bucket, filter string, max int) ([]KVRecord, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, apiTimeout)
 		defer cancel()
 	}
-	inbox := e.nc.NewInbox()
-	sub, err := e.nc.SubscribeSync(inbox)
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
 		return nil, fmt.Errorf("read bucket %s: %w", bucket, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }() // the reads are done; nothing more is expected
 	prefix := kvSubjectPrefix(bucket)
 	api := "$JS.API.DIRECT.GET.KV_" + bucket
-	var out []kvRecord
+	var out []KVRecord
 	next := uint64(1)
-	for {
+	for max <= 0 || len(out) < max {
 		req, err := json.Marshal(struct {
 			Seq     uint64 `json:"seq"`
 			NextFor string `json:"next_by_subj"`
 			Batch   int    `json:"batch"`
-		}{next, prefix + ">", directBatch})
+		}{next, prefix + filter, directBatch})
 		if err != nil {
 			return nil, fmt.Errorf("read bucket %s: %w", bucket, err)
 		}
-		if err := e.nc.PublishRequest(api, inbox, req); err != nil {
+		if err := nc.PublishRequest(api, inbox, req); err != nil {
 			return nil, fmt.Errorf("read bucket %s: %w", bucket, err)
 		}
 		more, last, err := readBatch(ctx, sub, prefix, &out)
 		if err != nil {
-			return nil, fmt.Errorf("read bucket %s: %w", bucket, e.refused(err))
+			return nil, fmt.Errorf("read bucket %s: %w", bucket, err)
 		}
 		if !more {
 			return out, nil
 		}
 		next = last + 1
 	}
+	return out, nil
 }
 
 // readBatch reads the answers of one batch Direct Get into out until its end-of-batch
 // marker. more reports records left past last, the last sequence read.
-func readBatch(ctx context.Context, sub *nats.Subscription, prefix string, out *[]kvRecord) (more bool, last uint64, err error) {
+func readBatch(ctx context.Context, sub *nats.Subscription, prefix string, out *[]KVRecord) (more bool, last uint64, err error) {
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
@@ -120,6 +152,8 @@ func readBatch(ctx context.Context, sub *nats.Subscription, prefix string, out *
 			return pending > 0 && last > 0, last, nil
 		case "404": // nothing from the asked sequence on
 			return false, 0, nil
+		case "503":
+			return false, 0, fmt.Errorf("%w: direct get: %s", ErrBucketUnanswered, m.Header.Get("Description"))
 		default:
 			return false, 0, fmt.Errorf("direct get: status %s %s", status, m.Header.Get("Description"))
 		}
@@ -128,7 +162,8 @@ func readBatch(ctx context.Context, sub *nats.Subscription, prefix string, out *
 		if err != nil || !strings.HasPrefix(subject, prefix) {
 			return false, 0, fmt.Errorf("direct get answer for %q, sequence %q: not a key of the bucket", subject, m.Header.Get(hdrSequence))
 		}
-		*out = append(*out, kvRecord{key: strings.TrimPrefix(subject, prefix), value: m.Data, op: kvOp(m.Header), seq: seq})
+		ts, _ := time.Parse(time.RFC3339Nano, m.Header.Get(hdrTimeStamp))
+		*out = append(*out, KVRecord{Key: strings.TrimPrefix(subject, prefix), Value: m.Data, Op: kvOp(m.Header), Seq: seq, Stored: ts})
 	}
 }
 

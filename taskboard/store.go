@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -253,77 +253,22 @@ func newID() string {
 	return string(raw[:])
 }
 
-// scanBatch is how many rows one batch Direct Get asks for.
-const scanBatch = 256
-
 // scan reads the latest message of every key matching filter (a key pattern) in stream
-// order by batch Direct Get, which needs no consumer (an agent may create none on the
-// bucket).
+// order by batch Direct Get (client.ScanBucket), which needs no consumer (an agent may
+// create none on the bucket).
 func (b *Board) scan(ctx context.Context, filter string) ([]Row, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	inbox := b.nc.NewInbox()
-	sub, err := b.nc.SubscribeSync(inbox)
+	recs, err := client.ScanBucket(ctx, b.nc, b.bucket, filter, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", b.bucket, err)
 	}
-	defer func() { _ = sub.Unsubscribe() }() // the reads are done
-	prefix := "$KV." + b.bucket + "."
-	var out []Row
-	next := uint64(1)
-	for {
-		req, err := json.Marshal(struct {
-			Seq     uint64 `json:"seq"`
-			NextFor string `json:"next_by_subj"`
-			Batch   int    `json:"batch"`
-		}{next, prefix + filter, scanBatch})
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", b.bucket, err)
-		}
-		if err := b.nc.PublishRequest("$JS.API.DIRECT.GET.KV_"+b.bucket, inbox, req); err != nil {
-			return nil, fmt.Errorf("read %s: %w", b.bucket, err)
-		}
-		more, last, err := readBatch(ctx, sub, prefix, &out)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", b.bucket, err)
-		}
-		if !more {
-			return out, nil
-		}
-		next = last + 1
+	rows := make([]Row, len(recs))
+	for i, r := range recs {
+		rows[i] = Row{Key: r.Key, Value: r.Value, Seq: r.Seq, Deleted: r.Op != jetstream.KeyValuePut}
 	}
-}
-
-// readBatch reads one batch Direct Get's answers into out up to its end marker.
-func readBatch(ctx context.Context, sub *nats.Subscription, prefix string, out *[]Row) (more bool, last uint64, err error) {
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return false, 0, err
-		}
-		switch status := m.Header.Get("Status"); status {
-		case "":
-		case "204":
-			pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
-			last, err := strconv.ParseUint(m.Header.Get("Nats-Last-Sequence"), 10, 64)
-			if err != nil {
-				return false, 0, fmt.Errorf("end of batch without a last sequence: %w", err)
-			}
-			return pending > 0 && last > 0, last, nil
-		case "404":
-			return false, 0, nil
-		default:
-			return false, 0, fmt.Errorf("direct get: status %s %s", status, m.Header.Get("Description"))
-		}
-		subject := m.Header.Get("Nats-Subject")
-		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
-		if err != nil || !strings.HasPrefix(subject, prefix) {
-			return false, 0, fmt.Errorf("direct get answer for %q: not a key of the bucket", subject)
-		}
-		op := m.Header.Get("KV-Operation")
-		*out = append(*out, Row{Key: strings.TrimPrefix(subject, prefix), Value: m.Data, Seq: seq, Deleted: op == "DEL" || op == "PURGE"})
-	}
+	return rows, nil
 }
