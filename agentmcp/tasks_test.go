@@ -216,3 +216,39 @@ func TestRestartedAgentRenewsItsClaim(t *testing.T) {
 		return got.Holder == "local.alice" && got.LeaseUntil == clk.Now().Add(taskboard.Lease).UTC().Format(time.RFC3339)
 	})
 }
+
+// TestRosterShowsHeldTasks: a task a peer claimed is listed with it in the roster, in the
+// structured entry and in the line the model reads; a finished one is not.
+func TestRosterShowsHeldTasks(t *testing.T) {
+	tm := newTextMesh(t)
+	lead, _ := taskServer(t, tm, "lead", agentmcp.TaskOptions{})
+	w, _ := taskServer(t, tm, "w1", agentmcp.TaskOptions{})
+	task, txt, isErr := taskCall(t, lead, "cotal_task_create", map[string]any{"title": "fix the build"})
+	if isErr {
+		t.Fatalf("create: %q", txt)
+	}
+	if _, txt, isErr := taskCall(t, w, "cotal_task_claim", map[string]any{"id": task.ID}); isErr {
+		t.Fatalf("claim: %q", txt)
+	}
+	type rosterOut struct{ Peers []agentmcp.PeerInfo }
+	tasksOf := func(name string) ([]string, string) {
+		r, line := structured[rosterOut](t, lead, "cotal_roster", nil)
+		for _, p := range r.Peers {
+			if p.Name == name {
+				return p.Tasks, line
+			}
+		}
+		return nil, line
+	}
+	meshtest.Until(t, "w1 in the roster", textHang, func() bool { ids, _ := tasksOf("w1"); return len(ids) > 0 })
+	ids, line := tasksOf("w1")
+	if len(ids) != 1 || ids[0] != task.ID || !strings.Contains(line, "tasks "+task.ID) {
+		t.Fatalf("w1's tasks %v in the roster line %q, want %s", ids, line, task.ID)
+	}
+	if _, txt, isErr := taskCall(t, w, "cotal_task_update", map[string]any{"id": task.ID, "status": "done"}); isErr {
+		t.Fatalf("done: %q", txt)
+	}
+	if ids, _ := tasksOf("w1"); len(ids) != 0 {
+		t.Fatalf("w1 still listed with %v after done", ids)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/cotal-ai/cotal/claims"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/taskboard"
 )
 
 // Tool names, in the order they are listed.
@@ -82,7 +83,7 @@ type (
 		Channels []string `json:"channels,omitempty"`
 		// Claims are the peer's live file claims (cotal_claims has them in full).
 		Claims []ClaimRef `json:"claims,omitempty"`
-		// Tasks are the ids of the board tasks the peer holds: filled by the task board.
+		// Tasks are the ids of the unfinished board tasks the peer holds.
 		Tasks []string `json:"tasks,omitempty"`
 	}
 	// ClaimRef is one file claim of a roster entry.
@@ -403,9 +404,16 @@ func (s *Server) roster(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (
 	out := rosterOut{Peers: []PeerInfo{}}
 	lines := []string{}
 	held := s.peerClaims(ctx)
+	var holding map[string][]string // task ids by holder
+	if b, err := s.board(ctx); err == nil {
+		if all, err := b.List(ctx); err == nil {
+			holding = taskboard.HeldBy(all)
+		}
+	}
 	for _, p := range peers {
 		pi := s.peerInfo(p)
 		withClaims(&pi, p.Card.ID, held)
+		pi.Tasks = holding[p.Card.ID]
 		out.Peers = append(out.Peers, pi)
 		lines = append(lines, rosterLine(pi))
 		delete(held, p.Card.ID)

@@ -159,3 +159,15 @@ func (r TaskRow) Check() error {
 	}
 	return nil
 }
+
+// HeldBy lists the ids of the unfinished tasks each holder (a principal, owner.actor)
+// holds, in the order of tasks.
+func HeldBy(tasks []Task) map[string][]string {
+	by := map[string][]string{}
+	for _, t := range tasks {
+		if t.Holder != "" && active(t.Status) {
+			by[t.Holder] = append(by[t.Holder], t.ID)
+		}
+	}
+	return by
+}

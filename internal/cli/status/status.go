@@ -149,7 +149,7 @@ type RosterEntry struct {
 	Channels []string `json:"channels,omitempty"`
 	// Claims are its live file claims (cotal claims has them all).
 	Claims []ClaimEntry `json:"claims,omitempty"`
-	// Tasks are the ids of the board tasks it holds: filled by the task board.
+	// Tasks are the ids of the unfinished board tasks it holds.
 	Tasks []string `json:"tasks,omitempty"`
 }
 
@@ -247,12 +247,14 @@ func runStatus(ctx context.Context, opts *Options) error {
 	if m := target.Mesh; m != nil && m.Server == target.Server {
 		rep.Mode, rep.Root, rep.PID, rep.Spaces = m.Mode, m.Root, m.PID, m.Spaces
 	}
+	var holding map[string][]string // task ids by holder
 	if b, err := taskboard.Connect(ctx, ep.Conn(), ep.Space(), ep.Principal(), taskboard.Options{}); err == nil {
 		if all, err := b.List(ctx); err == nil {
 			rep.Tasks = map[string]int{}
 			for _, t := range all {
 				rep.Tasks[t.Status]++
 			}
+			holding = taskboard.HeldBy(all)
 		}
 	}
 	root := ""
@@ -261,7 +263,9 @@ func runStatus(ctx context.Context, opts *Options) error {
 	}
 	held := heldClaims(ctx, ep, target.Space)
 	for _, p := range peers {
-		rep.Roster = append(rep.Roster, rosterEntry(p, root, held))
+		e := rosterEntry(p, root, held)
+		e.Tasks = holding[p.Card.ID]
+		rep.Roster = append(rep.Roster, e)
 		delete(held, p.Card.ID)
 	}
 	// Holders gone from presence (killed, or away past its TTL) whose claims still live.
