@@ -361,6 +361,9 @@ func detail(e RosterEntry) string {
 		}
 		parts = append(parts, "claims "+strings.Join(cs, ", "))
 	}
+	if len(e.Tasks) > 0 {
+		parts = append(parts, "tasks "+cmdutil.OneLine(strings.Join(e.Tasks, ", ")))
+	}
 	if len(parts) == 0 {
 		return ""
 	}
