@@ -114,35 +114,5 @@ func runRefAgent(servers, credsPath, space, name, text, want string) error {
 		return fmt.Errorf("start the mcp server: %w", err)
 	}
 	defer session.Close()
-	call := func(tool string, args map[string]any) (string, error) {
-		return callTool(ctx, session, tool, args)
-	}
-	roster, err := call("cotal_roster", nil)
-	if err != nil {
-		return err
-	}
-	for _, line := range strings.Split(roster, "\n") {
-		if strings.Contains(line, name) {
-			fmt.Println("roster:", line)
-		}
-	}
-	if _, err := call("cotal_send", map[string]any{"text": text}); err != nil {
-		return err
-	}
-	fmt.Println("sent")
-	for {
-		got, err := call("cotal_inbox", nil)
-		if err != nil {
-			return err
-		}
-		if strings.Contains(got, want) {
-			fmt.Println("inbox:", strings.ReplaceAll(got, "\n", " | "))
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no %q in the inbox: %w", want, ctx.Err())
-		case <-time.After(100 * time.Millisecond): // re-check interval
-		}
-	}
+	return exerciseAgent(ctx, session, name, text, want)
 }

@@ -76,37 +76,7 @@ func runMCPAgent(text, want string) error {
 		return fmt.Errorf("start the mcp server: %w", err)
 	}
 	defer session.Close()
-	call := func(tool string, args map[string]any) (string, error) {
-		return callTool(ctx, session, tool, args)
-	}
-	roster, err := call("cotal_roster", nil)
-	if err != nil {
-		return err
-	}
-	for _, line := range strings.Split(roster, "\n") {
-		if strings.Contains(line, srv.Env["COTAL_NAME"]) {
-			fmt.Println("roster:", line)
-		}
-	}
-	if _, err := call("cotal_send", map[string]any{"text": text}); err != nil {
-		return err
-	}
-	fmt.Println("sent")
-	for {
-		got, err := call("cotal_inbox", nil)
-		if err != nil {
-			return err
-		}
-		if strings.Contains(got, want) {
-			fmt.Println("inbox:", strings.ReplaceAll(got, "\n", " | "))
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no %q in the inbox: %w", want, ctx.Err())
-		case <-time.After(100 * time.Millisecond): // re-check interval
-		}
-	}
+	return exerciseAgent(ctx, session, srv.Env["COTAL_NAME"], text, want)
 }
 
 // callTool calls one MCP tool and returns its text, or the tool's error as an error.
@@ -125,4 +95,37 @@ func callTool(ctx context.Context, session *mcp.ClientSession, tool string, args
 		return "", fmt.Errorf("%s: tool error: %s", tool, strings.Join(out, "\n"))
 	}
 	return strings.Join(out, "\n"), nil
+}
+
+// exerciseAgent prints name's roster line, posts text to its channel and waits until its
+// inbox shows want, through session's MCP tools.
+func exerciseAgent(ctx context.Context, session *mcp.ClientSession, name, text, want string) error {
+	roster, err := callTool(ctx, session, "cotal_roster", nil)
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(roster, "\n") {
+		if strings.Contains(line, name) {
+			fmt.Println("roster:", line)
+		}
+	}
+	if _, err := callTool(ctx, session, "cotal_send", map[string]any{"text": text}); err != nil {
+		return err
+	}
+	fmt.Println("sent")
+	for {
+		got, err := callTool(ctx, session, "cotal_inbox", nil)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(got, want) {
+			fmt.Println("inbox:", strings.ReplaceAll(got, "\n", " | "))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no %q in the inbox: %w", want, ctx.Err())
+		case <-time.After(100 * time.Millisecond): // re-check interval
+		}
+	}
 }
