@@ -22,6 +22,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/console"
 	"github.com/cotal-ai/cotal/internal/cli/deliver"
+	"github.com/cotal-ai/cotal/internal/cli/doctor"
 	"github.com/cotal-ai/cotal/internal/cli/down"
 	"github.com/cotal-ai/cotal/internal/cli/ext"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
@@ -141,6 +142,7 @@ peer, anycast to whoever holds a role.`,
 		join.NewCmdJoin(f, nil),
 		send.NewCmdSend(f, nil),
 		status.NewCmdStatus(f, nil),
+		doctor.NewCmdDoctor(f, info.Version, nil),
 		claims.NewCmdClaims(f, nil),
 		console.NewCmdConsole(f, nil),
 		ext.NewCmdExt(f, nil),
