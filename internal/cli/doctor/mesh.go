@@ -143,9 +143,11 @@ func (d *doctor) checkDaemons(ctx context.Context, space string, ep **client.End
 }
 
 // adoptDelivery looks, for a delivery daemon without a pidfile, at who holds the space's
-// delivery lease: a ready holder that is a live `cotal deliver` of this space on this
-// host is the daemon, which lost its pidfile; --fix writes the pidfile again. A holder
-// gone from this host is reported: its lease lapses by its TTL.
+// delivery lease: a holder that is a live `cotal deliver --space <space>` on this host is
+// the daemon, which lost its pidfile; --fix writes the pidfile again. The lease row is
+// data from the mesh, so the pid it names is adopted only when this machine's own process
+// table says that pid runs the delivery daemon of this space, checked again at the fix. A
+// holder gone from this host is reported: its lease lapses by its TTL.
 func (d *doctor) adoptDelivery(ctx context.Context, space, pidFile string, ep **client.Endpoint, c *Check) {
 	e, err := d.connect(ctx, space, ep)
 	if err != nil {
@@ -404,7 +406,10 @@ func (d *doctor) checkIdP(space string) {
 	if !ok {
 		return
 	}
-	where := strings.TrimSuffix(pin.LoginURL(), "/") + "/jwks"
+	where := pin.JWKSURI
+	if where == "" {
+		where = strings.TrimSuffix(pin.LoginURL(), "/") + "/jwks"
+	}
 	if pin.OIDC() {
 		where = strings.TrimSuffix(pin.Issuer, "/") + "/.well-known/openid-configuration"
 	}

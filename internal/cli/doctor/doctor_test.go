@@ -1,0 +1,180 @@
+package doctor
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cotal-ai/cotal/authsvc"
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/meshtest"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
+)
+
+func TestNewCmdDoctorFlags(t *testing.T) {
+	for _, c := range []struct {
+		args             []string
+		auth, fix, jsonF bool
+		space, err       string
+	}{
+		{args: nil},
+		{args: []string{"auth"}, auth: true},
+		{args: []string{"auth", "--fix", "--json", "--space", "review"}, auth: true, fix: true, jsonF: true, space: "review"},
+		{args: []string{"sideways"}, err: `unknown check group "sideways"`},
+		{args: []string{"auth", "again"}, err: "accepts at most 1 arg"},
+		{args: []string{"--space", ""}, err: "a space name is required"},
+	} {
+		var got *Options
+		ios, _, _, _ := iostreams.Test()
+		cmd := NewCmdDoctor(&cmdutil.Factory{IO: ios}, "v1", func(_ context.Context, o *Options) error { got = o; return nil })
+		cmd.SetArgs(c.args)
+		cmd.SetOut(ios.Out)
+		cmd.SetErr(ios.ErrOut)
+		err := cmd.Execute()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v: err %v, want %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got.Auth != c.auth || got.Fix != c.fix || got.JSON != c.jsonF || got.Space != c.space || got.Version != "v1" {
+			t.Errorf("%v: opts %+v, err %v", c.args, got, err)
+		}
+	}
+}
+
+// project makes a project whose mesh record names a real operator-mode broker trusting the
+// project's own chain, with this test's process standing in for the broker process.
+func project(t *testing.T, space string) (*workspace.Project, *meshtest.Mesh) {
+	t.Helper()
+	root := t.TempDir()
+	proj := &workspace.Project{Root: root}
+	if err := os.MkdirAll(proj.Dir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	chain, err := trust.Open(proj.AuthDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chain.Space(space); err != nil {
+		t.Fatal(err)
+	}
+	m := meshtest.Serve(t, chain)
+	if err := proj.WriteMesh(&workspace.Mesh{Server: m.URL, Mode: workspace.ModeAuth, Spaces: []string{space},
+		StoreDir: filepath.Join(proj.Dir(), "nats"), Root: root, Started: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := workspace.WritePidfile(proj.PidFile(), os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	return proj, m
+}
+
+func testDoctor(t *testing.T, proj *workspace.Project, now func() time.Time) *doctor {
+	t.Helper()
+	ios, _, _, _ := iostreams.Test()
+	opts := &Options{IO: ios, Getwd: func() (string, error) { return proj.Root, nil },
+		Getenv: func(string) string { return "" }, Executable: os.Executable, Version: "test", Now: now,
+		HTTP: &http.Client{Timeout: 5 * time.Second}}
+	d, err := newDoctor(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.findProject() || !d.up {
+		t.Fatalf("project not found or its mesh not up: %+v", d.checks)
+	}
+	return d
+}
+
+// The clock check asks the broker its time as the system account and judges this
+// machine's clock (injected) against it: in step, a few seconds off, a minute off.
+func TestClockSkew(t *testing.T) {
+	proj, _ := project(t, "main")
+	for _, c := range []struct {
+		offset time.Duration
+		status string
+		msg    string
+	}{
+		{0, StatusOK, "within 2s of the broker's"},
+		{-5 * time.Second, StatusWarn, "behind the broker's"},
+		{time.Minute, StatusFail, "ahead of the broker's: credentials and bearers are judged on the broker's clock"},
+	} {
+		d := testDoctor(t, proj, func() time.Time { return time.Now().Add(c.offset) })
+		d.checkClock(t.Context())
+		if len(d.checks) != 1 || d.checks[0].Check != "clock" || d.checks[0].Status != c.status || !strings.Contains(d.checks[0].Message, c.msg) {
+			t.Errorf("offset %s: checks %+v; want one clock check %s saying %q", c.offset, d.checks, c.status, c.msg)
+		}
+	}
+}
+
+// A user-auth space's IdP is asked for its keys: answering, failing, gone.
+func TestIdPReachability(t *testing.T) {
+	proj, m := project(t, "main")
+	status := http.StatusOK
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/jwks" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+	}))
+	defer idp.Close()
+	if _, err := authsvc.Enable(m.Chain, "main", idp.URL, ""); err != nil {
+		t.Fatal(err)
+	}
+	check := func(want, msg string) {
+		t.Helper()
+		d := testDoctor(t, proj, time.Now)
+		d.checkIdP("main")
+		if len(d.checks) != 1 || d.checks[0].Status != want || !strings.Contains(d.checks[0].Message, msg) {
+			t.Fatalf("checks %+v; want one idp check %s saying %q", d.checks, want, msg)
+		}
+	}
+	check(StatusOK, "answers at "+idp.URL+"/jwks")
+	status = http.StatusBadGateway
+	check(StatusFail, "the IdP answers 502 Bad Gateway")
+	idp.Close()
+	check(StatusFail, "the IdP does not answer at "+idp.URL+"/jwks")
+}
+
+// A creds file's expiry is judged on the injected clock: a day ahead it warns, past it fails
+// and names the mint that replaces it; doctor without --fix leaves the file as it was.
+func TestCredsExpiry(t *testing.T) {
+	proj, m := project(t, "main")
+	start := time.Now()
+	creds := m.Mint("main", trust.UserSpec{Name: "watcher", Profile: trust.ProfileObserver,
+		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "watcher"}, ExpiresIn: 48 * time.Hour})
+	path := filepath.Join(proj.CredsDir("main"), "watcher.creds")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		at     time.Duration
+		status string
+		msg    string
+	}{
+		{time.Hour, StatusOK, "mode 0600, expires "},
+		{30 * time.Hour, StatusWarn, "within a day"},
+		{49 * time.Hour, StatusFail, "expired "},
+	} {
+		d := testDoctor(t, proj, func() time.Time { return start.Add(c.at) })
+		d.checkCreds(path)
+		if len(d.checks) != 1 || d.checks[0].Status != c.status || !strings.Contains(d.checks[0].Message, c.msg) {
+			t.Errorf("at +%s: checks %+v; want %s saying %q", c.at, d.checks, c.status, c.msg)
+		}
+		if c.status != StatusOK && !strings.HasPrefix(d.checks[0].Next, "cotal mint ") {
+			t.Errorf("at +%s: next %q; want the cotal mint that replaces it", c.at, d.checks[0].Next)
+		}
+	}
+}
