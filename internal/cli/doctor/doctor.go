@@ -60,9 +60,10 @@ type Options struct {
 	Getenv          func(string) string
 	Executable      func() (string, error)
 	ConnectOperator cmdutil.ConnectAsFunc
-	Version         string           // this binary's version
-	Now             func() time.Time // nil means time.Now
-	HTTP            *http.Client     // for the IdP; nil means one with a 5 s timeout
+	LoginDir        func() (string, error) // where cotal login keeps IdP sessions
+	Version         string                 // this binary's version
+	Now             func() time.Time       // nil means time.Now
+	HTTP            *http.Client           // for the IdP; nil means one with a 5 s timeout
 
 	Auth  bool   // `doctor auth`: the credential subset
 	Space string // only this space; "" means every space of the mesh
@@ -73,7 +74,7 @@ type Options struct {
 // NewCmdDoctor builds `cotal doctor`.
 func NewCmdDoctor(f *cmdutil.Factory, version string, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, Executable: f.Executable,
-		ConnectOperator: f.ConnectOperator, Version: version}
+		ConnectOperator: f.ConnectOperator, LoginDir: f.LoginDir, Version: version}
 	cmd := &cobra.Command{
 		Use:   "doctor [auth] [--fix] [--json] [--space S]",
 		Short: "Check the project and its mesh for what is wrong, and repair what is safe",
@@ -89,6 +90,7 @@ func NewCmdDoctor(f *cmdutil.Factory, version string, runF func(context.Context,
   port      the mesh's port answers, and is not taken by something else while the mesh is down
   clock     this machine's clock agrees with the broker's (an authenticated mesh)
   idp       a user-auth space's IdP answers
+  login     this machine's session at that IdP (cotal login) has not expired
 
 A line starts with ✓ (ok), ! (a warning) or ✗ (wrong), and a wrong one names the command
 that fixes it. The last line sums up. doctor exits 1 when a check failed, 0 otherwise
@@ -101,7 +103,8 @@ gone (removed), the pidfile of a delivery daemon that still runs and holds the l
 (created again, or updated in place). It never restarts a daemon or the mesh, never
 re-mints a credential and never changes a conflicting stream: for those it prints what to run.
 
-doctor auth runs the credential checks only: trust, creds, the auth service and the IdP.`,
+doctor auth runs the credential checks only: trust, creds, the auth service, the IdP and
+the login session.`,
 		Example: `  cotal doctor
   cotal doctor --fix
   cotal doctor auth

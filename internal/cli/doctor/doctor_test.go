@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cotal-ai/cotal/authsvc"
+	"github.com/cotal-ai/cotal/devicelogin"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/internal/meshtest"
@@ -177,4 +178,35 @@ func TestCredsExpiry(t *testing.T) {
 			t.Errorf("at +%s: next %q; want the cotal mint that replaces it", c.at, d.checks[0].Next)
 		}
 	}
+}
+
+// The login check reads this machine's session at a user-auth space's IdP on the injected
+// clock: none, valid, within a day of expiry, expired; each wrong one names cotal login.
+func TestLoginSession(t *testing.T) {
+	proj, m := project(t, "main")
+	const idp = "http://127.0.0.1:9/api/auth" // never dialled: the check reads the session file
+	if _, err := authsvc.Enable(m.Chain, "main", idp, ""); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	start := time.Now()
+	check := func(at time.Duration, want, msg string) {
+		t.Helper()
+		d := testDoctor(t, proj, func() time.Time { return start.Add(at) })
+		d.opts.LoginDir = func() (string, error) { return dir, nil }
+		d.checkLogin("main")
+		if len(d.checks) != 1 || d.checks[0].Status != want || !strings.Contains(d.checks[0].Message, msg) {
+			t.Fatalf("at +%s: checks %+v; want one login check %s saying %q", at, d.checks, want, msg)
+		}
+		if want != StatusOK && d.checks[0].Next != "cotal login --idp "+idp {
+			t.Fatalf("at +%s: next %q; want cotal login --idp %s", at, d.checks[0].Next, idp)
+		}
+	}
+	check(0, StatusWarn, "no session at "+idp)
+	if err := (devicelogin.Store{Dir: dir}).SaveRef(idp, &devicelogin.RefSession{Token: "t", Sub: "alice", ExpiresAt: start.Add(48 * time.Hour).Unix()}); err != nil {
+		t.Fatal(err)
+	}
+	check(time.Hour, StatusOK, "signed in to "+idp+" until ")
+	check(30*time.Hour, StatusWarn, "within a day")
+	check(49*time.Hour, StatusWarn, "expired ")
 }

@@ -58,6 +58,7 @@ func (d *doctor) run(ctx context.Context) {
 			Next:    "cotal up --detach"})
 		for _, s := range d.spaces {
 			d.checkIdP(s)
+			d.checkLogin(s)
 		}
 		return
 	}
@@ -69,6 +70,7 @@ func (d *doctor) run(ctx context.Context) {
 			d.checkStreams(ctx, s, &ep)
 		}
 		d.checkIdP(s)
+		d.checkLogin(s)
 	}
 	if ep != nil {
 		ep.Close()
