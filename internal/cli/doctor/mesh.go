@@ -53,9 +53,13 @@ func (d *doctor) run(ctx context.Context) {
 		return
 	}
 	if !d.up {
+		next := "cotal up --detach"
+		if d.mesh.Mode == workspace.ModeOpen {
+			next = "cotal up --open --detach"
+		}
 		d.add(Check{Check: "mesh", Subject: d.mesh.Server, Status: StatusFail,
 			Message: "the broker of " + d.proj.Root + " is not running; the daemon, stream, lease and clock checks are skipped",
-			Next:    "cotal up --detach"})
+			Next:    next})
 		for _, s := range d.spaces {
 			d.checkIdP(s)
 			d.checkLogin(s)
