@@ -86,7 +86,7 @@ func NewCmdDoctor(f *cmdutil.Factory, version string, runF func(context.Context,
   pidfile   every .cotal/*.pid: its process still runs
   daemon    the daemons the mesh should run (delivery, auth service, manager) run, or are held down
   streams   every stream and bucket of each space is as cotal up provisions it
-  lease     the delivery lease is not held by a process gone from this host
+  lease     the delivery lease and this host's manager lease: not held by a process gone from here
   port      the mesh's port answers, and is not taken by something else while the mesh is down
   clock     this machine's clock agrees with the broker's (an authenticated mesh)
   idp       a user-auth space's IdP answers

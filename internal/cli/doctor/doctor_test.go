@@ -2,20 +2,28 @@ package doctor
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cotal-ai/cotal/authsvc"
+	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/devicelogin"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/internal/meshtest"
+	"github.com/cotal-ai/cotal/manager"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -209,4 +217,62 @@ func TestLoginSession(t *testing.T) {
 	check(time.Hour, StatusOK, "signed in to "+idp+" until ")
 	check(30*time.Hour, StatusWarn, "within a day")
 	check(49*time.Hour, StatusWarn, "expired ")
+}
+
+// Leases held by processes gone from this host are warned about: the delivery lease (it
+// lapses by its TTL) and this host's manager lease (the next manager takes it over). The
+// rows are written as a daemon that was SIGKILLed leaves them.
+func TestStaleLeases(t *testing.T) {
+	proj, m := project(t, "main")
+	ctx := t.Context()
+	js, err := jetstream.New(m.Connect(m.Mint("main", meshtest.ProvisionerSpec("op"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provision.Space(ctx, js, "main", provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	gone := exec.Command(os.Args[0], "-test.run=^$") // a process that has exited
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	pid := gone.Process.Pid
+	host, _ := os.Hostname()
+	put := func(bucket, key string, row any) {
+		t.Helper()
+		kv, err := js.KeyValue(ctx, bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(row)
+		if _, err := kv.Put(ctx, key, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(protocol.BucketDelivery("main"), protocol.LeaseKey, map[string]any{"holder": "local.cotal_delivery", "incarnation": "x",
+		"host": host, "pid": pid, "since": time.Now().UnixMilli(), "ready": true})
+	put("cotal_manager_main", manager.LeaseKey(manager.InstanceID(host)), manager.LeaseInfo{Holder: "local.manager",
+		InstanceID: manager.InstanceID(host), Runtime: "pty", Root: proj.Root, PID: pid, Since: time.Now().UnixMilli(),
+		Run: "r", Host: host, Start: "0"})
+
+	d := testDoctor(t, proj, time.Now)
+	f := &cmdutil.Factory{Getwd: d.opts.Getwd, Getenv: d.opts.Getenv}
+	d.opts.ConnectOperator = f.ConnectOperator
+	var ep *client.Endpoint
+	d.checkLease(ctx, "main", &ep)
+	if ep != nil {
+		ep.Close()
+	}
+	want := map[string]string{
+		"delivery lease of main": fmt.Sprintf("held by pid %d on this host, which is gone", pid),
+		"manager lease of main":  fmt.Sprintf("held by manager pid %d on this host, which is gone", pid),
+	}
+	if len(d.checks) != 2 {
+		t.Fatalf("checks %+v; want the two leases", d.checks)
+	}
+	for _, c := range d.checks {
+		if c.Status != StatusWarn || !strings.Contains(c.Message, want[c.Subject]) {
+			t.Errorf("check %+v; want a warning saying %q", c, want[c.Subject])
+		}
+	}
 }

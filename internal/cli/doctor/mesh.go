@@ -17,6 +17,7 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/manager"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
@@ -213,11 +214,38 @@ func (d *doctor) checkLease(ctx context.Context, space string, ep **client.Endpo
 		if _, err := workspace.ProcessRecord(info.PID); err != nil {
 			d.add(Check{Check: "lease", Subject: subject, Status: StatusWarn,
 				Message: fmt.Sprintf("held by pid %d on this host, which is gone: durable delivery waits until it lapses, %s after its last renewal", info.PID, provision.LeaseTTL)})
+		} else {
+			d.ok("lease", subject, fmt.Sprintf("held by pid %d on this host", info.PID))
+		}
+	default:
+		d.ok("lease", subject, fmt.Sprintf("held by pid %d on host %s", info.PID, info.Host))
+	}
+	if _, userAuth := d.userAuth(space); !userAuth {
+		d.checkManagerLease(lctx, e, space, host)
+	}
+}
+
+// checkManagerLease reads this host's manager lease of the space: held by a manager
+// process that is gone, the next manager of this host takes it over (it checks the same),
+// but until one starts, spawned seats have no supervisor.
+func (d *doctor) checkManagerLease(ctx context.Context, e *client.Endpoint, space, host string) {
+	info, held, err := manager.ReadLease(ctx, e.JetStream(), space, host)
+	subject := "manager lease of " + space
+	switch {
+	case err != nil:
+		d.add(Check{Check: "lease", Subject: subject, Status: StatusWarn, Message: "unreadable: " + err.Error()})
+	case !held:
+		// No manager on this host: the daemon check says whether one should run.
+	case info.PID > 0 && info.Start != "":
+		if alive, err := (workspace.Record{PID: info.PID, Start: info.Start}).Alive(); err == nil && !alive {
+			d.add(Check{Check: "lease", Subject: subject, Status: StatusWarn,
+				Message: fmt.Sprintf("held by manager pid %d on this host, which is gone: the next manager here takes it over", info.PID),
+				Next:    "cotal down && cotal up --detach"})
 			return
 		}
 		d.ok("lease", subject, fmt.Sprintf("held by pid %d on this host", info.PID))
 	default:
-		d.ok("lease", subject, fmt.Sprintf("held by pid %d on host %s", info.PID, info.Host))
+		d.ok("lease", subject, fmt.Sprintf("held by pid %d on this host", info.PID))
 	}
 }
 
