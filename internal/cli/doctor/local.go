@@ -78,11 +78,12 @@ func (d *doctor) rel(path string) string {
 func (d *doctor) findProject() bool {
 	proj, err := workspace.FindProject(d.wd, d.opts.Getenv)
 	if err != nil {
-		next := ""
+		c := Check{Check: "project", Status: StatusFail, Message: err.Error()}
 		if errors.Is(err, workspace.ErrNoProject) {
-			next = "cotal up --detach"
+			c.Message = "no .cotal/ was found from " + d.wd + " upward: doctor checks a project and the mesh it runs; cotal up makes one"
+			c.Next = "cotal up --detach"
 		}
-		d.add(Check{Check: "project", Status: StatusFail, Message: err.Error(), Next: next})
+		d.add(c)
 		return false
 	}
 	d.proj = proj

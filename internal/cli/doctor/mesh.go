@@ -35,14 +35,15 @@ const (
 
 // run performs the checks of the subset asked.
 func (d *doctor) run(ctx context.Context) {
-	if !d.findProject() {
-		if !d.opts.Auth {
-			d.checkVersion()
-		}
-		return
-	}
-	if !d.opts.Auth {
+	found := d.findProject()
+	if !d.opts.Auth { // the version lines first, before what finding the project said
+		said := d.checks
+		d.checks = nil
 		d.checkVersion()
+		d.checks = append(d.checks, said...)
+	}
+	if !found {
+		return
 	}
 	d.checkTrust()
 	d.checkFiles()
