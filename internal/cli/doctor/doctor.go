@@ -148,7 +148,7 @@ func runDoctor(ctx context.Context, opts *Options) error {
 			return err
 		}
 	} else {
-		print(opts.IO, rep)
+		printReport(opts.IO, rep)
 	}
 	if !rep.Healthy {
 		return &cmdutil.ExitError{Code: 1}
@@ -185,10 +185,10 @@ func (d *doctor) report() Report {
 	return rep
 }
 
-// print writes one line per check and the summary; a failed or warned check that a command
-// fixes is followed by its next line.
-func print(io *iostreams.IOStreams, rep Report) {
-	out := io.Out
+// printReport writes one line per check and the summary; a failed or warned check that a
+// command fixes is followed by its next line.
+func printReport(ios *iostreams.IOStreams, rep Report) {
+	out := ios.Out
 	for _, c := range rep.Checks {
 		mark := map[string]string{StatusOK: "✓", StatusWarn: "!", StatusFail: "✗", StatusFixed: "✓"}[c.Status]
 		subject := ""
