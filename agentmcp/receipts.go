@@ -62,11 +62,15 @@ type receipts struct {
 	reads map[string]readMark
 	order []string // ids in sent or reads, oldest first
 	off   bool     // this session sends no receipts
+	// quiet are the DMs given to the model while receipts were off: no receipt goes for
+	// them even if receipts are on again when they are acknowledged.
+	quiet map[*client.Incoming]bool
 	queue chan *client.Incoming
 }
 
 func newReceipts(max int) *receipts {
-	return &receipts{max: max, sent: map[string]sentDM{}, reads: map[string]readMark{}, queue: make(chan *client.Incoming, receiptQueue)}
+	return &receipts{max: max, sent: map[string]sentDM{}, reads: map[string]readMark{}, quiet: map[*client.Incoming]bool{},
+		queue: make(chan *client.Incoming, receiptQueue)}
 }
 
 // remember adds id to the bounded order; r.mu is held.
@@ -117,6 +121,26 @@ func (r *receipts) setOff(off bool) {
 	r.off = off
 }
 
+// given notes that in is in a result for the model: while receipts are off, it is marked
+// to get none.
+func (r *receipts) given(in *client.Incoming) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.off && in.Kind == protocol.DeliveryDM && len(r.quiet) < r.max {
+		r.quiet[in] = true
+	}
+}
+
+// owed reports whether in may get a receipt now (receipts are on, and were when the
+// model was given it), and forgets its mark.
+func (r *receipts) owed(in *client.Incoming) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	quiet := r.quiet[in]
+	delete(r.quiet, in)
+	return !r.off && !quiet
+}
+
 func (r *receipts) isOff() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -139,9 +163,10 @@ func (r *receipts) lookup(id string) (sentDM, bool, readMark, bool) {
 }
 
 // owesReceipt reports whether the model having in makes a receipt: a live DM from
-// another principal that is not itself a receipt, on a session that sends them.
+// another principal that is not itself a receipt, on a session that sends them (and did
+// when the model was given it).
 func (s *Server) owesReceipt(in *client.Incoming) bool {
-	if in.Kind != protocol.DeliveryDM || in.Historical || in.Subject.Sender == s.Endpoint.Principal() || s.rc.isOff() {
+	if in.Kind != protocol.DeliveryDM || in.Historical || in.Subject.Sender == s.Endpoint.Principal() || !s.rc.owed(in) {
 		return false
 	}
 	_, isReceipt := protocol.ReceiptOf(&in.Message)

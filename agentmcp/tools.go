@@ -479,6 +479,7 @@ func (s *Server) inboxTool(ctx context.Context, _ *mcp.CallToolRequest, a inboxA
 		b.WriteString(line)
 		b.WriteString("\n")
 		s.log.addIncoming(in) // cotal_thread and cotal_message find it as soon as the model can ask
+		s.rc.given(in)
 	}
 	held, _ := s.box.counts()
 	// Read before the window is acked (once its result is written): until then the

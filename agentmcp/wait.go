@@ -171,6 +171,7 @@ func (s *Server) handOver(ctx context.Context, window []*client.Incoming, waited
 		b.WriteString(line)
 		b.WriteString("\n")
 		s.log.addIncoming(in)
+		s.rc.given(in)
 	}
 	held, _ := s.box.counts()
 	out.Remaining = held + s.roleBacklog(ctx)
