@@ -30,13 +30,16 @@ const maxIDLength = 128
 type ackArgs struct {
 	IDs  []string `json:"ids,omitempty" jsonschema:"ids of messages to settle: shown and not yet acknowledged, or still held (as cotal_inbox peek shows them)"`
 	Mode string   `json:"mode,omitempty" jsonschema:"deliver = what cotal_inbox or cotal_wait returns is acknowledged once you have it (the default); read = it stays unacknowledged until cotal_ack names its id, and comes back next session if you never do. Lasts for this session"`
+	// Receipts turns read receipts on or off for the session (receipts.go).
+	Receipts string `json:"receipts,omitempty" jsonschema:"on = the sender of a direct message learns when you have read it (a read receipt; the default); off = send no read receipts. Lasts for this session"`
 }
 
 type ackOut struct {
-	Mode    string   `json:"mode"`
-	Settled []string `json:"settled"`
-	Unknown []string `json:"unknown,omitempty"`
-	Pending int      `json:"pending"`
+	Mode     string   `json:"mode"`
+	Receipts string   `json:"receipts"`
+	Settled  []string `json:"settled"`
+	Unknown  []string `json:"unknown,omitempty"`
+	Pending  int      `json:"pending"`
 }
 
 func ackSchema() *jsonschema.Schema {
@@ -44,6 +47,7 @@ func ackSchema() *jsonschema.Schema {
 		p["ids"].MaxItems = maxLen(MaxAckIDs)
 		p["ids"].Items.MaxLength = maxLen(maxIDLength)
 		p["mode"].Enum = []any{AckDeliver, AckRead}
+		p["receipts"].Enum = []any{ReceiptsOn, ReceiptsOff}
 	})
 }
 
@@ -102,7 +106,8 @@ func (s *Server) ackMode() string {
 	return AckDeliver
 }
 
-// ackTool sets the session's acknowledgement mode and settles the named copies: each is
+// ackTool sets the session's acknowledgement mode and whether it sends read receipts,
+// and settles the named copies: each is
 // acked on the broker (it is never redelivered) and leaves the inbox. Switching back to
 // deliver settles every copy still awaiting cotal_ack: the model has them.
 func (s *Server) ackTool(_ context.Context, _ *mcp.CallToolRequest, a ackArgs) (*mcp.CallToolResult, ackOut, error) {
@@ -118,6 +123,14 @@ func (s *Server) ackTool(_ context.Context, _ *mcp.CallToolRequest, a ackArgs) (
 	case "", AckDeliver, AckRead:
 	default:
 		return nil, ackOut{}, fmt.Errorf("mode %q: use deliver or read; nothing changed", a.Mode)
+	}
+	switch a.Receipts {
+	case "", ReceiptsOn, ReceiptsOff:
+	default:
+		return nil, ackOut{}, fmt.Errorf("receipts %q: use on or off; nothing changed", a.Receipts)
+	}
+	if a.Receipts != "" { // before settling: what this call settles follows the new choice
+		s.rc.setOff(a.Receipts == ReceiptsOff)
 	}
 	out := ackOut{Settled: []string{}}
 	for _, id := range a.IDs {
@@ -139,9 +152,9 @@ func (s *Server) ackTool(_ context.Context, _ *mcp.CallToolRequest, a ackArgs) (
 			s.ack(in)
 		}
 	}
-	out.Mode, out.Pending = s.ackMode(), s.box.pending()
+	out.Mode, out.Receipts, out.Pending = s.ackMode(), s.rc.mode(), s.box.pending()
 	var b strings.Builder
-	fmt.Fprintf(&b, "Mode %s. Settled %d.", out.Mode, len(out.Settled))
+	fmt.Fprintf(&b, "Mode %s, read receipts %s. Settled %d.", out.Mode, out.Receipts, len(out.Settled))
 	if len(out.Unknown) > 0 {
 		fmt.Fprintf(&b, " Not waiting for an ack (already settled, or never yours): %s.", peerText(strings.Join(out.Unknown, ", "), 4096))
 	}

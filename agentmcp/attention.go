@@ -73,6 +73,9 @@ func (s *Server) mentionsMe(in *client.Incoming) bool {
 // mode is dnd or focus, in which case only when it mentions this agent. A message that
 // does not wake stays held for cotal_inbox.
 func (s *Server) wakes(in *client.Incoming) bool {
+	if isReceipt(in) {
+		return false // a read receipt waits in the inbox
+	}
 	if in.Kind != protocol.DeliveryChannel {
 		return true
 	}

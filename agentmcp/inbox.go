@@ -110,7 +110,7 @@ func (b *inbox) counts() (total, directed int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, in := range b.items {
-		if in.Kind != protocol.DeliveryChannel {
+		if isDirected(in) {
 			directed++
 		}
 	}
@@ -124,11 +124,17 @@ func (b *inbox) lastDrain() int64 {
 	return b.drain
 }
 
+// isDirected reports whether in was addressed to this agent: a DM, an anycast, or a post
+// that reached it because it mentions it.
+func isDirected(in *client.Incoming) bool {
+	return in.Kind != protocol.DeliveryChannel || protocol.IsMentionHandoff(in.Reason)
+}
+
 // rank orders a window: directed messages first, then live channel traffic, then
 // history.
 func rank(in *client.Incoming) int {
 	switch {
-	case in.Kind != protocol.DeliveryChannel:
+	case isDirected(in):
 		return 0
 	case !in.Historical:
 		return 1

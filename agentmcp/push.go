@@ -133,7 +133,14 @@ func (t *notifyTransport) notify(ctx context.Context, method string, params any)
 }
 
 // kindOf names how a message reached this agent, for the model.
+// A read receipt is "receipt", a post that reached it because it mentions it "mention".
 func kindOf(in *client.Incoming) string {
+	switch {
+	case isReceipt(in):
+		return "receipt"
+	case in.Kind == protocol.DeliveryChannel && protocol.IsMentionHandoff(in.Reason):
+		return "mention"
+	}
 	return string(in.Kind)
 }
 
@@ -149,7 +156,7 @@ func sender(in *client.Incoming) string {
 // only when set; thread only when it is not the message itself).
 // Attributes and text are escaped, so what a peer wrote can neither close the tag nor
 // add an attribute; the sender and channel come from the delivering subject.
-func RenderChannel(in *client.Incoming) string { return renderChannel(in, in.Text()) }
+func RenderChannel(in *client.Incoming) string { return renderChannel(in, bodyOf(in)) }
 
 // renderChannel is RenderChannel with body as the text.
 func renderChannel(in *client.Incoming, body string) string {

@@ -80,7 +80,8 @@ type Server struct {
 	// readAcks is the "read means acked" mode (cotal_ack): a written window's durable
 	// copies stay unacked until cotal_ack names them.
 	readAcks atomic.Bool
-	log      *msgLog // what this session was given and sent, for search and threads
+	log      *msgLog   // what this session was given and sent, for search and threads
+	rc       *receipts // DMs sent and read receipts (receipts.go)
 }
 
 // Run joins the space, serves the tools on t until the client goes away (closes stdin)
@@ -155,10 +156,14 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 		return fmt.Errorf("agentmcp: connect transport: %w", err)
 	}
 	pumpCtx, stopPump := context.WithCancel(ctx)
-	pumped := make(chan struct{})
+	pumped, receipted := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(pumped)
 		s.pump(pumpCtx)
+	}()
+	go func() {
+		defer close(receipted)
+		s.sendReceipts(pumpCtx)
 	}()
 	if s.Ready != nil {
 		s.Ready()
@@ -181,6 +186,7 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	}
 	stopPump()
 	<-pumped
+	<-receipted
 	s.handBack()
 	return runErr
 }
@@ -215,6 +221,7 @@ func (s *Server) defaults() {
 	}
 	s.box = newInbox(s.Hold)
 	s.log = newMsgLog(DefaultLogSize)
+	s.rc = newReceipts(DefaultLogSize)
 	s.kick = make(chan struct{}, 1)
 }
 
@@ -303,10 +310,10 @@ func (s *Server) flush(ctx context.Context) {
 	s.notifyInbox(ctx) // a client may also have subscribed to the inbox
 }
 
-// hold keeps in for the model, unless it is a post on a channel the agent muted: that
-// is acked and dropped, as muted means not received.
+// hold keeps in for the model, unless it is a post on a channel the agent muted (muted
+// means not received) or a receipt not to show (takeReceipt): that is acked and dropped.
 func (s *Server) hold(in *client.Incoming) {
-	if s.muted(in) {
+	if s.muted(in) || !s.takeReceipt(in) {
 		s.ack(in)
 		return
 	}
@@ -347,11 +354,13 @@ func (s *Server) keepHeld() {
 	}
 }
 
-// ack confirms a copy the model was given.
+// ack confirms a copy the model was given; a DM's sender then gets a read receipt
+// (receipts.go).
 func (s *Server) ack(in *client.Incoming) {
 	if err := in.Ack(); err != nil {
 		s.Logger.Warn("ack", "id", in.ID, "err", err)
 	}
+	s.readBy(in)
 }
 
 // windowWritten acks the copies of a cotal_inbox window once its result is written to

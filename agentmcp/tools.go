@@ -25,7 +25,7 @@ var ToolNames = []string{
 	"cotal_status", "cotal_channels", "cotal_channel_info", "cotal_join", "cotal_leave",
 	"cotal_connection_status", "cotal_channel_mode", "cotal_docs", "cotal_feedback", "cotal_reconnect",
 	"cotal_wait", "cotal_ack", "cotal_search", "cotal_message", "cotal_thread",
-	"cotal_claim_paths", "cotal_release_paths", "cotal_claims",
+	"cotal_claim_paths", "cotal_release_paths", "cotal_claims", "cotal_status_of",
 }
 
 // Inputs. Every input schema is closed (additionalProperties false), so an unknown
@@ -109,6 +109,13 @@ type (
 		Historical bool              `json:"historical,omitempty"`
 		// Truncated is set on a history item shown in part (cotal_message returns it whole).
 		Truncated bool `json:"truncated,omitempty"`
+		// Receipt is set on a read receipt (kind "receipt") for a DM this agent sent.
+		Receipt *ReceiptRef `json:"receipt,omitempty"`
+		// MentionedYou is set on a post that reached this agent because it mentions it
+		// (kind "mention"); Withheld when the agent may not read the channel, so the text
+		// is not shown.
+		MentionedYou bool `json:"mentionedYou,omitempty"`
+		Withheld     bool `json:"withheld,omitempty"`
 	}
 	// ArtifactRef names an artifact part without its bytes.
 	ArtifactRef struct {
@@ -268,6 +275,7 @@ func (s *Server) addTools() {
 		Description: "Drop and re-dial this session's connection to the space now: the manual recovery when it has wedged. Your subscriptions and held messages carry over. Returns whether it reconnected."},
 		s.reconnect)
 	s.addTeamTools()
+	s.addReceiptTools()
 	s.addClaimTools()
 }
 
@@ -434,8 +442,9 @@ func (s *Server) roster(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (
 // item renders a message for the model.
 func item(in *client.Incoming) Item {
 	it := Item{ID: in.ID, Kind: kindOf(in), From: sender(in), FromID: in.Subject.Sender.String(),
-		Time: time.UnixMilli(in.TS).UTC().Format(time.RFC3339), Text: in.Text(), Mentions: in.Mentions,
+		Time: time.UnixMilli(in.TS).UTC().Format(time.RFC3339), Text: bodyOf(in), Mentions: in.Mentions,
 		ReplyTo: in.ReplyTo, Thread: threadOf(in.Message), Historical: in.Historical}
+	decorate(&it, in)
 	switch in.Kind {
 	case protocol.DeliveryChannel:
 		it.Channel = in.Subject.Channel
@@ -470,6 +479,7 @@ func (s *Server) inboxTool(ctx context.Context, _ *mcp.CallToolRequest, a inboxA
 		b.WriteString(line)
 		b.WriteString("\n")
 		s.log.addIncoming(in) // cotal_thread and cotal_message find it as soon as the model can ask
+		s.rc.given(in)
 	}
 	held, _ := s.box.counts()
 	// Read before the window is acked (once its result is written): until then the
@@ -607,6 +617,7 @@ func (s *Server) dm(ctx context.Context, _ *mcp.CallToolRequest, a dmArgs) (*mcp
 		return nil, sentOut{}, fmt.Errorf("dm %s: %w", t.Name, err)
 	}
 	s.record(protocol.DeliveryDM, t.Principal.String(), d, sent)
+	s.rc.noteSent(sent.ID, sentDM{to: t.Principal, name: t.Name, at: time.Now(), seq: sent.Seq})
 	out := sentOut{ID: sent.ID, To: t.Name, ToID: t.Principal.String(), Seq: sent.Seq, State: string(t.State)}
 	return text("Sent to %s (%s); it is kept until they read it (id %s).", t.Name, t.State, sent.ID), out, nil
 }

@@ -118,6 +118,8 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, a waitArgs)
 		// A wait that found nothing answered no wake-up: only a non-nil filter says so.
 		match = func(*client.Incoming) bool { return true }
 	}
+	admits := match
+	match = func(in *client.Incoming) bool { return !isReceipt(in) && admits(in) } // receipts never end a wait
 	start := time.Now()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -169,6 +171,7 @@ func (s *Server) handOver(ctx context.Context, window []*client.Incoming, waited
 		b.WriteString(line)
 		b.WriteString("\n")
 		s.log.addIncoming(in)
+		s.rc.given(in)
 	}
 	held, _ := s.box.counts()
 	out.Remaining = held + s.roleBacklog(ctx)

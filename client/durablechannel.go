@@ -426,7 +426,7 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 	}
 	if !dup {
 		var surfaced bool
-		surfaced, dup = e.surfaceFirst(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, msg: m})
+		surfaced, dup = e.surfaceFirst(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, Reason: ho.Reason, msg: m})
 		if surfaced || dup {
 			e.pos.surfacedHandoff(ch, seq)
 		}

@@ -20,6 +20,9 @@ type Incoming struct {
 	// Delivered counts the deliveries of a JetStream copy: 1 the first time, more when it
 	// was redelivered (an ask whose holder died, a DM not acked in time); 0 for a live copy.
 	Delivered uint64
+	// Reason is why the delivery daemon made a hand-off copy (a protocol.Handoff* value,
+	// such as a mention of this agent); "" for every other copy.
+	Reason string
 
 	msg    jetstream.Msg // the JetStream copy that Ack and Nak settle; nil for a live copy
 	settle func()        // called once when the copy is settled (frees an ask slot); may be nil

@@ -208,7 +208,8 @@ func TestLeaveStopsCopies(t *testing.T) {
 }
 
 // TestMentionOnLiveChannel: a live channel is not backed, but an @mention gets the
-// mentioned member a durable copy, if it may read the channel.
+// mentioned member a durable copy, if it may read the channel, and a mention notice
+// without the text if it may not.
 func TestMentionOnLiveChannel(t *testing.T) {
 	m := newMesh(t, 0)
 	serve(t, m.lane())
@@ -236,9 +237,10 @@ func TestMentionOnLiveChannel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	meshtest.Until(t, "bob's mention copies", deadline, func() bool { return m.stored("bob") == 2 })
-	if n := m.stored("eve"); n != 0 {
-		t.Fatalf("eve, who cannot read random, has %d copies", n)
+	meshtest.Until(t, "bob's mention copies and eve's notice", deadline, func() bool { return m.stored("bob") == 2 && m.stored("eve") == 1 })
+	// eve cannot read random: she gets a notice of the mention, never its text.
+	if c := m.lastCopy("eve"); c.Header.Get(protocol.HeaderReason) != protocol.HandoffMentionNotice || strings.Contains(string(c.Data), "hey") {
+		t.Fatalf("eve, who cannot read random, has copy %q: %s", c.Header.Get(protocol.HeaderReason), c.Data)
 	}
 	s, err := m.js.Stream(t.Context(), protocol.StreamDLV(space))
 	if err != nil {

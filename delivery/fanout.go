@@ -101,8 +101,11 @@ func parsePost(subject string, data []byte, seq uint64) (post, bool) {
 
 // plan lists the copies of p: on a durable channel one per member whose row covers it,
 // on a live channel one per @mentioned member; each only if the member's ACL lets it read
-// p now, never to its own sender, at most one per member. With only set it plans for that
-// member alone.
+// p now, never to its own sender, at most one per member. A mentioned agent that is not a
+// member of a durable channel gets a copy too (HandoffMention); a mentioned agent whose
+// ACL does not let it read the channel, on any channel, gets a mention notice instead
+// (HandoffMentionNotice: who, where and the id, never the text). With only set it plans
+// for that member alone.
 func plan(p post, cl classes, ro roster, ac acls, only *member, now time.Time) []target {
 	var out []target
 	add := func(m member, reason string) {
@@ -115,25 +118,46 @@ func plan(p post, cl classes, ro roster, ac acls, only *member, now time.Time) [
 			}
 		}
 		a := ac.byMember[m.key()]
-		if a == nil || !a.Readable(p.channel) {
+		if a == nil {
 			return
+		}
+		if !a.Readable(p.channel) {
+			if !protocol.IsMentionHandoff(reason) {
+				return
+			}
+			reason = protocol.HandoffMentionNotice
 		}
 		out = append(out, target{m: m, gen: generation(ro, m, p), reason: reason})
 	}
-	if cl.class(p.channel) == provision.ClassDurable {
+	durable := cl.class(p.channel) == provision.ClassDurable
+	if durable {
 		ro.rows(p.channel, func(r memberRow) {
 			if r.Covers(p.seq) && !given(ro, r.m, p) {
 				add(r.m, protocol.HandoffDurableChannel)
 			}
 		})
-		return out
 	}
 	for _, name := range p.mentions {
 		for _, m := range ac.byName[name] {
-			add(m, protocol.HandoffLiveMention)
+			switch {
+			case !durable:
+				add(m, protocol.HandoffLiveMention)
+			case !isMember(ro, m, p): // a member was given p, or has its copy above
+				add(m, protocol.HandoffMention)
+			}
 		}
 	}
 	return out
+}
+
+// isMember reports whether m has a row of p's channel that covers p.
+func isMember(ro roster, m member, p post) bool {
+	for _, r := range ro.byMember[m.key()] {
+		if protocol.ChannelMatches(r.Channel, p.channel) && r.Covers(p.seq) {
+			return true
+		}
+	}
+	return false
 }
 
 // given reports whether m confirmed it was given p already (a row of m matching p's
@@ -162,11 +186,20 @@ func generation(ro roster, m member, p post) uint64 {
 }
 
 // copyMsg builds the hand-off frame of p for t: header Cotal-Delivery-Frame "1" and the
-// body {"version":1,"channel":...,"msg":...} (the reference's frame; Go adds the post's
+// body {"version":1,"channel":...,"msg":...}, msg being the post or, for a mention
+// notice, its notice envelope (the reference's frame; Go adds the post's
 // CHAT sequence and the reason as headers, which the reference ignores). Its Nats-Msg-Id
 // is "<msgId>:<owner>.<actor>:<uid>:<generation>"; a post without an id gets none.
 func copyMsg(space string, p post, t target) (*nats.Msg, error) {
-	body, err := protocol.EncodeDeliveryFrame(p.channel, p.data)
+	data := p.data
+	if t.reason == protocol.HandoffMentionNotice {
+		n, err := protocol.EncodeMentionNotice(p.data, p.channel)
+		if err != nil {
+			return nil, err
+		}
+		data = n
+	}
+	body, err := protocol.EncodeDeliveryFrame(p.channel, data)
 	if err != nil {
 		return nil, err
 	}

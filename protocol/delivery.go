@@ -160,7 +160,7 @@ const (
 	HeaderFrame         = "Cotal-Frame"          // earlier Go frame: version, "1"
 	HeaderSubject       = "Cotal-Subject"        // earlier Go frame: the chat subject of the post
 	HeaderSeq           = "Cotal-Seq"            // the post's CHAT stream sequence (Go extension)
-	HeaderReason        = "Cotal-Reason"         // HandoffDurableChannel or HandoffLiveMention (Go extension)
+	HeaderReason        = "Cotal-Reason"         // why the copy was made: a Handoff* value (Go extension)
 	HeaderJWT           = "Cotal-Jwt"            // control request: the requester's user JWT (Go extension)
 	HeaderSig           = "Cotal-Sig"            // control request: its user key's signature, base64url
 	HeaderUID           = "Cotal-Uid"            // control request of a callout-admitted member: its lifecycle uid
@@ -273,7 +273,19 @@ func DecodeHandoff(space string, header func(string) string, data []byte) (Hando
 const (
 	HandoffDurableChannel = "durable-channel"
 	HandoffLiveMention    = "live-mention"
+	// HandoffMention is a copy of a post on a durable channel for a mentioned agent that
+	// is not a member of it and may read it (Go extension).
+	HandoffMention = "mention"
+	// HandoffMentionNotice is a mention notice (EncodeMentionNotice) for a mentioned agent
+	// that may not read the channel: who, where and the id, without the text (Go extension).
+	HandoffMentionNotice = "mention-notice"
 )
+
+// IsMentionHandoff reports whether reason names a copy made because its post mentions the
+// member, rather than because it is a member of the channel.
+func IsMentionHandoff(reason string) bool {
+	return reason == HandoffLiveMention || reason == HandoffMention || reason == HandoffMentionNotice
+}
 
 // Control operations of the delivery rail (the reference's handleDeliveryControl) and of
 // the delivery-admin rail.
