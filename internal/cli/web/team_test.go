@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -143,5 +144,75 @@ func TestTasksAndClaimsOnTheDashboard(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusMisdirectedRequest {
 		t.Fatalf("foreign Host: %d", res.StatusCode)
+	}
+}
+
+// TestTeamPanelsInBrowser: the Tasks and File claims panels show who holds what in a real
+// browser, follow changes live, filter by status, and show a hostile title as text: no
+// markup runs and a terminal escape is a visible mark, not a control character.
+func TestTeamPanelsInBrowser(t *testing.T) {
+	bctx := browser(t)
+	root, m := authProject(t)
+	anc, alice := boardAgent(t, m, "alice")
+	_, bob := boardAgent(t, m, "bob")
+	const hostile = `fix <img src=x onerror="document.title='pwned'"> now`
+	task, err := alice.Create(t.Context(), taskboard.TaskRow{Title: hostile + "\x1b[2J", Role: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Claim(t.Context(), task.ID); err != nil {
+		t.Fatal(err)
+	}
+	base := launchWeb(t, root, nil, "--server", m.URL)
+	sel := `#tasks li[data-id="` + task.ID + `"]`
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base),
+		chromedp.WaitVisible(sel+`[data-status="claimed"]`),
+	); err != nil {
+		t.Fatalf("the task is not on the page: %v", err)
+	}
+	row, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => { const li = document.querySelector('`+sel+`');
+		return li.querySelector('.title').textContent + '|' + li.querySelector('.holder').textContent; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(row, hostile+"\ufffd[2J|") || !strings.Contains(row, "held by local.bob") || !strings.Contains(row, task.ID) || !strings.Contains(row, "role dev") {
+		t.Fatalf("task row %q", row)
+	}
+
+	// Live: bob blocks it, alice claims a path; a filter on open hides the blocked task.
+	if _, err := bob.Update(t.Context(), task.ID, taskboard.Blocked, "needs a review"); err != nil {
+		t.Fatal(err)
+	}
+	ajs, _ := jetstream.New(anc)
+	as := &claims.Store{JS: ajs, Space: space, Holder: alice.Me(), Name: "alice"}
+	if _, err := as.Claim(t.Context(), claims.Request{Paths: []string{"docs/web.md"}, TTL: time.Hour, Reason: "docs"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.WaitVisible(sel+`[data-status="blocked"]`),
+		chromedp.WaitVisible(`#claims li[data-path="docs/web.md"][data-holder="local.alice"]`),
+	); err != nil {
+		t.Fatalf("live changes: %v", err)
+	}
+	claim, err := chromedp.Run(bctx, chromedp.Text(`#claims li[data-path="docs/web.md"]`))
+	if err != nil || !strings.Contains(claim, "shared") || !strings.Contains(claim, "alice (local.alice)") || !strings.Contains(claim, "docs") {
+		t.Fatalf("claim row %q (%v)", claim, err)
+	}
+	if err := chromedp.Do(bctx, chromedp.SetValue(`#task-filter`, "open")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById('task-filter').dispatchEvent(new Event('change'))`)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#tasks li[data-id]').length`)); err != nil || n != 0 {
+		t.Fatalf("filter open shows %d tasks (%v)", n, err)
+	}
+	imgs, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('aside img').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if title, err := chromedp.Run(bctx, chromedp.Title()); err != nil || imgs != 0 || title == "pwned" {
+		t.Fatalf("a task title became markup: %d img, title %q (%v)", imgs, title, err)
 	}
 }
