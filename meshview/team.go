@@ -248,6 +248,10 @@ func (w *TeamWatcher) Run(ctx context.Context, ready func()) error {
 	}
 	w.readTasks(ctx, log)
 	w.readClaims(ctx, js, log)
+	// A failed first read still seeds the model (empty), so what a later read finds (a
+	// bucket the next `cotal up` added) arrives as events.
+	w.Model.SetTasks(w.Model.Tasks())
+	w.Model.SetClaims(w.Model.Claims())
 	if ready != nil {
 		ready()
 	}

@@ -181,11 +181,30 @@ func TestTeamWatcherWithoutBuckets(t *testing.T) {
 		}
 	}
 	model := meshview.New(meshview.Config{})
+	events, stop := model.Subscribe()
+	defer stop()
 	w := watchTeam(t, m, model)
 	if err := w.Err(); err == nil {
 		t.Fatal("no error for a space without the buckets")
 	}
 	if len(model.Tasks()) != 0 || len(model.Claims()) != 0 {
 		t.Fatal("tasks or claims from nowhere")
+	}
+
+	// The next `cotal up` adds the buckets: the first task written there arrives live.
+	if _, err := provision.Space(t.Context(), js, space, provision.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	nc, alice := teamAgent(t, m, "alice")
+	b, err := taskboard.Connect(t.Context(), nc, space, alice, taskboard.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := b.Create(t.Context(), taskboard.TaskRow{Title: "after the upgrade"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, events, meshview.EventTask); ev.Task.ID != task.ID {
+		t.Fatalf("event = %+v", ev.Task)
 	}
 }
