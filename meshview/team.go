@@ -1,6 +1,7 @@
 package meshview
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -215,22 +216,11 @@ func (w *TeamWatcher) Run(ctx context.Context, ready func()) error {
 	if err != nil {
 		return fmt.Errorf("meshview %s: team: %w", w.Space, err)
 	}
-	tasksKick, claimsKick := make(chan struct{}, 1), make(chan struct{}, 1)
-	kick := func(c chan struct{}) nats.MsgHandler {
-		return func(*nats.Msg) {
-			select {
-			case c <- struct{}{}:
-			default: // a read is already due; it sees this write too
-			}
-		}
-	}
+	tasks, cls := newWatchedBucket(taskboard.Bucket(w.Space)), newWatchedBucket(claims.Bucket(w.Space))
 	live := true
-	for _, s := range []struct {
-		bucket string
-		c      chan struct{}
-	}{{taskboard.Bucket(w.Space), tasksKick}, {claims.Bucket(w.Space), claimsKick}} {
-		subject := "$KV." + s.bucket + ".>"
-		sub, err := w.Conn.Subscribe(subject, kick(s.c))
+	for _, b := range []*watchedBucket{tasks, cls} {
+		subject := "$KV." + b.name + ".>"
+		sub, err := w.Conn.Subscribe(subject, b.seen)
 		if err != nil {
 			return fmt.Errorf("meshview %s: subscribe %s: %w", w.Space, subject, err)
 		}
@@ -246,8 +236,8 @@ func (w *TeamWatcher) Run(ctx context.Context, ready func()) error {
 		live = false // an operator's credential without the grant: read on an interval
 		log.Info("task board and claims read every interval: no live grant", "err", err)
 	}
-	w.readTasks(ctx, log)
-	w.readClaims(ctx, js, log)
+	w.readTasks(ctx, tasks, log)
+	w.readClaims(ctx, cls, js, log)
 	// A failed first read still seeds the model (empty), so what a later read finds (a
 	// bucket the next `cotal up` added) arrives as events.
 	w.Model.SetTasks(w.Model.Tasks())
@@ -267,23 +257,125 @@ func (w *TeamWatcher) Run(ctx context.Context, ready func()) error {
 	}
 	lapse := time.NewTimer(w.untilLapse())
 	defer lapse.Stop()
+	// A write reaches this subscription and the bucket's stream side by side, so the read
+	// it triggers may not show it yet: a bucket whose read misses a write seen live is
+	// read again, sooner first, until it shows it (or for about ten seconds).
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	backoff := time.Duration(0)
+	again := func(missing bool) {
+		if !missing {
+			return
+		}
+		backoff = min(max(2*backoff, 20*time.Millisecond), time.Second)
+		retry.Reset(backoff)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tasksKick:
-			w.readTasks(ctx, log)
-		case <-claimsKick:
-			w.readClaims(ctx, js, log)
+		case <-tasks.kick:
+			again(w.readTasks(ctx, tasks, log))
+		case <-cls.kick:
+			again(w.readClaims(ctx, cls, js, log))
+		case <-retry.C:
+			missing := w.readTasks(ctx, tasks, log)
+			missing = w.readClaims(ctx, cls, js, log) || missing
+			if backoff >= time.Second {
+				gaveUpTasks, gaveUpClaims := tasks.giveUp(), cls.giveUp()
+				if gaveUpTasks && gaveUpClaims {
+					missing = false // no read shows it: a write the broker did not keep
+				}
+			}
+			if !missing {
+				backoff = 0
+			}
+			again(missing)
 		case <-tick:
-			w.readTasks(ctx, log)
-			w.readClaims(ctx, js, log)
+			w.readTasks(ctx, tasks, log)
+			w.readClaims(ctx, cls, js, log)
 		case <-lapse.C:
-			w.readTasks(ctx, log)
-			w.readClaims(ctx, js, log)
+			w.readTasks(ctx, tasks, log)
+			w.readClaims(ctx, cls, js, log)
 		}
 		lapse.Reset(w.untilLapse())
 	}
+}
+
+// watchedBucket is one bucket a TeamWatcher follows: kick says a write was seen live,
+// and pending holds the writes seen live that no read has shown yet.
+type watchedBucket struct {
+	name string
+	kick chan struct{}
+
+	mu      sync.Mutex
+	pending map[string]pendingWrite // by key
+}
+
+// pendingWrite is a write seen live: the value put, or a delete; tries counts the reads
+// since that missed it.
+type pendingWrite struct {
+	value   []byte
+	deleted bool
+	tries   int
+}
+
+func newWatchedBucket(name string) *watchedBucket {
+	return &watchedBucket{name: name, kick: make(chan struct{}, 1), pending: map[string]pendingWrite{}}
+}
+
+// seen records a write published on the bucket's subjects and asks for a read.
+func (b *watchedBucket) seen(m *nats.Msg) {
+	key, ok := strings.CutPrefix(m.Subject, "$KV."+b.name+".")
+	if !ok {
+		return
+	}
+	op := m.Header.Get("KV-Operation")
+	b.mu.Lock()
+	b.pending[key] = pendingWrite{value: m.Data, deleted: op == "DEL" || op == "PURGE"}
+	b.mu.Unlock()
+	select {
+	case b.kick <- struct{}{}:
+	default: // a read is already due; it sees this write too
+	}
+}
+
+// shown drops the pending writes recs (a whole read of the bucket) show, and reports
+// whether any is still missing.
+func (b *watchedBucket) shown(recs []client.KVRecord) (missing bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.pending) == 0 {
+		return false
+	}
+	latest := make(map[string]client.KVRecord, len(recs))
+	for _, r := range recs {
+		latest[r.Key] = r
+	}
+	for k, p := range b.pending {
+		r, ok := latest[k]
+		put := ok && r.Op == jetstream.KeyValuePut
+		if p.deleted && !put || !p.deleted && put && bytes.Equal(r.Value, p.value) {
+			delete(b.pending, k)
+			continue
+		}
+		p.tries++
+		b.pending[k] = p
+	}
+	return len(b.pending) > 0
+}
+
+// giveUp forgets the writes that many reads missed, and reports whether none is left.
+func (b *watchedBucket) giveUp() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, p := range b.pending {
+		if p.tries >= 12 {
+			delete(b.pending, k)
+		}
+	}
+	return len(b.pending) == 0
 }
 
 // untilLapse is how long until the earliest lease or claim the model shows runs out,
@@ -308,18 +400,21 @@ func (w *TeamWatcher) untilLapse() time.Duration {
 	return min(max(d, 100*time.Millisecond), time.Minute)
 }
 
-func (w *TeamWatcher) readTasks(ctx context.Context, log *slog.Logger) {
+// readTasks reads and folds the board into the model, and reports whether a write seen
+// live is not in the read yet.
+func (w *TeamWatcher) readTasks(ctx context.Context, b *watchedBucket, log *slog.Logger) (missing bool) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	recs, err := client.ScanBucket(rctx, w.Conn, taskboard.Bucket(w.Space), ">", 0)
+	recs, err := client.ScanBucket(rctx, w.Conn, b.name, ">", 0)
 	if err != nil {
 		if ctx.Err() == nil {
-			err = fmt.Errorf("task board %s: %w", taskboard.Bucket(w.Space), err)
+			err = fmt.Errorf("task board %s: %w", b.name, err)
 			log.Warn("task board not read", "err", err)
 			w.setErr(&w.tasksErr, err)
 		}
-		return
+		return false
 	}
+	missing = b.shown(recs)
 	rows := make([]taskboard.Row, len(recs))
 	for i, r := range recs {
 		rows[i] = taskboard.Row{Key: r.Key, Value: r.Value, Seq: r.Seq, Deleted: r.Op != jetstream.KeyValuePut}
@@ -335,18 +430,27 @@ func (w *TeamWatcher) readTasks(ctx context.Context, log *slog.Logger) {
 	}
 	w.Model.SetTasks(tasks)
 	w.setErr(&w.tasksErr, nil)
+	return missing
 }
 
-func (w *TeamWatcher) readClaims(ctx context.Context, js jetstream.JetStream, log *slog.Logger) {
+// readClaims reads the live claims into the model, and reports whether a write seen live
+// is not in the read yet (checked on a raw read first, only when one is pending).
+func (w *TeamWatcher) readClaims(ctx context.Context, b *watchedBucket, js jetstream.JetStream, log *slog.Logger) (missing bool) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if b.waiting() {
+		recs, err := client.ScanBucket(rctx, w.Conn, b.name, ">", 0)
+		if err == nil {
+			missing = b.shown(recs)
+		}
+	}
 	all, err := (&claims.Store{JS: js, Space: w.Space, Now: w.now}).List(rctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("file claims not read", "err", err)
 			w.setErr(&w.claimErr, err)
 		}
-		return
+		return false
 	}
 	cs := make([]Claim, len(all))
 	for i, c := range all {
@@ -354,6 +458,14 @@ func (w *TeamWatcher) readClaims(ctx context.Context, js jetstream.JetStream, lo
 	}
 	w.Model.SetClaims(cs)
 	w.setErr(&w.claimErr, nil)
+	return missing
+}
+
+// waiting reports whether a write seen live is not yet shown by a read.
+func (b *watchedBucket) waiting() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pending) > 0
 }
 
 func (w *TeamWatcher) setErr(dst *error, err error) {
