@@ -2,7 +2,8 @@
 // web) and the terminal UI (cotal console) render: the roster with each peer's state,
 // role, harness and activity; channels with their recent messages; direct messages for
 // the admin view; who is in which channel; the counts of working, waiting, idle and
-// offline agents; and the agents waiting longest ("needs you").
+// offline agents; the agents waiting longest ("needs you"); and the space's task board
+// and file claims, with who holds what (fed by a TeamWatcher, team.go).
 //
 // A Model is pure state fed by a Watcher (watcher.go), which taps the space on a hidden
 // observer connection: it never joins, so it is never in the roster and takes no work.
@@ -99,15 +100,20 @@ type Waiting struct {
 // Event is one change of the model, numbered from 1 in the order it happened.
 type Event struct {
 	Seq     uint64   `json:"seq"`
-	Type    string   `json:"type"` // EventRoster or EventMessage
+	Type    string   `json:"type"` // EventRoster, EventMessage, EventTask or EventClaim
 	Agent   *Agent   `json:"agent,omitempty"`
 	Message *Message `json:"message,omitempty"`
+	Task    *Task    `json:"task,omitempty"`
+	Claim   *Claim   `json:"claim,omitempty"`
+	Gone    bool     `json:"gone,omitempty"` // the task or claim is no longer there (only its keys are set)
 }
 
 // Event types.
 const (
 	EventRoster  = "roster"  // an agent joined, changed or went offline
 	EventMessage = "message" // a message arrived
+	EventTask    = "task"    // a task of the board was added, changed or removed
+	EventClaim   = "claim"   // a file claim was made, changed, released or expired
 )
 
 // Model is the live state of one space. It is safe for concurrent use.
@@ -131,6 +137,7 @@ type Model struct {
 	seq      uint64
 	subs     map[chan Event]struct{}
 	observed int // messages applied, for rates
+	team     teamState
 }
 
 type channelState struct {

@@ -322,6 +322,9 @@ func readerGrants(g *grants, space string, s UserSpec, inbox string, admin bool)
 		}
 	}
 	publicBuckets(g, space)
+	// The task board and the file claims live, as the roster is: the views (cotal web,
+	// cotal console) show each change as it is written. Reading only: no key is writable.
+	g.sub(kvPrefix+taskboard.Bucket(space)+".>", kvPrefix+claims.Bucket(space)+".>")
 	g.sub(inbox)
 
 	// Sends nothing on the messaging plane, and writes no KV key.

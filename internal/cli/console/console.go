@@ -1,5 +1,5 @@
 // Package console implements `cotal console`: on a terminal, a live view of a space
-// (roster, feed, channel tabs, needs-you, DMs, search, a line to post) over a
+// (roster, feed, channel tabs, needs-you, DMs, tasks, file claims, search, a line to post) over a
 // meshview.Model; with --plain or a stdout that is not a terminal, a timestamped stream
 // of presence changes and channel messages.
 package console
@@ -45,8 +45,9 @@ func NewCmdConsole(f *cmdutil.Factory, runF func(context.Context, *Options) erro
 
 On a terminal it shows the roster (state as shape and colour), a live feed with channel tabs
 (1-9, [ and ]), the agents waiting for a person (n), direct messages (d, with the admin view
-minted on an authenticated mesh), search (/) and a line to post to the current channel as
-you, with a member's rights only (i, then Enter). q quits.
+minted on an authenticated mesh), the task board with who holds each task (t), the file
+claims with their holders (c), search (/, which also filters t and c) and a line to post to
+the current channel as you, with a member's rights only (i, then Enter). q quits.
 
 With --plain, or when stdout is not a terminal, each presence change
 (a peer joins, changes status or activity, goes offline) and each channel message prints as

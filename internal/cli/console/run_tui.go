@@ -48,7 +48,17 @@ func runTUI(ctx context.Context, opts *Options) error {
 	case err := <-done:
 		return err
 	}
-	t := &tui{model: model, events: events, dms: dms, now: time.Now,
+	// The task board and the file claims, followed beside the tap; a space without their
+	// buckets says so in those lenses.
+	team := &meshview.TeamWatcher{Conn: ep.Conn(), Space: target.Space, Model: model, Logger: opts.Logger}
+	teamReady, teamDone := make(chan struct{}), make(chan error, 1)
+	go func() { teamDone <- team.Run(ctx, func() { close(teamReady) }) }()
+	select {
+	case <-teamReady:
+	case err := <-teamDone:
+		return err
+	}
+	t := &tui{model: model, events: events, dms: dms, now: time.Now, teamErr: team.Err,
 		post: func(channel, text string) error {
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
@@ -71,8 +81,19 @@ func runTUI(ctx context.Context, opts *Options) error {
 		}
 		done <- nil
 	}()
+	go func() {
+		if err := <-teamDone; err != nil {
+			p.Send(closedMsg{})
+			teamDone <- err
+			return
+		}
+		teamDone <- nil
+	}()
 	_, err = p.Run()
 	cancel()
+	if terr := <-teamDone; terr != nil {
+		return fmt.Errorf("console: %w", terr)
+	}
 	if werr := <-done; werr != nil {
 		return fmt.Errorf("console: %w", werr)
 	}

@@ -30,18 +30,22 @@ type (
 )
 
 // tui is the console's terminal UI over a meshview.Model: roster, live feed, channel
-// tabs (1-9, [ ]), the needs-you lens (n), the DM lens (d), search (/) and a line to
-// post (i, Enter sends). Every peer string passes termsafe.Escape.
+// tabs (1-9, [ ]), the needs-you lens (n), the DM lens (d), the task board (t) and file
+// claims (c) lenses, search (/) and a line to post (i, Enter sends). Every peer string
+// passes termsafe.Escape.
 type tui struct {
 	model  *meshview.Model
 	events <-chan meshview.Event
 	post   func(channel, text string) error // nil: read-only
 	now    func() time.Time
 	dms    bool
+	// teamErr is why the task board or the file claims are not read, or nil; nil func
+	// means the same.
+	teamErr func() error
 
 	width, height int
 	tab           int    // 0: all channels; i: the i-th channel
-	lens          string // "", "needs" or "dms"
+	lens          string // "", "needs", "dms", "tasks" or "claims"
 	search        string
 	searching     bool
 	typing        bool
@@ -138,6 +142,10 @@ func (t *tui) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		t.lens = toggle(t.lens, "needs")
 	case "d":
 		t.lens = toggle(t.lens, "dms")
+	case "t":
+		t.lens = toggle(t.lens, "tasks")
+	case "c":
+		t.lens = toggle(t.lens, "claims")
 	case "/":
 		t.searching, t.search = true, ""
 	case "i", "enter":
@@ -227,6 +235,10 @@ func (t *tui) render() string {
 		right = t.needsLines()
 	case "dms":
 		right = t.dmLines()
+	case "tasks":
+		right = t.taskLines()
+	case "claims":
+		right = t.claimLines()
 	default:
 		right = t.feedLines()
 	}
@@ -257,7 +269,7 @@ func (t *tui) render() string {
 		}
 		b.WriteString("#" + termsafe.Escape(ch) + "> " + t.line + "▏")
 	default:
-		hint := "n needs-you · d DMs · / search · 1-9 [ ] channels · i post · q quit"
+		hint := "n needs-you · d DMs · t tasks · c claims · / search · 1-9 [ ] channels · i post · q quit"
 		if t.search != "" {
 			hint = "filter: " + termsafe.Escape(t.search) + " · " + hint
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/meshview"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/taskboard"
 )
 
 //go:embed static
@@ -46,6 +47,9 @@ type Server struct {
 	Send func(ctx context.Context, p Post) error
 	// HistoryErr is why the start-up history read failed, or nil.
 	HistoryErr func() error
+	// TeamErr is why the task board or the file claims could not be read, or nil; nil
+	// func means the same.
+	TeamErr func() error
 	// DMs says whether the tap sees direct messages (an admin view).
 	DMs bool
 	// Token, when set, is required on every request: the cookie the page gets when its
@@ -88,6 +92,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/channels/{name}/history", s.history)
 	mux.HandleFunc("GET /api/dms", s.dms)
 	mux.HandleFunc("GET /api/activity", s.activity)
+	mux.HandleFunc("GET /api/tasks", s.tasks)
+	mux.HandleFunc("GET /api/claims", s.claims)
 	mux.HandleFunc("POST /api/post", s.post)
 	mux.HandleFunc("GET /feed", s.feed)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -344,6 +350,47 @@ func (s *Server) activity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"messages": s.Model.Recent(n)})
+}
+
+// Tasks is the answer of /api/tasks.
+type Tasks struct {
+	Tasks     []meshview.Task `json:"tasks"`               // creation order
+	ReadError string          `json:"readError,omitempty"` // why the board is not (freshly) read
+}
+
+// tasks answers the space's task board as the model holds it (watched live, never read
+// per request), every task or those of ?status=.
+func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
+	all := s.Model.Tasks()
+	if st := r.URL.Query().Get("status"); st != "" {
+		if !taskboard.ValidStatus(st) {
+			writeError(w, http.StatusBadRequest, "bad-status", fmt.Sprintf("status %s: want one of %s", strconv.QuoteToASCII(st), strings.Join(taskboard.Statuses, ", ")))
+			return
+		}
+		all = slices.DeleteFunc(all, func(t meshview.Task) bool { return t.Status != st })
+	}
+	writeJSON(w, http.StatusOK, Tasks{Tasks: all, ReadError: s.teamErr()})
+}
+
+// Claims is the answer of /api/claims.
+type Claims struct {
+	Claims    []meshview.Claim `json:"claims"`              // by path, then holder
+	ReadError string           `json:"readError,omitempty"` // why the claims are not (freshly) read
+}
+
+// claims answers the space's live file claims as the model holds them.
+func (s *Server) claims(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, Claims{Claims: s.Model.Claims(), ReadError: s.teamErr()})
+}
+
+func (s *Server) teamErr() string {
+	if s.TeamErr == nil {
+		return ""
+	}
+	if err := s.TeamErr(); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // maxPostBody bounds a post request.

@@ -66,10 +66,11 @@ func NewCmdWeb(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectSender: f.ConnectPersonSender, Getenv: f.Getenv, Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "web [--host 127.0.0.1] [--port 7799] [--space S] [--detach] [--no-open] [--allow-remote] [--allow-host NAME]",
-		Short: "Watch a space in the browser: roster, needs-you, channels, DMs and a live graph",
+		Short: "Watch a space in the browser: roster, needs-you, channels, DMs, tasks, file claims and a live graph",
 		Long: `Serve a dashboard of one space: who is here and in which state, the agents waiting for a
-person (NEEDS YOU), channels with their messages, direct messages, and a graph of agents and
-channels that lights up as messages flow. Updates arrive live (Server-Sent Events).
+person (NEEDS YOU), channels with their messages, direct messages, the task board and the
+file claims with who holds what, and a graph of agents and channels that lights up as
+messages flow. Updates arrive live (Server-Sent Events).
 
 The dashboard watches through a hidden observer: it is never in the roster and takes no work.
 On an authenticated mesh it mints an admin read credential from the project's keys (and keeps
@@ -209,6 +210,20 @@ func runWeb(ctx context.Context, opts *Options) error {
 		return <-tapDone
 	}
 
+	// The task board and the file claims, watched beside the tap; a space without their
+	// buckets (made before them) shows why in the panels, and the rest still serves.
+	team := &meshview.TeamWatcher{Conn: observer.Conn(), Space: target.Space, Model: model, Logger: log}
+	teamReady := make(chan struct{})
+	teamDone := make(chan error, 1)
+	go func() { teamDone <- team.Run(ctx, func() { close(teamReady) }) }()
+	select {
+	case <-teamReady:
+	case err := <-teamDone:
+		return err
+	case <-ctx.Done():
+		return <-teamDone
+	}
+
 	token := ""
 	if opts.AllowRemote {
 		b := make([]byte, 24)
@@ -222,6 +237,7 @@ func runWeb(ctx context.Context, opts *Options) error {
 		Port: ln.Addr().(*net.TCPAddr).Port, Hosts: opts.AllowHosts,
 		Channels:   observer.ChannelStats,
 		HistoryErr: w.HistoryErr,
+		TeamErr:    team.Err,
 		Send:       func(ctx context.Context, p Post) error { return send(ctx, opts.ConnectSender, target, p) },
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
@@ -252,6 +268,9 @@ func runWeb(ctx context.Context, opts *Options) error {
 	case err := <-tapDone:
 		tapDone <- err
 		runErr = err
+	case err := <-teamDone:
+		teamDone <- err
+		runErr = err
 	case err := <-served:
 		runErr = fmt.Errorf("serve %s: %w", addr, err)
 	}
@@ -262,6 +281,9 @@ func runWeb(ctx context.Context, opts *Options) error {
 		runErr = fmt.Errorf("stop serving: %w", err)
 	}
 	if err := <-tapDone; err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := <-teamDone; err != nil && runErr == nil {
 		runErr = err
 	}
 	return runErr

@@ -4,7 +4,8 @@
 'use strict';
 (function () {
   const GLYPH = { working: '●', waiting: '◐', idle: '○', offline: '⊘' };
-  const state = { agents: new Map(), channels: new Map(), dms: [], meta: {}, view: { kind: 'monitor' }, feed: [] };
+  const state = { agents: new Map(), channels: new Map(), dms: [], meta: {}, view: { kind: 'monitor' }, feed: [],
+    tasks: new Map(), claims: new Map(), teamError: '' };
   const $ = (id) => document.getElementById(id);
 
   function el(tag, cls, text) {
@@ -32,6 +33,10 @@
     return Math.floor(s / 3600) + 'h' + Math.floor((s % 3600) / 60) + 'm';
   }
   function note(text) { $('note').textContent = text || ''; }
+  // plain shows a peer's control characters (a terminal escape in a task title) as
+  // visible marks instead of passing them on, invisible, in the text.
+  function plain(s) { return String(s || '').replace(/[\u0000-\u001f\u007f-\u009f]/g, '\ufffd'); }
+  function until(ms) { return ms > Date.now() ? 'in ' + ago(ms - Date.now()) : 'now'; }
 
   // --- data ----------------------------------------------------------------------
   async function loadAll() {
@@ -42,6 +47,10 @@
       state.agents = new Map(roster.agents.map((a) => [a.id, a]));
       state.channels = new Map(channels.channels.map((c) => [c.name, c]));
       if (meta.dmVisible) state.dms = (await api('/api/dms')).messages;
+      const [tasks, claims] = await Promise.all([api('/api/tasks'), api('/api/claims')]);
+      state.tasks = new Map(tasks.tasks.map((t) => [t.id, t]));
+      state.claims = new Map(claims.claims.map((c) => [c.holder + ' ' + c.path, c]));
+      state.teamError = tasks.readError || claims.readError || '';
       // The recent activity, merged with what the live feed brought meanwhile.
       const byID = new Map((await api('/api/activity')).messages.map((m) => [m.id, m]));
       for (const m of state.feed) byID.set(m.id, m);
@@ -83,6 +92,16 @@
       appendMessage(m);
     }
     flash(m);
+  }
+
+  function onTask(t, gone) {
+    if (gone) state.tasks.delete(t.id); else state.tasks.set(t.id, t);
+    renderTasks();
+  }
+  function onClaim(c, gone) {
+    const k = c.holder + ' ' + c.path;
+    if (gone) state.claims.delete(k); else state.claims.set(k, c);
+    renderClaims();
   }
 
   // --- rendering -----------------------------------------------------------------
@@ -265,7 +284,51 @@
     setTimeout(() => { for (const e of hot) e.classList.remove('hot'); }, 700);
   }
 
-  function renderAll() { renderRoster(); renderNeeds(); renderTiles(); renderChannels(); renderDMPeers(); if (state.view.kind === 'graph') renderGraph(); }
+  // --- the task board and the file claims: who holds what ------------------------
+  const FINISHED = { done: true, failed: true, cancelled: true };
+  function renderTasks() {
+    const f = $('task-filter').value;
+    const shown = [...state.tasks.values()].filter((t) => f === 'all' || (f === 'unfinished' ? !FINISHED[t.status] : t.status === f))
+      .sort((a, b) => b.updated - a.updated);
+    const now = Date.now();
+    const rows = shown.map((t) => {
+      const li = el('li', 'task t-' + t.status);
+      li.dataset.id = t.id;
+      li.dataset.status = t.status;
+      li.appendChild(el('span', 'status', t.status));
+      li.appendChild(el('span', 'title', plain(t.title)));
+      const who = t.holder ? 'held by ' + nameOf(t.holder) : t.assignee ? 'for ' + nameOf(t.assignee) : 'unheld';
+      const bits = [t.id, who];
+      if (t.role) bits.push('role ' + t.role);
+      bits.push('updated ' + ago(now - t.updated) + ' ago');
+      if (t.leaseUntil) bits.push('lease ' + until(t.leaseUntil));
+      li.appendChild(el('span', 'detail holder', plain(bits.join(' · '))));
+      if (t.note) li.appendChild(el('span', 'detail', plain(t.note)));
+      li.title = 'created by ' + nameOf(t.creator) + (t.lapsed ? '; the claim of ' + nameOf(t.lapsed) + ' lapsed' : '');
+      return li;
+    });
+    if (rows.length === 0) rows.push(el('li', 'note', state.teamError ? 'not read: ' + state.teamError : 'no ' + (f === 'all' ? '' : f + ' ') + 'tasks'));
+    $('tasks').replaceChildren(...rows);
+  }
+  function renderClaims() {
+    const now = Date.now();
+    const rows = [...state.claims.values()].filter((c) => c.expires > now)
+      .sort((a, b) => a.path.localeCompare(b.path) || a.holder.localeCompare(b.holder)).map((c) => {
+        const li = el('li', 'claim' + (c.exclusive ? ' exclusive' : ''));
+        li.dataset.path = c.path;
+        li.dataset.holder = c.holder;
+        li.appendChild(el('span', 'path', plain(c.path)));
+        li.appendChild(el('span', 'tag', c.exclusive ? 'exclusive' : 'shared'));
+        const bits = [c.name ? c.name + ' (' + c.holder + ')' : nameOf(c.holder), 'since ' + ago(now - c.since) + ' ago', 'expires ' + until(c.expires)];
+        li.appendChild(el('span', 'detail holder', plain(bits.join(' · '))));
+        if (c.reason) li.appendChild(el('span', 'detail reason', plain(c.reason)));
+        return li;
+      });
+    if (rows.length === 0) rows.push(el('li', 'note', state.teamError ? 'not read: ' + state.teamError : 'no file claims'));
+    $('claims').replaceChildren(...rows);
+  }
+
+  function renderAll() { renderRoster(); renderNeeds(); renderTiles(); renderChannels(); renderDMPeers(); renderTasks(); renderClaims(); if (state.view.kind === 'graph') renderGraph(); }
 
   // --- live feed -------------------------------------------------------------------
   function connect() {
@@ -276,6 +339,8 @@
     es.addEventListener('reset', loadAll);
     es.addEventListener('roster', (e) => onRoster(JSON.parse(e.data).agent));
     es.addEventListener('message', (e) => onMessage(JSON.parse(e.data).message));
+    es.addEventListener('task', (e) => { const ev = JSON.parse(e.data); onTask(ev.task, ev.gone); });
+    es.addEventListener('claim', (e) => { const ev = JSON.parse(e.data); onClaim(ev.claim, ev.gone); });
   }
 
   // --- posting ---------------------------------------------------------------------
@@ -296,6 +361,7 @@
   });
   $('show-graph').addEventListener('click', () => { setView({ kind: 'graph' }, 'Graph'); renderGraph(); });
   document.querySelector('.brand').addEventListener('click', showMonitor);
-  setInterval(() => { renderNeeds(); renderTiles(); }, 5000); // ages move on
+  $('task-filter').addEventListener('change', renderTasks);
+  setInterval(() => { renderNeeds(); renderTiles(); renderTasks(); renderClaims(); }, 5000); // ages move on
   connect();
 })();
