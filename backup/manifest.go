@@ -71,7 +71,8 @@ type Stream struct {
 	Bytes     uint64 `json:"bytes"`     // at the cut
 	FirstSeq  uint64 `json:"firstSeq"`  // at the cut
 	LastSeq   uint64 `json:"lastSeq"`   // at the cut
-	Consumers int    `json:"consumers"` // durable consumers at the cut
+	Consumers int    `json:"consumers"` // consumers in the snapshot, ephemeral ones too
+	Durables  int    `json:"durables"`  // durable consumers at the cut (a restore keeps these)
 }
 
 // Member is one file of an archive.

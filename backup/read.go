@@ -256,7 +256,8 @@ func (a *Archive) space(name string) (*Space, error) {
 
 // Restore recreates every stream of space from the archive on the account nc is
 // connected to, each with the config the space makes today (provision.Streams, one
-// replica) and its messages, sequences, headers and consumers from the snapshot. It first
+// replica) and its messages, sequences, headers and consumers from the snapshot, and checks
+// each comes back with the messages, sequences and consumers the manifest records. It first
 // refuses (ErrLiveSpace) when one of them already exists, changing nothing. A stream
 // whose snapshot fails its checksum on the way is not created.
 func (a *Archive) Restore(ctx context.Context, nc *nats.Conn, space string) (Restored, error) {
@@ -280,10 +281,51 @@ func (a *Archive) Restore(ctx context.Context, nc *nats.Conn, space string) (Res
 		if err != nil {
 			return out, fmt.Errorf("restore space %q: %w", space, err)
 		}
-		out.Streams = append(out.Streams, Stream{Name: st.Name, Member: st.Member, Messages: got.Msgs, Bytes: got.Bytes,
-			FirstSeq: got.FirstSeq, LastSeq: got.LastSeq, Consumers: got.Consumers})
+		back := Stream{Name: st.Name, Member: st.Member, Messages: got.Msgs, Bytes: got.Bytes,
+			FirstSeq: got.FirstSeq, LastSeq: got.LastSeq, Consumers: got.Consumers}
+		if back.Messages != st.Messages || back.LastSeq != st.LastSeq || back.Consumers != st.Consumers ||
+			(st.Messages > 0 && back.FirstSeq != st.FirstSeq) {
+			return out, fmt.Errorf("restore space %q: stream %s came back with %d messages (seq %d-%d) and %d consumers, the backup holds %d (seq %d-%d) and %d",
+				space, st.Name, back.Messages, back.FirstSeq, back.LastSeq, back.Consumers, st.Messages, st.FirstSeq, st.LastSeq, st.Consumers)
+		}
+		if back.Durables, err = dropEphemerals(ctx, nc, st.Name); err != nil {
+			return out, fmt.Errorf("restore space %q: %w", space, err)
+		}
+		out.Streams = append(out.Streams, back)
 	}
 	return out, nil
+}
+
+// dropEphemerals deletes the ephemeral consumers a snapshot carried (a reader that was
+// connected at the cut, which no one will resume) and counts the durables kept.
+func dropEphemerals(ctx context.Context, nc *nats.Conn, stream string) (int, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	var ephemeral []string
+	durables := 0
+	list := s.ListConsumers(ctx)
+	for ci := range list.Info() {
+		if ci.Config.Durable == "" {
+			ephemeral = append(ephemeral, ci.Name)
+		} else {
+			durables++
+		}
+	}
+	if err := list.Err(); err != nil {
+		return 0, fmt.Errorf("stream %s: list consumers: %w", stream, err)
+	}
+	for _, name := range ephemeral {
+		if err := s.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return 0, fmt.Errorf("stream %s: drop ephemeral consumer %s: %w", stream, name, err)
+		}
+	}
+	return durables, nil
 }
 
 // Summary is a one-line account of a manifest, for people.

@@ -173,9 +173,36 @@ func cutStream(ctx context.Context, s SpaceSource, stream, dir string) (Stream, 
 	if err := f.Close(); err != nil {
 		return Stream{}, staged{}, err
 	}
+	durables, err := countDurables(ctx, s.Conn, stream)
+	if err != nil {
+		return Stream{}, staged{}, err
+	}
 	mb := staged{Member: Member{Name: name, Size: cw.n, SHA256: hex.EncodeToString(h.Sum(nil))}, path: f.Name()}
 	return Stream{Name: stream, Member: name, Messages: st.Msgs, Bytes: st.Bytes, FirstSeq: st.FirstSeq,
-		LastSeq: st.LastSeq, Consumers: st.Consumers}, mb, nil
+		LastSeq: st.LastSeq, Consumers: st.Consumers, Durables: durables}, mb, nil
+}
+
+// countDurables counts the durable consumers of stream.
+func countDurables(ctx context.Context, nc *nats.Conn, stream string) (int, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	n := 0
+	list := s.ListConsumers(ctx)
+	for ci := range list.Info() {
+		if ci.Config.Durable != "" {
+			n++
+		}
+	}
+	if err := list.Err(); err != nil {
+		return 0, fmt.Errorf("stream %s: list consumers: %w", stream, err)
+	}
+	return n, nil
 }
 
 type countWriter struct {

@@ -87,6 +87,10 @@ func TestScripts(t *testing.T) {
 			"runnext":     cmdRunNext,
 			"kvdel":       cmdKVDel,
 			"stdoutvar":   cmdStdoutVar,
+			"streamdump":  cmdStreamDump,
+			"truncfile":   cmdTruncFile,
+			"flipbyte":    cmdFlipByte,
+			"onefile":     cmdOneFile,
 		},
 	})
 }
