@@ -83,16 +83,18 @@ func dmConsumer(t *testing.T, js jetstream.JetStream) jetstream.Consumer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lister := s.ListConsumers(t.Context())
-	for ci := range lister.Info() {
-		c, err := s.Consumer(t.Context(), ci.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
+	var names []string
+	for ci := range s.ListConsumers(t.Context()).Info() {
+		names = append(names, ci.Name)
 	}
-	t.Fatal("no DM durable")
-	return nil
+	if len(names) != 1 {
+		t.Fatalf("DM durables %v, want bob's one", names)
+	}
+	c, err := s.Consumer(t.Context(), names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // stored is one message as the stream holds it.

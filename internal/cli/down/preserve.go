@@ -21,8 +21,8 @@ const BackupsDir = "backups"
 // with the broker still running.
 func preserve(ctx context.Context, opts *Options, proj *workspace.Project) error {
 	if !cmdutil.MeshRunning(proj) {
-		return cmdutil.Refuse("--preserve-state", "no mesh runs for "+proj.Root+", so there is no state to cut",
-			"cotal backup inspect "+cmdutil.ShellQuote(filepath.Join(proj.Dir(), BackupsDir)))
+		return cmdutil.Refuse("--preserve-state", "no mesh runs for "+proj.Root+", and a cut is taken from a running broker; its store is kept as it is",
+			"cotal up --detach && cotal down --preserve-state")
 	}
 	dir := filepath.Join(proj.Dir(), BackupsDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
