@@ -38,10 +38,9 @@ daemons' leases are left out: a restored space rebuilds them live. Restore one w
   cotal backup create --all --out all.cotal-backup --include-auth
   cotal backup inspect team.cotal-backup
   cotal up --detach --restore team.cotal-backup`,
-		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newCmdCreate(f, nil), newCmdInspect(f, nil))
-	return cmd
+	return cmdutil.Group(cmd)
 }
 
 // CreateOptions are the flags of `cotal backup create`.
