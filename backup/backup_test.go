@@ -298,3 +298,39 @@ func TestChangedAfterOpenNotRestored(t *testing.T) {
 		t.Fatalf("CHAT after a refused restore: %v, want no stream", err)
 	}
 }
+
+// TestForgedDurableRefused restores an archive whose DM durable for bob reads every DM of
+// the space (a filter his bind-only durable never has): the restore is refused and leaves
+// no stream behind, so bob's credential never binds a reader of other peers' DMs.
+func TestForgedDurableRefused(t *testing.T) {
+	m := meshtest.Start(t, space)
+	js := m.Provision(space, provision.Options{})
+	seed(t, js)
+	forged := jetstream.ConsumerConfig{
+		Durable:       protocol.ConsumerDM(bob, "u2aaaaaaaaaaaaaaaaaaaaaaaaaa"),
+		FilterSubject: protocol.InstAll(space),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+	}
+	if _, err := js.CreateConsumer(t.Context(), protocol.StreamDM(space), forged); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "b.tar")
+	writeBackup(t, m, path)
+	a, err := backup.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := meshtest.Serve(t, m.Chain)
+	pjs := fresh.Provisioner(space)
+	if _, err := a.Restore(t.Context(), pjs.Conn(), space); !errors.Is(err, backup.ErrUnsafeConsumer) {
+		t.Fatalf("restore of a forged durable: %v, want ErrUnsafeConsumer", err)
+	}
+	var left []string
+	names := pjs.StreamNames(t.Context())
+	for n := range names.Name() {
+		left = append(left, n)
+	}
+	if len(left) != 0 {
+		t.Fatalf("a refused restore left streams %v", left)
+	}
+}

@@ -257,7 +257,9 @@ func (a *Archive) space(name string) (*Space, error) {
 // Restore recreates every stream of space from the archive on the account nc is
 // connected to, each with the config the space makes today (provision.Streams, one
 // replica) and its messages, sequences, headers and consumers from the snapshot, and checks
-// each comes back with the messages, sequences and consumers the manifest records. It first
+// each comes back with the messages, sequences and consumers the manifest records, and
+// that each durable an agent binds or reads is the one its name stands for (else
+// ErrUnsafeConsumer, and the streams it restored are removed again). It first
 // refuses (ErrLiveSpace) when one of them already exists, changing nothing. A stream
 // whose snapshot fails its checksum on the way is not created.
 func (a *Archive) Restore(ctx context.Context, nc *nats.Conn, space string) (Restored, error) {
@@ -288,12 +290,32 @@ func (a *Archive) Restore(ctx context.Context, nc *nats.Conn, space string) (Res
 			return out, fmt.Errorf("restore space %q: stream %s came back with %d messages (seq %d-%d) and %d consumers, the backup holds %d (seq %d-%d) and %d",
 				space, st.Name, back.Messages, back.FirstSeq, back.LastSeq, back.Consumers, st.Messages, st.FirstSeq, st.LastSeq, st.Consumers)
 		}
+		out.Streams = append(out.Streams, back)
 		if back.Durables, err = dropEphemerals(ctx, nc, st.Name); err != nil {
 			return out, fmt.Errorf("restore space %q: %w", space, err)
 		}
-		out.Streams = append(out.Streams, back)
+		out.Streams[len(out.Streams)-1].Durables = back.Durables
+		if err := checkDurables(ctx, nc, space, st.Name); err != nil {
+			return out, errors.Join(fmt.Errorf("restore space %q: %w", space, err), undo(ctx, nc, out.Streams))
+		}
 	}
 	return out, nil
+}
+
+// undo deletes the streams a refused restore made, so the space is left as it was found:
+// without them.
+func undo(ctx context.Context, nc *nats.Conn, made []Stream) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, st := range made {
+		if err := js.DeleteStream(ctx, st.Name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			errs = append(errs, fmt.Errorf("remove restored stream %s: %w", st.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // dropEphemerals deletes the ephemeral consumers a snapshot carried (a reader that was
