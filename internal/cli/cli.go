@@ -16,6 +16,7 @@ import (
 
 	"github.com/cotal-ai/cotal/internal/cli/actor"
 	"github.com/cotal-ai/cotal/internal/cli/authservice"
+	backupcmd "github.com/cotal-ai/cotal/internal/cli/backup"
 	"github.com/cotal-ai/cotal/internal/cli/brokercmd"
 	"github.com/cotal-ai/cotal/internal/cli/channels"
 	"github.com/cotal-ai/cotal/internal/cli/claims"
@@ -167,6 +168,7 @@ peer, anycast to whoever holds a role.`,
 		seats.NewCmdAttach(f, nil),
 		web.NewCmdWeb(f, nil),
 		brokercmd.NewCmdBroker(f),
+		backupcmd.NewCmdBackup(f),
 		version.NewCmdVersion(f, info, nil),
 	)
 	strictHelp(root)

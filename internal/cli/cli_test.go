@@ -89,6 +89,10 @@ func TestScripts(t *testing.T) {
 			"stdoutvar":   cmdStdoutVar,
 			"streamedit":  cmdStreamEdit,
 			"oldcreds":    cmdOldCreds,
+			"streamdump":  cmdStreamDump,
+			"truncfile":   cmdTruncFile,
+			"flipbyte":    cmdFlipByte,
+			"onefile":     cmdOneFile,
 		},
 	})
 }

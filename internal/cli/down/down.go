@@ -30,6 +30,10 @@ type Options struct {
 	Component  string // "" (everything), "delivery", "auth", "manager" or "web"
 	Space      string // with a component: only this space's daemon
 	WithAgents bool   // stop the manager even while its agents run (they end with it)
+	// PreserveState cuts a backup of every space into .cotal/backups/ after the daemons
+	// stop and before the broker does (preserve.go).
+	PreserveState bool
+	Now           func() time.Time // the cut's time; nil means time.Now
 }
 
 // NewCmdDown builds `cotal down`.
@@ -48,9 +52,13 @@ a daemon stopped this way down until ` + "`cotal up`" + ` on the running mesh st
 Agents the manager runs (cotal spawn --detach) end with it, so while any runs, cotal down
 and cotal down manager refuse and name them: stop them with cotal stop, or pass
 --with-agents.
-` + "`cotal down web`" + ` stops only the dashboard ` + "`cotal web --detach`" + ` started; a bare ` + "`cotal down`" + ` stops it too.`,
+` + "`cotal down web`" + ` stops only the dashboard ` + "`cotal web --detach`" + ` started; a bare ` + "`cotal down`" + ` stops it too.
+--preserve-state backs up every space (as cotal backup create --all) once the daemons have
+stopped and before the broker does, into .cotal/backups/<UTC time>.cotal-backup (0600), and
+says where; if the cut fails, the broker keeps running. Restore it with cotal up --restore.`,
 		Example: `  cotal down
   cotal down --with-agents     # also ends the agents the manager runs
+  cotal down --preserve-state  # first back up every space into .cotal/backups/
   cotal down delivery --space team
   cotal down auth --space team
   cotal down web`,
@@ -77,6 +85,9 @@ and cotal down manager refuse and name them: stop them with cotal stop, or pass
 			} else if opts.Space != "" {
 				return cmdutil.FlagErrorf("--space goes with a component: cotal down delivery --space %s", opts.Space)
 			}
+			if opts.PreserveState && opts.Component != "" {
+				return cmdutil.FlagErrorf("--preserve-state cuts the whole mesh as it stops: use it with a bare cotal down")
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -85,6 +96,7 @@ and cotal down manager refuse and name them: stop them with cotal stop, or pass
 	}
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 15*time.Second, "how long to wait for each process to stop (positive)")
 	cmd.Flags().StringVar(&opts.Space, "space", "", "with a component: only this space's daemon")
+	cmd.Flags().BoolVar(&opts.PreserveState, "preserve-state", false, "first back up every space into .cotal/backups/ (after the daemons stop, before the broker)")
 	cmd.Flags().BoolVar(&opts.WithAgents, "with-agents", false, "stop the manager even while agents it runs are alive (they end with it)")
 	return cmd
 }
@@ -134,6 +146,11 @@ func runDown(ctx context.Context, opts *Options) error {
 			fmt.Fprintf(opts.IO.ErrOut, "! %v; the broker stops its daemons as it stops\n", err)
 			break
 		} else if err != nil {
+			return err
+		}
+	}
+	if opts.PreserveState {
+		if err := preserve(ctx, opts, proj); err != nil {
 			return err
 		}
 	}

@@ -63,6 +63,7 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 	}
 	args = append(args, opts.clusterArgs()...)
 	args = append(args, opts.limitArgs()...)
+	args = append(args, opts.restoreArgs()...)
 	for _, f := range []struct{ flag, v string }{{"--tls-cert", opts.TLSCert}, {"--tls-key", opts.TLSKey}, {"--tls-ca", opts.TLSCA}} {
 		if f.v != "" {
 			args = append(args, f.flag, f.v)

@@ -73,8 +73,10 @@ type Options struct {
 	// connection to it may do; a limit no flag sets is 0 (see applyLimits).
 	Limits trust.Limits
 
-	manifest *workspace.Manifest // read from File
-	served   bool                // the mesh served (its ready line was printed): a later failure keeps what it made
+	manifest    *workspace.Manifest // read from File
+	restoreFlag string              // --restore
+	restore     *restoreState       // the checked archive of --restore (restore.go)
+	served      bool                // the mesh served (its ready line was printed): a later failure keeps what it made
 }
 
 // NewCmdUp builds `cotal up`.
@@ -231,6 +233,7 @@ its keys come from OIDC discovery and its ID tokens must name the client id.`,
 	fl.BoolVar(&opts.InsecureNoTLS, "insecure-no-tls", false, "allow listening beyond loopback without TLS (credentials and messages cross the network in clear text)")
 	fl.IntVar(&opts.Replicas, "replicas", 0, "replicas of every stream and bucket of the space: 1 or 3 (default: 3 on a JetStream cluster of 3 or more servers, else 1)")
 	addLimitFlags(fl, limitTexts)
+	addRestoreFlag(fl, opts)
 	return cmd
 }
 
@@ -402,6 +405,9 @@ func runUp(ctx context.Context, opts *Options) (err error) {
 	if err := opts.checkTLSHost(); err != nil {
 		return err
 	}
+	if err := opts.openRestore(); err != nil {
+		return err
+	}
 	if opts.manifest != nil {
 		// Every persona the manifest names is read now, before any key is made.
 		if _, err := opts.access(); err != nil {
@@ -460,12 +466,19 @@ func runUp(ctx context.Context, opts *Options) (err error) {
 			return err
 		}
 	}
+	if err := opts.prepareRestore(proj); err != nil {
+		return err
+	}
 	if cmdutil.MeshRunning(proj) {
 		return addSpace(ctx, opts, proj, space)
 	}
 	opts.noteCrashed(proj)
 	if opts.Detach {
-		return detach(ctx, opts, proj, space)
+		if err := detach(ctx, opts, proj, space); err != nil {
+			return err
+		}
+		opts.noteRestored()
+		return nil
 	}
 	if opts.External != "" {
 		return serveExternal(ctx, opts, proj, space)
@@ -515,6 +528,9 @@ func serveExternal(ctx context.Context, opts *Options, proj *workspace.Project, 
 		return err
 	}
 	if err := pushAccounts(ctx, chain, opts.External, opts.TLSCA); err != nil {
+		return err
+	}
+	if err := opts.restoreSpaces(ctx, chain, opts.External, opts.TLSCA); err != nil {
 		return err
 	}
 	for _, s := range spaces {
@@ -966,6 +982,9 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 			return err
 		}
 		clusterNote = fmt.Sprintf(", cluster %s node %s routes on %s", opts.ClusterName, srv.Name(), srv.ClusterAddr())
+	}
+	if err := opts.restoreSpaces(ctx, chain, srv.ClientURL(), opts.TLSCA); err != nil {
+		return err
 	}
 	for _, s := range spaces {
 		provision := func() error {
