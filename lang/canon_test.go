@@ -23,8 +23,8 @@ func TestCanonicalRFC8785(t *testing.T) {
 		}
 	}
 	got, err := Canonical(map[string]any{
-		"numbers": []any{333333333.33333329, 1e30, 4.50, 2e-3, 0.000000000000000000000000001},
-		"string":  "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"/",
+		"numbers":  []any{333333333.33333329, 1e30, 4.50, 2e-3, 0.000000000000000000000000001},
+		"string":   "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"/",
 		"literals": []any{nil, true, false},
 	})
 	want := `{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}`
@@ -47,7 +47,7 @@ func TestCanonicalRFC8785(t *testing.T) {
 func TestGoldenHashes(t *testing.T) {
 	cases := map[string]string{
 		"const a = await spawn(\"a\")\nawait turn(a, { name: \"go\" })\n": "sha256:8c610c8c9e99e3c749cd181a675d8fc170513e1c57b2d9d598c7210ade7a3963",
-		"log(\"héllo \\u2028 ✓\")\n": "sha256:ce5bab3ce745dba30a11ffa33957d0fd0ff635368de8a5e5eec02cff2bf69778",
+		"log(\"héllo \\u2028 ✓\")\n":                                      "sha256:ce5bab3ce745dba30a11ffa33957d0fd0ff635368de8a5e5eec02cff2bf69778",
 	}
 	for src, want := range cases {
 		if got := ProgramHash(src); got != want {

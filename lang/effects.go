@@ -242,6 +242,18 @@ func (in *interp) effect(kind string, args []Value, br *branch) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	if kind == "spawn" && name == "" {
+		// A spawn is named after its persona when it names no step.
+		switch p := argAt(args, 0).(type) {
+		case string:
+			name = p
+		case *Record:
+			name, _ = field(p, "persona").(string)
+		}
+		if strings.ContainsAny(name, "/#:") {
+			return nil, fault("L3025", "the persona %q, which names this spawn's step, contains /, # or :", name)
+		}
+	}
 	// Every argument must cross (L3041, L3042) before anything is journaled.
 	canonArgs := make([]any, 0, len(args))
 	for i, a := range args {
@@ -282,6 +294,7 @@ func (in *interp) effect(kind string, args []Value, br *branch) (Value, error) {
 	if br.isCancelled() {
 		return nil, errCancelled
 	}
+	br.markDispatched()
 	key, occ := br.allocate(kind, name, false)
 	hash, err := Digest(input)
 	if err != nil {
@@ -595,6 +608,7 @@ func (in *interp) scope(kind string, args []Value, br *branch) (Value, error) {
 	if br.isCancelled() {
 		return nil, errCancelled
 	}
+	br.markDispatched()
 	key, occ := br.allocate(kind, name, true)
 	hash, err := Digest(input)
 	if err != nil {
@@ -718,10 +732,15 @@ func (in *interp) runArms(kind, key string, arms []arm, isArray bool, entry int6
 				args = []Value{a.item}
 			}
 			v, err := in.call(a.fn, args, branches[i])
+			branches[i].markDispatched()
 			results[i] = armResult{value: v, err: err, clock: branches[i].now(), settled: true, cancelled: errors.Is(err, errCancelled)}
 			if err != nil || kind == "race" {
 				// The first failure cancels the rest; a race's first settle
-				// cancels every sibling.
+				// cancels every sibling. As on a single-threaded engine,
+				// every arm has first run up to its first effect.
+				for _, b := range branches {
+					<-b.dispatched
+				}
 				once.Do(func() {
 					for j, b := range branches {
 						if j != i {

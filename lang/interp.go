@@ -73,10 +73,21 @@ type branch struct {
 	draws     int
 	clock     int64
 	cancelled atomic.Bool
+	// dispatched closes once the branch has committed to its first effect
+	// (or ended): a sibling's cancellation waits for it.
+	dispatched   chan struct{}
+	dispatchOnce sync.Once
+}
+
+// markDispatched records that b and every branch it runs in reached an effect.
+func (b *branch) markDispatched() {
+	for c := b; c != nil; c = c.parent {
+		c.dispatchOnce.Do(func() { close(c.dispatched) })
+	}
 }
 
 func newBranch(parent *branch, path string, clock int64) *branch {
-	return &branch{parent: parent, path: path, effectOcc: map[string]int{}, scopeOcc: map[string]int{}, clock: clock}
+	return &branch{parent: parent, path: path, effectOcc: map[string]int{}, scopeOcc: map[string]int{}, clock: clock, dispatched: make(chan struct{})}
 }
 
 func (b *branch) isCancelled() bool {

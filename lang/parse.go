@@ -139,7 +139,9 @@ func parseProblem(src string, err error) *Problem {
 }
 
 func firstWord(s string) string {
-	i := strings.IndexFunc(s, func(r rune) bool { return !(r == '_' || r == '$' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') })
+	i := strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '_' || r == '$' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	})
 	if i < 0 {
 		return s
 	}
