@@ -80,10 +80,10 @@ var (
 // parse reads a program or answers the one problem that stops it being read.
 func parse(src string) (*parsed, *Problem) {
 	if !utf8.ValidString(src) {
-		return nil, newProblem("L1029", 0, 0, "the program is not valid UTF-8", "save the file as UTF-8")
+		return nil, newProblem("L1029", 1, 1, "the program is not valid UTF-8", "save the file as UTF-8")
 	}
 	if strings.ContainsRune(src, 0) {
-		return nil, newProblem("L1029", 0, 0, "the program contains a NUL character", "remove it")
+		return nil, newProblem("L1029", 1, 1, "the program contains a NUL character", "remove it")
 	}
 	wrapped := wrapPrefix + src + wrapSuffix
 	prog, err := parser.ParseFile(nil, "", wrapped, 0)

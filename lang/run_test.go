@@ -241,8 +241,13 @@ await sleep("2m")
 // caught by the program and its code logged.
 var runtimeFaults = []struct{ name, code, src string }{
 	{"host constructor unreachable", "L4014", `const c = "".constructor`},
+	{"array constructor unreachable", "L4014", `const c = [].constructor`},
+	{"function has no members", "L4014", `const f = () => 1
+const c = f.constructor`},
+	{"builtin has no members", "L4014", `const c = log.call`},
+	{"number prototype unreachable", "L4014", `const c = (1).constructor`},
 	{"record has no prototype", "", `const r = {}
-assert(r.constructor === undefined && r.toString === undefined, "prototype reached")`},
+assert(r.constructor === undefined && r.toString === undefined && json.constructor === undefined, "prototype reached")`},
 	{"null member", "L4010", `const r = null
 const x = r.a`},
 	{"not a function", "L4011", `const r = { a: 1 }
