@@ -22,7 +22,6 @@ type fakeEffects struct {
 	performed int
 	recorded  map[string]Result // what a previous run recorded
 	clock     int64
-	conclave  map[string]any
 }
 
 func newFake() *fakeEffects {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/dop251/goja/token"
 )
@@ -452,15 +453,13 @@ func replaceSubst(s, from, to string, n int) string {
 		}
 		adv := i + len(from)
 		if from == "" {
-			if i < len(rest) {
-				b.WriteByte(rest[i])
+			if i >= len(rest) {
+				rest = ""
+				break
 			}
-			adv = i + 1
-		}
-		if adv > len(rest) {
-			rest, pos = "", len(s)
-			done++
-			break
+			_, w := utf8.DecodeRuneInString(rest[i:])
+			b.WriteString(rest[i : i+w])
+			adv = i + w
 		}
 		rest, pos = rest[adv:], pos+adv
 		done++

@@ -2,7 +2,6 @@ package lang
 
 import (
 	"errors"
-	"fmt"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -138,16 +137,6 @@ func parseProblem(src string, err error) *Problem {
 	return newProblem("L1029", line, col, "the parser stopped here: "+msg, "write only the syntax the language admits (LANG §2.2)")
 }
 
-func firstWord(s string) string {
-	i := strings.IndexFunc(s, func(r rune) bool {
-		return !(r == '_' || r == '$' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
-	})
-	if i < 0 {
-		return s
-	}
-	return s[:i]
-}
-
 var moduleLine = regexp.MustCompile(`(?m)^[ \t]*(import|export)\b`)
 
 // bareModuleKeyword finds a line that opens with import or export, the most
@@ -177,5 +166,3 @@ func (p *parsed) text(from, to int) string {
 	}
 	return p.src[a:b]
 }
-
-func quote(s string) string { return fmt.Sprintf("%q", s) }

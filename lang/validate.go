@@ -217,10 +217,7 @@ func (v *validator) statements(list []ast.Statement, s *scope) {
 		v.statement(st, s)
 		if r, ok := st.(*ast.ReturnStatement); ok && r.Argument == nil && i+1 < len(list) {
 			if next, ok := list[i+1].(*ast.ExpressionStatement); ok {
-				between := v.p.text(int(r.Idx1()), idx0(next))
-				if !strings.Contains(between, ";") && strings.Contains(between, "\n") {
-					v.refuse("L1008", idx0(next), "a value on the line after a bare return is not returned", "put the value on the return's line, or end the return with ;")
-				}
+				v.refuse("L1008", idx0(next), "a value after a bare return is not returned: the return ended on the line above", "put the value on the return's line")
 			}
 		}
 	}
@@ -347,14 +344,14 @@ func (v *validator) statement(st ast.Statement, s *scope) {
 			all = append(all, c.Consequent...)
 		}
 		v.hoist(all, ss)
-		for i, c := range x.Body {
+		for _, c := range x.Body {
 			if c.Test != nil {
 				v.expr(c.Test, ss, false)
 			}
 			for _, st := range c.Consequent {
 				v.statement(st, ss)
 			}
-			if len(c.Consequent) > 0 && i+1 < len(x.Body) && !terminates(c.Consequent[len(c.Consequent)-1]) {
+			if len(c.Consequent) > 0 && !terminates(c.Consequent[len(c.Consequent)-1]) {
 				v.refuse("L1010", int(c.Case), "this case falls through into the next one", "end each case with return, break, continue or throw")
 			}
 		}
@@ -376,20 +373,9 @@ func (v *validator) statement(st ast.Statement, s *scope) {
 }
 
 func terminates(st ast.Statement) bool {
-	switch x := st.(type) {
-	case *ast.ReturnStatement, *ast.ThrowStatement:
+	switch st.(type) {
+	case *ast.ReturnStatement, *ast.ThrowStatement, *ast.BranchStatement:
 		return true
-	case *ast.BranchStatement:
-		return x.Token == token.BREAK || x.Token == token.CONTINUE
-	case *ast.BlockStatement:
-		return len(x.List) > 0 && terminates(x.List[len(x.List)-1])
-	case *ast.IfStatement:
-		return x.Alternate != nil && terminates(x.Consequent) && terminates(x.Alternate)
-	case *ast.TryStatement:
-		if x.Finally != nil && terminates(x.Finally) {
-			return true
-		}
-		return terminates(x.Body) && (x.Catch == nil || terminates(x.Catch.Body))
 	}
 	return false
 }
@@ -417,11 +403,9 @@ func (v *validator) pattern(t ast.Expression, s *scope, _ bool) {
 		}
 	case *ast.ArrayPattern:
 		for _, el := range x.Elements {
-			if el == nil {
-				v.refuse("L1012", int(x.LeftBracket), "an array pattern skips an element", "name every element")
-				continue
+			if el != nil {
+				v.pattern(el, s, false)
 			}
-			v.pattern(el, s, false)
 		}
 		if x.Rest != nil {
 			v.pattern(x.Rest, s, false)
@@ -859,8 +843,6 @@ func (v *validator) effectCall(x *ast.CallExpression, name string, sig effectSig
 	switch sig.nameRule {
 	case nameRequired:
 		switch {
-		case bagPresent && bag == nil:
-			v.refuse("L3013", idx0(args[sig.bagIndex]), fmt.Sprintf("%s needs its options written as a record literal so its name can be read", name), "write the options inline: { name: \"...\" }")
 		case fields["name"] == nil:
 			p := v.p.problemAt("L3012", at, fmt.Sprintf("%s needs a step name", name), "add name: \"a-kebab-name\" to its options")
 			p.Callee = sig.signature
@@ -983,6 +965,9 @@ func (v *validator) branches(a ast.Expression, s *scope, name string) {
 }
 
 func itemsCarryID(arr *ast.ArrayLiteral) bool {
+	if len(arr.Value) == 0 {
+		return false
+	}
 	for _, el := range arr.Value {
 		obj, ok := el.(*ast.ObjectLiteral)
 		if !ok {
@@ -991,7 +976,7 @@ func itemsCarryID(arr *ast.ArrayLiteral) bool {
 		found := false
 		for _, pr := range obj.Value {
 			if q, ok := pr.(*ast.PropertyKeyed); ok && !q.Computed && propKeyName(q.Key) == "id" {
-				found = true
+				_, found = q.Value.(*ast.StringLiteral)
 			}
 		}
 		if !found {

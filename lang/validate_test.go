@@ -29,6 +29,7 @@ var refusalCases = []struct {
 	{"unbraced else", "L1009", "let n = 0\nif (n === 0) { n = 1 } else n = 2", 2},
 	{"unbraced while", "L1009", "let n = 0\nwhile (n < 3) n++", 2},
 	{"unbraced for of", "L1009", "for (const x of [1]) log(x)", 1},
+	{"last case does not end", "L1010", "const k = 1\nswitch (k) {\n  case 1:\n    log(1)\n}", 3},
 	{"fallthrough", "L1010", "const k = 1\nswitch (k) {\n  case 1:\n    log(1)\n  case 2:\n    log(2)\n}", 3},
 	{"computed key", "L1011", "const k = \"a\"\nconst r = { [k]: 1 }", 2},
 	{"elision", "L1012", "const xs = [1, , 3]", 1},
@@ -85,7 +86,7 @@ var refusalCases = []struct {
 	{"missing checkpoint name", "L3012", "await checkpoint()", 1},
 	{"computed name", "L3013", "const a = await spawn(\"p\")\nconst n = \"go\"\nawait turn(a, { name: n })", 3},
 	{"computed checkpoint name", "L3013", "const n = \"go\"\nawait checkpoint(n, \"ok?\")", 2},
-	{"bag not literal", "L3013", "const a = await spawn(\"p\")\nconst o = { name: \"go\" }\nawait turn(a, o)", 3},
+	{"bag not literal", "L3012", "const a = await spawn(\"p\")\nconst o = { name: \"go\" }\nawait turn(a, o)", 3},
 	{"malformed name", "L3014", "const a = await spawn(\"p\")\nawait turn(a, { name: \"Build It\" })", 2},
 	{"malformed optional name", "L3014", "await sleep(\"1m\", { name: \"-x\" })", 1},
 	{"reserved character", "L3025", "await checkpoint(\"a/b\", \"ok?\")", 1},
@@ -139,6 +140,7 @@ switch (n) {
     break
   default:
     n = add(n)
+    break
 }
 try { throw { code: "x" } } catch (e) { log(e.code) } finally { log("done") }
 ;
