@@ -126,6 +126,8 @@ func parseProblem(src string, err error) *Problem {
 	case strings.Contains(msg, "label"):
 		return newProblem("L1017", line, col, "labels are not part of the language: "+msg, "a helper function or a flag")
 	case awaitWord.MatchString(before):
+		// Blame the await itself, not the token the parser stopped at.
+		_, col = lineCol(src, lineStart+strings.LastIndex(before, "await"))
 		return newProblem("L1023", line, col, "await is used in a function that is not async", "mark the function async")
 	}
 	if l2, c2, ok := bareModuleKeyword(src); ok {

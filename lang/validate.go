@@ -686,7 +686,7 @@ func (v *validator) expr(e ast.Expression, s *scope, awaited bool) {
 	case *ast.BinaryExpression:
 		switch {
 		case x.Operator == token.EQUAL || x.Operator == token.NOT_EQUAL:
-			v.refuse("L1025", idx0(x.Right)-1, "loose equality is not part of the language", "===, !==, ??, === null")
+			v.refuse("L1025", idx0(x), "loose equality is not part of the language", "===, !==, ??, === null")
 		case x.Operator == token.INSTANCEOF:
 			v.refuse("L1016", idx0(x), "instanceof is not part of the language", "compare a field")
 		case x.Operator == token.IN:

@@ -234,3 +234,30 @@ func TestValidateCollectsEveryError(t *testing.T) {
 		}
 	}
 }
+
+func TestValidatePositionsAreTheAuthors(t *testing.T) {
+	cases := []struct {
+		src, code string
+		line, col int
+	}{
+		{"const same = 0 == \"\"", "L1025", 1, 14},
+		{"log(1)\n  var x = 2", "L1003", 2, 3},
+		{"const é = 1\nconst r = /x/", "L1007", 2, 11},
+		{"log(1)\nfunction f() { await sleep(\"1s\") }", "L1023", 2, 16},
+	}
+	for _, c := range cases {
+		v := Validate(c.src)
+		found := false
+		for _, p := range v.Problems {
+			if p.Code == c.code {
+				found = true
+				if p.Line != c.line || p.Column != c.col {
+					t.Errorf("%q: %s at %d:%d, want %d:%d", c.src, c.code, p.Line, p.Column, c.line, c.col)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%q: no %s in %v", c.src, c.code, v.Problems)
+		}
+	}
+}
