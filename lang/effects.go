@@ -320,11 +320,23 @@ func (in *interp) effect(kind string, args []Value, br *branch) (Value, error) {
 	return v, nil
 }
 
-// disposition reads a checkpoint's raw outcome under its onExpiry policy.
+// disposition maps a checkpoint's raw outcome ({ outcome: "resolved", value?,
+// by?, artifact?, answerId?, at } or { outcome: "expired", at }) to what the
+// program sees ({ status, value?, by?, at, artifact? }) under today's onExpiry,
+// on the live and the replay path alike.
 func (in *interp) disposition(call Call, bag *Record, res Result, br *branch) (Value, error) {
-	out, _ := res.Value.(map[string]any)
-	if out == nil || out["status"] != "expired" {
-		return fromCanon(res.Value)
+	out, ok := res.Value.(map[string]any)
+	if !ok {
+		return nil, &EffectError{Code: "L4000", Kind: "handler-fault", Message: "checkpoint " + call.Key + " answered no outcome record"}
+	}
+	if outcomeOf(out) != "expired" {
+		seen := map[string]any{"status": "resolved", "at": out["at"]}
+		for _, k := range []string{"value", "by", "artifact"} {
+			if v, ok := out[k]; ok {
+				seen[k] = v
+			}
+		}
+		return fromCanon(seen)
 	}
 	expired := func(at any) (Value, error) {
 		return fromCanon(map[string]any{"status": "expired", "at": at})
@@ -341,13 +353,21 @@ func (in *interp) disposition(call Call, bag *Record, res Result, br *branch) (V
 			return nil, err
 		}
 		br.advance(res2.EndedAt)
-		out2, _ := res2.Value.(map[string]any)
-		if out2 != nil && out2["status"] == "expired" {
+		if out2, ok := res2.Value.(map[string]any); ok && outcomeOf(out2) == "expired" {
 			return expired(out2["at"])
 		}
-		return fromCanon(res2.Value)
+		return in.disposition(call, newRecord(nil), res2, br)
 	}
 	return nil, &EffectError{Code: "L4007", Kind: "expired", Message: "checkpoint " + call.Key + " expired"}
+}
+
+// outcomeOf reads a raw checkpoint outcome; a handler may also answer status.
+func outcomeOf(out map[string]any) string {
+	if o, ok := out["outcome"].(string); ok {
+		return o
+	}
+	s, _ := out["status"].(string)
+	return s
 }
 
 // projection builds the input-hash projection of an effect (LANG §6.4).

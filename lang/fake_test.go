@@ -75,7 +75,7 @@ func (f *fakeEffects) defaultFor(c Call) Result {
 	case "turn":
 		return Result{Value: map[string]any{"status": "done", "at": float64(f.clock)}, EndedAt: f.clock}
 	case "checkpoint":
-		return Result{Value: map[string]any{"status": "resolved", "value": "yes", "at": float64(f.clock)}, EndedAt: f.clock}
+		return Result{Value: map[string]any{"outcome": "resolved", "value": "yes", "by": "ops", "answerId": "a1", "at": float64(f.clock)}, EndedAt: f.clock}
 	case "ask":
 		return Result{Value: map[string]any{"ok": true}, EndedAt: f.clock}
 	}

@@ -160,11 +160,3 @@ func (p *parsed) problemAt(code string, idx int, msg, fix string) Problem {
 	line, col := p.pos(idx)
 	return *newProblem(code, line, col, msg, fix)
 }
-
-func (p *parsed) text(from, to int) string {
-	a, b := p.offset(from), p.offset(to)
-	if a > b {
-		return ""
-	}
-	return p.src[a:b]
-}

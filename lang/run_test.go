@@ -136,7 +136,7 @@ func TestReplayPerformsNothing(t *testing.T) {
 const r = await parallel({ one: () => turn(b, { name: "one" }), two: () => turn(b, { name: "two" }) }, { name: "p" })
 const cp = await checkpoint("approve", "Go?")
 await waitUntil(async () => { return await ask(b, { name: "probe", schema: {} }) }, { name: "ready", every: "1m", deadline: "1h" })
-log(cp.value, random(), now())
+log(cp.value, cp.status, cp.by, cp.answerId, random(), now())
 `
 	live := newFake()
 	if err := run(t, src, live); err != nil {
@@ -164,7 +164,7 @@ log(cp.value, random(), now())
 }
 
 func TestCheckpointDisposition(t *testing.T) {
-	expired := Result{Value: map[string]any{"status": "expired", "at": 5.0}, EndedAt: 5}
+	expired := Result{Value: map[string]any{"outcome": "expired", "at": 5.0}, EndedAt: 5}
 	for _, c := range []struct {
 		policy, want string
 		calls        int
@@ -341,14 +341,14 @@ const out = [
   parseNumber("0x10"), json.parse("{\"k\":[1]}"), json.stringify({ b: 1, a: [true, null] }), duration("2m"),
   xs.map((x, i) => x + i), xs.reduce((a, b) => a + b, 0), xs.indexOf(2), "abc".slice(-2), "a-b-c".replace("-", "+"),
   "x".padStart(3, "0"), (1.005).toFixed(2), 0.1 + 0.2, 1 / 3, typeof null, 7 % -3, 2 ** 10, -7 >> 1, -1 >>> 28,
-  run().id, channel("dev"), replied({ agent: "x" }), r?.z?.y ?? "none", [...xs, ..."ab"],
+  keys({ b: 1, 2: 1, a: 1, 1: 1 }), run().id, channel("dev"), replied({ agent: "x" }), r?.z?.y ?? "none", [...xs, ..."ab"],
 ]
 log(json.stringify(out))
 `, f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `[["b","a"],[2,1],true,{"a":1,"b":2,"c":3},3,[6,2,4],[3,2],null,[1,2,3],[null,2,"a","b"],[1,2],[3,1,2,4],"3-1-2",[2,1,3],[1,"1"],[0,1,2],6,["a","b"],"x","ab","AB",true,"a-a",1,3,2,1,2,3,16,{"k":[1]},"{\"a\":[true,null],\"b\":1}",120000,[3,2,4],6,2,"bc","a+b-c","00x","1.00",0.30000000000000004,0.3333333333333333,"object",1,1024,-4,15,"run-1",{"channel":"dev"},{"agent":"x","event":"replied"},"none",[3,1,2,"a","b"]]`
+	want := `[["b","a"],[2,1],true,{"a":1,"b":2,"c":3},3,[6,2,4],[3,2],null,[1,2,3],[null,2,"a","b"],[1,2],[3,1,2,4],"3-1-2",[2,1,3],[1,"1"],[0,1,2],6,["a","b"],"x","ab","AB",true,"a-a",1,3,2,1,2,3,16,{"k":[1]},"{\"a\":[true,null],\"b\":1}",120000,[3,2,4],6,2,"bc","a+b-c","00x","1.00",0.30000000000000004,0.3333333333333333,"object",1,1024,-4,15,["1","2","b","a"],"run-1",{"channel":"dev"},{"agent":"x","event":"replied"},"none",[3,1,2,"a","b"]]`
 	if got := strings.TrimPrefix(joinLogs(f), "|"); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

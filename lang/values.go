@@ -3,6 +3,7 @@ package lang
 import (
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 )
 
@@ -50,10 +51,27 @@ func (r *Record) set(k string, v Value) {
 	r.vals[k] = v
 }
 
+// ownKeys lists the fields in ECMAScript's own-key order: array-index keys
+// ascending, then the others in insertion order.
 func (r *Record) ownKeys() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]string(nil), r.keys...)
+	var idx, rest []string
+	for _, k := range r.keys {
+		if _, ok := arrayIndex(k); ok {
+			idx = append(idx, k)
+		} else {
+			rest = append(rest, k)
+		}
+	}
+	if len(idx) > 1 {
+		sort.Slice(idx, func(a, b int) bool {
+			x, _ := arrayIndex(idx[a])
+			y, _ := arrayIndex(idx[b])
+			return x < y
+		})
+	}
+	return append(idx, rest...)
 }
 
 func (a *Array) list() []Value {
