@@ -295,11 +295,17 @@ func (in *interp) evalAssign(n *ast.AssignExpression, e *env, br *branch) (Value
 	if err != nil {
 		return nil, err
 	}
-	switch n.Operator {
-	case token.LOGICAL_AND_ASSIGN, token.LOGICAL_OR_ASSIGN, token.COALESCE_ASSIGN:
-		keep := (n.Operator == token.LOGICAL_AND_ASSIGN && !truthy(old)) ||
-			(n.Operator == token.LOGICAL_OR_ASSIGN && truthy(old)) ||
-			(n.Operator == token.COALESCE_ASSIGN && !isNullish(old))
+	// goja spells a compound assignment by its binary operator (x += 1 is
+	// ASSIGN with PLUS); the *_ASSIGN tokens are accepted too.
+	op := n.Operator
+	if b, ok := compoundOp[op]; ok {
+		op = b
+	}
+	switch op {
+	case token.LOGICAL_AND_ASSIGN, token.LOGICAL_OR_ASSIGN, token.COALESCE_ASSIGN, token.LOGICAL_AND, token.LOGICAL_OR, token.COALESCE:
+		keep := ((op == token.LOGICAL_AND_ASSIGN || op == token.LOGICAL_AND) && !truthy(old)) ||
+			((op == token.LOGICAL_OR_ASSIGN || op == token.LOGICAL_OR) && truthy(old)) ||
+			((op == token.COALESCE_ASSIGN || op == token.COALESCE) && !isNullish(old))
 		if keep {
 			return old, nil
 		}
@@ -313,9 +319,8 @@ func (in *interp) evalAssign(n *ast.AssignExpression, e *env, br *branch) (Value
 	if err != nil {
 		return nil, err
 	}
-	op, ok := compoundOp[n.Operator]
-	if !ok {
-		return nil, fault("L1029", "the operator %s is outside the language", n.Operator)
+	if !binaryAdmitted[op] || op == token.STRICT_EQUAL || op == token.STRICT_NOT_EQUAL {
+		return nil, fault("L1029", "the operator %s= is outside the language", op)
 	}
 	v, err := binary(op, old, r)
 	if err != nil {

@@ -329,6 +329,43 @@ func TestCancelledContextStops(t *testing.T) {
 	}
 }
 
+func TestCompoundAssignment(t *testing.T) {
+	f := newFake()
+	err := run(t, `let a = 10
+a += 5
+a -= 3
+a *= 2
+a /= 4
+a %= 5
+a **= 2
+a <<= 2
+a >>= 1
+a >>>= 0
+a |= 1
+a &= 7
+a ^= 2
+let s = "x"
+s += 1
+let n = null
+n ??= "set"
+let t = 0
+t ||= "or"
+let u = 1
+u &&= "and"
+const r = { k: 1 }
+r.k += 1
+const xs = [1]
+xs[0] -= 1
+log(a, s, n, t, u, r.k, xs[0])
+`, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := joinLogs(f); got != "|1 x1 set or and 2 0" {
+		t.Errorf("got %q", got)
+	}
+}
+
 func TestPureLibrary(t *testing.T) {
 	f := newFake()
 	err := run(t, `const r = { b: 2, a: 1 }
