@@ -3,6 +3,7 @@ package lang
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -388,5 +389,42 @@ log(json.stringify(out))
 	want := `[["b","a"],[2,1],true,{"a":1,"b":2,"c":3},3,[6,2,4],[3,2],null,[1,2,3],[null,2,"a","b"],[1,2],[3,1,2,4],"3-1-2",[2,1,3],[1,"1"],[0,1,2],6,["a","b"],"x","ab","AB",true,"a-a",1,3,2,1,2,3,16,{"k":[1]},"{\"a\":[true,null],\"b\":1}",120000,[3,2,4],6,2,"bc","a+b-c","00x","1.00",0.30000000000000004,0.3333333333333333,"object",1,1024,-4,15,["1","2","b","a"],"run-1",{"channel":"dev"},{"agent":"x","event":"replied"},"none",[3,1,2,"a","b"]]`
 	if got := strings.TrimPrefix(joinLogs(f), "|"); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestOrchestratorProgram runs a whole program end to end against scripted
+// answers, then replays it over what it recorded: the replay reaches the
+// same outcome and performs nothing.
+func TestOrchestratorProgram(t *testing.T) {
+	src, err := os.ReadFile("testdata/orchestrator.cotal.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := newFake()
+	live.answers["/checkpoint:pick-issue#0"] = Result{Value: map[string]any{"outcome": "resolved", "value": map[string]any{"issue": 42.0}, "by": "ops", "at": 10.0}, EndedAt: 10}
+	live.answers["/ask:fixed#0"] = Result{Value: map[string]any{"sha": "c0ffee"}, EndedAt: 20}
+	for _, side := range []string{"left", "right"} {
+		live.answers["/fanOut:reviews#0/b:"+side+"/ask:verdict#0"] = Result{Value: map[string]any{"approve": true}, EndedAt: 30}
+	}
+	live.answers["/race:merge-or-give-up#0/b:landed/turn:merge#0"] = Result{Value: map[string]any{"status": "done", "at": 40.0}, EndedAt: 40}
+	live.answers["/race:merge-or-give-up#0/b:stalled/sleep:merge-timeout#0"] = Result{EndedAt: 7200}
+	if err := run(t, string(src), live); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := joinLogs(live), "|issue 42 merged c0ffee 2/2"; got != want {
+		t.Fatalf("log %q, want %q", got, want)
+	}
+	for _, k := range []string{"/spawn:worker#0", "/notify#0", "/fanOut:reviews#0/b:left/spawn:reviewer#0", "/fanOut:reviews#0/b:right/turn:review#0", "/spawn:merger#0"} {
+		if !slices.Contains(live.keys(), k) {
+			t.Errorf("no step %s among %v", k, live.keys())
+		}
+	}
+	replay := newFake()
+	replay.recorded = live.recorded
+	if err := run(t, string(src), replay); err != nil {
+		t.Fatal(err)
+	}
+	if replay.performed != 0 || joinLogs(replay) != joinLogs(live) {
+		t.Errorf("replay performed %d effects and logged %q", replay.performed, joinLogs(replay))
 	}
 }
