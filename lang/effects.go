@@ -53,6 +53,11 @@ type Effects interface {
 	Log(scope string, line string)
 }
 
+// LanguageVersion is the language version this engine speaks (LANG §8.4): a
+// driver stamps it on the pins of a fresh run and refuses a recorded run
+// stamped otherwise (L5008). Its semantics follow version 2 (log refuses code).
+const LanguageVersion = "2"
+
 // Options are a run's pins and its effect boundary.
 type Options struct {
 	RunID         string  // the run id
@@ -719,6 +724,9 @@ func (in *interp) arms(kind string, args []Value, bag *Record, br *branch) ([]ar
 		}
 	case "conclave":
 		out = []arm{{key: "in", fn: argAt(args, 1)}}
+	}
+	if kind == "race" && len(out) == 0 {
+		return nil, false, fault("L4016", "race needs at least one branch")
 	}
 	for _, a := range out {
 		if strings.ContainsAny(a.key, "/#:") {

@@ -288,6 +288,8 @@ const setN = (o) => { o.n = 1 }
 await parallel({ a: async () => { setN(box) } })`},
 	{"callable then", "L4021", `const r = { then: () => 1 }`},
 	{"malformed sleep", "L4016", `await sleep("soon")`},
+	{"empty race", "L4016", `await race({})`},
+	{"log refuses code", "L4016", `log({ f: () => 1 })`},
 }
 
 func TestRuntimeFaults(t *testing.T) {
