@@ -29,10 +29,14 @@ type Call struct {
 }
 
 // Result is what an effect answered: a canonical value, and the run-clock
-// time (ms) at which it ended, which advances the branch's now().
+// time (ms) at which it ended, which advances the branch's now(). A scope's
+// run also reports its branch keys and the branches it cancelled (a race's
+// losers, or the siblings of a failed branch) for the scope's journal entry.
 type Result struct {
-	Value   any
-	EndedAt int64
+	Value    any
+	EndedAt  int64
+	Branches []string
+	Losers   []string
 }
 
 // Effects is the only way out of a program. Every method may block; a
@@ -309,6 +313,11 @@ func (in *interp) effect(kind string, args []Value, br *branch) (Value, error) {
 		RequestID: RequestID(in.opts.RunID, key, hash, 0), Input: input, Args: canonArgs}
 	if kind == "waitUntil" {
 		call.Observe = in.observer(key, args[0], field(bag, "terminal"), br)
+	}
+	if kind == "turn" {
+		m := in.turnLock(input["agent"])
+		m.Lock()
+		defer m.Unlock()
 	}
 	res, err := in.opts.Effects.Perform(in.ctx, call)
 	if err != nil {
@@ -650,15 +659,19 @@ func (in *interp) scope(kind string, args []Value, br *branch) (Value, error) {
 			}
 			arms[0].item = ch
 		}
-		v, clock, err := in.runArms(kind, key, arms, isArray, entry, br)
+		v, clock, losers, err := in.runArms(kind, key, arms, isArray, entry, br)
+		branchKeys := make([]string, len(arms))
+		for i, a := range arms {
+			branchKeys[i] = a.key
+		}
 		if err != nil {
-			return Result{}, err
+			return Result{EndedAt: clock, Branches: branchKeys, Losers: losers}, err
 		}
 		c, cerr := toCanon(v, key, map[any]bool{})
 		if cerr != nil {
-			return Result{}, &EffectError{Code: "L4000", Kind: "scope-fault", Message: cerr.Error()}
+			return Result{EndedAt: clock, Branches: branchKeys, Losers: losers}, &EffectError{Code: "L4000", Kind: "scope-fault", Message: cerr.Error()}
 		}
-		return Result{Value: c, EndedAt: clock}, nil
+		return Result{Value: c, EndedAt: clock, Branches: branchKeys, Losers: losers}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -740,7 +753,7 @@ func (in *interp) arms(kind string, args []Value, bag *Record, br *branch) ([]ar
 }
 
 // runArms runs a scope's branches concurrently and assembles its value.
-func (in *interp) runArms(kind, key string, arms []arm, isArray bool, entry int64, br *branch) (Value, int64, error) {
+func (in *interp) runArms(kind, key string, arms []arm, isArray bool, entry int64, br *branch) (Value, int64, []string, error) {
 	results := make([]armResult, len(arms))
 	branches := make([]*branch, len(arms))
 	for i, a := range arms {
@@ -781,15 +794,19 @@ func (in *interp) runArms(kind, key string, arms []arm, isArray bool, entry int6
 	}
 	wg.Wait()
 	clock := entry
-	for _, r := range results {
+	var losers []string
+	for i, r := range results {
 		if r.clock > clock {
 			clock = r.clock
+		}
+		if r.cancelled {
+			losers = append(losers, arms[i].key)
 		}
 	}
 	// An uncatchable fault in any arm unwinds the run ahead of every winner.
 	for _, r := range results {
 		if r.err != nil && !r.cancelled && Uncatchable(r.err) {
-			return nil, clock, r.err
+			return nil, clock, losers, r.err
 		}
 	}
 	switch kind {
@@ -804,30 +821,36 @@ func (in *interp) runArms(kind, key string, arms []arm, isArray bool, entry int6
 			}
 		}
 		if win < 0 {
-			return nil, clock, errCancelled
+			return nil, clock, losers, errCancelled
 		}
 		if results[win].err != nil {
-			return nil, clock, results[win].err
+			return nil, clock, losers, results[win].err
+		}
+		losers = losers[:0]
+		for i := range arms {
+			if i != win {
+				losers = append(losers, arms[i].key)
+			}
 		}
 		r := newRecord(br)
 		r.set("index", arms[win].key)
 		r.set("value", orNull(results[win].value))
-		return r, clock, nil
+		return r, clock, losers, nil
 	}
 	for _, r := range results {
 		if r.err != nil && !r.cancelled {
-			return nil, clock, r.err
+			return nil, clock, losers, r.err
 		}
 	}
 	switch {
 	case kind == "conclave":
-		return orNull(results[0].value), clock, nil
+		return orNull(results[0].value), clock, losers, nil
 	case kind == "fanOut" || isArray:
 		a := &Array{owner: br}
 		for _, r := range results {
 			a.elems = append(a.elems, orNull(r.value))
 		}
-		return a, clock, nil
+		return a, clock, losers, nil
 	}
 	rec := newRecord(br)
 	idx := make([]int, len(arms))
@@ -838,7 +861,7 @@ func (in *interp) runArms(kind, key string, arms []arm, isArray bool, entry int6
 	for _, i := range idx {
 		rec.set(arms[i].key, orNull(results[i].value))
 	}
-	return rec, clock, nil
+	return rec, clock, losers, nil
 }
 
 // orNull stands a branch that produced no value in its slot as null.

@@ -155,6 +155,25 @@ type interp struct {
 	steps   atomic.Int64
 	effects atomic.Int64
 	hash    string
+
+	turnMu sync.Mutex
+	turns  map[any]*sync.Mutex // one per agent: concurrent turns on a handle are serialized
+}
+
+// turnLock serializes turns on one agent (LANG §6.5): the second begins when
+// the first settles, so an agent is never asked to take two turns at once.
+func (in *interp) turnLock(agent any) *sync.Mutex {
+	in.turnMu.Lock()
+	defer in.turnMu.Unlock()
+	if in.turns == nil {
+		in.turns = map[any]*sync.Mutex{}
+	}
+	m, ok := in.turns[agent]
+	if !ok {
+		m = &sync.Mutex{}
+		in.turns[agent] = m
+	}
+	return m
 }
 
 // callCtx is what a builtin sees of its call.
