@@ -329,13 +329,21 @@ func (in *interp) execFor(x *ast.ForStatement, e *env, br *branch) (ctl, Value, 
 			return ctlNormal, nil, err
 		}
 	}
-	for {
-		// for (let ...) binds per iteration: copy the loop bindings.
+	// for (let ...) binds per iteration: each iteration gets a copy of the
+	// loop bindings, made before the update runs, so a closure keeps its own.
+	copyEnv := func(from *env) *env {
+		if len(names) == 0 {
+			return from
+		}
 		ie := newEnv(e)
 		for _, n := range names {
-			s := le.find(n)
+			s := from.find(n)
 			ie.def(n, &slot{v: s.v, kind: s.kind, init: s.init, owner: s.owner})
 		}
+		return ie
+	}
+	ie := copyEnv(le)
+	for {
 		if x.Test != nil {
 			t, err := in.eval(x.Test, ie, br)
 			if err != nil {
@@ -352,14 +360,11 @@ func (in *interp) execFor(x *ast.ForStatement, e *env, br *branch) (ctl, Value, 
 		if c == ctlBreak {
 			return ctlNormal, nil, nil
 		}
+		ie = copyEnv(ie)
 		if x.Update != nil {
 			if _, err := in.eval(x.Update, ie, br); err != nil {
 				return ctlNormal, nil, err
 			}
-		}
-		le = ie
-		if len(names) == 0 {
-			le = e
 		}
 	}
 }

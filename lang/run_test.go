@@ -293,6 +293,9 @@ await parallel({ a: async () => { setN(box) } })`},
 	{"callable then", "L4021", `const r = { then: () => 1 }`},
 	{"malformed sleep", "L4016", `await sleep("soon")`},
 	{"empty race", "L4016", `await race({})`},
+	{"dead zone at run time", "L2004", `function early() { return later }
+early()
+const later = 1`},
 	{"log refuses code", "L4016", `log({ f: () => 1 })`},
 }
 
@@ -370,6 +373,37 @@ log(a, s, n, t, u, r.k, xs[0])
 	}
 	if got := joinLogs(f); got != "|1 x1 set or and 2 0" {
 		t.Errorf("got %q", got)
+	}
+}
+
+func TestClosuresAndScopes(t *testing.T) {
+	f := newFake()
+	err := run(t, `const fs = []
+for (let i = 0; i < 3; i++) { fs.push(() => i) }
+let total = 0
+for (const g of fs) { total += g() }
+function counter() { let n = 0; return () => { n += 1; return n } }
+const c = counter()
+c()
+const fact = function self(k) { return k <= 1 ? 1 : k * self(k - 1) }
+const { a = 5, ...rest } = { b: 2, c: 3 }
+const [x, , z = 9] = [1, 2]
+let hit = "none"
+switch (total) {
+  case 3:
+    hit = "three"
+    break
+  default:
+    hit = "other"
+    break
+}
+log(fs.map((g) => g()), total, c(), fact(5), a, rest, x, z, hit)
+`, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := joinLogs(f), `|[0,1,2] 3 2 120 5 {"b":2,"c":3} 1 9 three`; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 

@@ -127,10 +127,6 @@ func (v *validator) declare(s *scope, id *ast.Identifier, kind string, declEnd f
 		v.refuse("L2002", int(id.Idx), fmt.Sprintf("%q is a reserved name (a primitive or a builtin) and cannot be redeclared", name), "choose another name")
 		return
 	}
-	if _, ok := hostGlobals[name]; ok || hostGlobalsBare[name] || name == "Promise" {
-		v.refuse("L2012", int(id.Idx), fmt.Sprintf("%q names a host global and cannot be declared", name), "choose another name")
-		return
-	}
 	s.names[name] = &binding{kind: kind, declEnd: declEnd, async: async, fn: s.fn}
 }
 
