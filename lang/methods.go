@@ -2,6 +2,7 @@ package lang
 
 import (
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -46,6 +47,25 @@ func relIndex(v Value, n int, def int) (int, error) {
 	}
 	if f > float64(n) {
 		f = float64(n)
+	}
+	return int(f), nil
+}
+
+// clampIndex resolves an index argument as substring does: clamped to
+// [0, n], never counted from the end.
+func clampIndex(v Value, n int, def int) (int, error) {
+	if v == Undefined {
+		return def, nil
+	}
+	f, err := wantNum("index", v)
+	if err != nil {
+		return 0, err
+	}
+	if math.IsNaN(f) || f < 0 {
+		return 0, nil
+	}
+	if f > float64(n) {
+		return n, nil
 	}
 	return int(f), nil
 }
@@ -297,11 +317,15 @@ func (c *callCtx) stringMethod(s string, name string, a []Value) (Value, error) 
 		}
 		return float64(idx), nil
 	case "slice", "substring":
-		st, err := relIndex(argAt(a, 0), len(u), 0)
+		idx := relIndex
+		if name == "substring" {
+			idx = clampIndex
+		}
+		st, err := idx(argAt(a, 0), len(u), 0)
 		if err != nil {
 			return nil, err
 		}
-		en, err := relIndex(argAt(a, 1), len(u), len(u))
+		en, err := idx(argAt(a, 1), len(u), len(u))
 		if err != nil {
 			return nil, err
 		}
@@ -492,10 +516,10 @@ func numberMethod(f float64, name string, a []Value) (Value, error) {
 		if d < 0 || d > 100 {
 			return nil, fault("L4016", "toFixed takes 0 to 100 digits")
 		}
-		if math.Abs(f) >= 1e21 {
+		if math.Abs(f) >= 1e21 || math.IsNaN(f) {
 			return numStr(f), nil
 		}
-		return strconv.FormatFloat(f, 'f', int(d), 64), nil
+		return toFixed(f, int(d)), nil
 	case "toPrecision":
 		if argAt(a, 0) == Undefined {
 			return numStr(f), nil
@@ -507,7 +531,76 @@ func numberMethod(f float64, name string, a []Value) (Value, error) {
 		if p < 1 || p > 100 {
 			return nil, fault("L4016", "toPrecision takes 1 to 100 digits")
 		}
-		return strconv.FormatFloat(f, 'g', int(p), 64), nil
+		return toPrecision(f, int(p)), nil
 	}
 	return nil, fault("L4014", "a number has no method %q", name)
+}
+
+// toPrecision formats as ECMAScript's Number.prototype.toPrecision: p
+// significant digits, in exponent form when the exponent is below -6 or at
+// least p.
+func toPrecision(f float64, p int) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return numStr(f)
+	}
+	sign := ""
+	if f < 0 {
+		sign, f = "-", -f
+	}
+	m, expS, _ := strings.Cut(strconv.FormatFloat(f, 'e', p-1, 64), "e")
+	digits := strings.Replace(m, ".", "", 1)
+	e, _ := strconv.Atoi(expS)
+	if f == 0 {
+		e = 0
+	}
+	if e < -6 || e >= p {
+		out := digits[:1]
+		if p > 1 {
+			out += "." + digits[1:]
+		}
+		if e >= 0 {
+			return sign + out + "e+" + strconv.Itoa(e)
+		}
+		return sign + out + "e-" + strconv.Itoa(-e)
+	}
+	if e >= 0 {
+		if e+1 >= p {
+			return sign + digits
+		}
+		return sign + digits[:e+1] + "." + digits[e+1:]
+	}
+	return sign + "0." + strings.Repeat("0", -e-1) + digits
+}
+
+// toFixed formats as ECMAScript's Number.prototype.toFixed: the exact binary
+// value rounded to d decimals, a tie going to the larger magnitude.
+func toFixed(f float64, d int) string {
+	sign := ""
+	if f < 0 {
+		sign, f = "-", -f
+	}
+	exact := new(big.Float).SetFloat64(f).Text('f', 1100) // a float64 expands exactly in fewer digits
+	intPart, frac, _ := strings.Cut(exact, ".")
+	frac += strings.Repeat("0", d+1)
+	digits := []byte(intPart + frac[:d])
+	if frac[d] >= '5' {
+		i := len(digits) - 1
+		for ; i >= 0; i-- {
+			if digits[i] == '9' {
+				digits[i] = '0'
+				continue
+			}
+			digits[i]++
+			break
+		}
+		if i < 0 {
+			digits = append([]byte{'1'}, digits...)
+		}
+	}
+	n := len(digits) - d
+	out := string(digits[:n])
+	if d > 0 {
+		out += "." + string(digits[n:])
+	}
+	return sign + out
 }

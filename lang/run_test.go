@@ -418,7 +418,7 @@ const out = [
   contains("abc", "b"), replace("a.a", ".", "-"), min(3, 1), max(3, 1), abs(-2), floor(1.5), ceil(1.2), round(2.5),
   parseNumber("0x10"), json.parse("{\"k\":[1]}"), json.stringify({ b: 1, a: [true, null] }), duration("2m"),
   xs.map((x, i) => x + i), xs.reduce((a, b) => a + b, 0), xs.indexOf(2), "abc".slice(-2), "a-b-c".replace("-", "+"),
-  "x".padStart(3, "0"), (1.005).toFixed(2), 0.1 + 0.2, 1 / 3, typeof null, 7 % -3, 2 ** 10, -7 >> 1, -1 >>> 28,
+  "x".padStart(3, "0"), (1.005).toFixed(2), (0.000001234).toPrecision(2), (2.5).toFixed(0), (-1.5).toFixed(0), (0.125).toFixed(2), "abc".substring(-1, 2), (123.456).toPrecision(4), (1234.5).toPrecision(2), 0.1 + 0.2, 1 / 3, typeof null, 7 % -3, 2 ** 10, -7 >> 1, -1 >>> 28,
   keys({ b: 1, 2: 1, a: 1, 1: 1 }), run().id, channel("dev"), replied({ agent: "x" }), r?.z?.y ?? "none", [...xs, ..."ab"],
 ]
 log(json.stringify(out))
@@ -426,7 +426,7 @@ log(json.stringify(out))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `[["b","a"],[2,1],true,{"a":1,"b":2,"c":3},3,[6,2,4],[3,2],null,[1,2,3],[null,2,"a","b"],[1,2],[3,1,2,4],"3-1-2",[2,1,3],[1,"1"],[0,1,2],6,["a","b"],"x","ab","AB",true,"a-a",1,3,2,1,2,3,16,{"k":[1]},"{\"a\":[true,null],\"b\":1}",120000,[3,2,4],6,2,"bc","a+b-c","00x","1.00",0.30000000000000004,0.3333333333333333,"object",1,1024,-4,15,["1","2","b","a"],"run-1",{"channel":"dev"},{"agent":"x","event":"replied"},"none",[3,1,2,"a","b"]]`
+	want := `[["b","a"],[2,1],true,{"a":1,"b":2,"c":3},3,[6,2,4],[3,2],null,[1,2,3],[null,2,"a","b"],[1,2],[3,1,2,4],"3-1-2",[2,1,3],[1,"1"],[0,1,2],6,["a","b"],"x","ab","AB",true,"a-a",1,3,2,1,2,3,16,{"k":[1]},"{\"a\":[true,null],\"b\":1}",120000,[3,2,4],6,2,"bc","a+b-c","00x","1.00","0.0000012","3","-2","0.13","ab","123.5","1.2e+3",0.30000000000000004,0.3333333333333333,"object",1,1024,-4,15,["1","2","b","a"],"run-1",{"channel":"dev"},{"agent":"x","event":"replied"},"none",[3,1,2,"a","b"]]`
 	if got := strings.TrimPrefix(joinLogs(f), "|"); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
