@@ -404,6 +404,11 @@ func (in *interp) call(fn Value, args []Value, br *branch) (Value, error) {
 }
 
 func (in *interp) callClosure(f *Closure, args []Value, br *branch) (Value, error) {
+	br.depth++
+	defer func() { br.depth-- }()
+	if br.depth > maxCallDepth {
+		return nil, ErrStackExhausted
+	}
 	fe := newEnv(f.env)
 	if f.self != nil {
 		fe.def(f.self.Name.String(), &slot{v: f, kind: "function", init: true, owner: br})

@@ -77,7 +77,16 @@ type branch struct {
 	// (or ended): a sibling's cancellation waits for it.
 	dispatched   chan struct{}
 	dispatchOnce sync.Once
+	depth        int // calls in progress on this branch's goroutine
 }
+
+// maxCallDepth bounds a walk's recursion: past it the run fails as a host
+// fault (its stack is the host's, LANG §9.2), uncatchable by the program.
+const maxCallDepth = 4000
+
+// ErrStackExhausted ends a run whose recursion outgrew the host's stack; no
+// catch or finally sees it.
+var ErrStackExhausted = errors.New("host stack exhausted: the program recursed too deeply")
 
 // markDispatched records that b and every branch it runs in reached an effect.
 func (b *branch) markDispatched() {

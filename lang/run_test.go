@@ -330,6 +330,16 @@ while (true) { n++ }`)
 	}
 }
 
+func TestDeepRecursionIsAHostFault(t *testing.T) {
+	f := newFake()
+	err := run(t, `function deeper(n) { return deeper(n + 1) }
+try { deeper(0) } catch (e) { log("caught") } finally { log("finally") }
+`, f)
+	if !errors.Is(err, ErrStackExhausted) || len(f.logs) != 0 {
+		t.Fatalf("want an uncatchable stack exhaustion, got %v with logs %v", err, f.logs)
+	}
+}
+
 func TestCancelledContextStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
