@@ -128,8 +128,10 @@ func (t Target) OnProjectMesh() bool {
 	return slices.ContainsFunc(strings.Split(t.Server, ","), func(u string) bool { return slices.Contains(recorded, u) })
 }
 
-// Resolve picks the mesh: --server and --space when given, otherwise the running mesh
-// recorded in the project's .cotal/, found by walking up from the current folder.
+// Resolve picks the mesh: --server and --space when given; without both, the default
+// space `cotal use` recorded when this project's mesh serves it or it is a registered
+// remote mesh; otherwise the running mesh recorded in the project's .cotal/, found by
+// walking up from the current folder.
 func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 	if flags.Server != "" {
 		if err := CheckServerURLs(flags.Server); err != nil {
@@ -151,6 +153,13 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 	var proj *workspace.Project
 	if err == nil {
 		proj, err = workspace.FindProject(wd, f.Getenv)
+	}
+	if flags.Space == "" && flags.Server == "" { // the default space of cotal use, when reachable
+		d, derr := f.defaultSpace(proj, flags.Creds)
+		if derr != nil {
+			return t, derr
+		}
+		flags.Space, t.Space = d, d
 	}
 	if remote, rerr := f.remote(flags, proj); rerr != nil || remote != nil {
 		if rerr != nil {
