@@ -87,6 +87,8 @@ func TestScripts(t *testing.T) {
 			"runnext":     cmdRunNext,
 			"kvdel":       cmdKVDel,
 			"stdoutvar":   cmdStdoutVar,
+			"ttyanswer":   cmdTTYAnswer,
+			"refsession":  cmdRefSession,
 		},
 	})
 }

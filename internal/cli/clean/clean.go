@@ -267,7 +267,7 @@ func (o *Options) confirm(what string) error {
 	if !o.IO.IsStdinTTY() {
 		return cmdutil.RefuseUsage(o.Command+" without --yes",
 			"there is no terminal to ask for confirmation; add --yes to delete "+what+", or --dry-run to see it first",
-			o.Command+" --dry-run")
+			o.again(" --dry-run"))
 	}
 	fmt.Fprintf(o.IO.ErrOut, "Delete %s? This cannot be undone. [y/N] ", what)
 	line, err := bufio.NewReader(io.LimitReader(o.IO.In, 256)).ReadString('\n')

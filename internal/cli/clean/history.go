@@ -36,6 +36,9 @@ type ChannelRow struct {
 // again is the command as typed, with extra flags: for the lines that repeat it.
 func (o *Options) again(extra string) string {
 	s := o.Command
+	if o.StoreDir != "" {
+		s += " --store-dir " + cmdutil.ShellQuote(o.StoreDir)
+	}
 	if o.Mesh.Space != "" {
 		s += " --space " + o.Mesh.Space
 	}

@@ -92,7 +92,11 @@ func liveDaemons(proj *workspace.Project) []string {
 			continue
 		}
 		if alive, err := rec.Alive(); err == nil && alive {
-			out = append(out, fmt.Sprintf("%s pid %d", strings.TrimSuffix(filepath.Base(p), ".pid"), rec.PID))
+			name, _, _ := strings.Cut(filepath.Base(p), ".") // nats.pid, delivery.<space key>.pid
+			if name == "nats" {
+				name = "broker"
+			}
+			out = append(out, fmt.Sprintf("%s pid %d", name, rec.PID))
 		}
 	}
 	return out
