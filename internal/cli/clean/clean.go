@@ -211,7 +211,8 @@ func newCmdRestoreFallback() *cobra.Command {
 command deletes it. cotal keeps none: cotal up --restore refuses a live space and a
 corrupt or truncated backup before it changes anything, so there is nothing to clean.
 To discard a stopped mesh's store, use cotal clean store.`,
-		Example:            `  cotal clean store --dry-run`,
+		Example: `  cotal clean restore-fallback    # refused: it says what to use instead
+  cotal clean store --dry-run     # the stopped mesh's store, listed`,
 		Args:               cobra.ArbitraryArgs,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
