@@ -78,7 +78,8 @@ func runHistory(ctx context.Context, opts *Options) error {
 	if opts.Channel != "" {
 		chatFilter = protocol.ChannelFilter(space, opts.Channel)
 	}
-	if rep.Channels, err = channelCounts(ctx, js, space, chatFilter); err != nil {
+	var chatLast, dmLast uint64
+	if rep.Channels, chatLast, err = channelCounts(ctx, js, space, chatFilter); err != nil {
 		return err
 	}
 	for _, c := range rep.Channels {
@@ -88,7 +89,8 @@ func runHistory(ctx context.Context, opts *Options) error {
 		rep.Channels = []ChannelRow{{Name: opts.Channel}}
 	}
 	if opts.DMs {
-		n, err := streamCount(ctx, js, space, protocol.StreamDM(space), protocol.InstAll(space))
+		var n uint64
+		n, dmLast, err = streamCount(ctx, js, space, protocol.StreamDM(space), protocol.InstAll(space))
 		if err != nil {
 			return err
 		}
@@ -110,11 +112,11 @@ func runHistory(ctx context.Context, opts *Options) error {
 	if err := opts.confirm(opts.historyWhat(rep)); err != nil {
 		return err
 	}
-	if err := purge(ctx, js, space, protocol.StreamChat(space), chatFilter); err != nil {
+	if err := purge(ctx, js, space, protocol.StreamChat(space), chatFilter, chatLast); err != nil {
 		return err
 	}
 	if opts.DMs {
-		if err := purge(ctx, js, space, protocol.StreamDM(space), protocol.InstAll(space)); err != nil {
+		if err := purge(ctx, js, space, protocol.StreamDM(space), protocol.InstAll(space), dmLast); err != nil {
 			return err
 		}
 	}
@@ -182,16 +184,17 @@ func (o *Options) scope(space string) string {
 	return s
 }
 
-// channelCounts counts the posts of the chat stream matching filter, by channel.
-func channelCounts(ctx context.Context, js jetstream.JetStream, space, filter string) ([]ChannelRow, error) {
+// channelCounts counts the posts of the chat stream matching filter, by channel, and
+// returns the stream's last sequence number when they were counted.
+func channelCounts(ctx context.Context, js jetstream.JetStream, space, filter string) ([]ChannelRow, uint64, error) {
 	name := protocol.StreamChat(space)
 	s, err := js.Stream(ctx, name)
 	if err != nil {
-		return nil, streamErr(space, name, err)
+		return nil, 0, streamErr(space, name, err)
 	}
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
-		return nil, fmt.Errorf("clean history of space %q: stream %s: %w", space, name, err)
+		return nil, 0, fmt.Errorf("clean history of space %q: stream %s: %w", space, name, err)
 	}
 	by := map[string]uint64{}
 	for subject, n := range info.State.Subjects {
@@ -204,33 +207,35 @@ func channelCounts(ctx context.Context, js jetstream.JetStream, space, filter st
 		rows = append(rows, ChannelRow{Name: name, Messages: n})
 	}
 	slices.SortFunc(rows, func(a, b ChannelRow) int { return strings.Compare(a.Name, b.Name) })
-	return rows, nil
+	return rows, info.State.LastSeq, nil
 }
 
-// streamCount counts the messages of stream on subjects matching filter.
-func streamCount(ctx context.Context, js jetstream.JetStream, space, name, filter string) (uint64, error) {
+// streamCount counts the messages of stream on subjects matching filter, and returns the
+// stream's last sequence number when they were counted.
+func streamCount(ctx context.Context, js jetstream.JetStream, space, name, filter string) (uint64, uint64, error) {
 	s, err := js.Stream(ctx, name)
 	if err != nil {
-		return 0, streamErr(space, name, err)
+		return 0, 0, streamErr(space, name, err)
 	}
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
-		return 0, fmt.Errorf("clean history of space %q: stream %s: %w", space, name, err)
+		return 0, 0, fmt.Errorf("clean history of space %q: stream %s: %w", space, name, err)
 	}
 	var n uint64
 	for _, c := range info.State.Subjects {
 		n += c
 	}
-	return n, nil
+	return n, info.State.LastSeq, nil
 }
 
-// purge removes the messages of stream on subjects matching filter.
-func purge(ctx context.Context, js jetstream.JetStream, space, name, filter string) error {
+// purge removes the messages of stream on subjects matching filter up to sequence last,
+// the ones counted and confirmed: a message stored since stays.
+func purge(ctx context.Context, js jetstream.JetStream, space, name, filter string, last uint64) error {
 	s, err := js.Stream(ctx, name)
 	if err != nil {
 		return streamErr(space, name, err)
 	}
-	if err := s.Purge(ctx, jetstream.WithPurgeSubject(filter)); err != nil {
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject(filter), jetstream.WithPurgeSequence(last+1)); err != nil {
 		return fmt.Errorf("clean history of space %q: purge stream %s (%s): %w", space, name, filter, err)
 	}
 	return nil
