@@ -55,7 +55,7 @@ type MeshFlags struct {
 // Register adds --space, --server and --creds to fs. --space is checked as it is parsed:
 // an empty or invalid space name is a usage error of every command that takes it.
 func (m *MeshFlags) Register(fs *pflag.FlagSet) {
-	SpaceVar(fs, &m.Space, "space to use (default: the project's space)")
+	SpaceVar(fs, &m.Space, "space to use (default: the one cotal use set, when reachable; else the project's space)")
 	fs.StringVar(&m.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
 	fs.StringVar(&m.Creds, "creds", "", "NATS creds file to connect with (default: the project's own identity)")
 	fs.StringVar(&m.TLSCA, "tls-ca", "", "CA file (PEM) the mesh's TLS certificate is signed by (default: the one the mesh was registered or started with, else the system's)")
