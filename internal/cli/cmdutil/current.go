@@ -11,6 +11,9 @@ import (
 // CurrentSpace returns the default space `cotal use` recorded on this machine (in the
 // machine home's current-mesh), or "" when none is recorded.
 func (f *Factory) CurrentSpace() (string, error) {
+	if f.Getenv == nil {
+		return "", nil // no environment to name the machine home by
+	}
 	home, err := f.MachineHome()
 	if err != nil {
 		return "", nil // no machine home can be named: nothing was recorded
