@@ -20,15 +20,18 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/brokercmd"
 	"github.com/cotal-ai/cotal/internal/cli/channels"
 	"github.com/cotal-ai/cotal/internal/cli/claims"
+	"github.com/cotal-ai/cotal/internal/cli/clean"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/console"
 	"github.com/cotal-ai/cotal/internal/cli/deliver"
 	"github.com/cotal-ai/cotal/internal/cli/doctor"
 	"github.com/cotal-ai/cotal/internal/cli/down"
 	"github.com/cotal-ai/cotal/internal/cli/ext"
+	"github.com/cotal-ai/cotal/internal/cli/history"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/internal/cli/join"
 	"github.com/cotal-ai/cotal/internal/cli/login"
+	"github.com/cotal-ai/cotal/internal/cli/logout"
 	"github.com/cotal-ai/cotal/internal/cli/mcp"
 	"github.com/cotal-ai/cotal/internal/cli/meshes"
 	"github.com/cotal-ai/cotal/internal/cli/mint"
@@ -43,6 +46,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/tasks"
 	"github.com/cotal-ai/cotal/internal/cli/up"
 	"github.com/cotal-ai/cotal/internal/cli/update"
+	"github.com/cotal-ai/cotal/internal/cli/use"
 	"github.com/cotal-ai/cotal/internal/cli/version"
 	"github.com/cotal-ai/cotal/internal/cli/web"
 )
@@ -170,6 +174,10 @@ peer, anycast to whoever holds a role.`,
 		brokercmd.NewCmdBroker(f),
 		backupcmd.NewCmdBackup(f),
 		version.NewCmdVersion(f, info, nil),
+		clean.NewCmdClean(f, nil),
+		history.NewCmdHistory(f, nil),
+		logout.NewCmdLogout(f, nil),
+		use.NewCmdUse(f, nil),
 	)
 	strictHelp(root)
 	completePersonas(f, root)

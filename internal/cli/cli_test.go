@@ -93,6 +93,8 @@ func TestScripts(t *testing.T) {
 			"truncfile":   cmdTruncFile,
 			"flipbyte":    cmdFlipByte,
 			"onefile":     cmdOneFile,
+			"ttyanswer":   cmdTTYAnswer,
+			"refsession":  cmdRefSession,
 		},
 	})
 }

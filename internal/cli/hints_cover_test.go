@@ -34,6 +34,7 @@ var untestedNext = map[string]string{
 	"spawn/run.go expr": "internal/cli/spawn: another slice",
 	// Next lines built by a function or passed in: the scripts that print them.
 	"cmdutil/outfile.go o.Next":                "mint_out.txtar",
+	"clean/clean.go o.again(\" --dry-run\")":   "clean_history.txtar (runnext runs it)",
 	"deliver/deliver.go leaseHeldNext(t)":      "deliver.txtar",
 	"deliver/deliver.go OpenMeshNext(t)":       "hints_run.txtar",
 	"deliver/spaces.go OpenMeshNext(t)":        "hints_run.txtar (the same function as deliver's)",

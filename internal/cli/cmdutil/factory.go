@@ -55,7 +55,7 @@ type MeshFlags struct {
 // Register adds --space, --server and --creds to fs. --space is checked as it is parsed:
 // an empty or invalid space name is a usage error of every command that takes it.
 func (m *MeshFlags) Register(fs *pflag.FlagSet) {
-	SpaceVar(fs, &m.Space, "space to use (default: the project's space)")
+	SpaceVar(fs, &m.Space, "space to use (default: the one cotal use set, when reachable; else the project's space)")
 	fs.StringVar(&m.Server, "server", "", "NATS URL of the mesh (default: the project's running mesh)")
 	fs.StringVar(&m.Creds, "creds", "", "NATS creds file to connect with (default: the project's own identity)")
 	fs.StringVar(&m.TLSCA, "tls-ca", "", "CA file (PEM) the mesh's TLS certificate is signed by (default: the one the mesh was registered or started with, else the system's)")
@@ -128,8 +128,10 @@ func (t Target) OnProjectMesh() bool {
 	return slices.ContainsFunc(strings.Split(t.Server, ","), func(u string) bool { return slices.Contains(recorded, u) })
 }
 
-// Resolve picks the mesh: --server and --space when given, otherwise the running mesh
-// recorded in the project's .cotal/, found by walking up from the current folder.
+// Resolve picks the mesh: --server and --space when given; without both, the default
+// space `cotal use` recorded when this project's mesh serves it or it is a registered
+// remote mesh; otherwise the running mesh recorded in the project's .cotal/, found by
+// walking up from the current folder.
 func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 	if flags.Server != "" {
 		if err := CheckServerURLs(flags.Server); err != nil {
@@ -151,6 +153,13 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 	var proj *workspace.Project
 	if err == nil {
 		proj, err = workspace.FindProject(wd, f.Getenv)
+	}
+	if flags.Space == "" && flags.Server == "" { // the default space of cotal use, when reachable
+		d, derr := f.defaultSpace(proj, flags.Creds)
+		if derr != nil {
+			return t, derr
+		}
+		flags.Space, t.Space = d, d
 	}
 	if remote, rerr := f.remote(flags, proj); rerr != nil || remote != nil {
 		if rerr != nil {
