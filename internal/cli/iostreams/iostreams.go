@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"io"
 	"os"
+
+	"github.com/charmbracelet/x/term"
 )
 
 // IOStreams holds a command's standard streams and whether they are terminals.
@@ -45,7 +47,8 @@ func (s *IOStreams) IsStderrTTY() bool { return s.stderrTTY }
 // SetStdoutTTY overrides terminal detection for results (tests).
 func (s *IOStreams) SetStdoutTTY(v bool) { s.stdoutTTY = v }
 
+// isTerminal reports whether f is a terminal: a character device alone is not one
+// (/dev/null is a character device, and a command reading it must not prompt).
 func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return term.IsTerminal(f.Fd())
 }
