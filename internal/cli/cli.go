@@ -23,6 +23,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/console"
 	"github.com/cotal-ai/cotal/internal/cli/deliver"
 	"github.com/cotal-ai/cotal/internal/cli/down"
+	"github.com/cotal-ai/cotal/internal/cli/endpoints"
 	"github.com/cotal-ai/cotal/internal/cli/ext"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/internal/cli/join"
@@ -138,6 +139,7 @@ peer, anycast to whoever holds a role.`,
 	root.AddCommand(
 		up.NewCmdUp(f, nil),
 		down.NewCmdDown(f, nil),
+		endpoints.NewCmdEndpoints(f, nil),
 		join.NewCmdJoin(f, nil),
 		send.NewCmdSend(f, nil),
 		status.NewCmdStatus(f, nil),

@@ -25,6 +25,10 @@ func TestNewCmdUpdate(t *testing.T) {
 		{args: []string{"--from", "./new"}, err: "--from names the binary for --self"},
 		{args: []string{"--self", "--from", "x", "--reinstall"}, err: "two runs"},
 		{args: []string{"extra"}, err: "unknown command"},
+		{args: []string{"--self", "--from", "c.tar.gz", "--checksums", "SUMS"}, want: Options{Self: true, From: "c.tar.gz", Checksums: "SUMS", CLIVersion: "v1.2.3"}},
+		{args: []string{"--self", "--from", "c.tar.gz"}, err: "is a release archive: add --checksums"},
+		{args: []string{"--self", "--from", "c.zip"}, err: "is a release archive: add --checksums"},
+		{args: []string{"--checksums", "SUMS"}, err: "--checksums checks the file --from names"},
 	} {
 		ios, _, _, _ := iostreams.Test()
 		var got *Options
