@@ -36,6 +36,10 @@ func release(t *testing.T, version string) string {
 // that does not match with the installed binary unchanged.
 func TestReleaseScript(t *testing.T) {
 	const version = "v9.8.7-test"
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dist := release(t, version)
 	entries, err := os.ReadDir(dist)
 	if err != nil {
@@ -75,10 +79,6 @@ func TestReleaseScript(t *testing.T) {
 	}
 	var info struct{ Version, Commit, Date string }
 	if err := json.Unmarshal(b, &info); err != nil {
-		t.Fatal(err)
-	}
-	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
-	if err != nil {
 		t.Fatal(err)
 	}
 	if info.Version != version || info.Commit != strings.TrimSpace(string(head)) ||
