@@ -22,6 +22,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/console"
 	"github.com/cotal-ai/cotal/internal/cli/deliver"
+	"github.com/cotal-ai/cotal/internal/cli/describe"
 	"github.com/cotal-ai/cotal/internal/cli/down"
 	"github.com/cotal-ai/cotal/internal/cli/endpoints"
 	"github.com/cotal-ai/cotal/internal/cli/ext"
@@ -140,6 +141,7 @@ peer, anycast to whoever holds a role.`,
 		up.NewCmdUp(f, nil),
 		down.NewCmdDown(f, nil),
 		endpoints.NewCmdEndpoints(f, nil),
+		describe.NewCmdDescribe(f, nil),
 		join.NewCmdJoin(f, nil),
 		send.NewCmdSend(f, nil),
 		status.NewCmdStatus(f, nil),
