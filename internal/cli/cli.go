@@ -41,6 +41,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/status"
 	"github.com/cotal-ai/cotal/internal/cli/supervise"
 	"github.com/cotal-ai/cotal/internal/cli/tasks"
+	"github.com/cotal-ai/cotal/internal/cli/topology"
 	"github.com/cotal-ai/cotal/internal/cli/up"
 	"github.com/cotal-ai/cotal/internal/cli/update"
 	"github.com/cotal-ai/cotal/internal/cli/version"
@@ -142,6 +143,7 @@ peer, anycast to whoever holds a role.`,
 		down.NewCmdDown(f, nil),
 		endpoints.NewCmdEndpoints(f, nil),
 		describe.NewCmdDescribe(f, nil),
+		topology.NewCmdTopology(f, nil),
 		join.NewCmdJoin(f, nil),
 		send.NewCmdSend(f, nil),
 		status.NewCmdStatus(f, nil),
