@@ -120,7 +120,7 @@ func isBinaryName(name string) bool {
 	return name == "cotal" || name == "cotal.exe"
 }
 
-func fromTarGz(archive, dir string) (string, error) {
+func fromTarGz(archive, dir string) (out string, err error) {
 	f, err := os.Open(archive)
 	if err != nil {
 		return "", err
@@ -132,20 +132,25 @@ func fromTarGz(archive, dir string) (string, error) {
 	}
 	defer zr.Close()
 	tr := tar.NewReader(zr)
-	out := ""
+	defer func() {
+		if err != nil && out != "" {
+			_ = os.Remove(out) // refusing the archive: the binary written first goes too
+			out = ""
+		}
+	}()
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return "", fmt.Errorf("read: %w", err)
+			return out, fmt.Errorf("read: %w", err)
 		}
 		if !isBinaryName(h.Name) {
 			continue
 		}
 		if h.Typeflag != tar.TypeReg || out != "" {
-			return "", fmt.Errorf("entry %q: want one regular file named cotal", h.Name)
+			return out, fmt.Errorf("entry %q: want one regular file named cotal", h.Name)
 		}
 		if out, err = writeBinary(tr, h.Size, dir); err != nil {
 			return "", err

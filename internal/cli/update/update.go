@@ -230,11 +230,11 @@ func releaseBinary(opts *Options, target string) (path string, cleanup func(), e
 	bin, err := selfupdate.ExtractBinary(opts.From, dir)
 	if err != nil {
 		cleanup()
-		list := "tar -tzf "
+		why := err.Error() + "; " + target + " is unchanged"
 		if strings.HasSuffix(strings.ToLower(opts.From), ".zip") {
-			list = "unzip -l "
+			return "", none, cmdutil.Refuse("update --self", why, "unzip -l "+opts.From)
 		}
-		return "", none, cmdutil.Refuse("update --self", err.Error()+"; "+target+" is unchanged", list+opts.From)
+		return "", none, cmdutil.Refuse("update --self", why, "tar -tzf "+opts.From)
 	}
 	return bin, cleanup, nil
 }
