@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -26,6 +28,7 @@ import (
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
 )
 
 // Options are the flags of `cotal endpoints`.
@@ -92,8 +95,8 @@ func NewCmdEndpoints(f *cmdutil.Factory, runF func(context.Context, *Options) er
 		Long: `List every endpoint of a space as the mesh publishes it, infrastructure first: the
 delivery daemon serving the space (its lease row: host, pid, run, version), the auth
 service holding the space's plane claim (a user-auth space), each agent manager
-(presence, with the host and pid of its lease), the dashboard, consoles, people and
-agents, each with its state and the cotal build it announces (its card's meta
+(presence, with the host and pid of its lease), the project's detached dashboard (from
+its pidfile: it watches without joining presence), people and agents, each with its state and the cotal build it announces (its card's meta
 "version", a daemon's lease row; "-" when it announces none, as a reference peer
 does) and the protocol version of its card. Read-only.
 
@@ -167,6 +170,9 @@ func Read(ctx context.Context, opts *Options, t cmdutil.Target) (*Report, error)
 	for _, p := range peers {
 		rep.Endpoints = append(rep.Endpoints, peerRow(p, managers))
 	}
+	if e, ok := projectWeb(t); ok {
+		rep.Endpoints = append(rep.Endpoints, e)
+	}
 	slices.SortStableFunc(rep.Endpoints, func(a, b Endpoint) int {
 		return cmp.Or(cmp.Compare(slices.Index(kindOrder, a.Kind), slices.Index(kindOrder, b.Kind)), cmp.Compare(a.Name, b.Name))
 	})
@@ -187,6 +193,29 @@ func peerRow(p client.Peer, managers map[string]manager.LeaseInfo) Endpoint {
 		e.Host, e.PID, e.Instance = l.Host, l.PID, l.InstanceID
 	}
 	return e
+}
+
+// webPidFile is the pidfile `cotal web --detach` writes in the project's .cotal/
+// (internal/cli/web.PidFileName).
+const webPidFile = "web.pid"
+
+// projectWeb is the project's detached dashboard, when the target is the project's mesh and
+// its pidfile names a live process. The dashboard watches as an observer and never joins
+// presence, so the mesh does not list it; this row comes from the project's own files and
+// has no version.
+func projectWeb(t cmdutil.Target) (Endpoint, bool) {
+	if t.Project == nil || !t.OnProjectMesh() {
+		return Endpoint{}, false
+	}
+	rec, err := workspace.ReadPidfile(filepath.Join(t.Project.Dir(), webPidFile))
+	if err != nil {
+		return Endpoint{}, false
+	}
+	if alive, err := rec.Alive(); err != nil || !alive {
+		return Endpoint{}, false
+	}
+	host, _ := os.Hostname()
+	return Endpoint{Kind: KindWeb, Name: "web", State: "up", Host: host, PID: rec.PID}, true
 }
 
 // kindOf classifies a presence record by what its card says.

@@ -43,8 +43,7 @@ const LogFileName = "web.log"
 
 // Options are the flags of `cotal web`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Version string // cotal's version, announced in the dashboard's presence card (meta "version")
+	IO *iostreams.IOStreams
 	// From the Factory: only run calls them.
 	Resolve       cmdutil.ResolveFunc
 	Connect       cmdutil.ConnectFunc       // the page's observer
@@ -89,7 +88,6 @@ Stop a detached dashboard with ` + "`cotal down web`" + `.`,
   cotal web --port 7800 --space team`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.Version = cmd.Root().Version
 			if err := checkHost(opts.Host, opts.AllowRemote, opts.Port); err != nil {
 				return err
 			}
@@ -176,8 +174,7 @@ func runWeb(ctx context.Context, opts *Options) error {
 	// reader on the chat and DM streams, which the start-up read uses.
 	uid := protocol.NewLifecycleUID()
 	observer, err := opts.Connect(ctx, target, client.Config{
-		Name: "web", Actor: "web_" + strconv.Itoa(os.Getpid()), Kind: protocol.CardEndpoint, LifecycleUID: uid,
-		Meta: map[string]any{"version": opts.Version}},
+		Name: "web", Actor: "web_" + strconv.Itoa(os.Getpid()), Kind: protocol.CardEndpoint, LifecycleUID: uid},
 		cmdutil.As{Profile: trust.ProfileAdmin})
 	if err != nil {
 		return err
