@@ -51,7 +51,7 @@ func TestNewCmdUpdate(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || got.Self != c.want.Self || got.From != c.want.From || got.Reinstall != c.want.Reinstall || got.CLIVersion != c.want.CLIVersion {
+		if err != nil || got.Self != c.want.Self || got.From != c.want.From || got.Checksums != c.want.Checksums || got.Reinstall != c.want.Reinstall || got.CLIVersion != c.want.CLIVersion {
 			t.Errorf("%q: options %+v, err %v; want %+v", c.args, got, err, c.want)
 		}
 	}
