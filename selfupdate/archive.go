@@ -83,6 +83,36 @@ func isHex(s string) bool {
 	return err == nil
 }
 
+// CopyInto copies file into dir under its base name, mode 0700, and returns the copy's
+// path: what is checked and used is then a file no one else can change.
+func CopyInto(file, dir string) (path string, err error) {
+	in, err := os.Open(file)
+	if err != nil {
+		return "", fmt.Errorf("release file: %w", err)
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return "", fmt.Errorf("release file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("release file %s: not a regular file", file)
+	}
+	path = filepath.Join(dir, filepath.Base(file))
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o700) // a bare binary runs from here
+	if err != nil {
+		return "", fmt.Errorf("copy %s: %w", file, err)
+	}
+	_, err = io.Copy(out, io.LimitReader(in, maxBinary+1))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("copy %s: %w", file, err)
+	}
+	return path, nil
+}
+
 // IsArchive reports whether path names a release archive (.tar.gz, .tgz or .zip) rather
 // than a bare binary.
 func IsArchive(path string) bool {

@@ -2,6 +2,8 @@ package update
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -96,11 +98,13 @@ func TestReleaseScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	older := append(mustRead(t, bin), "older build"...)
+	var runFrom func(from, sums string) (string, error)
 	if err := os.WriteFile(installed, older, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run := func(sums string) (string, error) {
-		cmd := exec.Command(installed, "update", "--self", "--from", linux, "--checksums", sums)
+	run := func(sums string) (string, error) { return runFrom(linux, sums) }
+	runFrom = func(from, sums string) (string, error) {
+		cmd := exec.Command(installed, "update", "--self", "--from", from, "--checksums", sums)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "COTAL_HOME="+filepath.Join(home, ".cotal"))
 		out, err := cmd.CombinedOutput()
@@ -137,6 +141,27 @@ func TestReleaseScript(t *testing.T) {
 	}
 	if !bytes.Equal(mustRead(t, installed), mustRead(t, bin)) {
 		t.Fatal("the installed binary is not the archive's")
+	}
+
+	// A bare binary with a SHA256SUMS that lists it: checked, then run and installed from
+	// the private copy.
+	bare := filepath.Join(root, "cotal-next")
+	if err := os.WriteFile(bare, mustRead(t, bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(mustRead(t, bare))
+	bareSums := filepath.Join(root, "bare.sums")
+	if err := os.WriteFile(bareSums, []byte(hex.EncodeToString(sum[:])+"  cotal-next\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(installed, older, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runFrom(bare, bareSums); err != nil || !strings.Contains(out, "cotal version "+version) {
+		t.Fatalf("update --self from a checked binary: %v\n%s", err, out)
+	}
+	if !bytes.Equal(mustRead(t, installed), mustRead(t, bin)) {
+		t.Fatal("the installed binary is not the checked one")
 	}
 }
 

@@ -205,13 +205,34 @@ func runSelf(ctx context.Context, opts *Options, u *selfupdate.Updater) error {
 }
 
 // releaseBinary is the binary --from names, checked against --checksums when given: the
-// file itself, or the one unpacked from a release archive into a temp folder (cleanup
-// removes it). A checksum mismatch is refused before anything is unpacked or replaced.
+// file itself, or the one unpacked from a release archive. With --checksums the file is
+// first copied into a private temp folder and the copy is checked and used, so the file
+// cannot change between the check and its use; a mismatch is refused before anything is
+// unpacked or replaced. cleanup removes the temp folder.
 func releaseBinary(opts *Options, target string) (path string, cleanup func(), err error) {
 	none := func() {}
+	from := opts.From
+	if opts.Checksums == "" && !selfupdate.IsArchive(from) {
+		return from, none, nil
+	}
+	dir, err := os.MkdirTemp("", "cotal-update-")
+	if err != nil {
+		return "", none, fmt.Errorf("update --self: temp folder: %w", err)
+	}
+	cleanup = func() { _ = os.RemoveAll(dir) } // a temp folder: nothing to report
+	defer func() {
+		if err != nil {
+			cleanup()
+			cleanup = none
+		}
+	}()
 	if opts.Checksums != "" {
-		if _, err := selfupdate.VerifyChecksum(opts.From, opts.Checksums); err != nil {
+		if from, err = selfupdate.CopyInto(opts.From, dir); err != nil {
+			return "", none, err
+		}
+		if _, err := selfupdate.VerifyChecksum(from, opts.Checksums); err != nil {
 			if errors.Is(err, selfupdate.ErrChecksum) {
+				err = errors.New(strings.ReplaceAll(err.Error(), from, opts.From)) // name the user's file, not the copy
 				return "", none, cmdutil.Refuse("update --self", err.Error()+"; "+target+" is unchanged",
 					"sha256sum "+opts.From+"  # and compare with the release's published SHA256SUMS")
 			}
@@ -219,18 +240,12 @@ func releaseBinary(opts *Options, target string) (path string, cleanup func(), e
 		}
 		fmt.Fprintf(opts.IO.ErrOut, "✓ %s matches %s\n", opts.From, opts.Checksums)
 	}
-	if !selfupdate.IsArchive(opts.From) {
-		return opts.From, none, nil
+	if !selfupdate.IsArchive(from) {
+		return from, cleanup, nil
 	}
-	dir, err := os.MkdirTemp("", "cotal-update-")
+	bin, err := selfupdate.ExtractBinary(from, dir)
 	if err != nil {
-		return "", none, fmt.Errorf("unpack %s: %w", opts.From, err)
-	}
-	cleanup = func() { _ = os.RemoveAll(dir) } // a temp folder: nothing to report
-	bin, err := selfupdate.ExtractBinary(opts.From, dir)
-	if err != nil {
-		cleanup()
-		why := err.Error() + "; " + target + " is unchanged"
+		why := strings.ReplaceAll(err.Error(), from, opts.From) + "; " + target + " is unchanged"
 		if strings.HasSuffix(strings.ToLower(opts.From), ".zip") {
 			return "", none, cmdutil.Refuse("update --self", why, "unzip -l "+opts.From)
 		}
