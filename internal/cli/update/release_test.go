@@ -40,7 +40,7 @@ func TestReleaseScript(t *testing.T) {
 	const version = "v9.8.7-test"
 	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
 	if err != nil {
-		t.Fatal(err)
+		head = []byte("unknown") // not a git checkout: the script stamps "unknown"
 	}
 	dist := release(t, version)
 	entries, err := os.ReadDir(dist)
