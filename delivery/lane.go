@@ -80,6 +80,9 @@ type Lane struct {
 	SystemCreds []byte
 	Logger      *slog.Logger // nil means discard
 	Instance    string       // this run's lease identity; "" means a random one per Run
+	// Version is the build serving (cotal's version), written in the lease row so that
+	// cotal endpoints can say which build holds the space; "" writes none.
+	Version string
 	// WaitForLease makes Run wait for a held lease to be released or to expire, instead of
 	// returning ErrLeaseHeld.
 	WaitForLease  bool
@@ -222,7 +225,8 @@ func (r *run) serve(ctx context.Context, ready func()) (err error) {
 		return fmt.Errorf("lease bucket: %w", err)
 	}
 	r.lease = &lease{kv: r.leaseKV, conn: r.nc, ttl: st.TTL(),
-		me: LeaseInfo{Holder: holder, Instance: r.instance, Host: host, PID: os.Getpid(), Since: time.Now().UnixMilli()}}
+		me: LeaseInfo{Holder: holder, Instance: r.instance, Host: host, PID: os.Getpid(), Since: time.Now().UnixMilli(),
+			Version: r.cfg.Version}}
 	if r.lease.ttl <= 0 {
 		return fmt.Errorf("%w: lease bucket %s has no TTL, so a dead holder would hold it forever; run `cotal up --space %s`",
 			ErrNotProvisioned, protocol.BucketDelivery(r.space), r.space)

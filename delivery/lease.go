@@ -26,6 +26,9 @@ type LeaseInfo struct {
 	PID      int    `json:"pid,omitempty"`
 	Since    int64  `json:"since"` // unix ms of the row's last write
 	Ready    bool   `json:"ready"` // the holder serves
+	// Version is the holder's build (cotal's version): a Go extension a reference reader
+	// ignores (docs/interop.md); empty in a row the reference or an older Go wrote.
+	Version string `json:"version,omitempty"`
 }
 
 // decodeLease reads a lease row leniently: the reference's, or an earlier Go release's.

@@ -33,6 +33,7 @@ type Config struct {
 	// Lane.WaitForLease); a host never waits.
 	WaitForLease bool
 	BrokerGone   time.Duration // how long the broker may be unreachable; 0 means 15 s
+	Version      string        // the build serving, written in each lane's lease row (Lane.Version)
 	Logger       *slog.Logger  // nil means discard; a host's lines are logged With("space", s) (see spacehost.PrefixHandler)
 }
 
@@ -104,5 +105,5 @@ func (c *Config) lane(space string, log *slog.Logger) (*Lane, error) {
 		return nil, err
 	}
 	return &Lane{Space: space, Server: c.Server, TLSCA: c.TLSCA, Creds: creds, SystemCreds: c.SystemCreds, Logger: log,
-		BrokerGone: c.BrokerGone}, nil
+		BrokerGone: c.BrokerGone, Version: c.Version}, nil
 }

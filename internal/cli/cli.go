@@ -25,7 +25,9 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/console"
 	"github.com/cotal-ai/cotal/internal/cli/deliver"
 	"github.com/cotal-ai/cotal/internal/cli/doctor"
+	"github.com/cotal-ai/cotal/internal/cli/describe"
 	"github.com/cotal-ai/cotal/internal/cli/down"
+	"github.com/cotal-ai/cotal/internal/cli/endpoints"
 	"github.com/cotal-ai/cotal/internal/cli/ext"
 	"github.com/cotal-ai/cotal/internal/cli/history"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
@@ -44,6 +46,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/status"
 	"github.com/cotal-ai/cotal/internal/cli/supervise"
 	"github.com/cotal-ai/cotal/internal/cli/tasks"
+	"github.com/cotal-ai/cotal/internal/cli/topology"
 	"github.com/cotal-ai/cotal/internal/cli/up"
 	"github.com/cotal-ai/cotal/internal/cli/update"
 	"github.com/cotal-ai/cotal/internal/cli/use"
@@ -144,6 +147,9 @@ peer, anycast to whoever holds a role.`,
 	root.AddCommand(
 		up.NewCmdUp(f, nil),
 		down.NewCmdDown(f, nil),
+		endpoints.NewCmdEndpoints(f, nil),
+		describe.NewCmdDescribe(f, nil),
+		topology.NewCmdTopology(f, nil),
 		join.NewCmdJoin(f, nil),
 		send.NewCmdSend(f, nil),
 		status.NewCmdStatus(f, nil),

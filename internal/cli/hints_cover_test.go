@@ -20,7 +20,6 @@ var untestedNext = map[string]string{
 	"actor/actor.go cotal actor revoke ":                                       "a ledger row broken on the broker needs a writer other than cotal",
 	"down/down.go rm ":                                                         "a pidfile that cannot be told apart from another process needs a foreign process with that pid",
 	"ext/dispatch.go cotal update":                                             "an extension whose file vanished after install; update is the repair, tested in update_repair",
-	"up/manifest.go cotal up -f ":                                              "broker.auth user is refused only by builds without per-user authentication",
 	"up/up.go cotal down && cotal up --detach ":                                "--cluster-name on a running mesh: the restart starts a cluster node, which needs routes to peers (cluster.txtar starts them)",
 	"up/up.go cotal down && cotal up --detach --external ":                     "--external on a running mesh: the restart needs a second, external nats-server",
 	"up/up.go cotal down && cotal up --server ":                                "the restart runs up in the foreground, which a script cannot run as printed",

@@ -39,6 +39,7 @@ type Options struct {
 	BrokerGone  time.Duration
 	Shards      int
 	Spaces      string // --spaces: a version 1 or 2 space manifest; one delivery lane per space
+	Version     string // cotal's version, written in the lease row (cotal endpoints shows it)
 }
 
 // NewCmdDeliver builds `cotal deliver` and `cotal deliver pending`.
@@ -77,6 +78,7 @@ one by hand instead, stop that one first (cotal down delivery --space S).`,
   cotal deliver pending bob`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Version = cmd.Root().Version
 			if opts.Shards != 1 {
 				return cmdutil.Refuse(fmt.Sprintf("--shards %d", opts.Shards),
 					"the delivery daemon runs as one instance per space", "cotal deliver --space "+spaceOr(opts.Mesh.Space))
@@ -154,7 +156,7 @@ func runDeliver(ctx context.Context, opts *Options) error {
 		return err
 	}
 	cfg := delivery.Config{Space: t.Space, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, WaitForLease: opts.Wait,
-		BrokerGone: opts.BrokerGone, Logger: slog.New(opts.DaemonLog()),
+		BrokerGone: opts.BrokerGone, Version: opts.Version, Logger: slog.New(opts.DaemonLog()),
 		Creds: func(string) ([]byte, error) { return creds, nil }}
 	pid := &cmdutil.Pidfile{Path: opts.Pidfile}
 	defer pid.Remove(opts.IO.ErrOut)

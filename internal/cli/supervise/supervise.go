@@ -32,7 +32,8 @@ const WindowEnv = "COTAL_SPAWN_WINDOW"
 
 // Options are the flags of `cotal supervise`.
 type Options struct {
-	IO *iostreams.IOStreams
+	IO      *iostreams.IOStreams
+	Version string // cotal's version, announced in the manager's presence card (meta "version")
 	// From the Factory: only run calls them.
 	Resolve    cmdutil.ResolveFunc
 	Connect    cmdutil.ConnectFunc
@@ -74,6 +75,7 @@ it takes no --creds; --tls-ca names the CA of a mesh on TLS.`,
   cotal supervise --space team --wait`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Version = cmd.Root().Version
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -121,7 +123,7 @@ func runSupervise(ctx context.Context, opts *Options) error {
 	m := &manager.Manager{
 		Connect: func(ctx context.Context) (*client.Endpoint, error) {
 			cfg := client.Config{Name: ManagerName, Actor: ManagerName, Kind: protocol.CardEndpoint,
-				Description: "agent manager", Meta: map[string]any{"service": protocol.ManagerServiceName}}
+				Description: "agent manager", Meta: map[string]any{"service": protocol.ManagerServiceName, "version": opts.Version}}
 			if !t.Auth() {
 				return opts.Connect(ctx, t, cfg, cmdutil.As{Join: true})
 			}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -34,7 +35,8 @@ type Options struct {
 	Logger      *slog.Logger // nil means discard
 
 	Self       bool   // --self: replace the cotal binary
-	From       string // --from: the new binary
+	From       string // --from: the new binary, or a release archive holding it
+	Checksums  string // --checksums: the release's SHA256SUMS, which must list --from
 	Reinstall  bool   // --reinstall: reinstall every extension
 	CLIVersion string // the running CLI's version
 }
@@ -44,7 +46,7 @@ func NewCmdUpdate(f *cmdutil.Factory, runF func(context.Context, *Options) error
 	opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv, ConfigHome: f.ConfigHome, MachineHome: f.MachineHome,
 		Executable: f.Executable, Logger: f.Logger}
 	cmd := &cobra.Command{
-		Use:   "update [--reinstall] [--self --from <binary>]",
+		Use:   "update [--reinstall] [--self --from <binary|archive> [--checksums SHA256SUMS]]",
 		Short: "Repair the operator config and personas, verify or reinstall extensions, replace cotal",
 		Long: `Bring this machine's cotal state up to date. First, before any write, update refuses when a
 folder at or above the operator config ($XDG_CONFIG_HOME/cotal), the machine home
@@ -60,10 +62,15 @@ in a child process after a line that says why. Third-party extensions that are i
 kept as they are.
 
 --self --from <binary> checks that <binary> runs (--version), replaces this cotal with it
-atomically, and runs the new binary's update.`,
+atomically, and runs the new binary's update. --from may name a release archive instead
+(cotal_<version>_<os>_<arch>.tar.gz or .zip, as scripts/release builds them) with
+--checksums naming the release's SHA256SUMS: the archive's SHA-256 is checked against its
+line before anything is unpacked, and a mismatch (or an archive the file does not list)
+is refused with nothing changed. --checksums also checks a bare binary.`,
 		Example: `  cotal update
   cotal update --reinstall
-  cotal update --self --from ./dist/cotal`,
+  cotal update --self --from ./dist/cotal
+  cotal update --self --from cotal_v1.2.0_linux_amd64.tar.gz --checksums SHA256SUMS`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.From != "" && !opts.Self {
@@ -71,6 +78,12 @@ atomically, and runs the new binary's update.`,
 			}
 			if opts.Self && opts.From == "" {
 				return cmdutil.FlagErrorf("--self needs --from <binary>: this build has no release channel to download from")
+			}
+			if opts.Checksums != "" && opts.From == "" {
+				return cmdutil.FlagErrorf("--checksums checks the file --from names; add --self --from <archive>")
+			}
+			if selfupdate.IsArchive(opts.From) && opts.Checksums == "" {
+				return cmdutil.FlagErrorf("--from %s is a release archive: add --checksums <SHA256SUMS> from the same release, so it is checked before it replaces cotal", opts.From)
 			}
 			if opts.Self && opts.Reinstall {
 				return cmdutil.FlagErrorf("--reinstall and --self go in two runs: the new binary runs update after --self")
@@ -83,7 +96,8 @@ atomically, and runs the new binary's update.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Self, "self", false, "replace the cotal binary (needs --from)")
-	cmd.Flags().StringVar(&opts.From, "from", "", "the new cotal binary for --self")
+	cmd.Flags().StringVar(&opts.From, "from", "", "the new cotal binary, or a release archive, for --self")
+	cmd.Flags().StringVar(&opts.Checksums, "checksums", "", "the release's SHA256SUMS: --from must match its line")
 	cmd.Flags().BoolVar(&opts.Reinstall, "reinstall", false, "reinstall every extension, even verified ones")
 	return cmd
 }
@@ -165,7 +179,12 @@ func runSelf(ctx context.Context, opts *Options, u *selfupdate.Updater) error {
 	if real, err := filepath.EvalSymlinks(target); err == nil {
 		target = real
 	}
-	version, err := selfupdate.ReplaceSelf(ctx, opts.From, target)
+	from, cleanup, err := releaseBinary(opts, target)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	version, err := selfupdate.ReplaceSelf(ctx, from, target)
 	if errors.Is(err, selfupdate.ErrBadBinary) {
 		return cmdutil.Refuse("update --self", err.Error()+"; "+target+" is unchanged", opts.From+" --version")
 	}
@@ -183,4 +202,54 @@ func runSelf(ctx context.Context, opts *Options, u *selfupdate.Updater) error {
 		return fmt.Errorf("run the new binary's update: %w", err)
 	}
 	return nil
+}
+
+// releaseBinary is the binary --from names, checked against --checksums when given: the
+// file itself, or the one unpacked from a release archive. With --checksums the file is
+// first copied into a private temp folder and the copy is checked and used, so the file
+// cannot change between the check and its use; a mismatch is refused before anything is
+// unpacked or replaced. cleanup removes the temp folder.
+func releaseBinary(opts *Options, target string) (path string, cleanup func(), err error) {
+	none := func() {}
+	from := opts.From
+	if opts.Checksums == "" && !selfupdate.IsArchive(from) {
+		return from, none, nil
+	}
+	dir, err := os.MkdirTemp("", "cotal-update-")
+	if err != nil {
+		return "", none, fmt.Errorf("update --self: temp folder: %w", err)
+	}
+	cleanup = func() { _ = os.RemoveAll(dir) } // a temp folder: nothing to report
+	defer func() {
+		if err != nil {
+			cleanup()
+			cleanup = none
+		}
+	}()
+	if opts.Checksums != "" {
+		if from, err = selfupdate.CopyInto(opts.From, dir); err != nil {
+			return "", none, err
+		}
+		if _, err := selfupdate.VerifyChecksum(from, opts.Checksums); err != nil {
+			if errors.Is(err, selfupdate.ErrChecksum) {
+				err = errors.New(strings.ReplaceAll(err.Error(), from, opts.From)) // name the user's file, not the copy
+				return "", none, cmdutil.Refuse("update --self", err.Error()+"; "+target+" is unchanged",
+					"sha256sum "+opts.From+"  # and compare with the release's published SHA256SUMS")
+			}
+			return "", none, err
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "✓ %s matches %s\n", opts.From, opts.Checksums)
+	}
+	if !selfupdate.IsArchive(from) {
+		return from, cleanup, nil
+	}
+	bin, err := selfupdate.ExtractBinary(from, dir)
+	if err != nil {
+		why := strings.ReplaceAll(err.Error(), from, opts.From) + "; " + target + " is unchanged"
+		if strings.HasSuffix(strings.ToLower(opts.From), ".zip") {
+			return "", none, cmdutil.Refuse("update --self", why, "unzip -l "+opts.From)
+		}
+		return "", none, cmdutil.Refuse("update --self", why, "tar -tzf "+opts.From)
+	}
+	return bin, cleanup, nil
 }

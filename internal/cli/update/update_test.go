@@ -25,6 +25,10 @@ func TestNewCmdUpdate(t *testing.T) {
 		{args: []string{"--from", "./new"}, err: "--from names the binary for --self"},
 		{args: []string{"--self", "--from", "x", "--reinstall"}, err: "two runs"},
 		{args: []string{"extra"}, err: "unknown command"},
+		{args: []string{"--self", "--from", "c.tar.gz", "--checksums", "SUMS"}, want: Options{Self: true, From: "c.tar.gz", Checksums: "SUMS", CLIVersion: "v1.2.3"}},
+		{args: []string{"--self", "--from", "c.tar.gz"}, err: "is a release archive: add --checksums"},
+		{args: []string{"--self", "--from", "c.zip"}, err: "is a release archive: add --checksums"},
+		{args: []string{"--checksums", "SUMS"}, err: "--checksums checks the file --from names"},
 	} {
 		ios, _, _, _ := iostreams.Test()
 		var got *Options
@@ -47,7 +51,7 @@ func TestNewCmdUpdate(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || got.Self != c.want.Self || got.From != c.want.From || got.Reinstall != c.want.Reinstall || got.CLIVersion != c.want.CLIVersion {
+		if err != nil || got.Self != c.want.Self || got.From != c.want.From || got.Checksums != c.want.Checksums || got.Reinstall != c.want.Reinstall || got.CLIVersion != c.want.CLIVersion {
 			t.Errorf("%q: options %+v, err %v; want %+v", c.args, got, err, c.want)
 		}
 	}

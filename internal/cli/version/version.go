@@ -27,14 +27,35 @@ type Info struct {
 	Go       string `json:"go"`
 }
 
+// The commit and build date a release build stamps with -ldflags (scripts/release:
+// -X .../internal/cli/version.stampedCommit=<sha>): set only by the linker, never at run
+// time. Empty defers to the VCS stamp the Go toolchain records.
+var (
+	stampedCommit string
+	stampedDate   string
+)
+
 // Read is the build's Info. stamped is the version set with -ldflags (cli.Version); "dev"
-// or "" defer to the module version `go install ...@version` records.
+// or "" defer to the module version `go install ...@version` records. A commit and date
+// stamped with -ldflags win over the toolchain's VCS stamp.
 func Read(stamped string) Info {
 	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return Info{Version: orUnknown(stamped), Commit: unknown, Date: unknown, Go: unknown}
+	in := Info{Version: orUnknown(stamped), Commit: unknown, Date: unknown, Go: unknown}
+	if ok {
+		in = FromBuildInfo(stamped, bi)
 	}
-	return FromBuildInfo(stamped, bi)
+	return withStamps(in, stampedCommit, stampedDate)
+}
+
+// withStamps is in with the commit and date stamped at link time, where they are set.
+func withStamps(in Info, commit, date string) Info {
+	if commit != "" {
+		in.Commit = commit
+	}
+	if date != "" {
+		in.Date = date
+	}
+	return in
 }
 
 // FromBuildInfo is the Info of bi: the version stamped with -ldflags, else the main

@@ -33,3 +33,16 @@ func TestFromBuildInfo(t *testing.T) {
 		}
 	}
 }
+
+// TestWithStamps: a commit and date stamped at link time (scripts/release) win over the
+// toolchain's VCS stamp; unstamped, the VCS stamp stays.
+func TestWithStamps(t *testing.T) {
+	in := Info{Version: "v1.2.3", Commit: "abc", Date: "2026-01-02T03:04:05Z", Modified: true, Go: "go1.26"}
+	if got := withStamps(in, "", ""); got != in {
+		t.Fatalf("unstamped: %+v", got)
+	}
+	got := withStamps(in, "0123456789abcdef0123456789abcdef01234567", "2026-12-03T15:31:53Z")
+	if got.Commit != "0123456789abcdef0123456789abcdef01234567" || got.Date != "2026-12-03T15:31:53Z" || got.Version != "v1.2.3" {
+		t.Fatalf("stamped: %+v", got)
+	}
+}
