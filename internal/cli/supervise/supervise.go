@@ -7,21 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"time"
-
-	"github.com/spf13/cobra"
 
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/launch"
 	"github.com/cotal-ai/cotal/manager"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
+	"github.com/spf13/cobra"
 )
 
 // ManagerName is the manager's presence name and actor.
@@ -107,7 +103,7 @@ func runSupervise(ctx context.Context, opts *Options) error {
 		return err
 	}
 	defer stopWatch()
-	exe, err := SelfExe(opts.Executable)
+	exe, err := launch.Self(opts.Executable)
 	if err != nil {
 		return fmt.Errorf("find the cotal executable for the agents' MCP server: %w", err)
 	}
@@ -192,30 +188,4 @@ func getenv(get func(string) string, k string) string {
 		return ""
 	}
 	return get(k)
-}
-
-// SelfExe is this binary as the shell named it (so agents start the same cotal), else
-// the running executable (executable, which may be nil).
-func SelfExe(executable func() (string, error)) (string, error) {
-	if a := os.Args[0]; a != "" {
-		p := a
-		if !strings.ContainsRune(a, filepath.Separator) {
-			if lp, err := exec.LookPath(a); err == nil {
-				p = lp
-			} else {
-				p = ""
-			}
-		}
-		if p != "" {
-			if abs, err := filepath.Abs(p); err == nil {
-				if st, err := os.Stat(abs); err == nil && st.Mode().IsRegular() {
-					return abs, nil
-				}
-			}
-		}
-	}
-	if executable == nil {
-		return "", errors.New("cannot find the cotal executable")
-	}
-	return executable()
 }

@@ -386,6 +386,17 @@ func listenAddr(server string) (string, int, error) {
 	return host, port, nil
 }
 
+// listen is the host and broker.Server port the embedded broker binds: --server's (or the
+// manifest's broker.servers'), else the manifest's broker.host on the default port, else
+// loopback on the default port.
+func (o *Options) listen() (string, int, error) {
+	host, port, err := listenAddr(o.Server)
+	if err == nil && o.Server == "" && o.manifest != nil && o.manifest.Broker.Host != "" {
+		host = o.manifest.Broker.Host
+	}
+	return host, port, err
+}
+
 func runUp(ctx context.Context, opts *Options) (err error) {
 	// A hangup (the terminal closed) stops up as Ctrl-C and SIGTERM do, cleanly; registered
 	// before anything is written, so no SIGHUP kills up half-way.
@@ -624,7 +635,7 @@ func (o *Options) checkOpenHost() error {
 	if !o.Open {
 		return nil
 	}
-	host, _, err := listenAddr(o.Server)
+	host, _, err := o.listen()
 	if err != nil {
 		return cmdutil.FlagErrorf("--server: %v", err)
 	}
@@ -644,7 +655,7 @@ func (o *Options) checkTLSHost() error {
 	if o.Open || o.TLSCert != "" || o.InsecureNoTLS {
 		return nil
 	}
-	host, _, err := listenAddr(o.Server)
+	host, _, err := o.listen()
 	if err != nil {
 		return cmdutil.FlagErrorf("--server: %v", err)
 	}
@@ -909,7 +920,7 @@ func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *
 // serve runs the broker in this process until ctx ends or the broker stops. On an
 // authenticated mesh it serves every space the project's trust chain holds.
 func serve(ctx context.Context, opts *Options, proj *workspace.Project, space string) error {
-	host, port, _ := listenAddr(opts.Server) // checked by the command
+	host, port, _ := opts.listen() // checked by the command
 	store := opts.StoreDir
 	if store == "" {
 		store = proj.StoreDir()
@@ -1024,10 +1035,6 @@ func supervise(ctx context.Context, opts *Options, proj *workspace.Project, chai
 
 	what := modeName(opts.mode())
 	if chain != nil {
-		exe, err := selfExe(opts.Executable)
-		if err != nil {
-			return fmt.Errorf("find the cotal binary: %w", err)
-		}
 		log := slog.New(cmdutil.LogHandler(opts.IO.ErrOut, slog.LevelInfo))
 		// The daemons' lifeline: this process alone holds the write end, so its end, even
 		// by SIGKILL, is an end-of-file every daemon sees.
@@ -1039,7 +1046,7 @@ func supervise(ctx context.Context, opts *Options, proj *workspace.Project, chai
 		defer lifeR.Close()
 		dctx, stop := context.WithCancel(ctx)
 		for _, kind := range kinds(chain, proj, sv.url, opts.NoManager) {
-			d := &daemons{kind: kind, exe: exe, proj: proj, running: map[string]bool{}, log: log, life: lifeR,
+			d := &daemons{kind: kind, executable: opts.Executable, proj: proj, running: map[string]bool{}, log: log, life: lifeR,
 				standby: sv.standby}
 			// supervise returns before serve closes the broker: daemons release what they
 			// hold while the broker still serves.
@@ -1048,7 +1055,7 @@ func supervise(ctx context.Context, opts *Options, proj *workspace.Project, chai
 				stop()
 				return err
 			}
-			go d.watch(dctx)
+			d.startWatch(dctx)
 		}
 		defer stop()
 		what += ", delivery up"
