@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/cotal-ai/cotal/client"
@@ -84,7 +85,22 @@ it takes no --creds; --tls-ca names the CA of a mesh on TLS.`,
 	return cmd
 }
 
+// Unsupported refuses the agent manager on a system where it cannot run its seats: each
+// seat is a harness on a pseudo-terminal of its own, which cotal has on Unix only. nil
+// elsewhere.
+func Unsupported(goos string) error {
+	if goos != "windows" {
+		return nil
+	}
+	return cmdutil.Refuse("cotal supervise on "+goos,
+		"the agent manager runs each seat on a pseudo-terminal of its own, which cotal supports on Linux and macOS only",
+		"cotal spawn  # runs one agent in this terminal, no manager needed")
+}
+
 func runSupervise(ctx context.Context, opts *Options) error {
+	if err := Unsupported(runtime.GOOS); err != nil {
+		return err
+	}
 	t, err := opts.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server, TLSCA: opts.TLSCA})
 	if err != nil {
 		return err

@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	supervisecmd "github.com/cotal-ai/cotal/internal/cli/supervise"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
@@ -226,6 +228,10 @@ func runUp(ctx context.Context, opts *Options) (err error) {
 	// before anything is written, so no SIGHUP kills up half-way.
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stop()
+	if err := supervisecmd.Unsupported(runtime.GOOS); err != nil && !opts.NoManager {
+		fmt.Fprintf(opts.IO.ErrOut, "! %s runs without the agent manager: %v\n", runtime.GOOS, err)
+		opts.NoManager = true
+	}
 	if opts.File != "" {
 		if err := opts.readManifest(); err != nil {
 			return err
