@@ -12,7 +12,7 @@ import (
 	"github.com/cotal-ai/cotal/connector"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	self "github.com/cotal-ai/cotal/internal/launch"
+	launcher "github.com/cotal-ai/cotal/internal/launch"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/workspace"
 	"github.com/spf13/cobra"
@@ -52,7 +52,7 @@ type Options struct {
 // NewCmdSpawn builds `cotal spawn`.
 func NewCmdSpawn(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator, AgentCreds: f.AgentCreds,
-		Getenv: f.Getenv, Getwd: f.Getwd, LookPath: exec.LookPath, Environ: os.Environ, Self: func() (string, error) { return self.Self(f.Executable) }}
+		Getenv: f.Getenv, Getwd: f.Getwd, LookPath: exec.LookPath, Environ: os.Environ, Self: func() (string, error) { return launcher.Self(f.Executable) }}
 	cmd := &cobra.Command{
 		Use:   "spawn [<persona>] [--agent claude|codex|opencode|command] [--name N] [-- ARGS...]",
 		Short: "Run a coding agent in this terminal as a peer on the mesh",
