@@ -4,19 +4,18 @@ import (
 	"context"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/cputime"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
 // cpuTime is the CPU time (user and system) the process has used.
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	d, _ := cputime.Process()
+	return d
 }
 
 // BenchmarkWatchPresenceSpam: one peer writes its presence key 20 000 times (a new

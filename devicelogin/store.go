@@ -13,9 +13,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/cotal-ai/cotal/internal/filelock"
 	"github.com/cotal-ai/cotal/oidc"
 )
 
@@ -138,13 +138,13 @@ func (s Store) lock(ctx context.Context, issuer string) (unlock func(), err erro
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { _ = f.Close() }, nil // closing the file releases the lock
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
+		ok, err := filelock.TryLock(f)
+		if err != nil {
 			_ = f.Close()
 			return nil, fmt.Errorf("lock session of %s: %w", issuer, err)
+		}
+		if ok {
+			return func() { _ = f.Close() }, nil // closing the file releases the lock
 		}
 		select {
 		case <-ctx.Done():

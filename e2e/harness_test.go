@@ -154,7 +154,7 @@ func (p *project) up() {
 	cmd.Dir, cmd.Env = p.dir, p.env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("cotal up: %v", err)
 	}
@@ -217,7 +217,7 @@ func (p *project) start(name string, args ...string) *session {
 	p.t.Helper()
 	cmd := exec.Command(cotalExe, args...)
 	cmd.Dir, cmd.Env = p.dir, p.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // pty adds its session
+	dieWithTest(cmd) // pty adds its session
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 160})
 	if err != nil {
 		p.t.Fatalf("start %s: %v", name, err)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cotal-ai/cotal/internal/filelock"
 )
 
 // LockFDEnv names the environment variable through which a process that holds the
@@ -37,7 +39,7 @@ func (g *Guard) Release() error {
 	f := g.f
 	g.f = nil
 	if !g.borrowed {
-		if err := unlockFile(f); err != nil {
+		if err := filelock.Unlock(f); err != nil {
 			_ = f.Close() // closing releases the lock too; the unlock error is the one to report
 			return fmt.Errorf("release extensions lock: %w", err)
 		}
@@ -78,7 +80,7 @@ func (p *Prefix) Lock(ctx context.Context) (*Guard, error) {
 	defer deadline.Stop()
 	backoff := 2 * time.Millisecond
 	for {
-		ok, err := tryLockFile(f)
+		ok, err := filelock.TryLock(f)
 		if err != nil {
 			_ = f.Close() // the lock error is the one to report
 			return nil, fmt.Errorf("extensions lock %s: %w", p.MutexPath(), err)
@@ -130,7 +132,7 @@ func (p *Prefix) Borrow(fd uintptr) (g *Guard, err error) {
 	if !os.SameFile(fi, want) {
 		return nil, fmt.Errorf("borrow extensions lock: fd %d is not %s", fd, p.MutexPath())
 	}
-	ok, err := tryLockFile(f)
+	ok, err := filelock.TryLock(f)
 	if err != nil {
 		return nil, fmt.Errorf("borrow extensions lock: %w", err)
 	}

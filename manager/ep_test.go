@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
 )
 
 // The digests a reference caller pins for the manager's commands (MANAGER_CONTRACTS of
@@ -188,7 +188,11 @@ func spawnStop(t *testing.T, c *epCaller, mark string, seatPID func(string) int)
 	}
 }
 
-func processAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+// processAlive: pid names a running process (a zombie, already ended, does not count).
+func processAlive(pid int) bool {
+	_, err := workspace.ProcessRecord(pid)
+	return err == nil
+}
 
 // TestEPSpawnAndDespawnByOperator: the operator's raw request in the reference's
 // contract, on an open mesh, starts a Go-managed agent and stops it; a request from any

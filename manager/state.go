@@ -99,12 +99,7 @@ func (s *seat) signal(sig syscall.Signal) {
 	} else if proc == nil || proc.Signal(syscall.Signal(0)) != nil {
 		return // an adopted seat without its start time, or a child already reaped
 	}
-	_ = syscall.Kill(-pid, sig) // the seat leads its own session and process group
-	if proc != nil {
-		_ = proc.Signal(sig)
-	} else {
-		_ = syscall.Kill(pid, sig)
-	}
+	signalSeat(pid, proc, sig)
 }
 
 // prune forgets the oldest ended seats past KeepEnded: ps keeps showing the recently

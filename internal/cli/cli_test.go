@@ -200,7 +200,7 @@ func setup(env *testscript.Env) error {
 			if err == nil && d.Name() == "nats.pid" {
 				if b, err := os.ReadFile(path); err == nil {
 					if pid, err := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil && pid > 0 {
-						_ = syscall.Kill(pid, syscall.SIGTERM)
+						_ = signalPid(pid, syscall.SIGTERM)
 					}
 				}
 			}
@@ -449,7 +449,7 @@ func cmdKillPid(ts *testscript.TestScript, neg bool, args []string) {
 	if old <= 0 {
 		ts.Fatalf("no pid in %s", args[0])
 	}
-	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+	if err := signalPid(old, syscall.SIGKILL); err != nil {
 		ts.Fatalf("kill %d: %v", old, err)
 	}
 	secs, err := strconv.Atoi(args[1])
@@ -458,7 +458,7 @@ func cmdKillPid(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	deadline := time.Now().Add(time.Duration(secs) * time.Second)
 	for time.Now().Before(deadline) {
-		if pid := pidOf(); pid > 0 && pid != old && syscall.Kill(pid, 0) == nil {
+		if pid := pidOf(); pid > 0 && pid != old && signalPid(pid, 0) == nil {
 			fmt.Fprintf(ts.Stdout(), "restarted: %d -> %d\n", old, pid)
 			return
 		}
@@ -494,14 +494,14 @@ func cmdCrash(ts *testscript.TestScript, neg bool, args []string) {
 		pids = append(pids, pid)
 	}
 	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		if err := signalPid(pid, syscall.SIGKILL); err != nil {
 			ts.Fatalf("kill %d: %v", pid, err)
 		}
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		alive := 0
 		for _, pid := range pids {
-			if syscall.Kill(pid, 0) == nil {
+			if signalPid(pid, 0) == nil {
 				alive++
 			}
 		}

@@ -17,13 +17,14 @@ var untestedNext = map[string]string{
 	// Informational: they list what can be named, and there is nothing else to run.
 	"ext/ext.go cotal ext list": "lists the extensions; the lock held by another cotal ext is a race a script cannot pose",
 	// Situations a script cannot pose on one machine, or cannot run as printed.
-	"actor/actor.go cotal actor revoke ":                                       "a ledger row broken on the broker needs a writer other than cotal",
-	"down/down.go rm ":                                                         "a pidfile that cannot be told apart from another process needs a foreign process with that pid",
-	"ext/dispatch.go cotal update":                                             "an extension whose file vanished after install; update is the repair, tested in update_repair",
-	"up/up.go cotal down && cotal up --detach ":                                "--cluster-name on a running mesh: the restart starts a cluster node, which needs routes to peers (cluster.txtar starts them)",
-	"up/up.go cotal down && cotal up --detach --external ":                     "--external on a running mesh: the restart needs a second, external nats-server",
-	"up/up.go cotal down && cotal up --server ":                                "the restart runs up in the foreground, which a script cannot run as printed",
-	"web/detach.go cotal web  # in the foreground, or cd to the project first": "runs the dashboard in the foreground",
+	"actor/actor.go cotal actor revoke ":                                                       "a ledger row broken on the broker needs a writer other than cotal",
+	"down/down.go rm ":                                                                         "a pidfile that cannot be told apart from another process needs a foreign process with that pid",
+	"ext/dispatch.go cotal update":                                                             "an extension whose file vanished after install; update is the repair, tested in update_repair",
+	"up/addspace.go cotal down && cotal up --detach ":                                          "--cluster-name on a running mesh: the restart starts a cluster node, which needs routes to peers (cluster.txtar starts them)",
+	"up/addspace.go cotal down && cotal up --detach --external ":                               "--external on a running mesh: the restart needs a second, external nats-server",
+	"up/addspace.go cotal down && cotal up --server ":                                          "the restart runs up in the foreground, which a script cannot run as printed",
+	"web/detach.go cotal web  # in the foreground, or cd to the project first":                 "runs the dashboard in the foreground",
+	"supervise/supervise.go cotal spawn  # runs one agent in this terminal, no manager needed": "the manager is refused on Windows only, where the scripts do not run",
 	// Next lines of packages other slices change (mint, spawn, mcp): reported to the lead.
 	"spawn/run.go cotal spawn --agent command --name bot -- ./my-agent":   "internal/cli/spawn: another slice",
 	"spawn/run.go cotal spawn --help":                                     "internal/cli/spawn: another slice",

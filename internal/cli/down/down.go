@@ -8,16 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
-
-	"github.com/spf13/cobra"
 
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/launch"
 	"github.com/cotal-ai/cotal/manager"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/workspace"
+	"github.com/spf13/cobra"
 )
 
 // Options are the flags of `cotal down`.
@@ -221,9 +220,9 @@ func clearRecords(proj *workspace.Project) error {
 	return proj.RemoveMesh()
 }
 
-// stop sends SIGTERM to the recorded process and waits until it is gone.
+// stop asks the recorded process to end (launch.Terminate: SIGTERM; killed on Windows) and waits until it is gone.
 func stop(ctx context.Context, rec workspace.Record, timeout time.Duration) error {
-	if err := syscall.Kill(rec.PID, syscall.SIGTERM); err != nil {
+	if err := launch.Terminate(rec.PID); err != nil {
 		return fmt.Errorf("stop pid %d: %w", rec.PID, err)
 	}
 	deadline := time.NewTimer(timeout)

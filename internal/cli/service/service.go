@@ -15,14 +15,13 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
-	"github.com/cotal-ai/cotal/internal/cli/supervise"
+	"github.com/cotal-ai/cotal/internal/launch"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/workspace"
+	"github.com/spf13/cobra"
 )
 
 // Options are the flags of `cotal service`.
@@ -248,7 +247,7 @@ func runInstall(o *Options) error {
 			}
 		}
 	}
-	exe, err := supervise.SelfExe(o.Executable)
+	exe, err := launch.Self(o.Executable)
 	if err != nil {
 		return fmt.Errorf("find the cotal executable for the unit: %w", err)
 	}

@@ -4,20 +4,18 @@ package spawn
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-
-	"github.com/spf13/cobra"
 
 	"github.com/cotal-ai/cotal/connector"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	launcher "github.com/cotal-ai/cotal/internal/launch"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/workspace"
+	"github.com/spf13/cobra"
 )
 
 // Options are the flags of `cotal spawn`.
@@ -54,7 +52,7 @@ type Options struct {
 // NewCmdSpawn builds `cotal spawn`.
 func NewCmdSpawn(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator, AgentCreds: f.AgentCreds,
-		Getenv: f.Getenv, Getwd: f.Getwd, LookPath: exec.LookPath, Environ: os.Environ, Self: selfPath(f.Executable)}
+		Getenv: f.Getenv, Getwd: f.Getwd, LookPath: exec.LookPath, Environ: os.Environ, Self: func() (string, error) { return launcher.Self(f.Executable) }}
 	cmd := &cobra.Command{
 		Use:   "spawn [<persona>] [--agent claude|codex|opencode|command] [--name N] [-- ARGS...]",
 		Short: "Run a coding agent in this terminal as a peer on the mesh",
@@ -177,32 +175,4 @@ func suggestName(s string) string {
 		return "agent_1"
 	}
 	return out
-}
-
-// selfPath is this binary as the shell named it (os.Args[0], resolved on PATH), so the
-// harness starts the same cotal; the running executable when that cannot be found.
-func selfPath(executable func() (string, error)) func() (string, error) {
-	return func() (string, error) {
-		if a := os.Args[0]; a != "" {
-			p := a
-			if !strings.ContainsRune(a, filepath.Separator) {
-				if lp, err := exec.LookPath(a); err == nil {
-					p = lp
-				} else {
-					p = ""
-				}
-			}
-			if p != "" {
-				if abs, err := filepath.Abs(p); err == nil {
-					if st, err := os.Stat(abs); err == nil && st.Mode().IsRegular() {
-						return abs, nil
-					}
-				}
-			}
-		}
-		if executable == nil {
-			return "", errors.New("cannot find the cotal executable")
-		}
-		return executable()
-	}
 }

@@ -7,21 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
+	"runtime"
 	"time"
-
-	"github.com/spf13/cobra"
 
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/launch"
 	"github.com/cotal-ai/cotal/manager"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
+	"github.com/spf13/cobra"
 )
 
 // ManagerName is the manager's presence name and actor.
@@ -90,7 +87,22 @@ it takes no --creds; --tls-ca names the CA of a mesh on TLS.`,
 	return cmd
 }
 
+// Unsupported refuses the agent manager on a system where it cannot run its seats: each
+// seat is a harness on a pseudo-terminal of its own, which cotal has on Unix only. nil
+// elsewhere.
+func Unsupported(goos string) error {
+	if goos != "windows" {
+		return nil
+	}
+	return cmdutil.Refuse("cotal supervise on "+goos,
+		"the agent manager runs each seat on a pseudo-terminal of its own, which cotal supports on Linux and macOS only",
+		"cotal spawn  # runs one agent in this terminal, no manager needed")
+}
+
 func runSupervise(ctx context.Context, opts *Options) error {
+	if err := Unsupported(runtime.GOOS); err != nil {
+		return err
+	}
 	t, err := opts.Resolve(cmdutil.MeshFlags{Space: opts.Space, Server: opts.Server, TLSCA: opts.TLSCA})
 	if err != nil {
 		return err
@@ -109,7 +121,7 @@ func runSupervise(ctx context.Context, opts *Options) error {
 		return err
 	}
 	defer stopWatch()
-	exe, err := SelfExe(opts.Executable)
+	exe, err := launch.Self(opts.Executable)
 	if err != nil {
 		return fmt.Errorf("find the cotal executable for the agents' MCP server: %w", err)
 	}
@@ -194,30 +206,4 @@ func getenv(get func(string) string, k string) string {
 		return ""
 	}
 	return get(k)
-}
-
-// SelfExe is this binary as the shell named it (so agents start the same cotal), else
-// the running executable (executable, which may be nil).
-func SelfExe(executable func() (string, error)) (string, error) {
-	if a := os.Args[0]; a != "" {
-		p := a
-		if !strings.ContainsRune(a, filepath.Separator) {
-			if lp, err := exec.LookPath(a); err == nil {
-				p = lp
-			} else {
-				p = ""
-			}
-		}
-		if p != "" {
-			if abs, err := filepath.Abs(p); err == nil {
-				if st, err := os.Stat(abs); err == nil && st.Mode().IsRegular() {
-					return abs, nil
-				}
-			}
-		}
-	}
-	if executable == nil {
-		return "", errors.New("cannot find the cotal executable")
-	}
-	return executable()
 }

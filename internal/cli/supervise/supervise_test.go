@@ -134,3 +134,17 @@ func TestSuperviseRefuses(t *testing.T) {
 		t.Fatalf("a refused supervise printed %q", out.String())
 	}
 }
+
+// TestUnsupported: the manager refuses Windows, whose seats would have no terminal, with
+// the command that runs an agent without it; Linux and macOS run it.
+func TestUnsupported(t *testing.T) {
+	for _, goos := range []string{"linux", "darwin"} {
+		if err := Unsupported(goos); err != nil {
+			t.Errorf("%s: %v", goos, err)
+		}
+	}
+	err := Unsupported("windows")
+	if err == nil || !strings.Contains(err.Error(), "refusing cotal supervise on windows: the agent manager runs each seat on a pseudo-terminal") || !strings.Contains(err.Error(), "cotal spawn") {
+		t.Fatalf("windows: %v", err)
+	}
+}

@@ -1,23 +1,19 @@
 package up
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/internal/atomicfile"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/deliver"
+	"github.com/cotal-ai/cotal/internal/launch"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -107,9 +103,11 @@ func kinds(chain *trust.Chain, proj *workspace.Project, server string, noManager
 // releases it), and is stopped, releasing what it holds, before the broker closes.
 type daemons struct {
 	kind daemonKind
-	exe  string
-	proj *workspace.Project
-	log  *slog.Logger
+	// executable finds this binary when the system cannot name the running image
+	// (launch.Command).
+	executable func() (string, error)
+	proj       *workspace.Project
+	log        *slog.Logger
 	// life is the read end of a pipe whose write end only the broker process holds; each
 	// daemon inherits it (cmdutil.ParentFDEnv) and stops at its end-of-file, so no daemon
 	// outlives a broker process that was killed.
@@ -170,7 +168,20 @@ func (d *daemons) startAll(ctx context.Context, spaces []string) error {
 	return nil
 }
 
-// watch starts daemons for spaces that `cotal up --space` adds to the running mesh.
+// startWatch runs watch until ctx ends, counted in d.wg, so wait waits for it and for
+// every start it makes: each goroutine of d is added to d.wg by startAll and startWatch
+// before wait is called, or by a goroutine d.wg already counts, never after wait began
+// with nothing counted.
+func (d *daemons) startWatch(ctx context.Context) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.watch(ctx)
+	}()
+}
+
+// watch starts daemons for spaces that `cotal up --space` adds to the running mesh; it
+// runs counted in d.wg (startWatch), as does each start it makes.
 func (d *daemons) watch(ctx context.Context) {
 	t := time.NewTicker(meshPoll)
 	defer t.Stop()
@@ -189,7 +200,9 @@ func (d *daemons) watch(ctx context.Context) {
 			known := d.running[s]
 			d.mu.Unlock()
 			if !known && d.kind.serves(s) {
+				d.wg.Add(1) // while watch itself is counted: wait has not returned
 				go func() {
+					defer d.wg.Done()
 					if err := d.start(ctx, s); err != nil {
 						d.log.Error(d.kind.Title, "space", s, "err", err)
 					}
@@ -283,7 +296,8 @@ func waitGone(ctx context.Context, path string) bool {
 }
 
 // runOnce starts one daemon process and waits for it; ready is called once it serves or
-// exits first. On ctx end it is sent SIGTERM, then SIGKILL after daemonStopWait.
+// exits first. On ctx end it is asked to stop (launch.Child.Stop), then killed after
+// daemonStopWait.
 func (d *daemons) runOnce(ctx context.Context, space string, args []string, ready func(error)) error {
 	logf, err := os.OpenFile(d.kind.logFile(space), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -292,50 +306,37 @@ func (d *daemons) runOnce(ctx context.Context, space string, args []string, read
 	}
 	defer logf.Close()
 	start := logSize(logf)
-	r, w, err := os.Pipe()
+	cmd, err := launch.Command(d.executable, args...)
 	if err != nil {
 		ready(err)
 		return err
 	}
-	defer r.Close()
-	cmd := exec.Command(d.exe, args...)
-	cmd.Args[0] = os.Args[0]
 	cmd.Dir = d.proj.Root
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{w, d.life} // fd 3, fd 4
-	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, cmdutil.ReadyFDEnv+"=") || strings.HasPrefix(kv, cmdutil.ParentFDEnv+"=")
-	}), cmdutil.ReadyFDEnv+"=3", cmdutil.ParentFDEnv+"=4")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		w.Close()
+	child, err := launch.Start(cmd, launch.Options{Lifeline: d.life})
+	if err != nil {
 		ready(fmt.Errorf("start %s of %s: %w", d.kind.Title, space, err))
 		return err
 	}
-	w.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	readied := make(chan struct{})
 	go func() {
-		line, _ := bufio.NewReader(r).ReadString('\n')
-		if strings.HasPrefix(line, "ready ") {
+		defer close(readied)
+		if _, err := child.Ready(context.Background(), daemonStopWait); err == nil {
 			ready(nil)
-		}
+		} // else it exited: reported below
 	}()
 	select {
-	case err := <-exited:
+	case <-child.Exited():
+		<-readied
+		err := child.Err()
 		if err != nil {
 			err = fmt.Errorf("%s of %s exited (%w):\n%s", d.kind.Title, space, err, tail(d.kind.logFile(space), start))
 		}
 		ready(err)
 		return err
 	case <-ctx.Done():
-		_ = cmd.Process.Signal(syscall.SIGTERM) // asked to stop; it releases what it holds
-		select {
-		case <-exited:
-		case <-time.After(daemonStopWait):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		child.Stop(daemonStopWait) // it releases what it holds
+		<-readied
 		return nil
 	}
 }

@@ -4,17 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/launch"
 	"github.com/cotal-ai/cotal/internal/termsafe"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -22,21 +22,12 @@ import (
 // detach re-runs `cotal up` in the background with its output in the project's log, and
 // returns once the child reports that it serves (or says why it did not).
 func detach(ctx context.Context, opts *Options, proj *workspace.Project, space string) error {
-	exe, err := selfExe(opts.Executable)
-	if err != nil {
-		return fmt.Errorf("find the cotal binary: %w", err)
-	}
 	logf, err := os.OpenFile(proj.LogFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
 	}
 	defer logf.Close()
 	start := logSize(logf) // this run's lines begin here
-	r, w, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("readiness pipe: %w", err)
-	}
-	defer r.Close()
 
 	args := []string{"up", "--space", space}
 	if opts.NoManager {
@@ -78,67 +69,53 @@ func detach(ctx context.Context, opts *Options, proj *workspace.Project, space s
 	if opts.Replicas != 0 {
 		args = append(args, "--replicas", strconv.Itoa(opts.Replicas))
 	}
-	child := exec.Command(exe, args...)
-	child.Args[0] = os.Args[0]
-	child.Dir = proj.Root
-	child.Stdout, child.Stderr = logf, logf
-	child.ExtraFiles = []*os.File{w} // fd 3
-	child.Env = append(os.Environ(), cmdutil.ReadyFDEnv+"=3")
-	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := child.Start(); err != nil {
-		w.Close()
+	cmd, err := launch.Command(opts.Executable, args...)
+	if err != nil {
+		return err
+	}
+	cmd.Dir = proj.Root
+	cmd.Stdout, cmd.Stderr = logf, logf
+	child, err := launch.Start(cmd, launch.Options{Session: true})
+	if err != nil {
 		return fmt.Errorf("start background broker: %w", err)
 	}
-	w.Close() // the child holds the only write end now
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(r).ReadString('\n') // EOF: the child ended without ready
-		line <- strings.TrimSpace(s)
-	}()
-	select {
-	case l := <-line:
-		// "ready <client URL> <bound host:port>[ <node name> <route host:port>]"
-		rest, ok := strings.CutPrefix(l, "ready ")
-		f := append(strings.Fields(rest), "", "", "", "")
-		url, listen := f[0], f[1]
-		if !ok {
-			err := <-exited
-			what := "the background broker"
-			if opts.External != "" {
-				what = "the background supervisor of the external broker" // --external starts no broker
-			}
-			return fmt.Errorf("%s did not start (%v):\n%s", what, err, tail(proj.LogFile(), start))
-		}
-		what := modeName(opts.mode())
-		if !opts.Open {
-			what += ", delivery up" // the child reports ready only once its daemons serve
-		}
-		_, pinErr := authsvc.ReadPin(proj.AuthDir(), space)
-		if pinErr == nil && !opts.Open {
-			what += ", auth service up" // a user-auth space's, which the child also waited for
-		}
-		if pinErr != nil && !opts.Open && !opts.NoManager {
-			what += ", manager up"
-		}
+	// "ready <client URL> <bound host:port>[ <node name> <route host:port>]"; an interrupt
+	// before it stops the child: undo the start.
+	rest, err := child.Ready(ctx, daemonStopWait)
+	switch {
+	case errors.Is(err, launch.ErrNotReady):
+		what := "the background broker"
 		if opts.External != "" {
-			what += ", external broker"
+			what = "the background supervisor of the external broker" // --external starts no broker
 		}
-		if f[2] != "" {
-			what += fmt.Sprintf(", cluster %s node %s routes on %s", opts.ClusterName, f[2], f[3])
-		}
-		opts.served = true
-		fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", readyAddr(url, listen), space, what, child.Process.Pid)
-		warnings(opts.IO.ErrOut, proj.LogFile(), start)
-		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `%s down`\n", proj.LogFile(), cmdutil.SelfCommand(opts.Executable))
-		return nil
-	case <-ctx.Done():
-		_ = child.Process.Signal(syscall.SIGTERM) // interrupted before ready: undo the start
-		<-exited
-		return ctx.Err()
+		return fmt.Errorf("%s did not start (%v):\n%s", what, child.Err(), tail(proj.LogFile(), start))
+	case err != nil:
+		return err
 	}
+	f := append(strings.Fields(rest), "", "", "", "")
+	url, listen := f[0], f[1]
+	what := modeName(opts.mode())
+	if !opts.Open {
+		what += ", delivery up" // the child reports ready only once its daemons serve
+	}
+	_, pinErr := authsvc.ReadPin(proj.AuthDir(), space)
+	if pinErr == nil && !opts.Open {
+		what += ", auth service up" // a user-auth space's, which the child also waited for
+	}
+	if pinErr != nil && !opts.Open && !opts.NoManager {
+		what += ", manager up"
+	}
+	if opts.External != "" {
+		what += ", external broker"
+	}
+	if f[2] != "" {
+		what += fmt.Sprintf(", cluster %s node %s routes on %s", opts.ClusterName, f[2], f[3])
+	}
+	opts.served = true
+	fmt.Fprintf(opts.IO.Out, "✓ cotal up: %s (space %s, %s) running in the background, pid %d\n", readyAddr(url, listen), space, what, child.Process.Pid)
+	warnings(opts.IO.ErrOut, proj.LogFile(), start)
+	fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `%s down`\n", proj.LogFile(), cmdutil.SelfCommand(opts.Executable))
+	return nil
 }
 
 // warnings repeats on w the "! ..." lines the background broker wrote to its log at path

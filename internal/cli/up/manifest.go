@@ -50,6 +50,11 @@ func (o *Options) readManifest() error {
 			return fmt.Errorf("%s: broker.servers: %w", o.File, err)
 		}
 	}
+	if h := m.Broker.Host; h != "" && o.Server != "" {
+		if host, _, err := listenAddr(o.Server); err == nil && host != h {
+			return cmdutil.FlagErrorf("broker.host %s in %s contradicts %s (from --server or broker.servers): give the listen host in one place", h, o.File, o.Server)
+		}
+	}
 	o.manifest = m
 	return nil
 }

@@ -1,17 +1,16 @@
 package web
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
+	"time"
 
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/launch"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -34,24 +33,12 @@ func detach(ctx context.Context, opts *Options, t cmdutil.Target) error {
 	} else if !errors.Is(err, workspace.ErrNoPidfile) {
 		return fmt.Errorf("read %s: %w", pidfile, err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the cotal binary: %w", err)
-	}
-	if _, err := os.Stat("/proc/self/exe"); err == nil {
-		exe = "/proc/self/exe" // the very build that runs, even if replaced since
-	}
 	logPath := proj.Dir() + string(os.PathSeparator) + LogFileName
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
 	}
 	defer logf.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("readiness pipe: %w", err)
-	}
-	defer r.Close()
 	args := []string{"web", "--no-open", "--pidfile", pidfile, "--host", opts.Host, "--port", strconv.Itoa(opts.Port), "--space", t.Space}
 	if opts.Mesh.Server != "" {
 		args = append(args, "--server", opts.Mesh.Server)
@@ -65,42 +52,32 @@ func detach(ctx context.Context, opts *Options, t cmdutil.Target) error {
 	for _, h := range opts.AllowHosts {
 		args = append(args, "--allow-host", h)
 	}
-	child := exec.Command(exe, args...)
-	child.Args[0] = os.Args[0]
-	child.Dir = proj.Root
-	child.Stdout, child.Stderr = logf, logf
-	child.ExtraFiles = []*os.File{w} // fd 3
-	child.Env = append(os.Environ(), cmdutil.ReadyFDEnv+"=3")
-	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := child.Start(); err != nil {
-		w.Close()
+	cmd, err := launch.Command(opts.Executable, args...)
+	if err != nil {
+		return err
+	}
+	cmd.Dir = proj.Root
+	cmd.Stdout, cmd.Stderr = logf, logf
+	child, err := launch.Start(cmd, launch.Options{Session: true})
+	if err != nil {
 		return fmt.Errorf("start background dashboard: %w", err)
 	}
-	w.Close() // the child holds the only write end now
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(r).ReadString('\n') // EOF: the child ended without ready
-		line <- strings.TrimSpace(s)
-	}()
-	select {
-	case l := <-line:
-		url, ok := strings.CutPrefix(l, "ready ")
-		if !ok {
-			err := <-exited
-			b, _ := os.ReadFile(logPath)
-			return fmt.Errorf("background dashboard did not start (%v); see %s:\n%s", err, logPath, lastLines(string(b), 5))
-		}
-		fmt.Fprintf(opts.IO.Out, "✓ cotal web: %s (space %s) running in the background, pid %d\n", url, t.Space, child.Process.Pid)
-		fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down web`\n", logPath)
-		return nil
-	case <-ctx.Done():
-		_ = child.Process.Signal(syscall.SIGTERM) // interrupted before ready: undo the start
-		<-exited
-		return ctx.Err()
+	url, err := child.Ready(ctx, stopWait) // an interrupt before ready stops it: undo the start
+	switch {
+	case errors.Is(err, launch.ErrNotReady):
+		b, _ := os.ReadFile(logPath)
+		return fmt.Errorf("background dashboard did not start (%v); see %s:\n%s", child.Err(), logPath, lastLines(string(b), 5))
+	case err != nil:
+		return err
 	}
+	fmt.Fprintf(opts.IO.Out, "✓ cotal web: %s (space %s) running in the background, pid %d\n", url, t.Space, child.Process.Pid)
+	fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down web`\n", logPath)
+	return nil
 }
+
+// stopWait is how long a dashboard interrupted before it was ready has to stop before it
+// is killed.
+const stopWait = 10 * time.Second
 
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,17 +15,18 @@ import (
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/web"
+	"github.com/cotal-ai/cotal/internal/cputime"
 	"github.com/cotal-ai/cotal/meshview"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
 // cpuTime is the CPU this process has used (user and system).
 func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := cputime.Process()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
 
 // spamRun serves a dashboard (watcher, model, HTTP feed with feeds SSE readers) on url

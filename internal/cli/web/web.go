@@ -49,7 +49,8 @@ type Options struct {
 	Connect       cmdutil.ConnectFunc       // the page's observer
 	ConnectSender cmdutil.ConnectSenderFunc // one connection per post from the page, as the person
 	Getenv        func(string) string
-	Logger        *slog.Logger // nil means discard
+	Executable    func() (string, error) // finds this binary for --detach (launch.Command)
+	Logger        *slog.Logger           // nil means discard
 
 	Mesh        cmdutil.MeshFlags
 	Host        string
@@ -63,7 +64,7 @@ type Options struct {
 
 // NewCmdWeb builds `cotal web`.
 func NewCmdWeb(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectSender: f.ConnectPersonSender, Getenv: f.Getenv, Logger: f.Logger}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectSender: f.ConnectPersonSender, Getenv: f.Getenv, Executable: f.Executable, Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "web [--host 127.0.0.1] [--port 7799] [--space S] [--detach] [--no-open] [--allow-remote] [--allow-host NAME]",
 		Short: "Watch a space in the browser: roster, needs-you, channels, DMs, tasks, file claims and a live graph",

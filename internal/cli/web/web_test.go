@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -89,12 +88,12 @@ func launchWeb(t testing.TB, dir string, wrap func(*web.Options), args ...string
 		"HOME": home, "COTAL_HOME": filepath.Join(home, ".cotal"), "XDG_CONFIG_HOME": filepath.Join(home, ".config"),
 	}
 	// A bare fd (no *os.File whose finalizer could close it later) for SignalReady to close.
-	fd, err := syscall.Dup(int(w.Fd()))
+	fd, err := bareFD(w)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
-	env[cmdutil.ReadyFDEnv] = strconv.Itoa(fd)
+	env[cmdutil.ReadyFDEnv] = fd
 	ios, _, _, _ := iostreams.Test()
 	f := &cmdutil.Factory{
 		IO:         ios,
