@@ -23,7 +23,6 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/spacehost"
-	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -132,14 +131,12 @@ func viewProject(out io.Writer, path string) error {
 	if err != nil {
 		return err
 	}
+	open, err := cmdutil.ManifestMode(m, path, false)
+	if err != nil {
+		return err
+	}
 	mode := "authenticated"
-	switch m.Broker.Auth {
-	case workspace.AuthUser:
-		return cmdutil.Refuse("broker.auth user in "+path, "per-user authentication is not in this build", "cotal up -f "+path+"  # after setting broker.auth to static")
-	case workspace.AuthOpen:
-		if m.Limits != (trust.Limits{}) {
-			return cmdutil.FlagErrorf("limits in %s (or --max-*) and broker.auth: false exclude each other: an open mesh has no accounts to bound", path)
-		}
+	if open {
 		mode = "open"
 	}
 	personas, err := m.LoadPersonas()

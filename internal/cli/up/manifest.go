@@ -31,19 +31,14 @@ func (o *Options) readManifest() error {
 		return cmdutil.FlagErrorf("--space %s contradicts space %s in %s: drop --space", o.Space, m.Space, o.File)
 	}
 	o.Space = m.Space
-	switch m.Broker.Auth {
-	case workspace.AuthUser:
-		return cmdutil.Refuse("broker.auth user in "+o.File, "per-user authentication is not in this build", "cotal up -f "+o.File+"  # after setting broker.auth to static")
-	case workspace.AuthOpen:
-		o.Open = true
-		if m.Limits != (trust.Limits{}) || o.Limits != (trust.Limits{}) {
-			return cmdutil.FlagErrorf("limits in %s (or --max-*) and broker.auth: false exclude each other: an open mesh has no accounts to bound", o.File)
-		}
-	default:
-		if o.Open {
-			return cmdutil.FlagErrorf("--open contradicts the authenticated broker of %s: drop --open or set broker.auth: false", o.File)
-		}
+	open, err := cmdutil.ManifestMode(m, o.File, o.Limits != (trust.Limits{}))
+	if err != nil {
+		return err
 	}
+	if !open && o.Open {
+		return cmdutil.FlagErrorf("--open contradicts the authenticated broker of %s: drop --open or set broker.auth: false", o.File)
+	}
+	o.Open = open
 	if o.Server == "" && len(m.Broker.Servers) > 0 {
 		o.Server = m.Broker.Servers[0]
 		if _, _, err := listenAddr(o.Server); err != nil {
