@@ -24,9 +24,26 @@ func cmdTTYRun(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 2 {
 		ts.Fatalf("usage: ttyrun CODE ARGS...")
 	}
-	want, err := strconv.Atoi(args[0])
+	runOnTerminal(ts, args[0], nil, args[1:])
+}
+
+// cmdTTYAnswer runs `cotal ARGS...` on a terminal as ttyrun does, and types ANSWER and
+// Enter, as a person answering its question does:
+//
+//	ttyanswer CODE ANSWER ARGS...  (ARGS without the leading cotal)
+func cmdTTYAnswer(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 3 {
+		ts.Fatalf("usage: ttyanswer CODE ANSWER ARGS...")
+	}
+	runOnTerminal(ts, args[0], &args[1], args[2:])
+}
+
+// runOnTerminal runs `cotal args...` with stdin and stdout on a pseudo terminal, types
+// answer and Enter first when it is not nil, and checks the exit code is code.
+func runOnTerminal(ts *testscript.TestScript, code string, answer *string, args []string) {
+	want, err := strconv.Atoi(code)
 	if err != nil {
-		ts.Fatalf("ttyrun: code %q: %v", args[0], err)
+		ts.Fatalf("exit code %q: %v", code, err)
 	}
 	exe, err := exec.LookPath("cotal")
 	if err != nil {
@@ -37,7 +54,7 @@ func cmdTTYRun(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("open a pseudo terminal: %v", err)
 	}
 	defer ptm.Close()
-	cmd := exec.Command(exe, args[1:]...)
+	cmd := exec.Command(exe, args...)
 	cmd.Dir = ts.MkAbs(".")
 	cmd.Env = scriptEnv(ts)
 	var stderr bytes.Buffer
@@ -46,6 +63,11 @@ func cmdTTYRun(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("start cotal: %v", err)
 	}
 	tty.Close() // the child holds its own copy
+	if answer != nil {
+		if _, err := io.WriteString(ptm, *answer+"\n"); err != nil {
+			ts.Fatalf("type the answer: %v", err)
+		}
+	}
 	var shown bytes.Buffer
 	copied := make(chan struct{})
 	go func() {
@@ -57,9 +79,9 @@ func cmdTTYRun(ts *testscript.TestScript, neg bool, args []string) {
 	var werr error
 	select {
 	case werr = <-waited:
-	case <-time.After(20 * time.Second):
+	case <-time.After(30 * time.Second): // a hang guard
 		_ = cmd.Process.Kill()
-		ts.Fatalf("cotal %v did not exit within 20s", args[1:])
+		ts.Fatalf("cotal %v did not exit within 30s", args)
 	}
 	<-copied
 	got := 0
