@@ -4,173 +4,28 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
-	"fmt"
-	"math"
 	"sort"
-	"strconv"
-	"strings"
-	"unicode/utf16"
+
+	"github.com/cotal-ai/cotal/internal/jcs"
 )
 
 // Canonical returns the RFC 8785 (JCS) serialization of a canonical value:
 // nil (null), bool, a finite number (float64 or any Go integer), string,
 // []any and map[string]any of these. Anything else has no canonical form and
 // is an error naming the path inside the value.
-func Canonical(v any) ([]byte, error) {
-	var b strings.Builder
-	if err := writeCanonical(&b, v, "$"); err != nil {
-		return nil, err
-	}
-	return []byte(b.String()), nil
-}
-
-func writeCanonical(b *strings.Builder, v any, path string) error {
-	switch x := v.(type) {
-	case nil:
-		b.WriteString("null")
-	case bool:
-		if x {
-			b.WriteString("true")
-		} else {
-			b.WriteString("false")
-		}
-	case float64:
-		s, err := NumberString(x)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		b.WriteString(s)
-	case int:
-		return writeCanonical(b, float64(x), path)
-	case int64:
-		return writeCanonical(b, float64(x), path)
-	case json.Number:
-		f, err := x.Float64()
-		if err != nil {
-			return fmt.Errorf("%s: number %q: %w", path, x, err)
-		}
-		return writeCanonical(b, f, path)
-	case string:
-		writeCanonicalString(b, x)
-	case []any:
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			if err := writeCanonical(b, e, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
-		}
-		b.WriteByte(']')
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sortUTF16(keys)
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeCanonicalString(b, k)
-			b.WriteByte(':')
-			if err := writeCanonical(b, x[k], path+"."+k); err != nil {
-				return err
-			}
-		}
-		b.WriteByte('}')
-	default:
-		return fmt.Errorf("%s: a %T has no canonical form", path, v)
-	}
-	return nil
-}
+func Canonical(v any) ([]byte, error) { return jcs.Canonical(v) }
 
 // sortUTF16 orders keys by their UTF-16 code units, as RFC 8785 §3.2.3 asks.
 func sortUTF16(keys []string) {
 	sort.Slice(keys, func(i, j int) bool { return lessUTF16(keys[i], keys[j]) })
 }
 
-func lessUTF16(a, b string) bool {
-	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
-	for i := 0; i < len(ua) && i < len(ub); i++ {
-		if ua[i] != ub[i] {
-			return ua[i] < ub[i]
-		}
-	}
-	return len(ua) < len(ub)
-}
-
-func writeCanonicalString(b *strings.Builder, s string) {
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if r < 0x20 {
-				fmt.Fprintf(b, `\u%04x`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
-}
+// lessUTF16 orders two strings by their UTF-16 code units.
+func lessUTF16(a, b string) bool { return jcs.Less(a, b) }
 
 // NumberString formats a finite number as ECMAScript's Number::toString does,
 // which is the number form RFC 8785 prescribes.
-func NumberString(f float64) (string, error) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return "", fmt.Errorf("the number %v is not finite", f)
-	}
-	if f == 0 {
-		return "0", nil
-	}
-	sign := ""
-	if f < 0 {
-		sign, f = "-", -f
-	}
-	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddddde±XX
-	mant, expS, _ := strings.Cut(e, "e")
-	digits := strings.Replace(mant, ".", "", 1)
-	exp, _ := strconv.Atoi(expS)
-	k, n := len(digits), exp+1
-	var out string
-	switch {
-	case k <= n && n <= 21:
-		out = digits + strings.Repeat("0", n-k)
-	case 0 < n && n <= 21:
-		out = digits[:n] + "." + digits[n:]
-	case -6 < n && n <= 0:
-		out = "0." + strings.Repeat("0", -n) + digits
-	default:
-		out = digits[:1]
-		if k > 1 {
-			out += "." + digits[1:]
-		}
-		if n-1 >= 0 {
-			out += "e+" + strconv.Itoa(n-1)
-		} else {
-			out += "e-" + strconv.Itoa(1-n)
-		}
-	}
-	return sign + out, nil
-}
+func NumberString(f float64) (string, error) { return jcs.Number(f) }
 
 // Digest is "sha256:" + hex(SHA-256(canonical(v))) (LANG §10.3).
 func Digest(v any) (string, error) {
