@@ -274,7 +274,7 @@ func (r *Responder) respond(ctx context.Context, serverXKey string, body []byte)
 	} else {
 		resp.Jwt = user
 	}
-	token, err := resp.Encode(r.calloutSigner)
+	token, err := encodeResponse(resp, r.calloutSigner, time.Now())
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: response jwt: %w", ErrDropped, err)
 	}
@@ -312,7 +312,7 @@ func (r *Responder) authorize(parent context.Context, req *jwt.AuthorizationRequ
 	if g.Limits != (jwt.NatsLimits{}) {
 		uc.Limits.NatsLimits = g.Limits
 	}
-	token, err := uc.Encode(r.dataSigner)
+	token, err := encodeUser(uc, r.dataSigner, time.Now())
 	if err != nil {
 		return "", fmt.Errorf("mint user jwt: %w", err)
 	}
