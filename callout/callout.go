@@ -268,7 +268,7 @@ func (r *Responder) respond(ctx context.Context, serverXKey string, body []byte)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrDropped, err)
 	}
-	req, err := jwt.DecodeAuthorizationRequestClaims(string(plain))
+	req, err := decodeRequest(string(plain))
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: request jwt: %w", ErrDropped, err)
 	}

@@ -3,6 +3,8 @@ package callout
 import (
 	"encoding/base64"
 	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,4 +89,87 @@ func TestEncodeMatchesTheLibrary(t *testing.T) {
 	if _, err := encodeUser(bad, s, time.Now()); err == nil {
 		t.Error("a user JWT for an account key was signed")
 	}
+}
+
+// TestDecodeRequestAgreesWithTheLibrary: the responder's request decoding accepts exactly
+// the tokens jwt.DecodeAuthorizationRequestClaims accepts, with the same claims: a good
+// request; and refuses a tampered payload, a tampered or missing signature, an issuer that
+// is not the signer, an account-signed request, a user JWT, and malformed tokens.
+func TestDecodeRequestAgreesWithTheLibrary(t *testing.T) {
+	k := newKeys(t)
+	srvA := newFakeServer(t, pub(t, k.calloutAcc))
+	srvB := newFakeServer(t, pub(t, k.calloutAcc))
+	c, _ := srvA.claims(t, "good")
+	good := srvA.sign(t, c, srvA.kp)
+	h, p, s := splitToken(t, good)
+	enc := base64.RawURLEncoding
+
+	reissued := func(edit func(m map[string]any)) string {
+		raw, err := enc.DecodeString(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		edit(m)
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h + "." + enc.EncodeToString(b) + "." + s
+	}
+	sig, err := enc.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig[0] ^= 1
+	accountSigner, err := newSigner(k.dataAcc) // the library will not sign a request with it
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Type, c.Version = jwt.AuthorizationRequestClaim, claimsVersion
+	accountSigned, err := encodeClaims(c, &c.ClaimsData, accountSigner, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	userTok, _, _ := userCreds(t, k.dataSK, pub(t, k.dataAcc), nil)
+
+	cases := map[string]struct {
+		token  string
+		accept bool
+	}{
+		"good":             {good, true},
+		"tampered payload": {reissued(func(m map[string]any) { m["name"] = "other" }), false},
+		"other issuer":     {reissued(func(m map[string]any) { m["iss"] = srvB.id }), false},
+		"tampered sig":     {h + "." + p + "." + enc.EncodeToString(sig), false},
+		"no sig":           {h + "." + p + ".", false},
+		"two chunks":       {h + "." + p, false},
+		"four chunks":      {good + "." + s, false},
+		"bad base64":       {h + ".!!!." + s, false},
+		"account signed":   {accountSigned, false},
+		"user jwt":         {userTok, false},
+	}
+	for name, tc := range cases {
+		ours, errOurs := decodeRequest(tc.token)
+		lib, errLib := jwt.DecodeAuthorizationRequestClaims(tc.token)
+		if (errOurs == nil) != tc.accept || (errLib == nil) != tc.accept {
+			t.Errorf("%s: ours %v, library %v, want accepted %v", name, errOurs, errLib, tc.accept)
+			continue
+		}
+		if tc.accept && !reflect.DeepEqual(ours, lib) {
+			t.Errorf("%s: claims differ:\n ours %+v\n  lib %+v", name, ours, lib)
+		}
+	}
+}
+
+// splitToken returns a JWT's three parts.
+func splitToken(t *testing.T, tok string) (string, string, string) {
+	t.Helper()
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		t.Fatalf("token %q has %d parts", tok, len(parts))
+	}
+	return parts[0], parts[1], parts[2]
 }
