@@ -36,6 +36,9 @@ type authorizer struct {
 	secret    bearer.OwnerSecret
 	idpIssuer string
 	fence     *fence
+	// verified remembers bearers that passed verification until they expire; nil means
+	// every connect verifies its bearer.
+	verified *verifiedBearers
 
 	mu       sync.Mutex
 	recorded map[string]string // member key -> fingerprint of the last grant recorded
@@ -61,12 +64,20 @@ func (a *authorizer) record(ctx context.Context, p protocol.Principal, uid, name
 	return nil
 }
 
+// verifyBearer verifies token through the cache of verified bearers, if there is one.
+func (a *authorizer) verifyBearer(token string) (bearer.Claims, error) {
+	if a.verified == nil {
+		return a.issuer.Verify(token)
+	}
+	return a.verified.verify(token)
+}
+
 // Authorize implements callout.Authorizer.
 func (a *authorizer) Authorize(ctx context.Context, req *jwt.AuthorizationRequest) (callout.Grant, error) {
 	if a.fence.tripped() {
 		return callout.Grant{}, fmt.Errorf("%w: %w", callout.ErrDropped, ErrFenced)
 	}
-	c, err := a.issuer.Verify(req.ConnectOptions.Token)
+	c, err := a.verifyBearer(req.ConnectOptions.Token)
 	if err != nil {
 		return callout.Grant{}, fmt.Errorf("bearer refused: %w", err)
 	}

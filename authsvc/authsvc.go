@@ -268,8 +268,12 @@ func (r *laneRun) responder(auth *authority) (*callout.Responder, error) {
 		return nil, fmt.Errorf("xkey: %w", err)
 	}
 	data := r.ua.DataAccount()
+	verified, err := newVerifiedBearers(r.issuer)
+	if err != nil {
+		return nil, err
+	}
 	az := &authorizer{space: r.Space, chain: r.Chain, data: data, issuer: r.issuer, kv: auth.kv, acl: auth.acl, secret: r.secret,
-		idpIssuer: r.IdPIssuer, fence: r.fence, recorded: map[string]string{}}
+		idpIssuer: r.IdPIssuer, fence: r.fence, recorded: map[string]string{}, verified: verified}
 	return callout.New(callout.Config{
 		Authorizer: az, XKey: xkey,
 		CalloutAccount: r.ua.PublicKey(), CalloutSigner: r.ua.CalloutSigner(),

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,14 +189,23 @@ func dialCreds(b *testing.B, url string, creds []byte) *nats.Conn {
 // returns once the server answered the CONNECT's PING, so each one was admitted.
 func connects(b *testing.B, url string, n int, opts ...nats.Option) {
 	b.Helper()
+	if err := tryConnects(url, n, opts...); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// tryConnects is connects returning the first refusal, for use off the benchmark's
+// goroutine.
+func tryConnects(url string, n int, opts ...nats.Option) error {
 	opts = append(opts, nats.NoReconnect(), nats.Timeout(10*time.Second))
 	for range n {
 		nc, err := nats.Connect(url, opts...)
 		if err != nil {
-			b.Fatalf("connect: %v", err)
+			return fmt.Errorf("connect: %w", err)
 		}
 		nc.Close()
 	}
+	return nil
 }
 
 // BenchmarkConnect compares connects through the auth callout (sentinel creds plus a
@@ -212,6 +223,42 @@ func BenchmarkConnect(b *testing.B) {
 		callout += timed(func() { connects(b, m.url, connectsPerRound, viaCallout...) })
 	}
 	n := float64(b.N * connectsPerRound)
+	perSec := func(d time.Duration) float64 { return n / d.Seconds() }
+	b.ReportMetric(perSec(static), "static-connects/s")
+	b.ReportMetric(perSec(callout), "callout-connects/s")
+	b.ReportMetric(static.Seconds()/callout.Seconds(), "ratio")
+}
+
+// concurrentClients is how many clients connect at once in BenchmarkConnectConcurrent.
+const concurrentClients = 50
+
+// BenchmarkConnectConcurrent is BenchmarkConnect with concurrentClients clients connecting
+// at once, each connectsPerRound/5 times a round, all through the space's one auth lane
+// (one callout responder): the lane's throughput. ratio is callout-connects/s over
+// static-connects/s, static measured the same way in the same round.
+func BenchmarkConnectConcurrent(b *testing.B) {
+	m := newCalloutMesh(b)
+	viaCallout := []nats.Option{nats.UserJWTAndSeed(m.sentinel.JWT, m.sentinel.Seed), nats.Token(m.bearer), nats.Name(m.inbox), nats.CustomInboxPrefix(userauth.InboxPrefix(m.inbox))}
+	viaStatic := []nats.Option{nats.UserJWTAndSeed(m.static.JWT, m.static.Seed), nats.CustomInboxPrefix(m.staticInboxPre)}
+	connects(b, m.url, 1, viaCallout...)
+	each := connectsPerRound / 5
+	all := func(opts []nats.Option) {
+		var wg sync.WaitGroup
+		for range concurrentClients {
+			wg.Go(func() {
+				if err := tryConnects(m.url, each, opts...); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	var static, callout time.Duration
+	for b.Loop() {
+		static += timed(func() { all(viaStatic) })
+		callout += timed(func() { all(viaCallout) })
+	}
+	n := float64(b.N * concurrentClients * each)
 	perSec := func(d time.Duration) float64 { return n / d.Seconds() }
 	b.ReportMetric(perSec(static), "static-connects/s")
 	b.ReportMetric(perSec(callout), "callout-connects/s")

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -46,6 +47,11 @@ const flushTimeout = 10 * time.Second
 
 // DefaultTimeout is the bound on one Authorize call when Config.Timeout is zero.
 const DefaultTimeout = 2 * time.Second
+
+// DefaultWorkers is how many requests Run answers at once when Config.Workers is zero:
+// enough to keep both the signing and the authorizer's ledger round trip busy while other
+// requests wait on theirs.
+const DefaultWorkers = 4
 
 // ErrDropped marks a request that gets no reply: the server times out and denies.
 var ErrDropped = errors.New("callout request dropped")
@@ -103,6 +109,10 @@ type Config struct {
 	ServiceEndpoints bool
 	// Space names the space in the service metadata; empty leaves it out.
 	Space string
+	// Workers is how many requests Run answers at once without ServiceEndpoints; zero
+	// means DefaultWorkers. The micro service (ServiceEndpoints) answers one at a time, as
+	// micro counts a failed reply only from inside its handler.
+	Workers int
 }
 
 // Responder answers auth callout requests. Make one with New; it is safe for concurrent
@@ -144,6 +154,9 @@ func New(cfg Config) (*Responder, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -155,11 +168,11 @@ func New(cfg Config) (*Responder, error) {
 func (r *Responder) CachedKeys() int { return r.keys.len() }
 
 // Run serves requests on nc, a connection of the callout account's callout user, in queue
-// group QueueGroup, one at a time. With Config.ServiceEndpoints set it serves them as the
-// NATS micro service ServiceName, whose endpoint stats carry a Stats. It calls ready once
-// the subscriptions are on the server, blocks until ctx ends and returns nil then, or
-// returns an error wrapping nats.ErrConnectionClosed once nc closes; no request is being
-// answered after it returns.
+// group QueueGroup, Config.Workers at a time. With Config.ServiceEndpoints set it serves
+// them one at a time as the NATS micro service ServiceName, whose endpoint stats carry a
+// Stats. It calls ready once the subscriptions are on the server, blocks until ctx ends and
+// returns nil then, or returns an error wrapping nats.ErrConnectionClosed once nc closes;
+// no request is being answered after it returns, and one still queued then is dropped.
 func (r *Responder) Run(ctx context.Context, nc *nats.Conn, ready func()) error {
 	closed := nc.StatusChanged(nats.CLOSED)
 	defer nc.RemoveStatusListener(closed)
@@ -182,18 +195,37 @@ func (r *Responder) Run(ctx context.Context, nc *nats.Conn, ready func()) error 
 	if err != nil {
 		return fmt.Errorf("callout: flush subscription: %w", err)
 	}
+	stop := make(chan struct{})
+	var workers sync.WaitGroup
+	defer func() { // runs before the unsubscribe: no worker answers once Run returns
+		close(stop)
+		workers.Wait()
+	}()
+	for range r.cfg.Workers {
+		workers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case m := <-msgs:
+					select {
+					case <-stop: // taken as Run stops: drop it, the server times out
+						return
+					default:
+					}
+					r.serve(ctx, m.Header.Get(XKeyHeader), m.Data, &st, m.Respond)
+				}
+			}
+		})
+	}
 	if ready != nil {
 		ready()
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-closed:
-			return fmt.Errorf("callout: %w", nats.ErrConnectionClosed)
-		case m := <-msgs:
-			r.serve(ctx, m.Header.Get(XKeyHeader), m.Data, &st, m.Respond)
-		}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-closed:
+		return fmt.Errorf("callout: %w", nats.ErrConnectionClosed)
 	}
 }
 
@@ -236,7 +268,7 @@ func (r *Responder) respond(ctx context.Context, serverXKey string, body []byte)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrDropped, err)
 	}
-	req, err := jwt.DecodeAuthorizationRequestClaims(string(plain))
+	req, err := decodeRequest(string(plain))
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: request jwt: %w", ErrDropped, err)
 	}
@@ -274,7 +306,7 @@ func (r *Responder) respond(ctx context.Context, serverXKey string, body []byte)
 	} else {
 		resp.Jwt = user
 	}
-	token, err := resp.Encode(r.calloutSigner)
+	token, err := encodeResponse(resp, r.calloutSigner, time.Now())
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: response jwt: %w", ErrDropped, err)
 	}
@@ -312,7 +344,7 @@ func (r *Responder) authorize(parent context.Context, req *jwt.AuthorizationRequ
 	if g.Limits != (jwt.NatsLimits{}) {
 		uc.Limits.NatsLimits = g.Limits
 	}
-	token, err := uc.Encode(r.dataSigner)
+	token, err := encodeUser(uc, r.dataSigner, time.Now())
 	if err != nil {
 		return "", fmt.Errorf("mint user jwt: %w", err)
 	}

@@ -59,6 +59,13 @@ func userCreds(t *testing.T, signer nkeys.KeyPair, issuerAccount string, edit fu
 
 func startCalloutBroker(t *testing.T) *calloutBroker {
 	t.Helper()
+	return startCalloutBrokerWaiting(t, 1)
+}
+
+// startCalloutBrokerWaiting is startCalloutBroker whose server waits authTimeout seconds
+// for a callout answer.
+func startCalloutBrokerWaiting(t *testing.T, authTimeout float64) *calloutBroker {
+	t.Helper()
 	b := &calloutBroker{keys: newKeys(t), resolver: &server.MemAccResolver{}}
 	op, err := nkeys.CreateOperator()
 	if err != nil {
@@ -120,7 +127,7 @@ func startCalloutBroker(t *testing.T) *calloutBroker {
 		TrustedOperators: []*jwt.OperatorClaims{operatorClaims},
 		SystemAccount:    pub(t, b.sysAcc),
 		AccountResolver:  b.resolver,
-		AuthTimeout:      1, // seconds; bounds the wait for a callout that never answers
+		AuthTimeout:      authTimeout, // seconds; bounds the wait for a callout that never answers
 	}).ClientURL()
 	return b
 }
