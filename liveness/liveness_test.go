@@ -97,6 +97,12 @@ func (p *proxy) cut() {
 	}
 }
 
+// down closes the listener and cuts every connection: the agent cannot come back.
+func (p *proxy) down() {
+	_ = p.ln.Close()
+	p.cut()
+}
+
 // drop closes the agent's side of every proxied connection and holds the broker's side
 // open; the returned func closes those.
 func (p *proxy) drop() (release func()) {
@@ -239,18 +245,20 @@ func (f *fixture) watchOffline(actor string) <-chan time.Time {
 }
 
 // sentinel cuts a fresh agent's connection and waits until the watcher marked it: every
-// event before the cut has then been applied.
-func (f *fixture) sentinel(name string) {
+// event before the cut has then been applied. It returns the peers marked before it.
+func (f *fixture) sentinel(name string) []string {
 	f.t.Helper()
 	px := newProxy(f.t, f.m.URL)
 	f.join(px.url(), f.agentCreds(name, protocol.NewLifecycleUID()), time.Hour)
-	px.cut()
+	px.down()
+	var before []string
 	for {
 		select {
 		case p := <-f.marked:
 			if p.Actor == name {
-				return
+				return before
 			}
+			before = append(before, p.Actor)
 		case <-time.After(10 * time.Second):
 			f.t.Fatalf("sentinel %s was never marked offline", name)
 		}
@@ -269,7 +277,7 @@ func TestCutMarksOffline(t *testing.T) {
 	}
 	seen := f.watchOffline("alice")
 	cut := time.Now()
-	px.cut()
+	px.down()
 	select {
 	case at := <-seen:
 		t.Logf("alice offline %s after the cut", at.Sub(cut))
@@ -305,7 +313,9 @@ func TestReconnectStaysOnline(t *testing.T) {
 		return r > rev
 	})
 	release() // now the old connection closes
-	f.sentinel("sentinel")
+	if before := f.sentinel("sentinel"); len(before) > 0 {
+		t.Fatalf("%v written offline by an old connection's close", before)
+	}
 	select {
 	case <-seen:
 		t.Fatal("alice was written offline by her old connection's close")
@@ -320,14 +330,25 @@ func TestReconnectStaysOnline(t *testing.T) {
 // principal) is ignored when it closes.
 func TestNonAgentIgnored(t *testing.T) {
 	f := start(t)
-	f.join(f.m.URL, f.agentCreds("alice", protocol.NewLifecycleUID()), time.Hour)
+	// alice's row, online, with no agent connection the watcher knows of: only the
+	// profile tells the observer's close apart.
+	row, err := json.Marshal(protocol.Presence{Card: protocol.AgentCard{ID: "local.alice", Name: "alice", Kind: protocol.CardAgent},
+		Status: protocol.StatusIdle, TS: time.Now().UnixMilli()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.kv.Put(t.Context(), "local.alice", row); err != nil {
+		t.Fatal(err)
+	}
 	obs := f.m.Connect(f.m.Mint(space, trust.UserSpec{Name: "alice-view", Profile: trust.ProfileObserver,
 		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "alice"}}))
 	if err := obs.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	obs.Close()
-	f.sentinel("sentinel")
+	if before := f.sentinel("sentinel"); len(before) > 0 {
+		t.Fatalf("%v written offline by an observer connection's close", before)
+	}
 	if st, _ := f.status("alice"); st != protocol.StatusIdle {
 		t.Fatalf("alice is %q after an observer connection of hers closed, want idle", st)
 	}
@@ -344,7 +365,9 @@ func TestOtherSessionKeepsOnline(t *testing.T) {
 		t.Fatal(err)
 	}
 	second.Close()
-	f.sentinel("sentinel")
+	if before := f.sentinel("sentinel"); len(before) > 0 {
+		t.Fatalf("%v written offline while another connection is open", before)
+	}
 	if st, _ := f.status("alice"); st != protocol.StatusIdle {
 		t.Fatalf("alice is %q after her second connection closed, want idle", st)
 	}
