@@ -124,27 +124,13 @@ func (w *Watcher) Run(ctx context.Context, ready func()) error {
 	}
 
 	st := &state{open: map[protocol.Principal]map[connKey]struct{}{}, closed: map[connKey]struct{}{}}
-	sctx, cancel := context.WithTimeout(ctx, opTimeout)
-	pages, err := connz.Ask(sctx, w.Sys, sweepSubject, struct {
-		Account string `json:"acc"`
-		Auth    bool   `json:"auth"`
-		Limit   int    `json:"limit"`
-	}{w.Account, true, 1 << 20}, nil)
-	cancel()
-	if err != nil {
+	if err := w.sweep(ctx, opTimeout, st); err != nil {
 		// Without the sweep a peer with two connections could be marked offline when one
 		// closes; its next heartbeat rewrites it, so say so and go on.
 		log.Warn("liveness: the start sweep failed; a peer with more than one connection may flicker offline", "err", err)
 	}
 	// Events that came during the sweep are applied after it, in order: a connection
 	// they opened or closed ends as they say.
-	for _, p := range pages {
-		for _, c := range p.Conns {
-			if id, ok := agentOf(c.Tags); ok {
-				st.add(id.principal, connKey{p.Server, c.CID})
-			}
-		}
-	}
 	log.Info("presence goes offline as soon as an agent's connection drops", "agents", len(st.open))
 	if ready != nil {
 		ready()
@@ -155,6 +141,57 @@ func (w *Watcher) Run(ctx context.Context, ready func()) error {
 			return nil
 		case m := <-events:
 			w.apply(ctx, log, opTimeout, st, m)
+		}
+	}
+}
+
+// sweep lists the account's open connections on every server (CONNZ with their JWT
+// tags) into st: each server answers once; the sweep ends connz.Quiet after the last
+// answer.
+func (w *Watcher) sweep(ctx context.Context, opTimeout time.Duration, st *state) error {
+	body, err := json.Marshal(struct {
+		Account string `json:"acc"`
+		Auth    bool   `json:"auth"`
+		Limit   int    `json:"limit"`
+	}{w.Account, true, 1 << 20})
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	inbox := w.Sys.NewInbox()
+	sub, err := w.Sys.SubscribeSync(inbox)
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := w.Sys.PublishRequest(sweepSubject, inbox, body); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	for wait, n := opTimeout, 0; ; wait, n = connz.Quiet, n+1 {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		m, err := sub.NextMsgWithContext(wctx)
+		cancel()
+		if err != nil {
+			if n > 0 && ctx.Err() == nil {
+				return nil
+			}
+			return fmt.Errorf("sweep %s: %w", sweepSubject, err)
+		}
+		var page struct {
+			Data *struct {
+				ID    string `json:"server_id"`
+				Conns []struct {
+					CID  uint64   `json:"cid"`
+					Tags []string `json:"tags"`
+				} `json:"connections"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(m.Data, &page); err != nil || page.Data == nil {
+			return fmt.Errorf("sweep: an answer without a connection listing: %s", m.Data)
+		}
+		for _, c := range page.Data.Conns {
+			if id, ok := agentOf(c.Tags); ok {
+				st.add(id.principal, connKey{page.Data.ID, c.CID})
+			}
 		}
 	}
 }

@@ -142,7 +142,26 @@ func start(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, m: m, js: js, kv: kv, marked: make(chan protocol.Principal, 1024)}
+	f.watch()
+	return f
+}
 
+// startMesh is start without the watcher; watch starts it.
+func startMesh(t testing.TB) *fixture {
+	t.Helper()
+	m := meshtest.Start(t, space)
+	js := m.Provision(space, provision.Options{})
+	kv, err := js.KeyValue(t.Context(), protocol.BucketPresence(space))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, m: m, js: js, kv: kv, marked: make(chan protocol.Principal, 1024)}
+}
+
+// watch starts the watcher on the delivery daemon's credential and a system connection.
+func (f *fixture) watch() {
+	t, m := f.t, f.m
+	t.Helper()
 	dnc := m.Connect(m.Mint(space, meshtest.DeliverySpec()))
 	djs, err := jetstream.New(dnc)
 	if err != nil {
@@ -169,7 +188,6 @@ func start(t testing.TB) *fixture {
 		done <- nil
 		t.Fatalf("watcher: %v", err)
 	}
-	return f
 }
 
 // agentCreds mints an agent credential for actor with its DM durable pre-created.
@@ -370,5 +388,25 @@ func TestOtherSessionKeepsOnline(t *testing.T) {
 	}
 	if st, _ := f.status("alice"); st != protocol.StatusIdle {
 		t.Fatalf("alice is %q after her second connection closed, want idle", st)
+	}
+}
+
+// An agent connected before the watcher started is found by the start sweep: its second
+// session closing leaves it online.
+func TestSweepFindsEarlierConnections(t *testing.T) {
+	f := startMesh(t)
+	creds := f.agentCreds("alice", protocol.NewLifecycleUID())
+	f.join(f.m.URL, creds, time.Hour)
+	second := f.m.Connect(creds)
+	if err := second.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	f.watch()
+	second.Close()
+	if before := f.sentinel("sentinel"); len(before) > 0 {
+		t.Fatalf("%v written offline while a connection made before the watcher is open", before)
+	}
+	if st, _ := f.status("alice"); st != protocol.StatusIdle {
+		t.Fatalf("alice is %q, want idle", st)
 	}
 }

@@ -20,8 +20,6 @@ type Conn struct {
 	// User is the authorized user: for a connection an auth callout admitted, the name of
 	// the user JWT it minted; for one that presented a user JWT, the user's public key.
 	User string `json:"authorized_user"`
-	// Tags are the tags of the connection's user JWT, listed when auth was asked for.
-	Tags []string `json:"tags,omitempty"`
 }
 
 // Page is one server's answer: its id, its cluster's name ("" for a standalone server)
