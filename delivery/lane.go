@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/liveness"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 )
@@ -411,6 +412,7 @@ func (r *run) start(ctx context.Context, wg *sync.WaitGroup) error {
 			orc.nc.Close()
 		}()
 	}
+	r.startLiveness(ctx, wg, orc)
 	c := &ctl{r: r}
 	for _, s := range []struct {
 		subject, queue string
@@ -435,6 +437,30 @@ func (r *run) start(ctx context.Context, wg *sync.WaitGroup) error {
 		return fmt.Errorf("answer the delivery rails: %w", err)
 	}
 	return nil
+}
+
+// startLiveness starts the presence liveness watcher over the oracle's system connection:
+// an agent is marked offline as soon as its connection drops. Without a system
+// connection, presence goes offline by its TTL only, and the log says so.
+func (r *run) startLiveness(ctx context.Context, wg *sync.WaitGroup, orc *oracle) {
+	if orc.nc == nil || orc.account == "" {
+		r.log.Info("presence goes offline by its TTL only: the daemon has no system-account connection (--system-creds)")
+		return
+	}
+	kv, err := r.js.KeyValue(ctx, protocol.BucketPresence(r.space))
+	if err != nil {
+		r.log.Warn("presence goes offline by its TTL only: the presence bucket cannot be opened", "err", err)
+		return
+	}
+	w := &liveness.Watcher{Space: r.space, Account: orc.account, Sys: orc.nc, Presence: kv, Logger: r.log,
+		OpTimeout: r.opTimeout}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := w.Run(ctx, nil); err != nil {
+			r.log.Warn("presence goes offline by its TTL only", "err", err)
+		}
+	}()
 }
 
 // newOracle builds the liveness oracle's broker access.

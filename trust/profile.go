@@ -39,7 +39,8 @@ const (
 	// ProfileDelivery is the delivery daemon: it reads CHAT through its fan-out durable,
 	// writes members' hand-off copies to DLV and creates their bind-only durables there,
 	// moves the reference's mixed inbox entries (INBOX, its durable "reader") to DLV,
-	// keeps the lease, members and ACL buckets, reads the channel registry, answers the
+	// keeps the lease, members and ACL buckets, reads the channel registry, rewrites a
+	// presence entry offline when the agent's connection drops (liveness), answers the
 	// delivery ctl rails and the live probe, and asks the broker for its own account's
 	// connections. It sends nothing on the messaging plane.
 	ProfileDelivery Profile = "delivery"
@@ -261,6 +262,12 @@ func deliveryGrants(g *grants, space, inbox string) {
 		g.sub(req)
 		g.pub(protocol.ReplyFilter(req))
 	}
+	// Presence: read entries and rewrite an agent's own entry offline when the broker
+	// reports its connection closed (the liveness watcher); no other key of the plane.
+	pres := protocol.BucketPresence(space)
+	ps := kvStream(pres)
+	g.pub(api(verbStreamInfo, ps), api(verbStreamMsgGet, ps), api(verbDirectGet, ps), api(verbDirectGet, ps, ">"))
+	g.pub(kvPrefix + pres + ".>")
 	// Its own account's connections, for the liveness oracle (the broker scopes the
 	// answer to the asking account).
 	g.pub(accountConnz)

@@ -243,7 +243,13 @@ func TestPermissions(t *testing.T) {
 			{pub, "$KV.cotal_members_s.general/local.bob." + uidB, true},
 			{pub, "$KV.cotal_acl_s.local.bob." + uidB, true},
 			{pub, "$KV.cotal_channels_s.general", false},
-			{pub, "$KV.cotal_presence_s.local.bob", false},
+			// Presence: the liveness watcher rewrites an agent's entry offline when its
+			// connection drops; no other bucket of the messaging plane is writable.
+			{pub, "$KV.cotal_presence_s.local.bob", true},
+			{pub, "$JS.API.DIRECT.GET.KV_cotal_presence_s.$KV.cotal_presence_s.local.bob", true},
+			{pub, "$JS.API.STREAM.INFO.KV_cotal_presence_s", true},
+			{pub, "$JS.API.STREAM.PURGE.KV_cotal_presence_s", false},
+			{pub, "$JS.API.CONSUMER.CREATE.KV_cotal_presence_s", false},
 			{pub, "$JS.API.DIRECT.GET.KV_cotal_channels_s.$KV.cotal_channels_s.general", true},
 			{sub, "cotal.s.ctl.delivery.*.*", true},
 			{sub, "cotal.s.ctl.delivery-admin.*.*", true},

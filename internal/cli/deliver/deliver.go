@@ -109,7 +109,7 @@ one by hand instead, stop that one first (cotal down delivery --space S).`,
 	}
 	opts.Mesh.Register(cmd.Flags())
 	fl := cmd.Flags()
-	fl.StringVar(&opts.SystemCreds, "system-creds", "", "a system-account creds file for the liveness oracle (default: the account's own CONNZ)")
+	fl.StringVar(&opts.SystemCreds, "system-creds", "", "a system-account creds file for the liveness oracle and for marking an agent offline the moment its connection drops (default: the account's own CONNZ, presence offline by its TTL)")
 	fl.StringVar(&opts.Pidfile, "pidfile", "", "write the daemon's pid here once it holds the lease; removed when it exits")
 	fl.BoolVar(&opts.Wait, "wait", false, "wait for a held lease instead of refusing")
 	fl.DurationVar(&opts.BrokerGone, "broker-gone", delivery.DefaultBrokerGone, "exit when the broker has been unreachable this long")
