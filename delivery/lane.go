@@ -473,7 +473,7 @@ func (r *run) newOracle() (*oracle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("system credential: %w", err)
 	}
-	nc, err := nats.Connect(r.cfg.Server, append(client.TLSOptions(r.cfg.TLSCA), nats.UserJWTAndSeed(sc.JWT, sc.Seed), nats.Name("cotal delivery oracle "+r.space),
+	nc, err := nats.Connect(r.cfg.Server, append(client.TLSOptions(r.cfg.TLSCA), nats.UserJWTAndSeed(sc.JWT, sc.Seed), nats.CustomInboxPrefix(sc.InboxPrefix), nats.Name("cotal delivery oracle "+r.space),
 		nats.Timeout(r.opTimeout), nats.MaxReconnects(-1), nats.ReconnectWait(r.cfg.ReconnectWait))...)
 	if err != nil {
 		r.log.Warn("the liveness oracle cannot sweep", "err", err)

@@ -125,12 +125,12 @@ func copyConn(dst, src net.Conn) (int64, error) {
 	}
 }
 
-// With a system credential the lane marks an agent offline as soon as its connection is
+// With the system credential cotal up gives it (trust.WatchCreds) the lane marks an agent offline as soon as its connection is
 // cut, well before the presence TTL (which would delete the entry, not write it offline).
 func TestLaneMarksCutAgentOffline(t *testing.T) {
 	m := newMesh(t, 0)
 	l := m.lane()
-	sys, err := m.Chain.SystemCreds(time.Hour)
+	sys, err := m.Chain.WatchCreds(space) // the least-privilege credential cotal up gives the daemon
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,4 +158,51 @@ func TestLaneWithoutSystemCredsSaysTTL(t *testing.T) {
 	if !strings.Contains(logs.String(), "presence goes offline by its TTL only") {
 		t.Fatalf("the daemon log does not say presence falls back to its TTL:\n%s", logs.String())
 	}
+}
+
+// TestWatchCredsAreNarrow: the daemon's system credential follows its own space's
+// connection events and asks for CONNZ, and nothing else of the system account: another
+// account's events, every account's, and a KICK request are refused by the broker.
+func TestWatchCredsAreNarrow(t *testing.T) {
+	m := newMesh(t, 0)
+	creds, err := m.Chain.WatchCreds(space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, err := m.Chain.Space(space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	nc := m.Connect(creds, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	refused := func(what string, do func() error) {
+		t.Helper()
+		if err := do(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatalf("%s: flush: %v", what, err)
+		}
+		select {
+		case err := <-errs:
+			if !strings.Contains(err.Error(), "Permissions Violation") {
+				t.Fatalf("%s: %v, want a permissions violation", what, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: not refused", what)
+		}
+	}
+	if _, err := nc.SubscribeSync("$SYS.ACCOUNT." + acct.PublicKey() + ".DISCONNECT"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Request("$SYS.REQ.SERVER.PING.CONNZ", []byte(`{"acc":"`+acct.PublicKey()+`"}`), 10*time.Second); err != nil {
+		t.Fatalf("CONNZ: %v", err)
+	}
+	select {
+	case err := <-errs:
+		t.Fatalf("its own events and CONNZ: %v", err)
+	default:
+	}
+	refused("every account's events", func() error { _, err := nc.SubscribeSync("$SYS.ACCOUNT.*.DISCONNECT"); return err })
+	refused("a KICK request", func() error { return nc.Publish("$SYS.REQ.SERVER.PING.KICK", []byte(`{}`)) })
 }

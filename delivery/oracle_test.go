@@ -49,7 +49,7 @@ func tuple(t *testing.T, nc *nats.Conn, creds []byte) protocol.ConnTuple {
 // the account's own CONNZ import.
 func TestOracle(t *testing.T) {
 	m := newMesh(t, 0)
-	sys, err := m.Chain.SystemCreds(time.Hour)
+	sys, err := m.Chain.WatchCreds(space) // the least-privilege credential cotal up gives the daemon
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,10 @@
 // $SYS.ACCOUNT.<account>.CONNECT and .DISCONNECT events. It keeps, per principal, the set
 // of open connections whose credential names that principal (the owner:, actor:, uid: and
 // profile: tags the account signed into the user JWT: never a name the client chose), seeded
-// by one CONNZ sweep at start. When the last open connection of an agent (profile agent or
-// manager) closes, it rewrites that principal's own presence entry the way a clean leave
-// does: the same record with status offline, a fresh ts and statusSince. It does so only
+// by one CONNZ sweep at start. When the last open connection of a peer (profile agent,
+// manager, or provisioner: a person joined from the CLI) closes, it rewrites that
+// principal's own presence entry the way a clean leave does: the same record with status
+// offline, a fresh ts and statusSince. It does so only
 //
 //   - when the record is online and was written by the incarnation the closed credential
 //     was minted for (the record's lifecycleUid equals the credential's uid tag, when both
@@ -322,7 +323,8 @@ func (w *Watcher) markOffline(ctx context.Context, id identity) (bool, error) {
 }
 
 // agentOf reads the identity a credential's tags name, when it is a peer that keeps a
-// presence entry (profile agent or manager).
+// presence entry: an agent, a manager, or a person joined from the CLI (`cotal join`
+// connects with the project's provisioner profile, in the person's own name).
 func agentOf(tags []string) (identity, bool) {
 	var id identity
 	var profile string
@@ -339,7 +341,9 @@ func agentOf(tags []string) (identity, bool) {
 			profile = v
 		}
 	}
-	if p := trust.Profile(profile); p != trust.ProfileAgent && p != trust.ProfileManager {
+	switch trust.Profile(profile) {
+	case trust.ProfileAgent, trust.ProfileManager, trust.ProfileProvisioner:
+	default:
 		return identity{}, false
 	}
 	if id.principal.Validate() != nil {

@@ -273,6 +273,34 @@ func (c *Chain) SystemCreds(expiresIn time.Duration) ([]byte, error) {
 	return creds, nil
 }
 
+// WatchCreds mints a never-expiring user of the system account that may do only what a
+// space's delivery daemon asks of it: follow the space account's CONNECT and DISCONNECT
+// events (the presence liveness watcher) and ask the servers for CONNZ (the watcher's
+// sweep and the liveness oracle). It never expires because the broker closes a
+// connection whose JWT expires, which would end the watch unseen.
+func (c *Chain) WatchCreds(space string) ([]byte, error) {
+	acct, err := c.Space(space)
+	if err != nil {
+		return nil, fmt.Errorf("watch creds: %w", err)
+	}
+	pub := acct.PublicKey()
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, fmt.Errorf("watch creds: user key: %w", err)
+	}
+	perms := jwt.Permissions{
+		Pub: jwt.Permission{Allow: jwt.StringList{"$SYS.REQ.SERVER.*.CONNZ"}},
+		Sub: jwt.Permission{Allow: jwt.StringList{
+			"$SYS.ACCOUNT." + pub + ".CONNECT", "$SYS.ACCOUNT." + pub + ".DISCONNECT",
+			inboxPrefix(mustPub(user)) + ".>"}},
+	}
+	creds, err := mintUserKey(user, c.sysKey, c.sysPub, "cotal-watch-"+space, nil, perms, 0)
+	if err != nil {
+		return nil, fmt.Errorf("watch creds: %w", err)
+	}
+	return creds, nil
+}
+
 func (c *Chain) accountPath(space string) string {
 	return filepath.Join(c.dir, accountFilePrefix+protocol.SpaceKey(space)+accountFileSuffix)
 }

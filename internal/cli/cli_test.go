@@ -216,7 +216,7 @@ func setup(env *testscript.Env) error {
 //	proc say NAME TEXT...     write one line to its stdin
 //	proc expect NAME REGEXP   wait until its stdout matches (stderr with -stderr before NAME)
 //	proc stop NAME            close its stdin and wait for it to exit 0 (! proc stop: non-zero)
-//	proc signal NAME INT      send SIGINT (or TERM) and wait for it to exit 0
+//	proc signal NAME INT      send SIGINT (or TERM, or KILL) and wait for it to exit 0
 //	proc wait NAME            wait for it to exit 0 by itself (! proc wait: non-zero)
 func cmdProc(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 2 {
@@ -279,9 +279,9 @@ func cmdProc(ts *testscript.TestScript, neg bool, args []string) {
 				}
 			}
 		case "signal":
-			sig := map[string]os.Signal{"INT": os.Interrupt, "TERM": syscall.SIGTERM}[args[len(args)-1]]
+			sig := map[string]os.Signal{"INT": os.Interrupt, "TERM": syscall.SIGTERM, "KILL": os.Kill}[args[len(args)-1]]
 			if sig == nil {
-				ts.Fatalf("usage: proc signal NAME INT|TERM")
+				ts.Fatalf("usage: proc signal NAME INT|TERM|KILL")
 			}
 			if err := p.cmd.Process.Signal(sig); err != nil {
 				ts.Fatalf("signal %s: %v", args[0], err)

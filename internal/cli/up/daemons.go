@@ -50,8 +50,12 @@ func deliveryKind(chain *trust.Chain, proj *workspace.Project, server string) da
 			if err != nil {
 				return nil, err
 			}
+			watch, err := watchCreds(chain, proj, space)
+			if err != nil {
+				return nil, err
+			}
 			return []string{"deliver", "--space", space, "--server", server, "--creds", creds,
-				"--pidfile", d.PidFile(proj, space), "--wait"}, nil
+				"--system-creds", watch, "--pidfile", d.PidFile(proj, space), "--wait"}, nil
 		},
 	}
 }
@@ -230,6 +234,21 @@ func deliveryCreds(chain *trust.Chain, proj *workspace.Project, space string) (s
 	if err := os.MkdirAll(proj.CredsDir(space), 0o700); err != nil {
 		return "", fmt.Errorf("creds folder: %w", err)
 	}
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// watchCreds writes the delivery daemon's system-account credential (trust.WatchCreds:
+// connection events and CONNZ of its space only), with which it marks an agent offline the
+// moment its connection drops.
+func watchCreds(chain *trust.Chain, proj *workspace.Project, space string) (string, error) {
+	b, err := chain.WatchCreds(space)
+	if err != nil {
+		return "", err
+	}
+	path := cmdutil.CredsPath(proj, space, "delivery-watch")
 	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return "", err
 	}
