@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -282,6 +283,30 @@ type external struct {
 	Token    string `json:"token"`
 	Since    int64  `json:"since"`
 	Deadline int64  `json:"deadline"`
+	Prompt   string `json:"prompt,omitempty"`
+}
+
+// MaxPromptShown bounds the prompt a checkpoint's journal entry carries for `cotal run
+// journal`.
+const MaxPromptShown = 1024
+
+// Prompt reads the prompt a local checkpoint bound on its entry, "" when none.
+func Prompt(e runstore.Entry) string {
+	var x external
+	if len(e.External) == 0 || json.Unmarshal(e.External, &x) != nil {
+		return ""
+	}
+	return x.Prompt
+}
+
+// Token is the token that answers a pending pause entry: the one it bound, else its
+// request id.
+func Token(e runstore.Entry) string {
+	var x external
+	if len(e.External) > 0 && json.Unmarshal(e.External, &x) == nil && x.Token != "" {
+		return x.Token
+	}
+	return e.RequestID
 }
 
 func (d *drive) sleep(ctx context.Context, c lang.Call, e runstore.Entry) (lang.Result, error) {
@@ -334,13 +359,20 @@ func (d *drive) checkpoint(ctx context.Context, c lang.Call, e runstore.Entry) (
 			timeout = time.Duration(ms) * time.Millisecond
 		}
 		now := d.cfg.now()
-		x = external{Token: e.RequestID, Since: now, Deadline: now + timeout.Milliseconds()}
+		prompt, _ := c.Input["prompt"].(string)
+		if len(prompt) > MaxPromptShown {
+			prompt = strings.ToValidUTF8(prompt[:MaxPromptShown], "")
+		}
+		x = external{Token: e.RequestID, Since: now, Deadline: now + timeout.Milliseconds(), Prompt: prompt}
 		b, _ := json.Marshal(x)
 		e.External = b
 		var err error
 		if e, err = d.append(ctx, e); err != nil {
 			return lang.Result{}, err
 		}
+	}
+	if d.cfg.OnCheckpoint != nil {
+		d.cfg.OnCheckpoint(c.Key, x.Prompt)
 	}
 	ans, err := d.awaitAnswer(ctx, x)
 	if err != nil {

@@ -44,6 +44,9 @@ type Config struct {
 	// Checkpoint is the timeout of a checkpoint whose program names none; 0 means
 	// DefaultCheckpointTimeout.
 	CheckpointTimeout time.Duration
+	// OnCheckpoint, when set, is told each checkpoint this driver waits at (its step key
+	// and prompt), once the wait is journaled and an answer can be filed.
+	OnCheckpoint func(key, prompt string)
 
 	// beforeSettle, set by tests only, runs after an effect was performed and before its
 	// settle is appended: where a crash leaves the journal pending.
