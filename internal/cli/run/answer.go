@@ -76,7 +76,7 @@ func runAnswer(ctx context.Context, o *Options, runID, step string) error {
 		return err
 	}
 	if len(journal) == 0 {
-		return cmdutil.Refuse("run "+runID, "its journal is empty or it does not exist", "cotal run ps lists the runs")
+		return cmdutil.Refuse("run "+runID, "its journal is empty or it does not exist", "cotal run ps")
 	}
 	var entry *runstore.Entry
 	for _, r := range journal {
@@ -86,11 +86,11 @@ func runAnswer(ctx context.Context, o *Options, runID, step string) error {
 	}
 	switch {
 	case entry == nil:
-		return cmdutil.Refuse("step "+cmdutil.OneLine(step), "run "+runID+" has not reached it", "cotal run journal "+runID+" shows its steps")
+		return cmdutil.Refuse("step "+cmdutil.OneLine(step), "run "+runID+" has not reached it", "cotal run journal "+runID)
 	case entry.Kind != "checkpoint":
-		return cmdutil.Refuse("step "+cmdutil.OneLine(step), "it is a "+entry.Kind+", not a checkpoint", "answer a checkpoint")
+		return cmdutil.Refuse("step "+cmdutil.OneLine(step), "it is a "+entry.Kind+", not a checkpoint; only a checkpoint is answered", "")
 	case entry.State != "pending":
-		return cmdutil.Refuse("step "+cmdutil.OneLine(step), "it is settled already", "cotal run journal "+runID+" shows what it settled with")
+		return cmdutil.Refuse("step "+cmdutil.OneLine(step), "it is settled already", "cotal run journal "+runID)
 	}
 	token := rundriver.Token(*entry)
 	prior, err := recs.Answers(ctx, runstore.DefaultEndpoint, token)
@@ -99,7 +99,7 @@ func runAnswer(ctx context.Context, o *Options, runID, step string) error {
 	}
 	for _, a := range prior {
 		if a.Supersedes == "" {
-			return cmdutil.Refuse("step "+cmdutil.OneLine(step), "it was answered already by "+cmdutil.OneLine(a.By)+" (answer "+a.AnswerID+")", "the run acts on the first answer")
+			return cmdutil.Refuse("step "+cmdutil.OneLine(step), "it was answered already by "+cmdutil.OneLine(a.By)+" (answer "+a.AnswerID+"), and the run acts on the first answer", "")
 		}
 	}
 	var value any
@@ -113,7 +113,7 @@ func runAnswer(ctx context.Context, o *Options, runID, step string) error {
 	a := runstore.Answer{V: 1, Token: token, AnswerID: id, Value: json.RawMessage(o.Value), By: o.By, At: time.Now().UnixMilli()}
 	if err := recs.Create(ctx, runstore.AnswerKey(runstore.DefaultEndpoint, token, id), a); err != nil {
 		if errors.Is(err, runstore.ErrConflict) {
-			return cmdutil.Refuse("step "+cmdutil.OneLine(step), "this answer was filed already", "cotal run journal "+runID)
+			return cmdutil.Refuse("step "+cmdutil.OneLine(step), "this answer was filed already", "")
 		}
 		return err
 	}

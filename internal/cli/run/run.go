@@ -146,7 +146,7 @@ already settled are not performed again. Exit codes as for start.`,
 func needLocal(o *Options) error {
 	if !o.Local {
 		return cmdutil.RefuseUsage("the manager does not host workflow runs yet",
-			"this release drives a run only in the CLI process", "add --local")
+			"this release drives a run only in the CLI process: add --local", "")
 	}
 	return nil
 }
@@ -177,7 +177,7 @@ func runStart(ctx context.Context, o *Options) error {
 		for _, p := range refused.Problems {
 			fmt.Fprintf(o.IO.ErrOut, "%s: %s\n", o.File, cmdutil.OneLine(p.String()))
 		}
-		return cmdutil.Refuse("the program "+o.File, fmt.Sprintf("it has %s", cmdutil.Count(len(refused.Problems), "problem")), "fix them and start again")
+		return cmdutil.Refuse("the program "+o.File, fmt.Sprintf("it has %s (listed above); fix them and start again", cmdutil.Count(len(refused.Problems), "problem")), "")
 	}
 	if err != nil {
 		return err
@@ -208,7 +208,7 @@ func runResume(ctx context.Context, o *Options, runID string) error {
 	defer stop()
 	out, err := rundriver.Resume(ctx, o.driverConfig(js, space), runID)
 	if errors.Is(err, runstore.ErrNoRecord) {
-		return cmdutil.Refuse("run "+runID, "the space has no record of it", "cotal run ps lists the runs")
+		return cmdutil.Refuse("run "+runID, "the space has no record of it", "cotal run ps")
 	}
 	if err != nil {
 		return fmt.Errorf("resume run %s: %w", runID, err)
@@ -388,7 +388,7 @@ func runJournal(ctx context.Context, o *Options, runID string) error {
 	}
 	var st runstore.RunStatus
 	if _, err := recs.Get(ctx, runstore.RunStatusKey(runstore.DefaultEndpoint, runID), &st); errors.Is(err, runstore.ErrNoRecord) {
-		return cmdutil.Refuse("run "+runID, "the space has no record of it", "cotal run ps lists the runs")
+		return cmdutil.Refuse("run "+runID, "the space has no record of it", "cotal run ps")
 	} else if err != nil {
 		return err
 	}
