@@ -237,6 +237,11 @@ func Replay(ctx context.Context, js jetstream.JetStream, space, run string) ([]R
 				return nil, 0, fmt.Errorf("replay run %s: stream sequence %d holds record %d where %d was expected: %w", run, r.Seq, n, len(recs), ErrTruncated)
 			}
 			recs = append(recs, r)
+			// Acked as read: the consumer holds at most 1000 unacknowledged records, so a
+			// longer journal is delivered only as the earlier ones are acked.
+			if err := m.Ack(); err != nil {
+				return nil, 0, fmt.Errorf("replay run %s: ack sequence %d: %w", run, r.Seq, err)
+			}
 		}
 		if err := batch.Error(); err != nil {
 			return nil, 0, fmt.Errorf("replay run %s: %w", run, err)

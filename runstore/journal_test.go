@@ -18,7 +18,7 @@ import (
 
 const space = "wf"
 
-func provisioned(t *testing.T) jetstream.JetStream {
+func provisioned(t testing.TB) jetstream.JetStream {
 	t.Helper()
 	js := meshtest.JetStream(t)
 	if _, err := provision.Space(t.Context(), js, space, provision.Options{}); err != nil {
@@ -186,5 +186,25 @@ func TestReadsAReferenceJournal(t *testing.T) {
 	m.Header.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(head, 10))
 	if _, err := js.PublishMsg(ctx, m); err == nil {
 		t.Fatal("the superseded reference writer appended")
+	}
+}
+
+// A journal longer than the replay consumer's 1000 unacknowledged records replays whole
+// (it failed as "delivered 1000 of 1201" before replay acked as it read).
+func TestReplayPastTheAckWindow(t *testing.T) {
+	js := provisioned(t)
+	run := runstore.NewRunID()
+	_, ap, err := runstore.Activate(t.Context(), js, space, run, runstore.Lease{Holder: "a", FencingToken: 1, Epoch: 1}, true, clock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1200 {
+		if _, err := ap.Append(t.Context(), entry(run, int64(i), "sleep", "pending")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, _, err := runstore.Replay(t.Context(), js, space, run)
+	if err != nil || len(recs) != 1201 {
+		t.Fatalf("replay: %d records, %v", len(recs), err)
 	}
 }
