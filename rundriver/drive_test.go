@@ -315,3 +315,54 @@ log("approved " + a.value);`)
 }
 
 var _ lang.Effects = (*drive)(nil)
+
+// Concurrent resumes of one run never share a fencing token, and the step they all reach
+// is settled once: a resume that loses is refused or superseded before it appends.
+func TestConcurrentResumes(t *testing.T) {
+	f := newFixture(t)
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // the host clock moves on while a driver sleeps
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+				f.clock.Add(100)
+			}
+		}
+	}()
+	run := f.startKilled(`await sleep("1s"); log("done");`, "/sleep#0")
+	var wg sync.WaitGroup
+	outs := make([]Outcome, 3)
+	errs := make([]error, 3)
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = Resume(t.Context(), f.cfg(), run)
+		}()
+	}
+	wg.Wait()
+	completed := 0
+	for i := range 3 {
+		if errs[i] == nil && outs[i].State == runstore.StateCompleted {
+			completed++
+		}
+	}
+	if completed == 0 {
+		t.Fatalf("no resume completed: %v %v", outs, errs)
+	}
+	tokens := map[int64]bool{}
+	for _, r := range f.journal(run) {
+		if a := r.Activation; a != nil {
+			if tokens[a.FencingToken] {
+				t.Fatalf("two activations under fencing token %d", a.FencingToken)
+			}
+			tokens[a.FencingToken] = true
+		}
+	}
+	if _, s := f.entries(run, "/sleep#0"); len(s) != 1 {
+		t.Fatalf("the sleep settled %d times", len(s))
+	}
+}
