@@ -96,6 +96,10 @@ func compare(have, want jetstream.StreamConfig, isBucket bool) []drift {
 		ds = append(ds, oneWay("deny delete", want.DenyDelete, func(c *jetstream.StreamConfig) { c.DenyDelete = true },
 			"the server cannot allow deletes on an existing stream; it forbids only erasing a message by sequence, which no client does"))
 	}
+	if have.DenyPurge != want.DenyPurge {
+		ds = append(ds, oneWay("deny purge", want.DenyPurge, func(c *jetstream.StreamConfig) { c.DenyPurge = true },
+			"the server cannot allow purges on an existing stream; no cotal client purges it"))
+	}
 	if have.AllowMsgTTL != want.AllowMsgTTL {
 		ds = append(ds, oneWay("allow msg ttl", want.AllowMsgTTL, func(c *jetstream.StreamConfig) { c.AllowMsgTTL = true },
 			"the server cannot turn per-message TTLs off; a stream no client sends a TTL to is unchanged by them"))

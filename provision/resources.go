@@ -91,6 +91,11 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 	epf := baseStream(StreamEPF(space), protocol.Root+"."+space+".epf.>")
 	epf.AllowDirect = true
 	epc := ContractStoreConfig(space)
+	// WFJ: the workflow step journal, one subject per run (endpoint-binding.ts
+	// createEndpointStreams): no age limit, since a run that sleeps a month resumes by
+	// re-reading it, and no direct get, since a resume must read its predecessor's last
+	// appends from the leader.
+	wfj := baseStream(StreamWFJ(space), protocol.Root+"."+space+".wfj.*")
 
 	return []resource{
 		{kind: "stream", name: chat.Name, want: chat},
@@ -137,6 +142,9 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 		{kind: "stream", name: epf.Name, want: epf},
 		{kind: "stream", name: epc.Name, want: epc},
 		tasksBucket(space),
+		{kind: "stream", name: wfj.Name, want: wfj},
+		recordsBucket(space),
+		admissionBucket(space),
 	}
 }
 
@@ -151,6 +159,44 @@ func tasksBucket(space string) resource {
 		Replicas: 1,
 	})
 	r.want.AllowRollup = false
+	return r
+}
+
+// StreamWFJ names the workflow step journal stream (cotal.<space>.wfj.<runId>).
+func StreamWFJ(space string) string { return "WFJ_" + space }
+
+// BucketRecords names the control surface's records bucket (run, program, answer,
+// notice, migration and checkpoint records).
+func BucketRecords(space string) string { return "cotal_records_" + space }
+
+// BucketAdmission names the workflow run admissions bucket.
+func BucketAdmission(space string) string { return "cotal_admission_" + space }
+
+// recordsBucket is the records bucket as the reference's ensureAuthorityStores makes it:
+// per-key CAS, direct get on, no rollup, and no delete or purge through the stream API
+// (a record is never erased).
+func recordsBucket(space string) resource {
+	r := bucket(jetstream.KeyValueConfig{
+		Bucket:   BucketRecords(space),
+		History:  1,
+		Storage:  jetstream.FileStorage,
+		Replicas: 1,
+	})
+	r.want.AllowRollup = false
+	r.want.DenyDelete = true
+	r.want.DenyPurge = true
+	return r
+}
+
+// admissionBucket is the run admissions bucket (run-admission.ts ensureAdmissionStore):
+// leader-served reads only, no rollup, no delete or purge.
+func admissionBucket(space string) resource {
+	r := recordsBucket(space)
+	r.name = BucketAdmission(space)
+	r.kv.Bucket = r.name
+	r.want.Name = "KV_" + r.name
+	r.want.Subjects = []string{"$KV." + r.name + ".>"}
+	r.want.AllowDirect = false
 	return r
 }
 

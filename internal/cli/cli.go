@@ -38,6 +38,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/meshes"
 	"github.com/cotal-ai/cotal/internal/cli/mint"
 	"github.com/cotal-ai/cotal/internal/cli/personas"
+	runcmd "github.com/cotal-ai/cotal/internal/cli/run"
 	"github.com/cotal-ai/cotal/internal/cli/seats"
 	"github.com/cotal-ai/cotal/internal/cli/send"
 	"github.com/cotal-ai/cotal/internal/cli/service"
@@ -184,6 +185,7 @@ peer, anycast to whoever holds a role.`,
 		history.NewCmdHistory(f, nil),
 		logout.NewCmdLogout(f, nil),
 		use.NewCmdUse(f, nil),
+		runcmd.NewCmdRun(f),
 	)
 	strictHelp(root)
 	completePersonas(f, root)

@@ -95,6 +95,7 @@ func TestScripts(t *testing.T) {
 			"onefile":     cmdOneFile,
 			"ttyanswer":   cmdTTYAnswer,
 			"refsession":  cmdRefSession,
+			"runproc":     cmdRunProc,
 		},
 	})
 }

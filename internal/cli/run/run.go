@@ -1,0 +1,448 @@
+// Package run implements `cotal run`: workflow runs, Cotal Lang programs whose every
+// effect is journaled before it is performed, so a run survives the process driving it.
+// This release drives runs in the CLI process (--local); the verbs that read and answer
+// a run (ps, journal, answer) work on any run in the space's records, whoever drove it.
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/lang"
+	"github.com/cotal-ai/cotal/rundriver"
+	"github.com/cotal-ai/cotal/runstore"
+	"github.com/cotal-ai/cotal/trust"
+)
+
+// MaxProgramSize bounds a program file.
+const MaxProgramSize = 1 << 20
+
+// Options are the flags every verb shares.
+type Options struct {
+	IO              *iostreams.IOStreams
+	Resolve         cmdutil.ResolveFunc
+	ConnectOperator cmdutil.ConnectAsFunc
+
+	Mesh  cmdutil.MeshFlags
+	Local bool
+	JSON  bool
+	File  string
+	Value string
+	By    string
+}
+
+// NewCmdRun builds `cotal run` and its verbs.
+func NewCmdRun(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run <command>",
+		Short: "Start, resume, list, inspect and answer workflow runs (Cotal Lang programs)",
+		Long: `A workflow run is a Cotal Lang program (*.cotal.js) whose every effect is journaled on
+the mesh before it is performed (the stream WFJ_<space>, the records bucket
+cotal_records_<space>), so a run survives the process that drives it: resume replays
+the journal, recorded effects answer their recorded results, and the first unrecorded
+effect is performed live.
+
+This release drives runs in the CLI process (--local): sleep, checkpoint, notify, log and
+the parallel, race and fanOut scopes. spawn, turn, ask, wait and conclave need the
+manager, which does not host runs yet: a local run reaching one is released, held (exit
+2). docs/workflows.md says more.`,
+		Example: `  cotal run start --file resolve-issue.cotal.js --local
+  cotal run ps
+  cotal run journal run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f
+  cotal run answer run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f /checkpoint:issue#0 --value '{"issue":42}'
+  cotal run resume run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f --local`,
+	}
+	cmd.AddCommand(newCmdStart(f), newCmdResume(f), newCmdPs(f), newCmdJournal(f), newCmdAnswer(f))
+	return cmd
+}
+
+func newOptions(f *cmdutil.Factory) *Options {
+	return &Options{IO: f.IO, Resolve: f.Resolve, ConnectOperator: f.ConnectOperator}
+}
+
+// connect resolves the mesh and connects as the project's own identity, which alone
+// writes a run's journal and records.
+func (o *Options) connect(ctx context.Context) (jetstream.JetStream, string, func(), error) {
+	target, err := o.Resolve(o.Mesh)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	ep, err := o.ConnectOperator(ctx, target, trust.ProfileProvisioner)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return ep.JetStream(), target.Space, func() { _ = ep.Close() }, nil
+}
+
+func newCmdStart(f *cmdutil.Factory) *cobra.Command {
+	o := newOptions(f)
+	cmd := &cobra.Command{
+		Use:   "start --file PROGRAM --local",
+		Short: "Start a run of a program, driven in this process",
+		Long: `Validate the program, mint a run id (run-<32 hex>), print it, and drive the run here
+until it ends. Exit 0 when it completes, 1 when it fails, 2 when it is released (held at
+an effect this process cannot perform, or stopped): resume it later with cotal run resume.
+A refused program prints each problem with its code (L1xxx-L3xxx) and changes nothing.`,
+		Example: `  cotal run start --file resolve-issue.cotal.js --local`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.File == "" {
+				return cmdutil.FlagErrorf("give the program with --file")
+			}
+			if err := needLocal(o); err != nil {
+				return err
+			}
+			return runStart(cmd.Context(), o)
+		},
+	}
+	o.Mesh.Register(cmd.Flags())
+	cmd.Flags().StringVar(&o.File, "file", "", "the program, a *.cotal.js file")
+	cmd.Flags().BoolVar(&o.Local, "local", false, "drive the run in this process (required: the manager does not host runs yet)")
+	return cmd
+}
+
+func newCmdResume(f *cmdutil.Factory) *cobra.Command {
+	o := newOptions(f)
+	cmd := &cobra.Command{
+		Use:   "resume RUN --local",
+		Short: "Take a run over and drive it on from its journal, in this process",
+		Long: `Resume a run that was released or whose driver died: read its recorded program,
+activate its journal under the next fencing token and epoch (a driver still holding it
+is superseded and stops at its next append), replay the journal and drive on. Effects
+already settled are not performed again. Exit codes as for start.`,
+		Example: `  cotal run resume run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f --local`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := runstore.CheckID("run id", args[0]); err != nil {
+				return cmdutil.FlagErrorf("%v; cotal run ps lists the runs", err)
+			}
+			if o.File != "" {
+				return cmdutil.FlagErrorf("--file: resume uses the recorded program; an edited program is a migration, which is not supported yet")
+			}
+			if err := needLocal(o); err != nil {
+				return err
+			}
+			return runResume(cmd.Context(), o, args[0])
+		},
+	}
+	o.Mesh.Register(cmd.Flags())
+	cmd.Flags().BoolVar(&o.Local, "local", false, "drive the run in this process (required: the manager does not host runs yet)")
+	cmd.Flags().StringVar(&o.File, "file", "", "refused: a run resumes its recorded program")
+	return cmd
+}
+
+func needLocal(o *Options) error {
+	if !o.Local {
+		return cmdutil.RefuseUsage("the manager does not host workflow runs yet",
+			"this release drives a run only in the CLI process: add --local", "")
+	}
+	return nil
+}
+
+// signalContext ends on SIGINT or SIGTERM, which releases the run.
+func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+func (o *Options) driverConfig(js jetstream.JetStream, space string) rundriver.Config {
+	out := o.IO.Out
+	return rundriver.Config{JS: js, Space: space,
+		Log: func(_, line string) { fmt.Fprintf(out, "log: %s\n", cmdutil.OneLine(line)) },
+		OnCheckpoint: func(key, prompt string) {
+			fmt.Fprintf(out, "waiting at %s: %s\n", key, cmdutil.OneLine(prompt))
+		},
+	}
+}
+
+func runStart(ctx context.Context, o *Options) error {
+	src, err := cmdutil.UserFile{Flag: "--file", Path: o.File, Kind: "a Cotal Lang program", Max: MaxProgramSize, Stdin: o.IO.In}.Read()
+	if err != nil {
+		return err
+	}
+	prog, runID, err := rundriver.Prepare(string(src))
+	var refused *lang.RefusedError
+	if errors.As(err, &refused) {
+		for _, p := range refused.Problems {
+			fmt.Fprintf(o.IO.ErrOut, "%s: %s\n", o.File, cmdutil.OneLine(p.String()))
+		}
+		return cmdutil.Refuse("the program "+o.File, fmt.Sprintf("it has %s (listed above); fix them and start again", cmdutil.Count(len(refused.Problems), "problem")), "")
+	}
+	if err != nil {
+		return err
+	}
+	js, space, closeFn, err := o.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	fmt.Fprintf(o.IO.Out, "starting run %s on endpoint %s in space %s\n", runID, runstore.DefaultEndpoint, space)
+	ctx, stop := signalContext(ctx)
+	defer stop()
+	out, err := rundriver.Start(ctx, o.driverConfig(js, space), prog, runID, o.File)
+	if err != nil {
+		return fmt.Errorf("start run %s: %w", runID, err)
+	}
+	return o.report(out)
+}
+
+func runResume(ctx context.Context, o *Options, runID string) error {
+	js, space, closeFn, err := o.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	fmt.Fprintf(o.IO.Out, "resuming run %s on endpoint %s in space %s\n", runID, runstore.DefaultEndpoint, space)
+	ctx, stop := signalContext(ctx)
+	defer stop()
+	out, err := rundriver.Resume(ctx, o.driverConfig(js, space), runID)
+	if errors.Is(err, runstore.ErrNoRecord) {
+		return cmdutil.Refuse("run "+runID, "the space has no record of it", "cotal run ps")
+	}
+	if err != nil {
+		return fmt.Errorf("resume run %s: %w", runID, err)
+	}
+	return o.report(out)
+}
+
+// report prints how a drive ended and answers its exit: 0 completed, 1 failed, 2 released.
+func (o *Options) report(out rundriver.Outcome) error {
+	switch out.State {
+	case runstore.StateCompleted:
+		fmt.Fprintf(o.IO.Out, "run %s: completed in %s\n", out.Run, cmdutil.Count(out.Steps, "step"))
+		return nil
+	case runstore.StateFailed:
+		fmt.Fprintf(o.IO.ErrOut, "run %s: failed: %s\n", out.Run, cmdutil.OneLine(fmt.Sprint(out.Err)))
+		return &cmdutil.ExitError{Code: 1}
+	}
+	why := "stopped"
+	if out.Err != nil {
+		why = out.Err.Error()
+	}
+	fmt.Fprintf(o.IO.ErrOut, "run %s: released — %s\n", out.Run, cmdutil.OneLine(why))
+	if out.Held != nil {
+		fmt.Fprintf(o.IO.ErrOut, "the run is held at an effect this host cannot perform; resume it where one can\n")
+	} else {
+		fmt.Fprintf(o.IO.ErrOut, "next: cotal run resume %s --local\n", out.Run)
+	}
+	return &cmdutil.ExitError{Code: 2}
+}
+
+// Row is one run in `cotal run ps --json` (one JSON object per line).
+type Row struct {
+	RunID       string `json:"runId"`
+	Endpoint    string `json:"endpoint"`
+	State       string `json:"state,omitempty"`
+	Holder      string `json:"holder,omitempty"`
+	Epoch       int64  `json:"epoch"`
+	JournalHigh int64  `json:"journalHigh"`
+	StartedAt   int64  `json:"startedAt,omitempty"`
+	ForkedFrom  string `json:"forkedFrom,omitempty"`
+}
+
+func newCmdPs(f *cmdutil.Factory) *cobra.Command {
+	o := newOptions(f)
+	cmd := &cobra.Command{
+		Use:     "ps [--json]",
+		Short:   "List the space's workflow runs",
+		Long:    "List every run in the space's records: its state, holder, epoch and journal high mark.",
+		Example: "  cotal run ps\n  cotal run ps --json",
+		Args:    cobra.NoArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runPs(cmd.Context(), o) },
+	}
+	o.Mesh.Register(cmd.Flags())
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per run")
+	return cmd
+}
+
+func runPs(ctx context.Context, o *Options) error {
+	js, _, closeFn, err := o.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	recs, err := o.records(ctx, js)
+	if err != nil {
+		return err
+	}
+	lister, err := recs.KV.ListKeysFiltered(ctx, "run.*.*.spec")
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		lister = nil
+	} else if err != nil {
+		return fmt.Errorf("list runs: %w", err)
+	}
+	var rows []Row
+	if lister != nil {
+		for k := range lister.Keys() {
+			parts := strings.Split(k, ".")
+			if len(parts) != 4 {
+				continue
+			}
+			r := Row{Endpoint: parts[1], RunID: parts[2]}
+			var spec runstore.RunSpec
+			if _, err := recs.Get(ctx, k, &spec); err == nil {
+				r.StartedAt = spec.Pins.StartedAt
+				if spec.ForkedFrom != nil {
+					r.ForkedFrom = spec.ForkedFrom.Run
+				}
+			}
+			var st runstore.RunStatus
+			if _, err := recs.Get(ctx, runstore.RunStatusKey(r.Endpoint, r.RunID), &st); err == nil {
+				r.State, r.Holder, r.Epoch, r.JournalHigh = st.State, st.Holder, st.Epoch, st.JournalHigh
+			}
+			rows = append(rows, r)
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].StartedAt < rows[j].StartedAt })
+	if o.JSON {
+		for _, r := range rows {
+			if err := cmdutil.WriteJSONLine(o.IO.Out, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(o.IO.Out, "no workflow runs in this space; cotal run start --file F --local starts one")
+		return nil
+	}
+	fmt.Fprintf(o.IO.Out, "%-36s  %-8s  %-9s  %-18s  %-7s  %s\n", "RUN", "ENDPOINT", "STATE", "HOLDER", "JOURNAL", "FORKED-FROM")
+	for _, r := range rows {
+		fmt.Fprintf(o.IO.Out, "%-36s  %-8s  %-9s  %-18s  %-7d  %s\n", r.RunID, r.Endpoint, dash(r.State),
+			dash(cmdutil.OneLine(r.Holder)), r.JournalHigh, dash(r.ForkedFrom))
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (o *Options) records(ctx context.Context, js jetstream.JetStream) (*runstore.Records, error) {
+	target, err := o.Resolve(o.Mesh)
+	if err != nil {
+		return nil, err
+	}
+	return runstore.OpenRecords(ctx, js, target.Space)
+}
+
+// JournalRow is one journal record in `cotal run journal --json`.
+type JournalRow struct {
+	N          int64           `json:"n"`
+	Kind       string          `json:"kind"`
+	Holder     string          `json:"holder,omitempty"`
+	Epoch      int64           `json:"epoch,omitempty"`
+	ReplayedTo uint64          `json:"replayedTo,omitempty"`
+	Step       string          `json:"step,omitempty"`
+	Outcome    string          `json:"outcome,omitempty"`
+	Asks       string          `json:"asks,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+}
+
+func newCmdJournal(f *cmdutil.Factory) *cobra.Command {
+	o := newOptions(f)
+	cmd := &cobra.Command{
+		Use:   "journal RUN [--json]",
+		Short: "Show a run's journal: activations and steps, pending or settled",
+		Long: `Show the run's status, then every record of its journal in order: each activation (who
+took the run, under which epoch, after replaying to which stream sequence) and each step
+entry (its key and outcome: pending, ok, failed (code), refused (code)). A checkpoint
+waiting for an answer shows its prompt: answer it with cotal run answer.`,
+		Example: "  cotal run journal run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f\n  cotal run journal run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f --json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := runstore.CheckID("run id", args[0]); err != nil {
+				return cmdutil.FlagErrorf("%v; cotal run ps lists the runs", err)
+			}
+			return runJournal(cmd.Context(), o, args[0])
+		},
+	}
+	o.Mesh.Register(cmd.Flags())
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per journal record")
+	return cmd
+}
+
+func runJournal(ctx context.Context, o *Options, runID string) error {
+	js, space, closeFn, err := o.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	recs, err := runstore.OpenRecords(ctx, js, space)
+	if err != nil {
+		return err
+	}
+	var st runstore.RunStatus
+	if _, err := recs.Get(ctx, runstore.RunStatusKey(runstore.DefaultEndpoint, runID), &st); errors.Is(err, runstore.ErrNoRecord) {
+		return cmdutil.Refuse("run "+runID, "the space has no record of it", "cotal run ps")
+	} else if err != nil {
+		return err
+	}
+	journal, _, err := runstore.Replay(ctx, js, space, runID)
+	if err != nil {
+		return err
+	}
+	if !o.JSON {
+		fmt.Fprintf(o.IO.Out, "run %s on %s: %s, holder %s, epoch %d\n", runID, runstore.DefaultEndpoint, st.State, cmdutil.OneLine(st.Holder), st.Epoch)
+	}
+	for _, r := range journal {
+		row := JournalRow{N: r.N()}
+		if a := r.Activation; a != nil {
+			row.Kind, row.Holder, row.Epoch, row.ReplayedTo = runstore.KindActivation, a.Holder, a.Epoch, a.ReplayedTo
+		} else {
+			e := r.Entry
+			row.Kind, row.Step, row.Outcome, row.Result = runstore.KindStep, e.Key(), outcome(*e), e.Result
+			if e.State == "pending" && e.Kind == "checkpoint" {
+				row.Asks = rundriver.Prompt(*e)
+			}
+		}
+		if o.JSON {
+			if err := cmdutil.WriteJSONLine(o.IO.Out, row); err != nil {
+				return err
+			}
+			continue
+		}
+		if row.Kind == runstore.KindActivation {
+			fmt.Fprintf(o.IO.Out, "#%d  activation  holder=%s epoch=%d replayedTo=%d\n", row.N, cmdutil.OneLine(row.Holder), row.Epoch, row.ReplayedTo)
+			continue
+		}
+		fmt.Fprintf(o.IO.Out, "#%d  step        %s  %s\n", row.N, cmdutil.OneLine(row.Step), row.Outcome)
+		if row.Asks != "" {
+			fmt.Fprintf(o.IO.Out, "      asks %s\n", cmdutil.OneLine(row.Asks))
+		}
+	}
+	return nil
+}
+
+// outcome is an entry's outcome as the journal shows it.
+func outcome(e runstore.Entry) string {
+	if e.State == "pending" {
+		return "pending"
+	}
+	if e.Kind == "checkpoint" && e.Status == "ok" {
+		var r struct {
+			Outcome string `json:"outcome"`
+		}
+		if json.Unmarshal(e.Result, &r) == nil && r.Outcome != "" {
+			return r.Outcome
+		}
+	}
+	if e.Error != nil && e.Error.Code != "" {
+		return e.Status + " (" + e.Error.Code + ")"
+	}
+	return e.Status
+}
