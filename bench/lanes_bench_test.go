@@ -35,6 +35,10 @@ import (
 // sub-benchmark names select too: -bench 'Lanes/.*/N=(1|10)$'.
 const lanesEnv = "COTAL_BENCH_LANES"
 
+// provisionConnectWait bounds a provisioner's connect while thousands of spaces are
+// being created (nats.go's default, 2 s, is too short on a loaded 2-core machine).
+const provisionConnectWait = time.Minute
+
 // laneReadyLimit guards the wait for a host's ready callback against a hang.
 const laneReadyLimit = 5 * time.Minute
 
@@ -196,12 +200,18 @@ func newLaneWorld(b *testing.B, kind string, n int) *laneWorld {
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	ctx, stop := context.WithCancel(b.Context())
+	defer stop()
 	for range 2 * runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for s := range work {
-				dc, err := w.provision(b.Context(), s)
+				if ctx.Err() != nil {
+					continue // a space failed: skip the rest
+				}
+				dc, err := w.provision(ctx, s)
 				if err != nil {
 					errs <- err
+					stop()
 					continue
 				}
 				mu.Lock()
@@ -262,7 +272,8 @@ func (w *laneWorld) provision(ctx context.Context, space string) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(w.url, nats.UserJWTAndSeed(c.JWT, c.Seed))
+	// Thousands of spaces keep the broker busy: a connect may wait its turn.
+	nc, err := nats.Connect(w.url, nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Timeout(provisionConnectWait))
 	if err != nil {
 		return nil, fmt.Errorf("provisioner of %s: %w", space, err)
 	}
