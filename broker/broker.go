@@ -98,6 +98,7 @@ type Server struct {
 	cluster   string // host:port the route listener is bound to ("" standalone)
 	name      string // the server name it runs under
 	capacity  Capacity
+	fdCount   fdCounter // Room's count of the open files
 }
 
 // init makes the channels that exist before Start.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 )
 
 // SpaceStreams is how many streams and buckets one space is: the footprint
@@ -66,16 +68,54 @@ func (s *Server) Room(streams int) error {
 	if err != nil || soft == 0 {
 		return nil
 	}
-	open, ok := openFiles()
+	open, ok := s.fdCount.estimate(time.Now())
 	if !ok {
 		return nil
 	}
 	need := uint64(open) + uint64(streams) + LaneConns + ReservedFiles
 	if need <= soft {
+		s.fdCount.admit(streams)
 		return nil
 	}
 	return fmt.Errorf("broker: %w: %d streams need %d more open files and %d of the process's limit of %d are in use (each stream keeps its newest block file open; the broker keeps %d back): raise the open-file limit (ulimit -n, systemd LimitNOFILE; the hard limit is %d) to at least %d, or serve further spaces from another broker",
 		ErrNoRoom, streams, uint64(streams)+LaneConns, open, soft, ReservedFiles, hard, need)
+}
+
+// recountEvery is how old a count of the open files Room may use: counting reads
+// /proc/self/fd, whose cost grows with the files open (at 15 000 files, counting before
+// every space took a tenth of a 2-core machine provisioning thousands of spaces).
+const recountEvery = time.Second
+
+// fdCounter is the open-file count Room judges by: a count of /proc/self/fd at most
+// recountEvery old, plus the streams Room let through since, each counted as a file
+// still open (a stream's block file stays open at least 30 s).
+type fdCounter struct {
+	mu      sync.Mutex
+	at      time.Time // when counted; zero before the first count
+	counted int
+	since   int // streams let through since
+}
+
+// estimate returns the files open now as far as Room knows, counting again when the
+// last count is older than recountEvery. False where the open files cannot be counted.
+func (c *fdCounter) estimate(now time.Time) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || now.Sub(c.at) >= recountEvery || now.Before(c.at) {
+		n, ok := openFiles()
+		if !ok {
+			return 0, false
+		}
+		c.at, c.counted, c.since = now, n, 0
+	}
+	return c.counted + c.since, true
+}
+
+// admit counts streams Room let through as open until the next count.
+func (c *fdCounter) admit(streams int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.since += streams
 }
 
 // openFiles counts the process's open file descriptors (Linux /proc/self/fd); false
