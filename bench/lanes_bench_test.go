@@ -35,8 +35,9 @@ import (
 // sub-benchmark names select too: -bench 'Lanes/.*/N=(1|10)$'.
 const lanesEnv = "COTAL_BENCH_LANES"
 
-// provisionConnectWait bounds a provisioner's connect while thousands of spaces are
-// being created (nats.go's default, 2 s, is too short on a loaded 2-core machine).
+// provisionConnectWait bounds a provisioner's connect and each of its JetStream requests
+// while thousands of spaces are being created (nats.go's defaults, 2 s and 5 s, are too
+// short on a loaded 2-core machine).
 const provisionConnectWait = time.Minute
 
 // laneReadyLimit guards the wait for a host's ready callback against a hang.
@@ -278,7 +279,7 @@ func (w *laneWorld) provision(ctx context.Context, space string) ([]byte, error)
 		return nil, fmt.Errorf("provisioner of %s: %w", space, err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(provisionConnectWait))
 	if err != nil {
 		return nil, err
 	}
