@@ -35,6 +35,11 @@ import (
 // sub-benchmark names select too: -bench 'Lanes/.*/N=(1|10)$'.
 const lanesEnv = "COTAL_BENCH_LANES"
 
+// provisionConnectWait bounds a provisioner's connect and each of its JetStream requests
+// while thousands of spaces are being created (nats.go's defaults, 2 s and 5 s, are too
+// short on a loaded 2-core machine).
+const provisionConnectWait = time.Minute
+
 // laneReadyLimit guards the wait for a host's ready callback against a hang.
 const laneReadyLimit = 5 * time.Minute
 
@@ -51,6 +56,8 @@ const laneReadyLimit = 5 * time.Minute
 //   - rss-KiB/lane: the same difference of the process's resident set (Linux only);
 //   - conns/lane: the broker's client connections (VARZ) once ready, minus before, over N;
 //   - goroutines/lane: likewise for goroutines (lane and broker side);
+//   - fds/lane: likewise for the process's open files (a lane's connection is a socket
+//     at each end, both in this process; its writes keep block files open);
 //   - setup-ms/space: accounts, broker start and provisioning, outside the timed part.
 //
 // Setup runs once per N; each round starts the host, waits for ready, samples and closes
@@ -90,7 +97,7 @@ func benchLanes(b *testing.B, kind string, n int) {
 	var w *laneWorld
 	pprof.Do(b.Context(), pprof.Labels("lanes", "setup"), func(context.Context) { w = newLaneWorld(b, kind, n) })
 	var ready time.Duration
-	var heap, stack, rss, conns, gor float64
+	var heap, stack, rss, conns, gor, fds float64
 	for b.Loop() {
 		before := w.sample(b)
 		pprof.Do(b.Context(), pprof.Labels("lanes", "host"), func(context.Context) {
@@ -101,6 +108,7 @@ func benchLanes(b *testing.B, kind string, n int) {
 				rss += float64(after.rss-before.rss) / 1024
 				conns += float64(after.conns - before.conns)
 				gor += float64(after.goroutines - before.goroutines)
+				fds += float64(after.fds - before.fds)
 			})
 		})
 	}
@@ -114,6 +122,7 @@ func benchLanes(b *testing.B, kind string, n int) {
 	}
 	b.ReportMetric(conns/perLane, "conns/lane")
 	b.ReportMetric(gor/perLane, "goroutines/lane")
+	b.ReportMetric(fds/perLane, "fds/lane")
 	b.ReportMetric(float64(w.setup.Milliseconds())/float64(n), "setup-ms/space")
 }
 
@@ -129,6 +138,15 @@ type laneWorld struct {
 	sys      *nats.Conn        // system account: asks the broker for VARZ
 	setup    time.Duration
 	rssKnown bool
+	srv      *broker.Server
+}
+
+// laneLimits are each bench space's limits: the defaults with 4 MiB of storage and
+// 1 MiB of memory, so that 5000 spaces' reservations fit one broker's disk.
+func laneLimits() trust.Limits {
+	l := trust.DefaultLimits()
+	l.Storage, l.Memory = 4<<20, 1<<20
+	return l
 }
 
 func newLaneWorld(b *testing.B, kind string, n int) *laneWorld {
@@ -156,6 +174,11 @@ func newLaneWorld(b *testing.B, kind string, n int) *laneWorld {
 		if err != nil {
 			b.Fatal(err)
 		}
+		// A host of thousands of spaces gives each a small share of the disk: the
+		// broker reserves every space's storage and memory limit against its own.
+		if _, _, err = w.chain.SetLimits(s, laneLimits()); err != nil {
+			b.Fatal(err)
+		}
 	}
 	jwts, err := w.chain.AccountJWTs()
 	if err != nil {
@@ -168,18 +191,28 @@ func newLaneWorld(b *testing.B, kind string, n int) *laneWorld {
 	}
 	b.Cleanup(func() { _ = srv.Close() })
 	w.url = srv.ClientURL()
+	w.srv = srv
+	if c := srv.Capacity(); c.Spaces > 0 && n > c.Spaces {
+		b.Logf("%d spaces is more than the %d this broker holds at once (open-file limit %d): provisioning relies on idle block files closing", n, c.Spaces, c.OpenFiles)
+	}
 
 	// Provision a few spaces at a time: each is a handful of streams and buckets.
 	work := make(chan string)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	ctx, stop := context.WithCancel(b.Context())
+	defer stop()
 	for range 2 * runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for s := range work {
-				dc, err := w.provision(b.Context(), s)
+				if ctx.Err() != nil {
+					continue // a space failed: skip the rest
+				}
+				dc, err := w.provision(ctx, s)
 				if err != nil {
 					errs <- err
+					stop()
 					continue
 				}
 				mu.Lock()
@@ -240,16 +273,17 @@ func (w *laneWorld) provision(ctx context.Context, space string) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(w.url, nats.UserJWTAndSeed(c.JWT, c.Seed))
+	// Thousands of spaces keep the broker busy: a connect may wait its turn.
+	nc, err := nats.Connect(w.url, nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Timeout(provisionConnectWait))
 	if err != nil {
 		return nil, fmt.Errorf("provisioner of %s: %w", space, err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(provisionConnectWait))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := provision.Space(ctx, js, space, provision.Options{}); err != nil {
+	if _, err := provision.Space(ctx, js, space, provision.Options{Room: w.srv.Room}); err != nil {
 		return nil, err
 	}
 	return acct.Mint(trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery,
@@ -316,6 +350,7 @@ type laneSample struct {
 	rss         int64 // resident set after returning freed memory to the OS; 0 when unknown
 	conns       int   // the broker's client connections
 	goroutines  int
+	fds         int // open file descriptors of this process (broker and lanes); 0 when unknown
 }
 
 // sample collects garbage and returns what it freed to the OS (so the resident set does
@@ -327,7 +362,7 @@ func (w *laneWorld) sample(b *testing.B) laneSample {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rss, _ := residentBytes()
-	return laneSample{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), rss: rss, conns: brokerConns(b, w.sys), goroutines: runtime.NumGoroutine()}
+	return laneSample{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), rss: rss, conns: brokerConns(b, w.sys), goroutines: runtime.NumGoroutine(), fds: openFDs()}
 }
 
 // brokerConns asks the broker, over a system-account connection, how many client
@@ -353,6 +388,16 @@ func brokerConns(b *testing.B, sys *nats.Conn) int {
 		b.Fatalf("varz: %s", resp.Error.Description)
 	}
 	return resp.Data.Connections
+}
+
+// openFDs counts this process's open file descriptors (/proc/self/fd); 0 where that
+// directory does not exist.
+func openFDs() int {
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	return len(es)
 }
 
 // residentBytes is this process's resident set (VmRSS in /proc/self/status); false where

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/protocol"
@@ -30,7 +31,17 @@ type Options struct {
 	// Peers is the size of the server's JetStream cluster when the caller knows it
 	// (JetStreamPeers); 0 means unknown, and then the server alone judges a count.
 	Peers int
+	// Room, when set, is asked before anything is created whether the broker can hold
+	// the streams and buckets Space is about to create (how many); an error refuses the
+	// space, changing nothing. An embedded broker's broker.Server.Room checks its
+	// open-file limit, which the server itself reports only as a failed create
+	// (JetStream error 10049) with part of the space made.
+	Room func(streams int) error
 }
+
+// ErrNoJetStream reports that the broker has not enabled JetStream for the space's
+// account, so none of its streams can exist. It is wrapped with the likely cause and fix.
+var ErrNoJetStream = errors.New("JetStream is not enabled for the space's account")
 
 // Report says what Space did: names created, names whose drifted config it repaired, and
 // names that already existed as wanted. A name is in exactly one list. The defaults entry is
@@ -79,6 +90,11 @@ func Space(ctx context.Context, js jetstream.JetStream, space string, opts Optio
 	var conflicts []error
 	for _, r := range res {
 		p, err := inspect(ctx, js, r)
+		if errors.Is(err, nats.ErrNoResponders) {
+			// The server answers a JetStream request of every account it enabled
+			// JetStream for; silence means it did not (its log says why).
+			return Report{}, fmt.Errorf("provision space %q: %w: the broker refused to enable it, most often because it cannot reserve the space's storage or memory limits beside the other spaces' (the broker's log says \"insufficient storage resources\"): lower the space's limits (cotal up --max-storage, --max-memory), or give the broker more disk or memory", space, ErrNoJetStream)
+		}
 		if err != nil {
 			return Report{}, r.wrap(space, err)
 		}
@@ -89,6 +105,20 @@ func Space(ctx context.Context, js jetstream.JetStream, space string, opts Optio
 	}
 	if len(conflicts) > 0 {
 		return Report{}, errors.Join(conflicts...)
+	}
+
+	if opts.Room != nil {
+		absent := 0
+		for _, p := range plans {
+			if p.have == nil {
+				absent++
+			}
+		}
+		if absent > 0 {
+			if err := opts.Room(absent); err != nil {
+				return Report{}, fmt.Errorf("provision space %q: %w", space, err)
+			}
+		}
 	}
 
 	var rep Report
