@@ -76,7 +76,7 @@ func addSpace(ctx context.Context, opts *Options, proj *workspace.Project, space
 			}
 		}
 	}
-	if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, mesh.Server, opts.TLSCA, space, opts.Replicas); err != nil {
+	if err := provisionSpace(ctx, opts.IO.ErrOut, chain, proj, mesh.Server, opts.TLSCA, space, opts.Replicas, nil); err != nil {
 		return err
 	}
 	if err := applyManifest(ctx, opts, chain, proj, mesh.Server); err != nil {

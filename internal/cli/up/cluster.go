@@ -102,11 +102,11 @@ const clusterProvisionWait = 60 * time.Second
 // provisionClustered provisions space on a node of a cluster that just formed: every node
 // provisions at once, and a JetStream request may go unanswered while a new stream elects
 // its leader, so a failure that is not a refusal is retried until clusterProvisionWait.
-func provisionClustered(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, ca, space string, replicas int) error {
+func provisionClustered(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, ca, space string, replicas int, room func(int) error) error {
 	deadline := time.Now().Add(clusterProvisionWait)
 	wait := 200 * time.Millisecond
 	for {
-		err := provisionSpace(ctx, w, chain, proj, server, ca, space, replicas)
+		err := provisionSpace(ctx, w, chain, proj, server, ca, space, replicas, room)
 		// Too few peers is a refusal a node outgrows as the other nodes join; any other
 		// refusal stands.
 		var refusal *cmdutil.Refusal

@@ -103,7 +103,7 @@ func serveExternal(ctx context.Context, opts *Options, proj *workspace.Project, 
 	}
 	for _, s := range spaces {
 		// An external cluster may still be electing the new streams' leaders.
-		if err := provisionClustered(ctx, opts.IO.ErrOut, chain, proj, opts.External, opts.TLSCA, s, opts.Replicas); err != nil {
+		if err := provisionClustered(ctx, opts.IO.ErrOut, chain, proj, opts.External, opts.TLSCA, s, opts.Replicas, nil); err != nil {
 			return err
 		}
 	}

@@ -26,8 +26,9 @@ import (
 // on an authenticated mesh (chain set) or anonymously on an open one, and on an
 // authenticated mesh the bind-only durables of every persona of the project and, when it
 // has none yet, its read ACL row (cmdutil.SeedReadACL). A persona file that does not parse is skipped with a warning on w.
-// replicas is --replicas (0: the default for the server, see spaceReplicas).
-func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, ca, space string, replicas int) error {
+// replicas is --replicas (0: the default for the server, see spaceReplicas); room, when
+// set, is the embedded broker's Room, asked before a missing stream is created.
+func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *workspace.Project, server, ca, space string, replicas int, room func(int) error) error {
 	var creds []byte
 	class := provision.ClassLive // an open mesh has no delivery daemon
 	if chain != nil {
@@ -56,6 +57,7 @@ func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *
 		return err
 	}
 	popts.DefaultDeliveryClass = class
+	popts.Room = room
 	rep, err := provision.Space(ctx, js, space, popts)
 	if err != nil {
 		return replicasRefusal(err, server, space, popts.Replicas)
@@ -157,11 +159,11 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 	}
 	for _, s := range spaces {
 		provision := func() error {
-			return provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas)
+			return provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas, srv.Room)
 		}
 		if srv.Cluster != nil {
 			provision = func() error {
-				return provisionClustered(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas)
+				return provisionClustered(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas, srv.Room)
 			}
 		}
 		if err := provision(); err != nil {
