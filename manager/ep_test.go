@@ -281,9 +281,12 @@ func TestEPAuthority(t *testing.T) {
 		return mesh.Mint(space, spec)
 	}
 	mark := filepath.Join(t.TempDir(), "ran")
-	// The reference provisions the records bucket; a space it made has one.
-	if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: manager.BucketRecords(space), History: 1, Storage: jetstream.FileStorage}); err != nil {
-		t.Fatal(err)
+	// provision.Space makes the records bucket, as the reference's space setup does; a
+	// space made without it (an older cotal) gets one here.
+	if _, err := js.KeyValue(t.Context(), provision.BucketRecords(space)); errors.Is(err, jetstream.ErrBucketNotFound) {
+		if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: provision.BucketRecords(space), History: 1, Storage: jetstream.FileStorage}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	opP := protocol.Principal{Owner: protocol.OwnerLocal, Actor: "op"}
 	mgrCreds, err := trust.ReadCreds(mint(trust.UserSpec{Name: "manager", Profile: trust.ProfileManager,
@@ -349,7 +352,7 @@ func TestEPAuthority(t *testing.T) {
 	if doc := closureRoot(t, op.nc, digest); doc["urn"] != "ai.cotal.manager" {
 		t.Fatalf("cluster document %v", doc)
 	}
-	kv, err := js.KeyValue(t.Context(), manager.BucketRecords(space))
+	kv, err := js.KeyValue(t.Context(), provision.BucketRecords(space))
 	if err != nil {
 		t.Fatal(err)
 	}

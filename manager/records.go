@@ -19,10 +19,6 @@ import (
 // earlier makes it when it may), and the service record svc.manager.<instanceId> in the
 // records bucket cotal_records_<space> (the registry its multi-manager census reads).
 
-// BucketRecords names the reference's records bucket, which the reference provisions; Go
-// creates none (docs/interop.md).
-func BucketRecords(space string) string { return "cotal_records_" + space }
-
 // ServiceRecordKey is the service record of the manager instance (the split keys
 // <key>.spec and <key>.status of endpoint-records.ts).
 func ServiceRecordKey(instance string) string { return "svc." + mgrclient.EPEndpoint + "." + instance }
@@ -84,12 +80,12 @@ func artifactThere(err error) bool {
 // records bucket: its spec (endpoint, owner, cluster digest) and its status (ready at this
 // run's epoch). It returns the bucket (nil when there is none) for deregister.
 func (m *Manager) register(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := m.ep.JetStream().KeyValue(ctx, BucketRecords(m.Space))
+	kv, err := m.ep.JetStream().KeyValue(ctx, provision.BucketRecords(m.Space))
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("records bucket %s: %w", BucketRecords(m.Space), err)
+		return nil, fmt.Errorf("records bucket %s: %w", provision.BucketRecords(m.Space), err)
 	}
 	key := ServiceRecordKey(m.instanceID)
 	spec, _ := json.Marshal(ServiceSpec{Endpoint: mgrclient.EPEndpoint, Owner: m.Operator.Owner,

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/cotal-ai/cotal/manager"
 	"github.com/cotal-ai/cotal/mgrclient"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
 )
 
 // fetchArtifact reads the contract-store artifact of digest sha256:<hex> the way the
@@ -69,15 +71,18 @@ func TestReferenceCallerResolvesTheManager(t *testing.T) {
 	harness := fakeHarness(t, mark)
 	r := newRig(t, func(m *manager.Manager) {
 		harness(m)
-		// The reference provisions the records bucket; a space it made has one.
+		// provision.Space makes the records bucket, as the reference's space setup does; a
+		// space made without it (an older cotal) gets one here.
 		nc, err := nats.Connect(m.Servers)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer nc.Close()
 		js, _ := jetstream.New(nc)
-		if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: manager.BucketRecords(space), History: 1, Storage: jetstream.FileStorage}); err != nil {
-			t.Fatal(err)
+		if _, err := js.KeyValue(t.Context(), provision.BucketRecords(space)); errors.Is(err, jetstream.ErrBucketNotFound) {
+			if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: provision.BucketRecords(space), History: 1, Storage: jetstream.FileStorage}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 	nc := dial(t, r.url)
@@ -138,7 +143,7 @@ func TestReferenceCallerResolvesTheManager(t *testing.T) {
 
 	// The service record (endpoint-service.ts ServiceSpec, ServiceStatus).
 	js, _ := jetstream.New(nc)
-	kv, err := js.KeyValue(t.Context(), manager.BucketRecords(space))
+	kv, err := js.KeyValue(t.Context(), provision.BucketRecords(space))
 	if err != nil {
 		t.Fatal(err)
 	}
