@@ -9,10 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/cotal-ai/cotal/backup"
-	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
@@ -84,7 +81,7 @@ func (c Cut) Write(ctx context.Context) (*backup.Manifest, error) {
 			}
 			src.Account, src.AccountJWT = acct.PublicKey(), acct.JWT()
 		}
-		nc, err := connect(mesh.Server, creds, mesh.TLSCA)
+		nc, err := cmdutil.DialCreds(mesh.Server, creds, mesh.TLSCA, "cotal backup")
 		if err != nil {
 			return nil, err
 		}
@@ -93,23 +90,6 @@ func (c Cut) Write(ctx context.Context) (*backup.Manifest, error) {
 		plan.Spaces = append(plan.Spaces, src)
 	}
 	return backup.Write(ctx, c.Path, plan)
-}
-
-// connect dials server with creds (nil: none), trusting the CA file ca ("": the system's).
-func connect(server string, creds []byte, ca string) (*nats.Conn, error) {
-	opts := append([]nats.Option{nats.Timeout(5 * time.Second), nats.Name("cotal backup")}, client.TLSOptions(ca)...)
-	if creds != nil {
-		c, err := trust.ReadCreds(creds)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, c.Options()...)
-	}
-	nc, err := nats.Connect(server, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", server, err)
-	}
-	return nc, nil
 }
 
 // CheckOut checks an archive path before anything is cut: its folder exists and is no

@@ -11,9 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
@@ -140,28 +137,10 @@ func pushAccount(ctx context.Context, chain *trust.Chain, server, ca, space stri
 	if err != nil {
 		return err
 	}
-	sys, err := connect(server, sysCreds, ca)
+	sys, err := cmdutil.DialCreds(server, sysCreds, ca, "")
 	if err != nil {
 		return err
 	}
 	defer sys.Close()
 	return trust.PushAccount(ctx, sys, acct.JWT())
-}
-
-// connect dials server with creds (nil: no credential), trusting the CA file ca for TLS
-// ("": the system's roots).
-func connect(server string, creds []byte, ca string) (*nats.Conn, error) {
-	opts := append([]nats.Option{nats.Timeout(5 * time.Second)}, client.TLSOptions(ca)...)
-	if creds != nil {
-		c, err := trust.ReadCreds(creds)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, c.Options()...)
-	}
-	nc, err := nats.Connect(server, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", server, err)
-	}
-	return nc, nil
 }

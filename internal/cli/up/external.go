@@ -125,7 +125,7 @@ func pushAccounts(ctx context.Context, chain *trust.Chain, url, ca string) error
 	if err != nil {
 		return err
 	}
-	sys, err := connect(url, sysCreds, ca)
+	sys, err := cmdutil.DialCreds(url, sysCreds, ca, "")
 	if errors.Is(err, nats.ErrAuthorization) {
 		return cmdutil.Refuse("to serve the project's spaces on "+url,
 			"the server refused the project's system account: it does not trust this project's operator; start it from the configuration `cotal broker config --out nats.conf` writes", "")

@@ -136,7 +136,7 @@ func applyManifest(ctx context.Context, o *Options, chain *trust.Chain, proj *wo
 			return err
 		}
 	}
-	nc, err := connect(server, creds, o.TLSCA)
+	nc, err := cmdutil.DialCreds(server, creds, o.TLSCA, "")
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func spaceReplicas(ctx context.Context, chain *trust.Chain, nc *nats.Conn, ca st
 		if err != nil {
 			return provision.Options{}, err
 		}
-		sys, err := connect(nc.ConnectedUrl(), creds, ca)
+		sys, err := cmdutil.DialCreds(nc.ConnectedUrl(), creds, ca, "")
 		if err != nil {
 			return provision.Options{}, err
 		}

@@ -147,7 +147,7 @@ func (o *Options) restoreSpaces(ctx context.Context, chain *trust.Chain, url, ca
 				return err
 			}
 		}
-		nc, err := connect(url, creds, ca)
+		nc, err := cmdutil.DialCreds(url, creds, ca, "")
 		if err != nil {
 			return err
 		}

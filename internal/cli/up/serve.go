@@ -43,7 +43,7 @@ func provisionSpace(ctx context.Context, w io.Writer, chain *trust.Chain, proj *
 		}
 		class = provision.ClassDurable
 	}
-	nc, err := connect(server, creds, ca)
+	nc, err := cmdutil.DialCreds(server, creds, ca, "")
 	if err != nil {
 		return err
 	}
