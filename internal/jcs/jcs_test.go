@@ -9,7 +9,7 @@ import (
 // §3.2.2.2 writes them, no whitespace.
 func TestMarshal(t *testing.T) {
 	v := map[string]any{
-		"b": []any{1e21, 1e-7, 0.5, -0.0, 100},
+		"b": []any{1e21, 1e-7, 0.5, math.Copysign(0, -1), 100},
 		"a": map[string]any{"\u20ac": "x", "\r": "\u0001\"\\\n", "1": true},
 		"c": nil,
 	}
