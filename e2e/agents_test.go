@@ -243,6 +243,19 @@ func checkDMRoundTrip(t *testing.T, p *project, fm *fakemodel.Server, dm *dmMode
 		}
 		t.Logf("%s reports it takes no pushed turns here; the DM waited in the inbox: a typed nudge", dc.agent)
 		dc.submit(agent, dm.nudge)
+		// A TUI still busy with a turn may drop the Enter, leaving the nudge in its prompt,
+		// as a person would see: press Enter again until the model has the nudge.
+		last := time.Now()
+		until(t, "the model gets the typed nudge", 2*time.Minute, func() bool {
+			if fm.Saw(dm.nudge) || agent.exited() {
+				return true
+			}
+			if time.Since(last) > 10*time.Second {
+				agent.send("\r")
+				last = time.Now()
+			}
+			return false
+		})
 	}
 	until(t, "the model reads the DM with cotal_inbox", 2*time.Minute, func() bool {
 		for _, r := range fm.Requests() {
