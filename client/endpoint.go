@@ -356,13 +356,14 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 	}
 	now := time.Now().UnixMilli()
 	ctx, cancel := context.WithCancel(context.Background())
+	seen := newDedupe(8192)
 	return &Endpoint{
 		ctx: ctx, cancel: cancel,
 		nc: nc, js: js, cfg: cfg, log: log,
 		me:       protocol.Principal{Owner: cfg.Owner, Actor: cfg.Actor},
 		inbox:    make(chan *Incoming, cfg.InboxSize),
-		seen:     newDedupe(8192),
-		pos:      newPositions(),
+		seen:     seen,
+		pos:      newPositions(seen),
 		status:   protocol.StatusIdle,
 		since:    now,
 		uid:      cfg.LifecycleUID,

@@ -65,10 +65,11 @@ func (in *Incoming) settled() {
 
 // dedupe remembers the last n non-empty message ids.
 type dedupe struct {
-	mu   sync.Mutex
-	ids  map[string]struct{}
-	ring []string
-	next int
+	mu    sync.Mutex
+	ids   map[string]struct{}
+	ring  []string
+	next  int
+	added uint64 // ids recorded so far
 }
 
 func newDedupe(n int) *dedupe {
@@ -93,5 +94,21 @@ func (d *dedupe) first(id string) bool {
 	d.ring[d.next] = id
 	d.next = (d.next + 1) % len(d.ring)
 	d.ids[id] = struct{}{}
+	d.added++
 	return true
+}
+
+// mark is how many ids were recorded so far; give it to holdsSince later.
+func (d *dedupe) mark() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.added
+}
+
+// holdsSince reports whether every id recorded since mark is still remembered, so an
+// id it does not hold was not recorded since then.
+func (d *dedupe) holdsSince(mark uint64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.added-mark <= uint64(len(d.ring))
 }

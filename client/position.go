@@ -29,6 +29,12 @@ import (
 // not known to hold (the connection is not on the stream leader's server) or the
 // subscription dropped messages (slow consumer), no live position is claimed.
 //
+// The watermark is not exact: a post routed just before the subscription existed can be
+// stored just after the watermark was read (the stream stores from a queue), so it lies
+// in the interval without ever reaching this connection. A hand-off copy is therefore
+// judged by the live interval only once the dedupe window may have forgotten ids
+// surfaced since the join; until then its id alone says whether it was shown.
+//
 // What reached Messages() is not yet what the application took: only a position whose
 // posts were all taken is confirmed to the daemon (a window), so a post still unread in
 // the inbox at Close is copied to the next incarnation. The inbox is FIFO: when s
@@ -64,6 +70,7 @@ type posTrack struct {
 	cut      bool     // a post it received was not shown (the endpoint closes): same
 	windows  []window // live positions not yet all taken, in order
 	taken    uint64   // every post in (from, taken] was taken by the application
+	idMark   uint64   // the dedupe window's mark at the join
 }
 
 // positions is the endpoint's position state.
@@ -83,10 +90,11 @@ type positions struct {
 	start    sync.Once
 	refused  bool       // the daemon does not take confirmPosition (a reference daemon)
 	confirms sync.Mutex // one confirmation round at a time
+	ids      *dedupe    // the endpoint's id window
 }
 
-func newPositions() *positions {
-	return &positions{done: map[*nats.Subscription]uint64{}, tracks: map[string]*posTrack{},
+func newPositions(ids *dedupe) *positions {
+	return &positions{ids: ids, done: map[*nats.Subscription]uint64{}, tracks: map[string]*posTrack{},
 		rows: map[string]uint64{}, handoff: map[string]uint64{}, hwin: map[string][]window{},
 		htaken: map[string]uint64{}, kick: make(chan struct{}, 1)}
 }
@@ -156,7 +164,8 @@ func (e *Endpoint) track(channel string, from, join, gen, row uint64) {
 	}
 	p := e.pos
 	p.mu.Lock()
-	p.tracks[channel] = &posTrack{channel: channel, sub: sub, from: from, join: join, gen: gen, row: row, reported: row}
+	p.tracks[channel] = &posTrack{channel: channel, sub: sub, from: from, join: join, gen: gen, row: row, reported: row,
+		idMark: p.ids.mark()}
 	p.mu.Unlock()
 	p.start.Do(func() {
 		e.wg.Add(1)
@@ -205,7 +214,7 @@ func (p *positions) givenAt(ch string, seq uint64) bool {
 		}
 	}
 	for _, t := range p.tracks {
-		if protocol.ChannelMatches(t.channel, ch) && (seq <= t.row || (t.from < seq && seq <= t.live)) {
+		if protocol.ChannelMatches(t.channel, ch) && (seq <= t.row || (t.from < seq && seq <= t.live && p.forgets(t))) {
 			return true
 		}
 	}
@@ -218,11 +227,17 @@ func (p *positions) liveMayCover(ch string, seq uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, t := range p.tracks {
-		if !t.broken && t.from < seq && seq > t.live && protocol.ChannelMatches(t.channel, ch) {
+		if !t.broken && t.from < seq && seq > t.live && protocol.ChannelMatches(t.channel, ch) && p.forgets(t) {
 			return true
 		}
 	}
 	return false
+}
+
+// forgets reports whether the id window may have forgotten a post surfaced live since
+// t's join, so only the live interval can say it was given (the package comment).
+func (p *positions) forgets(t *posTrack) bool {
+	return !p.ids.holdsSince(t.idMark)
 }
 
 // surfacedHandoff records that the hand-off copy at seq on concrete channel ch reached

@@ -1,0 +1,51 @@
+package client
+
+import (
+	"fmt"
+	"testing"
+)
+
+// A post routed just before the live subscription existed can be stored just after the
+// watermark was read, so it lies inside the live interval without having reached the
+// connection. Its hand-off copy must not be judged given while the id window still
+// remembers every post surfaced since the join: the id alone decides.
+func TestHandoffCopyInsideLiveIntervalJudgedByIDWhileWindowHolds(t *testing.T) {
+	seen := newDedupe(4)
+	p := newPositions(seen)
+	p.tracks["review"] = &posTrack{channel: "review", from: 0, live: 1, idMark: seen.mark()}
+
+	if p.givenAt("review", 1) {
+		t.Fatal("a copy whose id was never surfaced was judged given by the live interval")
+	}
+	if p.liveMayCover("review", 2) {
+		t.Fatal("a live confirmation was asked for while ids decide")
+	}
+
+	// Once more ids passed than the window holds, a post read live may be forgotten:
+	// then the live interval is what says it was given.
+	for i := range 5 {
+		seen.first(fmt.Sprint("id-", i))
+	}
+	if !p.givenAt("review", 1) {
+		t.Fatal("with the id window turned over, a post in the live interval was not judged given")
+	}
+	if !p.liveMayCover("review", 2) {
+		t.Fatal("with the id window turned over, no live confirmation was asked for")
+	}
+}
+
+func TestDedupeHoldsSince(t *testing.T) {
+	d := newDedupe(3)
+	m := d.mark()
+	for i := range 3 {
+		d.first(fmt.Sprint(i))
+	}
+	d.first("0") // a duplicate records nothing
+	if !d.holdsSince(m) {
+		t.Fatal("three ids in a window of three were reported forgotten")
+	}
+	d.first("3")
+	if d.holdsSince(m) {
+		t.Fatal("a fourth id in a window of three: the first is forgotten, but holdsSince said no")
+	}
+}
