@@ -40,6 +40,10 @@ type Config struct {
 	// so requests to the delivery daemon name LifecycleUID instead of carrying a signed
 	// credential (the daemon holds them to the ACL the callout recorded).
 	Callout bool
+	// Skills and Tags are what the card advertises beyond its description (an A2A
+	// agent's skills, presented by the a2apeer bridge); nil means none.
+	Skills []protocol.Skill
+	Tags   []string
 
 	Heartbeat time.Duration // presence heartbeat; 0 means protocol.HeartbeatInterval
 	AckWait   time.Duration // JetStream ack wait of a DM durable this endpoint creates; 0 means 60 s
@@ -424,7 +428,7 @@ func (e *Endpoint) Messages() <-chan *Incoming { return e.inbox }
 func (e *Endpoint) Card() protocol.AgentCard {
 	return protocol.AgentCard{
 		ID: e.me.String(), Name: e.cfg.Name, Kind: e.cfg.Kind, Role: e.cfg.Role,
-		Description: e.cfg.Description, Meta: e.cfg.Meta,
+		Description: e.cfg.Description, Meta: e.cfg.Meta, Skills: e.cfg.Skills, Tags: e.cfg.Tags,
 		ProtocolVersion: protocol.ProtocolVersion, Owner: e.me.Owner, Actor: e.me.Actor,
 	}
 }

@@ -22,6 +22,10 @@ func BucketPresence(space string) string { return "cotal_presence_" + space }
 // BucketChannels names the channel registry KV bucket.
 func BucketChannels(space string) string { return "cotal_channels_" + space }
 
+// BucketA2APeers names the registry of external A2A agents presented as peers (a Go
+// extension: one row per agent, written by the project's operator only).
+func BucketA2APeers(space string) string { return "cotal_a2apeers_" + space }
+
 // ConsumerDM names a principal's DM durable: dm_<owner>-<actor>-<uid>.
 func ConsumerDM(p Principal, uid string) string { return "dm_" + p.Dash() + "-" + uid }
 

@@ -1,7 +1,7 @@
 // Package provision creates one space's JetStream footprint: the CHAT, DM and TASK streams,
 // the presence and channel-registry KV buckets, the registry's "=defaults" entry, the
 // durable plane's INBOX and DLV streams and lease, members and ACL buckets, the manager's
-// lease bucket, the auth service's bucket, the task board and file-claims buckets, and the
+// lease bucket, the auth service's bucket, the task board, file-claims and A2A peer buckets, and the
 // control surface's EPJ, EPF and EPC streams. Space is idempotent: it creates what is missing,
 // repairs drift that loses nothing, refuses conflicts without changing anything, and never
 // touches stored messages.

@@ -145,8 +145,30 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 		{kind: "stream", name: wfj.Name, want: wfj},
 		recordsBucket(space),
 		admissionBucket(space),
+		a2aPeersBucket(space),
 	}
 }
+
+// a2aPeersBucket is the registry of external A2A agents presented as peers (a Go
+// extension, see package a2apeer): one row per agent, each at most a2aPeerValueSize
+// bytes, written by the project's operator alone (no profile but the provisioner may
+// read or write it), so no rollup is needed and none is allowed.
+func a2aPeersBucket(space string) resource {
+	r := bucket(jetstream.KeyValueConfig{
+		Bucket:       protocol.BucketA2APeers(space),
+		History:      1,
+		MaxValueSize: a2aPeerValueSize,
+		Storage:      jetstream.FileStorage,
+		Replicas:     1,
+	})
+	r.want.AllowRollup = false
+	r.want.MaxMsgSize = a2aPeerValueSize
+	return r
+}
+
+// a2aPeerValueSize bounds one registration: a card's description and skills, trimmed by
+// the registering command, with room to spare.
+const a2aPeerValueSize = 64 << 10
 
 // tasksBucket is the task board (a Go extension, see taskboard). Like presence it refuses
 // rollup: every agent writes its own keys, and a Nats-Rollup: all header on one of them

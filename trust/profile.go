@@ -409,6 +409,13 @@ func denyAdmin(g *grants, space string) {
 	for _, s := range []string{protocol.StreamChat(space), protocol.StreamDM(space), protocol.StreamTask(space), protocol.StreamInbox(space), protocol.StreamDLV(space)} {
 		g.deny(api(verbDirectGet, s), api(verbDirectGet, s, ">"))
 	}
+	// The A2A peer registry is the operator's alone: a row names a URL the bridge calls
+	// and the peer it presents, so no other profile may write it, and none reads it (the
+	// peers it presents show their cards in presence).
+	a2a := kvStream(protocol.BucketA2APeers(space))
+	g.deny(kvPrefix+protocol.BucketA2APeers(space)+".>", api(verbStreamInfo, a2a), api(verbStreamMsgGet, a2a),
+		api(verbDirectGet, a2a), api(verbDirectGet, a2a, ">"), api(verbConsumerCreate, a2a), api(verbConsumerCreate, a2a, ">"),
+		api(verbDurableCreate, a2a, ">"))
 }
 
 // grants collects subjects in order, without duplicates.
