@@ -116,12 +116,16 @@ type RPCError struct {
 	Message string `json:"message"`
 }
 
-func (e *RPCError) Error() string { return fmt.Sprintf("A2A error %d: %s", e.Code, safe(e.Message, 256)) }
+func (e *RPCError) Error() string {
+	return fmt.Sprintf("A2A error %d: %s", e.Code, safe(e.Message, 256))
+}
 
 // HTTPError is an HTTP status other than 200 from the agent.
 type HTTPError struct{ Status int }
 
-func (e *HTTPError) Error() string { return "HTTP " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status) }
+func (e *HTTPError) Error() string {
+	return "HTTP " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
+}
 
 // Transient reports whether err may pass if the call is made again: the agent could not
 // be reached, timed out, or answered 429 or 5xx. A JSON-RPC error, another HTTP status
