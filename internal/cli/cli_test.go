@@ -96,6 +96,7 @@ func TestScripts(t *testing.T) {
 			"ttyanswer":   cmdTTYAnswer,
 			"refsession":  cmdRefSession,
 			"runproc":     cmdRunProc,
+			"a2aagent":    cmdA2AAgent,
 		},
 	})
 }

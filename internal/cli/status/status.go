@@ -15,6 +15,7 @@ import (
 	"github.com/cotal-ai/cotal/authsvc"
 	"github.com/cotal-ai/cotal/claims"
 	"github.com/cotal-ai/cotal/client"
+	a2apeers "github.com/cotal-ai/cotal/internal/cli/a2a/peers"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
@@ -48,6 +49,9 @@ type Report struct {
 	Roster   []RosterEntry        `json:"roster"`
 	Channels []client.ChannelStat `json:"channels"`
 	Tasks    map[string]int       `json:"tasks,omitempty"` // the task board: how many tasks in each status (absent without a board)
+	// A2APeers are the external A2A agents registered on the space (cotal a2a add), read
+	// with the project's own identity: absent where it cannot read the registry.
+	A2APeers []a2apeers.Entry `json:"a2aPeers,omitempty"`
 }
 
 // UserAuthReport is how people sign in to a user-auth space.
@@ -131,6 +135,24 @@ func readLeases(ctx context.Context, opts *Options, t cmdutil.Target, daemons []
 	return leaseReports(ctx, ep.JetStream(), t.Space, ep.Conn().ConnectedServerId(), daemons, userAuth)
 }
 
+// readA2APeers reads the space's external A2A agents as the project's provisioner, on
+// the project's own mesh only; nil when there is none or the registry cannot be read.
+func readA2APeers(ctx context.Context, opts *Options, t cmdutil.Target) []a2apeers.Entry {
+	if t.Project == nil || t.Remote != nil || t.Creds != "" || (t.Mesh != nil && !t.OnProjectMesh()) {
+		return nil
+	}
+	ep, err := opts.ConnectOperator(ctx, t, trust.ProfileProvisioner)
+	if err != nil {
+		return nil
+	}
+	defer ep.Close()
+	rep, err := a2apeers.List(ctx, ep)
+	if err != nil {
+		return nil
+	}
+	return rep.Peers
+}
+
 // RosterEntry is one peer in the report.
 type RosterEntry struct {
 	ID       string `json:"id"`
@@ -151,6 +173,8 @@ type RosterEntry struct {
 	Claims []ClaimEntry `json:"claims,omitempty"`
 	// Tasks are the ids of the unfinished board tasks it holds.
 	Tasks []string `json:"tasks,omitempty"`
+	// Skills are the names of the skills its card advertises (an A2A agent's).
+	Skills []string `json:"skills,omitempty"`
 }
 
 // ClaimEntry is one file claim of a roster entry.
@@ -171,6 +195,9 @@ func rosterEntry(p client.Peer, root string, held map[string][]claims.Claim) Ros
 	}
 	if p.Online {
 		e.Channels = p.Channels
+	}
+	for _, s := range p.Card.Skills {
+		e.Skills = append(e.Skills, s.Name)
 	}
 	for _, c := range held[p.Card.ID] {
 		e.Claims = append(e.Claims, ClaimEntry{Path: c.Path, Exclusive: c.Exclusive, Reason: c.Reason,
@@ -273,6 +300,7 @@ func runStatus(ctx context.Context, opts *Options) error {
 		p := client.Peer{Presence: protocol.Presence{Card: protocol.AgentCard{ID: id, Name: held[id][0].Name}, Status: protocol.StatusOffline}}
 		rep.Roster = append(rep.Roster, rosterEntry(p, root, held))
 	}
+	rep.A2APeers = readA2APeers(ctx, opts, target)
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
@@ -330,6 +358,12 @@ func runStatus(ctx context.Context, opts *Options) error {
 	for _, e := range rep.Roster[len(peers):] {
 		fmt.Fprintf(out, "  %s (%s) offline%s\n", cmdutil.OneLine(e.Name), cmdutil.OneLine(e.ID), detail(e))
 	}
+	if len(rep.A2APeers) > 0 {
+		fmt.Fprintf(out, "\na2a peers (%d)\n", len(rep.A2APeers))
+		for _, e := range rep.A2APeers {
+			fmt.Fprintln(out, "  "+a2apeers.Line(e))
+		}
+	}
 	fmt.Fprintf(out, "\nchannels (%d)\n", len(channels))
 	for _, c := range channels {
 		fmt.Fprintf(out, "  #%-24s %s", cmdutil.OneLine(c.Name), cmdutil.Count(c.Messages, "message"))
@@ -363,6 +397,9 @@ func detail(e RosterEntry) string {
 	}
 	if len(e.Tasks) > 0 {
 		parts = append(parts, "tasks "+cmdutil.OneLine(strings.Join(e.Tasks, ", ")))
+	}
+	if len(e.Skills) > 0 {
+		parts = append(parts, "skills "+cmdutil.OneLine(strings.Join(e.Skills, ", ")))
 	}
 	if len(parts) == 0 {
 		return ""
