@@ -183,8 +183,14 @@ func answer(t *testing.T, ep *client.Endpoint, name string) *client.Incoming {
 func TestBridgeDM(t *testing.T) {
 	tm := newMesh(t)
 	a := newAgent(t)
-	tm.register(t, a, "echo", "")
-	tm.bridge(t, nil)
+	r := tm.register(t, a, "echo", "")
+	r.Token = true // the bridge sends the token the operator kept
+	if err := (&a2apeer.Store{JS: tm.js, Space: space}).Put(t.Context(), r, true); err != nil {
+		t.Fatal(err)
+	}
+	tm.bridge(t, func(b *a2apeer.Bridge) {
+		b.Token = func(name string) (string, error) { return "tok-of-" + name, nil }
+	})
 	alice := tm.person(t, "alice")
 
 	p := online(t, alice, "echo")
@@ -207,6 +213,12 @@ func TestBridgeDM(t *testing.T) {
 	first := a.messages()[0]
 	if first.MessageID != sent.ID || first.Role != "user" || first.ContextID != "" {
 		t.Fatalf("A2A message %+v", first)
+	}
+	a.mu.Lock()
+	auth := a.tokens[0]
+	a.mu.Unlock()
+	if auth != "Bearer tok-of-echo" {
+		t.Fatalf("Authorization %q, want the kept token", auth)
 	}
 	// The second message of the conversation carries the context the agent gave.
 	if _, err := alice.DM(t.Context(), echoP, client.Text("again")); err != nil {
@@ -305,7 +317,7 @@ func TestBridgeTasks(t *testing.T) {
 func TestBridgeAckAfterAccept(t *testing.T) {
 	tm := newMesh(t)
 	a := newAgent(t)
-	a.hold = make(chan struct{})
+	a.holdCalls()
 	tm.register(t, a, "slow", "")
 	tm.bridge(t, nil)
 	alice := tm.person(t, "alice")
@@ -330,12 +342,11 @@ func TestBridgeAckAfterAccept(t *testing.T) {
 	if n := pending(); n != 1 {
 		t.Fatalf("ack pending %d while the agent has not accepted, want 1", n)
 	}
-	close(a.hold)
+	a.release()
 	answer(t, alice, "slow")
 	meshtest.Until(t, "acked once accepted", hang, func() bool { return pending() == 0 })
 
 	a.mu.Lock()
-	a.hold = nil
 	a.reply = func(*agent, a2apeer.Message) (any, int) { return nil, http.StatusServiceUnavailable }
 	a.mu.Unlock()
 	if _, err := alice.DM(t.Context(), slow, client.Text("are you there")); err != nil {
@@ -356,7 +367,7 @@ func TestBridgeAckAfterAccept(t *testing.T) {
 func TestBridgeStopRedelivers(t *testing.T) {
 	tm := newMesh(t)
 	a := newAgent(t)
-	a.hold = make(chan struct{})
+	a.holdCalls()
 	tm.register(t, a, "slow", "")
 	stop := tm.bridge(t, nil)
 	alice := tm.person(t, "alice")
@@ -367,10 +378,7 @@ func TestBridgeStopRedelivers(t *testing.T) {
 	}
 	meshtest.Until(t, "the call in flight", hang, func() bool { return len(a.messages()) == 1 })
 	stop()
-	a.mu.Lock()
-	close(a.hold) // the first call's handler answers a caller long gone
-	a.hold = nil
-	a.mu.Unlock()
+	a.release() // the first call's handler answers a caller long gone
 	tm.bridge(t, nil)
 	in := answer(t, alice, "slow")
 	if in.Text() != "echo: one" || in.ReplyTo != sent.ID {

@@ -118,14 +118,6 @@ func (h HTTP) client(u *url.URL) *http.Client {
 	}
 }
 
-// streamClient is client without the overall timeout: an SSE stream of message/stream
-// lasts as long as the task; ctx bounds it instead.
-func (h HTTP) streamClient(u *url.URL) *http.Client {
-	c := h.client(u)
-	c.Timeout = 0
-	return c
-}
-
 // readBounded reads r whole unless it holds more than limit bytes, which is an error
 // naming what and the limit.
 func readBounded(r io.Reader, limit int64, what string) ([]byte, error) {

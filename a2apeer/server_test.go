@@ -28,8 +28,9 @@ type agent struct {
 	reply func(a *agent, m a2apeer.Message) (any, int)
 	// onGet, when set, may change a task as tasks/get reads it.
 	onGet func(t *a2apeer.Task, gets int)
-	// hold, when set, is waited on before message/send answers.
-	hold chan struct{}
+	// hold, when set, is waited on before message/send answers (holdCalls, release).
+	hold     chan struct{}
+	released bool
 }
 
 func newAgent(t *testing.T) *agent {
@@ -42,7 +43,25 @@ func newAgent(t *testing.T) *agent {
 	mux.HandleFunc("POST /rpc", a.rpc)
 	a.srv = httptest.NewServer(mux)
 	t.Cleanup(a.srv.Close)
+	t.Cleanup(a.release) // before Close: a held call must not keep the server open
 	return a
+}
+
+// holdCalls makes message/send wait until release.
+func (a *agent) holdCalls() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.hold, a.released = make(chan struct{}), false
+}
+
+// release lets held calls answer, and later ones answer at once.
+func (a *agent) release() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.hold != nil && !a.released {
+		close(a.hold)
+	}
+	a.hold, a.released = nil, true
 }
 
 func (a *agent) card() map[string]any {
