@@ -22,6 +22,10 @@ func BucketPresence(space string) string { return "cotal_presence_" + space }
 // BucketChannels names the channel registry KV bucket.
 func BucketChannels(space string) string { return "cotal_channels_" + space }
 
+// BucketA2A names the A2A gateway's task bucket (a Go extension, docs/interop.md): the
+// tasks `cotal a2a` serves, so a gateway restart keeps them.
+func BucketA2A(space string) string { return "cotal_a2a_" + space }
+
 // ConsumerDM names a principal's DM durable: dm_<owner>-<actor>-<uid>.
 func ConsumerDM(p Principal, uid string) string { return "dm_" + p.Dash() + "-" + uid }
 
