@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cotal-ai/cotal/internal/cli/a2a"
 	"github.com/cotal-ai/cotal/internal/cli/actor"
 	"github.com/cotal-ai/cotal/internal/cli/authservice"
 	backupcmd "github.com/cotal-ai/cotal/internal/cli/backup"
@@ -186,6 +187,7 @@ peer, anycast to whoever holds a role.`,
 		logout.NewCmdLogout(f, nil),
 		use.NewCmdUse(f, nil),
 		runcmd.NewCmdRun(f),
+		a2a.NewCmdA2A(f, nil),
 	)
 	strictHelp(root)
 	completePersonas(f, root)
