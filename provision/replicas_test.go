@@ -104,12 +104,12 @@ func TestSpaceScalesUpOnCluster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("scale to R3: %v", err)
 	}
-	if len(rep.Updated) != 20 || len(rep.Created) != 0 {
-		t.Fatalf("report %+v, want the 20 streams and buckets updated", rep)
+	if len(rep.Updated) != broker.SpaceStreams || len(rep.Created) != 0 {
+		t.Fatalf("report %+v, want the %d streams and buckets updated", rep, broker.SpaceStreams)
 	}
 	for _, n := range []string{"CHAT_prod", "DM_prod", "TASK_prod", "INBOX_prod", "DLV_prod", "KV_cotal_presence_prod", "KV_cotal_channels_prod",
 		"KV_cotal_delivery_prod", "KV_cotal_manager_prod", "KV_cotal_members_prod", "KV_cotal_acl_prod", "KV_cotal_auth_prod", "KV_cotal_claims_prod", "EPJ_prod", "EPF_prod", "EPC_prod", "KV_cotal_tasks_prod",
-		"WFJ_prod", "KV_cotal_records_prod", "KV_cotal_admission_prod"} {
+		"WFJ_prod", "KV_cotal_records_prod", "KV_cotal_admission_prod", "KV_cotal_a2a_prod"} {
 		if c := streamConfig(t, js, n); c.Replicas != 3 {
 			t.Errorf("%s replicas %d, want 3", n, c.Replicas)
 		}
