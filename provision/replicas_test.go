@@ -120,7 +120,7 @@ func TestSpaceScalesUpOnCluster(t *testing.T) {
 	}
 	// Asked for one replica again, the space keeps three and says so.
 	rep, err = provision.Space(ctx, js, "prod", provision.Options{Replicas: 1, Peers: peers})
-	if err != nil || len(rep.Existing) != 21 || len(rep.Notes) != 20 || !strings.Contains(rep.Notes[0], "replicas 3, want 1") {
+	if err != nil || len(rep.Existing) != broker.SpaceStreams+1 || len(rep.Notes) != broker.SpaceStreams || !strings.Contains(rep.Notes[0], "replicas 3, want 1") {
 		t.Fatalf("R1 over R3: %+v, err %v", rep, err)
 	}
 	if c := streamConfig(t, js, "CHAT_prod"); c.Replicas != 3 {
