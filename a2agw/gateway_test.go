@@ -534,3 +534,33 @@ func TestTokenFile(t *testing.T) {
 		t.Fatal("validity")
 	}
 }
+
+// TestResubscribe: a caller that lost its stream resubscribes and sees the task settle.
+func TestResubscribe(t *testing.T) {
+	m := mesh(t)
+	bob := peer(t, m, "bob", "")
+	g := startGateway(t, m, protocol.NewLifecycleUID(), nil, "bob")
+	tk := task(t, call(t, g.srv.URL, "bob", "message/send", map[string]any{"message": userMsg("job"),
+		"configuration": map[string]any{"blocking": false}}))
+	evs := stream(t, g.srv.URL, "bob", "tasks/resubscribe", map[string]any{"id": tk.ID})
+	if first := <-evs; first["kind"] != "task" || first["id"] != tk.ID {
+		t.Fatalf("first event %v", first)
+	}
+	answer(t, bob, "[input-required] which one?")
+	var last map[string]any
+	for ev := range evs {
+		last = ev
+	}
+	if last["kind"] != "status-update" || last["final"] != true || last["status"].(map[string]any)["state"] != "input-required" {
+		t.Fatalf("last event %v", last)
+	}
+	// Resubscribing to a settled task gives the task and ends.
+	evs = stream(t, g.srv.URL, "bob", "tasks/resubscribe", map[string]any{"id": tk.ID})
+	n := 0
+	for range evs {
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("a settled task's resubscribe sent %d events, want the task alone", n)
+	}
+}

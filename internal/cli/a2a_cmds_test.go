@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -74,12 +76,13 @@ func cmdA2AReplier(ts *testscript.TestScript, neg bool, args []string) {
 
 // cmdA2AHTTP sends one request to the gateway the script started (its URL is in
 // .cotal/a2a/serve.url) and prints "status N" and the body. -host sends another Host
-// header, -origin an Origin, -bearer an Authorization: Bearer token.
+// header, -origin an Origin, -bearer an Authorization: Bearer token; -ca trusts that CA
+// file (a gateway serving TLS).
 //
-//	a2ahttp [-host H] [-origin O] [-bearer T] GET PATH
-//	a2ahttp [-host H] [-origin O] [-bearer T] POST PATH BODY
+//	a2ahttp [-host H] [-origin O] [-bearer T] [-ca FILE] GET PATH
+//	a2ahttp [-host H] [-origin O] [-bearer T] [-ca FILE] POST PATH BODY
 func cmdA2AHTTP(ts *testscript.TestScript, neg bool, args []string) {
-	host, origin, bearer := "", "", ""
+	host, origin, bearer, ca := "", "", "", ""
 	for len(args) > 1 && strings.HasPrefix(args[0], "-") {
 		switch args[0] {
 		case "-host":
@@ -88,13 +91,15 @@ func cmdA2AHTTP(ts *testscript.TestScript, neg bool, args []string) {
 			origin = args[1]
 		case "-bearer":
 			bearer = args[1]
+		case "-ca":
+			ca = args[1]
 		default:
 			ts.Fatalf("a2ahttp: unknown flag %s", args[0])
 		}
 		args = args[2:]
 	}
 	if neg || len(args) < 2 || (args[0] == "GET") != (len(args) == 2) {
-		ts.Fatalf("usage: a2ahttp [-host H] [-origin O] [-bearer T] (GET PATH | POST PATH BODY)")
+		ts.Fatalf("usage: a2ahttp [-host H] [-origin O] [-bearer T] [-ca FILE] (GET PATH | POST PATH BODY)")
 	}
 	body := ""
 	if len(args) == 3 {
@@ -119,7 +124,15 @@ func cmdA2AHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	res, err := http.DefaultClient.Do(req)
+	hc := http.DefaultClient
+	if ca != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(ts.ReadFile(ca))) {
+			ts.Fatalf("a2ahttp: no certificate in %s", ca)
+		}
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	}
+	res, err := hc.Do(req)
 	if err != nil {
 		ts.Fatalf("a2ahttp %s: %v", args[1], err)
 	}

@@ -84,8 +84,9 @@ completes the task when the reply arrives.
 
 It listens on loopback only and answers only requests naming a loopback host (or an
 --allow-host name) with its port, and refuses a web page's cross-site request. Off
-loopback it needs --allow-remote, TLS (--tls-cert, --tls-key) and a bearer token on every
-call (mint one with ` + "`cotal a2a token`" + `); the cards then declare the bearer scheme.`,
+loopback it needs --allow-remote, which then requires TLS (--tls-cert, --tls-key) and a
+bearer token on every call, on any address (mint one with ` + "`cotal a2a token`" + `); the
+cards then declare the bearer scheme.`,
 		Example: `  cotal a2a --expose reviewer
   cotal a2a --listen 127.0.0.1:7801 --expose agent:bob --expose role:triage
   cotal a2a token --name ci --ttl 720h
@@ -105,7 +106,7 @@ call (mint one with ` + "`cotal a2a token`" + `); the cards then declare the bea
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Listen, "listen", DefaultListen, "address to listen on (loopback unless --allow-remote)")
 	fl.StringArrayVar(&opts.Expose, "expose", nil, "a role or agent callers may address: role:NAME, agent:NAME or NAME (repeat for more)")
-	fl.BoolVar(&opts.AllowRemote, "allow-remote", false, "allow a non-loopback --listen (needs --tls-cert, --tls-key and a token from cotal a2a token); push notifications may then go off loopback")
+	fl.BoolVar(&opts.AllowRemote, "allow-remote", false, "allow a non-loopback --listen; every call then needs TLS (--tls-cert, --tls-key) and a token from cotal a2a token, and push notifications may go off loopback")
 	fl.StringArrayVar(&opts.AllowHosts, "allow-host", nil, "a DNS name callers may use in Host, beyond localhost (repeat for more)")
 	fl.StringVar(&opts.TLSCert, "tls-cert", "", "TLS certificate file (PEM) to serve with")
 	fl.StringVar(&opts.TLSKey, "tls-key", "", "TLS private key file (PEM) of --tls-cert")
@@ -144,16 +145,16 @@ func checkServe(opts *Options) error {
 	if (opts.TLSCert == "") != (opts.TLSKey == "") {
 		return cmdutil.FlagErrorf("--tls-cert and --tls-key go together")
 	}
-	if loopback(host) {
-		return nil
-	}
 	if !opts.AllowRemote {
+		if loopback(host) {
+			return nil
+		}
 		return cmdutil.RefuseUsage("--listen "+opts.Listen,
 			"the gateway lets callers message the space's agents as its identity, so it listens on loopback only unless --allow-remote (which then needs TLS and a bearer token)",
 			"cotal a2a --listen "+DefaultListen+" --expose "+opts.Expose[0])
 	}
 	if opts.TLSCert == "" {
-		return cmdutil.RefuseUsage("--listen "+opts.Listen+" without TLS",
+		return cmdutil.RefuseUsage("--allow-remote without TLS",
 			"off loopback the bearer token and every message would cross the network in the clear",
 			"cotal a2a --listen "+opts.Listen+" --allow-remote --tls-cert CERT.pem --tls-key KEY.pem --expose "+opts.Expose[0])
 	}
@@ -181,9 +182,9 @@ func runServe(ctx context.Context, opts *Options) error {
 	}
 	host, _, _ := net.SplitHostPort(opts.Listen)
 	var bearer func(string) bool
-	if !loopback(host) {
+	if opts.AllowRemote {
 		if t.Project == nil {
-			return cmdutil.Refuse("--allow-remote outside a project", "bearer tokens live in the project's .cotal/a2a/tokens.json", "cotal a2a token")
+			return cmdutil.Refuse("--allow-remote outside a project", "bearer tokens live in the project's .cotal/a2a/tokens.json", "cotal up")
 		}
 		f, err := a2agw.ReadTokens(tokensPath(t.Project))
 		if err != nil {
@@ -240,7 +241,7 @@ func runServe(ctx context.Context, opts *Options) error {
 	if host == "0.0.0.0" || host == "::" || host == "" {
 		shown = "127.0.0.1"
 	}
-	if len(opts.AllowHosts) > 0 && !loopback(host) {
+	if len(opts.AllowHosts) > 0 && opts.AllowRemote {
 		shown = opts.AllowHosts[0]
 	}
 	base := scheme + "://" + net.JoinHostPort(shown, strconv.Itoa(port))

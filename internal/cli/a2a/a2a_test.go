@@ -27,6 +27,7 @@ func TestNewCmdA2AFlags(t *testing.T) {
 		{args: []string{"--expose", "x", "--listen", "127.0.0.1:99999"}, wantErr: "0 to 65535"},
 		{args: []string{"--expose", "x", "--listen", "0.0.0.0:7800"}, wantErr: "refusing --listen 0.0.0.0:7800"},
 		{args: []string{"--expose", "x", "--listen", "0.0.0.0:7800", "--allow-remote"}, wantErr: "without TLS"},
+		{args: []string{"--expose", "x", "--allow-remote"}, wantErr: "without TLS"},
 		{args: []string{"--expose", "x", "--tls-cert", "c.pem"}, wantErr: "go together"},
 		{args: []string{"--expose", "x", "--allow-host", "1.2.3.4"}, wantErr: "--allow-host"},
 		{args: []string{"--expose", "x", "--listen", "0.0.0.0:7800", "--allow-remote", "--tls-cert", "c", "--tls-key", "k"},
