@@ -16,8 +16,10 @@ import (
 )
 
 // pusher POSTs tasks to their push notification URLs, one at a time in order, never
-// following a redirect, and (without AllowRemotePush) dialing loopback addresses only,
-// checked on the address actually dialed, so a name that resolves elsewhere is refused.
+// following a redirect. Without AllowRemotePush it dials loopback addresses only; with
+// it, never this machine's own (loopback, unspecified, link-local), so a caller from
+// elsewhere cannot reach the gateway host's local services. Both are checked on the
+// address actually dialed, so a name that resolves elsewhere is refused.
 type pusher struct {
 	hc     *http.Client
 	remote bool
@@ -37,10 +39,7 @@ func newPusher(hc *http.Client, remote bool, log *slog.Logger) *pusher {
 			if err != nil {
 				return err
 			}
-			if ip := net.ParseIP(host); !remote && (ip == nil || !ip.IsLoopback()) {
-				return fmt.Errorf("push notification to %s refused: loopback only (cotal a2a --allow-remote allows others)", address)
-			}
-			return nil
+			return dialable(net.ParseIP(host), remote, address)
 		}}
 		hc = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, Proxy: nil}}
 	}
@@ -56,12 +55,29 @@ func (p *pusher) check(raw string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 		return fmt.Errorf("pushNotificationConfig.url %q: want an http or https URL without credentials", raw)
 	}
-	if p.remote {
-		return nil
-	}
 	h := strings.Trim(u.Hostname(), "[]")
-	if ip := net.ParseIP(h); h != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("pushNotificationConfig.url %q: this gateway pushes to loopback addresses only (cotal a2a --allow-remote allows others)", raw)
+	ip := net.ParseIP(h)
+	if h == "localhost" {
+		ip = net.IPv6loopback
+	}
+	if ip == nil && p.remote {
+		return nil // a name: checked on the address it resolves to, as it is dialed
+	}
+	if err := dialable(ip, p.remote, raw); err != nil {
+		return fmt.Errorf("pushNotificationConfig.url: %w", err)
+	}
+	return nil
+}
+
+// dialable accepts a push address: loopback only, or with remote set anything but this
+// machine's own addresses.
+func dialable(ip net.IP, remote bool, what string) error {
+	local := ip == nil || ip.IsLoopback() || ip.IsUnspecified() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast()
+	switch {
+	case !remote && (ip == nil || !ip.IsLoopback()):
+		return fmt.Errorf("push to %s refused: this gateway pushes to loopback addresses only (cotal a2a --allow-remote allows others)", what)
+	case remote && local:
+		return fmt.Errorf("push to %s refused: a gateway serving remote callers never pushes to this machine's own addresses", what)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,5 +120,20 @@ func TestPushNotifications(t *testing.T) {
 	defer mu.Unlock()
 	if followed || tokens[0] != "t0k" {
 		t.Fatalf("redirect followed %v, tokens %v", followed, tokens)
+	}
+}
+
+// TestRemotePushNeverLocal: a gateway serving remote callers refuses a webhook on this
+// machine's own addresses, so a caller from elsewhere cannot reach its local services.
+func TestRemotePushNeverLocal(t *testing.T) {
+	m := mesh(t)
+	peer(t, m, "bob", "")
+	g := startGateway(t, m, protocol.NewLifecycleUID(), func(c *a2agw.Config) { c.AllowRemotePush = true }, "bob")
+	for _, bad := range []string{"http://127.0.0.1:7799/api/post", "http://localhost:4222/", "http://[::1]:80/", "http://0.0.0.0:80/", "http://169.254.169.254/latest"} {
+		r := call(t, g.srv.URL, "bob", "message/send", map[string]any{"message": userMsg("x"),
+			"configuration": map[string]any{"blocking": false, "pushNotificationConfig": map[string]any{"url": bad}}})
+		if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, "this machine's own addresses") {
+			t.Fatalf("push url %s on a remote gateway: %+v", bad, r)
+		}
 	}
 }
