@@ -99,11 +99,12 @@ type state struct {
 	open    map[protocol.Principal]map[connKey]string // each open connection's uid tag
 	closed  map[connKey]struct{}                      // seen closed before a sweep was merged
 	servers map[string]struct{}                       // servers that answered a sweep or sent an event
+	leaving map[string]time.Time                      // servers that said they shut down, since
 }
 
 func newState() *state {
 	return &state{open: map[protocol.Principal]map[connKey]string{}, closed: map[connKey]struct{}{},
-		servers: map[string]struct{}{}}
+		servers: map[string]struct{}{}, leaving: map[string]time.Time{}}
 }
 
 // routeView is one answer to "which servers are there": the servers that answered a
@@ -181,12 +182,16 @@ func (w *Watcher) Run(ctx context.Context, ready func()) error {
 	views := make(chan routeView, 1)
 	checking := false
 	check := func() {
-		if checking || len(l.st.servers) < 2 {
+		if checking || (len(l.st.servers) < 2 && len(l.st.leaving) == 0) {
 			return // one server: its connections' events come from it, or it is gone with the watcher's
 		}
 		checking = true
 		go func() { views <- w.routes(ctx, l.opTimeout) }()
 	}
+	// A server that said it shuts down still closes its clients after saying so (and a
+	// peer's last write may land meanwhile): its peers are marked once the check finds it
+	// unrouted, checked again every leavingCheck until leavingMax.
+	var recheck <-chan time.Time
 	following := true
 	for {
 		select {
@@ -194,7 +199,10 @@ func (w *Watcher) Run(ctx context.Context, ready func()) error {
 			return nil
 		case m := <-events:
 			if server, ok := shutdownServer(m.Subject); ok {
-				l.serverGone(ctx, server, "its server shut down")
+				if _, known := l.st.servers[server]; known {
+					l.st.leaving[server] = time.Now()
+					check()
+				}
 				continue
 			}
 			l.apply(ctx, m)
@@ -233,11 +241,34 @@ func (w *Watcher) Run(ctx context.Context, ready func()) error {
 		case v := <-views:
 			checking = false
 			for _, server := range l.st.lost(v) {
-				l.serverGone(ctx, server, "its server left the cluster")
+				why := "its server left the cluster"
+				if _, ok := l.st.leaving[server]; ok {
+					why = "its server shut down"
+				}
+				l.serverGone(ctx, server, why)
 			}
+			for server, since := range l.st.leaving {
+				if time.Since(since) > leavingMax {
+					delete(l.st.leaving, server)
+				}
+			}
+			if len(l.st.leaving) > 0 && recheck == nil {
+				recheck = time.After(leavingCheck)
+			}
+		case <-recheck:
+			recheck = nil
+			check()
 		}
 	}
 }
+
+// A server that sent its SHUTDOWN event is checked every leavingCheck for leavingMax;
+// after that the periodic node check goes on (a lame-duck stop closes its clients slowly,
+// each with its own event).
+const (
+	leavingCheck = 50 * time.Millisecond
+	leavingMax   = 30 * time.Second
+)
 
 func (w *Watcher) nodeCheck() time.Duration {
 	if w.NodeCheck == 0 {
@@ -425,8 +456,19 @@ func (l *loop) apply(ctx context.Context, m *nats.Msg) {
 func (l *loop) mark(ctx context.Context, p protocol.Principal, uids []string, stop time.Time, why string) {
 	c, cancel := context.WithTimeout(ctx, l.opTimeout)
 	defer cancel()
+	// A write may fail for a moment when the bucket's leader was on a server that just
+	// went away; try again until the bound.
 	marked, err := l.w.markOffline(c, p, uids)
+	for wait := 50 * time.Millisecond; err != nil && c.Err() == nil; wait = min(2*wait, time.Second) {
+		select {
+		case <-c.Done():
+		case <-time.After(wait):
+			marked, err = l.w.markOffline(c, p, uids)
+		}
+	}
 	switch {
+	case err != nil && ctx.Err() != nil:
+		return // the watcher is stopping
 	case err != nil:
 		l.log.Warn("liveness: could not mark the peer offline; its presence TTL will", "peer", p.String(), "err", err)
 	case marked:
@@ -475,7 +517,7 @@ func (l *loop) resync(ctx context.Context) {
 	for p := range fresh.open {
 		delete(gone, p)
 	}
-	fresh.closed = l.st.closed
+	fresh.closed, fresh.leaving = l.st.closed, l.st.leaving
 	l.st = fresh
 	now := time.Now()
 	for p, uids := range gone {
@@ -604,6 +646,7 @@ func (s *state) remove(p protocol.Principal, k connKey) bool {
 // no open connection, with the uid tags of the connections they lost.
 func (s *state) dropServer(server string) map[protocol.Principal][]string {
 	delete(s.servers, server)
+	delete(s.leaving, server)
 	gone := map[protocol.Principal][]string{}
 	for p, set := range s.open {
 		var uids []string

@@ -32,8 +32,8 @@ type proxy struct {
 	ln       net.Listener
 	target   string
 	refusing atomic.Bool // new connections are closed at once
-	mu     sync.Mutex
-	pairs  []*pair
+	mu       sync.Mutex
+	pairs    []*pair
 }
 
 // pair is one proxied connection. A held pair keeps the broker's side open when the
