@@ -66,7 +66,12 @@ type Watcher struct {
 	Sys     *nats.Conn // a system-account connection; required, not closed by Run
 	// Presence is the space's presence bucket, opened through a credential that may
 	// write its entries; required.
-	Presence  jetstream.KeyValue
+	Presence jetstream.KeyValue
+	// Conn, when set, is the connection Presence was opened on: an entry is then read
+	// from its stream's leader, because on a cluster a replica's copy may not have the
+	// latest write yet (a peer that just joined would read as absent, a stale revision
+	// would fail the compare-and-set: the peer left to its TTL).
+	Conn      *nats.Conn
 	Logger    *slog.Logger     // nil means discard
 	Now       func() time.Time // clock of the written ts; nil means time.Now
 	OpTimeout time.Duration    // 0 means DefaultOpTimeout
@@ -530,14 +535,14 @@ func (l *loop) resync(ctx context.Context) {
 // (uids: their credentials' uid tags). It reports whether it wrote.
 func (w *Watcher) markOffline(ctx context.Context, principal protocol.Principal, uids []string) (bool, error) {
 	key := principal.String()
-	e, err := w.Presence.Get(ctx, key)
+	value, rev, err := w.read(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("read presence %s: %w", key, err)
 	}
-	p, err := protocol.DecodePresence(key, e.Value())
+	p, err := protocol.DecodePresence(key, value)
 	if err != nil {
 		return false, nil // not a record a reader would show; leave it to its TTL
 	}
@@ -550,7 +555,7 @@ func (w *Watcher) markOffline(ctx context.Context, principal protocol.Principal,
 	// Edit only what a leave changes, keeping every field a peer wrote (a reference
 	// peer's own extensions included).
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(e.Value(), &raw); err != nil {
+	if err := json.Unmarshal(value, &raw); err != nil {
 		return false, nil
 	}
 	now := time.Now
@@ -565,7 +570,7 @@ func (w *Watcher) markOffline(ctx context.Context, principal protocol.Principal,
 	if err != nil {
 		return false, fmt.Errorf("encode presence %s: %w", key, err)
 	}
-	if _, err := w.Presence.Update(ctx, key, b, e.Revision()); err != nil {
+	if _, err := w.Presence.Update(ctx, key, b, rev); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return false, nil // rewritten since it was read: the peer is back
 		}
@@ -576,6 +581,62 @@ func (w *Watcher) markOffline(ctx context.Context, principal protocol.Principal,
 		return false, fmt.Errorf("write presence %s offline: %w", key, err)
 	}
 	return true, nil
+}
+
+// read returns key's entry and revision: from the stream's leader when Conn is set, else
+// through Presence. A deleted or purged entry is jetstream.ErrKeyNotFound.
+func (w *Watcher) read(ctx context.Context, key string) ([]byte, uint64, error) {
+	if w.Conn == nil {
+		e, err := w.Presence.Get(ctx, key)
+		if err != nil {
+			return nil, 0, err
+		}
+		return e.Value(), e.Revision(), nil
+	}
+	bucket := w.Presence.Bucket()
+	req, err := json.Marshal(struct {
+		LastBySubject string `json:"last_by_subj"`
+	}{"$KV." + bucket + "." + key})
+	if err != nil {
+		return nil, 0, err
+	}
+	m, err := w.Conn.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	var resp struct {
+		Message *struct {
+			Seq     uint64 `json:"seq"`
+			Data    []byte `json:"data"`
+			Headers []byte `json:"hdrs"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return nil, 0, fmt.Errorf("the bucket leader's answer: %w", err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
+		return nil, 0, jetstream.ErrKeyNotFound
+	case resp.Error != nil:
+		return nil, 0, fmt.Errorf("the bucket leader: %d %s", resp.Error.ErrCode, resp.Error.Description)
+	case resp.Message == nil:
+		return nil, 0, errors.New("the bucket leader answered without a message")
+	}
+	if len(resp.Message.Headers) > 0 {
+		h, err := nats.DecodeHeadersMsg(resp.Message.Headers)
+		if err != nil {
+			return nil, 0, fmt.Errorf("the bucket leader's headers: %w", err)
+		}
+		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+			return nil, 0, jetstream.ErrKeyNotFound
+		}
+	}
+	return resp.Message.Data, resp.Message.Seq, nil
 }
 
 // agentOf reads the identity a credential's tags name, when it is a peer that keeps a

@@ -178,7 +178,8 @@ func (f *fixture) watch() {
 func (f *fixture) watchOn(sys *nats.Conn, account string, configure func(*liveness.Watcher)) {
 	t := f.t
 	t.Helper()
-	djs, err := jetstream.New(meshtest.ConnectTo(t, f.url, f.mint(meshtest.DeliverySpec())))
+	dnc := meshtest.ConnectTo(t, f.url, f.mint(meshtest.DeliverySpec()))
+	djs, err := jetstream.New(dnc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func (f *fixture) watchOn(sys *nats.Conn, account string, configure func(*livene
 		t.Fatal(err)
 	}
 	w := &liveness.Watcher{Space: space, Account: account, Sys: sys,
-		Presence: dkv, Logger: brokertest.Logger(t), Marked: func(p protocol.Principal, _ time.Time) { f.marked <- p }}
+		Presence: dkv, Conn: dnc, Logger: brokertest.Logger(t), Marked: func(p protocol.Principal, _ time.Time) { f.marked <- p }}
 	if configure != nil {
 		configure(w)
 	}
