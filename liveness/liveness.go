@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,11 +106,12 @@ type state struct {
 	closed  map[connKey]struct{}                      // seen closed before a sweep was merged
 	servers map[string]struct{}                       // servers that answered a sweep or sent an event
 	leaving map[string]time.Time                      // servers that said they shut down, since
+	suspect map[string]struct{}                       // servers one check found gone, unannounced
 }
 
 func newState() *state {
 	return &state{open: map[protocol.Principal]map[connKey]string{}, closed: map[connKey]struct{}{},
-		servers: map[string]struct{}{}, leaving: map[string]time.Time{}}
+		servers: map[string]struct{}{}, leaving: map[string]time.Time{}, suspect: map[string]struct{}{}}
 }
 
 // routeView is one answer to "which servers are there": the servers that answered a
@@ -245,10 +247,21 @@ func (w *Watcher) Run(ctx context.Context, ready func()) error {
 			}
 		case v := <-views:
 			checking = false
-			for _, server := range l.st.lost(v) {
-				why := "its server left the cluster"
-				if _, ok := l.st.leaving[server]; ok {
-					why = "its server shut down"
+			lost := l.st.lost(v)
+			for server := range l.st.suspect {
+				if !slices.Contains(lost, server) {
+					delete(l.st.suspect, server) // it answered or is routed again
+				}
+			}
+			for _, server := range lost {
+				why := "its server shut down"
+				if _, said := l.st.leaving[server]; !said {
+					// Unannounced: one late answer is not a loss; a second check decides.
+					if _, again := l.st.suspect[server]; !again {
+						l.st.suspect[server] = struct{}{}
+						continue
+					}
+					why = "its server left the cluster"
 				}
 				l.serverGone(ctx, server, why)
 			}
@@ -257,7 +270,7 @@ func (w *Watcher) Run(ctx context.Context, ready func()) error {
 					delete(l.st.leaving, server)
 				}
 			}
-			if len(l.st.leaving) > 0 && recheck == nil {
+			if len(l.st.leaving)+len(l.st.suspect) > 0 && recheck == nil {
 				recheck = time.After(leavingCheck)
 			}
 		case <-recheck:
@@ -269,7 +282,8 @@ func (w *Watcher) Run(ctx context.Context, ready func()) error {
 
 // A server that sent its SHUTDOWN event is checked every leavingCheck for leavingMax;
 // after that the periodic node check goes on (a lame-duck stop closes its clients slowly,
-// each with its own event).
+// each with its own event). A server one check found gone without saying so is checked
+// again after leavingCheck, and dropped only when that check finds it gone too.
 const (
 	leavingCheck = 50 * time.Millisecond
 	leavingMax   = 30 * time.Second
@@ -522,7 +536,7 @@ func (l *loop) resync(ctx context.Context) {
 	for p := range fresh.open {
 		delete(gone, p)
 	}
-	fresh.closed, fresh.leaving = l.st.closed, l.st.leaving
+	fresh.closed, fresh.leaving, fresh.suspect = l.st.closed, l.st.leaving, l.st.suspect
 	l.st = fresh
 	now := time.Now()
 	for p, uids := range gone {
@@ -708,6 +722,7 @@ func (s *state) remove(p protocol.Principal, k connKey) bool {
 func (s *state) dropServer(server string) map[protocol.Principal][]string {
 	delete(s.servers, server)
 	delete(s.leaving, server)
+	delete(s.suspect, server)
 	gone := map[protocol.Principal][]string{}
 	for p, set := range s.open {
 		var uids []string
