@@ -17,9 +17,17 @@
 //   - at the revision it read (a compare-and-set), so a reconnecting peer that re-announced
 //     in between is never marked offline by the event of its old connection.
 //
-// Connections of other profiles (observers, the dashboard, daemons) are ignored. The
-// presence TTL stays the fallback for what the watcher misses (no system account, a
-// broker that sends no events).
+// Connections of other profiles (observers, the dashboard, daemons) are ignored.
+//
+// A server that goes away closes its connections without an event each. One that stops
+// cleanly says so ($SYS.SERVER.<id>.SHUTDOWN); one that crashes says nothing. On a
+// cluster the watcher asks the servers which of them answer and which their routes reach
+// (ROUTEZ); the connections of a server gone from both are closed, and their peers marked
+// as above. When the watcher's own system connection drops it reports it (Following) and,
+// once back, sweeps again: the peers that lost their last connection meanwhile are marked.
+//
+// The presence TTL stays the fallback for what the watcher misses (no system account, a
+// broker that sends no events, the time its own connection is down).
 package liveness
 
 import (
