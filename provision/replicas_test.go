@@ -90,6 +90,12 @@ func TestSpaceScalesUpOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
+	// A server enables JetStream for an account once it has the account's JWT and the
+	// meta leader, which may come just after the cluster says it is ready.
+	meshtest.Until(t, "JetStream enabled for the space's account", 30*time.Second, func() bool {
+		_, err := js.AccountInfo(ctx)
+		return err == nil
+	})
 	if _, err := provision.Space(ctx, js, "prod", provision.Options{Replicas: 1, Peers: peers}); err != nil {
 		t.Fatalf("provision R1: %v", err)
 	}
