@@ -109,7 +109,7 @@ names the channel ceiling it runs under, --admit-read and --admit-publish (comma
 channels, or none, the default: a local run performs no channel effect).`,
 		Example: `  cotal run start --file resolve-issue.cotal.js --local
   cotal run start --file triage.cotal.js --local --admit-read general,issues --admit-publish none`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.File == "" {
 				return cmdutil.FlagErrorf("give the program with --file")
@@ -264,4 +264,3 @@ func (o *Options) report(out rundriver.Outcome) error {
 	}
 	return &cmdutil.ExitError{Code: 2}
 }
-
