@@ -49,7 +49,9 @@ func NewCmdConsole(f *cmdutil.Factory, runF func(context.Context, *Options) erro
 On a terminal it shows the roster (state as shape and colour), a live feed with channel tabs
 (1-9, [ and ]), the agents waiting for a person (n), direct messages (d, with the admin view
 minted on an authenticated mesh), the task board with who holds each task (t), the file
-claims with their holders (c), search (/, which also filters t and c) and a line to post to
+claims with their holders (c), workflow runs and the checkpoints waiting for a person (r;
+j and k select one, a types its answer as JSON, Enter files it), search (/, which also
+filters t and c) and a line to post to
 the current channel as you, with a member's rights only (i, then Enter). q quits.
 
 With --plain, or when stdout is not a terminal, each presence change
