@@ -377,48 +377,75 @@ func (s *Space) now() int64 {
 	return 0
 }
 
+// Filed is an answer filed to a pause, and how it settles: "filed" (the run's driver reads
+// the answer record and settles the step), or "resumed" (the checkpoint was minted on the
+// checkpoint plane, and the answer resumed it there: its status and its settle fact).
+type Filed struct {
+	Answer
+	Settle string
+}
+
 // Answer files the answer to a run's pending checkpoint: a create-only answer record
 // under the pause's token, whose id derives from what it says. The run's driver (now, or
-// the next to resume it) settles the step with the first answer. A step not reached, not
-// a checkpoint, settled, or answered already is refused, and nothing is written.
-func (s *Space) Answer(ctx context.Context, q AnswerRequest) (Answer, error) {
+// the next to resume it) settles the step with the first answer. A checkpoint a driver
+// minted on the checkpoint plane (cp.<endpoint>.<token>, as the reference's driver does)
+// is then resumed there as its holder: the status CAS to resumed and the one-use settle
+// fact, which is what that driver waits on. A step not reached, not a checkpoint,
+// settled (or past its deadline), or answered already is refused, and nothing is written.
+func (s *Space) Answer(ctx context.Context, q AnswerRequest) (Filed, error) {
 	value, err := q.check()
 	if err != nil {
-		return Answer{}, err
+		return Filed{}, err
 	}
 	e, err := s.step(ctx, q.Run, q.Step)
 	if err != nil {
-		return Answer{}, err
+		return Filed{}, err
 	}
 	if e.State != "pending" {
-		return Answer{}, fmt.Errorf("step %s: %w", q.Step, ErrSettled)
+		return Filed{}, fmt.Errorf("step %s: %w", q.Step, ErrSettled)
 	}
 	recs, err := OpenRecords(ctx, s.JS, s.Name)
 	if err != nil {
-		return Answer{}, err
+		return Filed{}, err
 	}
 	token := PauseToken(e)
+	plane, err := readPlane(ctx, recs, s.endpoint(), token)
+	if err != nil {
+		return Filed{}, err
+	}
+	now := s.now()
+	if plane != nil {
+		if err := plane.open(now); err != nil {
+			return Filed{}, fmt.Errorf("step %s: %w", q.Step, err)
+		}
+	}
 	prior, err := recs.Answers(ctx, s.endpoint(), token)
 	if err != nil {
-		return Answer{}, err
+		return Filed{}, err
 	}
 	for _, a := range prior {
 		if a.Supersedes == "" {
-			return a, fmt.Errorf("step %s: by %s (answer %s), and the run acts on the first answer: %w", q.Step, a.By, a.AnswerID, ErrAnswered)
+			return Filed{Answer: a}, fmt.Errorf("step %s: by %s (answer %s), and the run acts on the first answer: %w", q.Step, a.By, a.AnswerID, ErrAnswered)
 		}
 	}
 	id, err := AnswerID(token, q.By, value, "")
 	if err != nil {
-		return Answer{}, err
+		return Filed{}, err
 	}
-	a := Answer{V: 1, Token: token, AnswerID: id, Value: q.Value, By: q.By, At: s.now()}
+	a := Answer{V: 1, Token: token, AnswerID: id, Value: q.Value, By: q.By, At: now}
 	if err := recs.Create(ctx, AnswerKey(s.endpoint(), token, id), a); err != nil {
 		if errors.Is(err, ErrConflict) {
-			return Answer{}, fmt.Errorf("step %s: %w", q.Step, ErrAnswered)
+			return Filed{}, fmt.Errorf("step %s: %w", q.Step, ErrAnswered)
 		}
-		return Answer{}, err
+		return Filed{}, err
 	}
-	return a, nil
+	if plane == nil {
+		return Filed{Answer: a, Settle: "filed"}, nil
+	}
+	if err := s.present(ctx, recs, plane, id, now); err != nil {
+		return Filed{Answer: a}, fmt.Errorf("step %s: the answer is filed, but: %w", q.Step, err)
+	}
+	return Filed{Answer: a, Settle: CheckpointResumed}, nil
 }
 
 // Amend files an amendment beside a settled checkpoint's accepted answer: a new answer

@@ -18,7 +18,7 @@ import (
 type Runs interface {
 	Runs(ctx context.Context) ([]runstore.RunRow, error)
 	Pending(ctx context.Context) ([]runstore.Pause, error)
-	Answer(ctx context.Context, q runstore.AnswerRequest) (runstore.Answer, error)
+	Answer(ctx context.Context, q runstore.AnswerRequest) (runstore.Filed, error)
 }
 
 // runsEvery is how often the runs lens reads the runs again while it is shown.

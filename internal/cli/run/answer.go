@@ -19,7 +19,7 @@ const MaxValueSize = runstore.MaxAnswerValue
 type AnswerReport struct {
 	Token    string `json:"token"`
 	AnswerID string `json:"answerId"`
-	Settle   string `json:"settle"` // filed: the run's driver settles the step when it reads it
+	Settle   string `json:"settle"` // filed: the run's driver settles the step when it reads it; resumed: the checkpoint plane settled
 }
 
 // AmendReport is what `cotal run amend --json` prints.
@@ -112,9 +112,13 @@ func runAnswer(ctx context.Context, o *Options, runID, step string) error {
 		return err
 	}
 	if o.JSON {
-		return cmdutil.WriteJSON(o.IO.Out, AnswerReport{Token: a.Token, AnswerID: a.AnswerID, Settle: "filed"})
+		return cmdutil.WriteJSON(o.IO.Out, AnswerReport{Token: a.Token, AnswerID: a.AnswerID, Settle: a.Settle})
 	}
-	fmt.Fprintf(o.IO.Out, "answered %s of run %s (answer %s); its driver settles the step\n", cmdutil.OneLine(step), runID, a.AnswerID)
+	how := "its driver settles the step"
+	if a.Settle == runstore.CheckpointResumed {
+		how = "the checkpoint is resumed (its settle fact is published)"
+	}
+	fmt.Fprintf(o.IO.Out, "answered %s of run %s (answer %s); %s\n", cmdutil.OneLine(step), runID, a.AnswerID, how)
 	return nil
 }
 

@@ -19,7 +19,7 @@ type Runs interface {
 	Runs(ctx context.Context) ([]runstore.RunRow, error)
 	View(ctx context.Context, run string) (runstore.RunView, error)
 	Pending(ctx context.Context) ([]runstore.Pause, error)
-	Answer(ctx context.Context, q runstore.AnswerRequest) (runstore.Answer, error)
+	Answer(ctx context.Context, q runstore.AnswerRequest) (runstore.Filed, error)
 }
 
 // RunsAnswer is the body of POST /api/runs/{id}/answer: the step key and the value, as
@@ -158,5 +158,5 @@ func (s *Server) runAnswer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, code, reason)
 		return
 	}
-	writeJSON(w, http.StatusOK, run.AnswerReport{Token: a.Token, AnswerID: a.AnswerID, Settle: "filed"})
+	writeJSON(w, http.StatusOK, run.AnswerReport{Token: a.Token, AnswerID: a.AnswerID, Settle: a.Settle})
 }
