@@ -63,7 +63,9 @@ type SettleFact struct {
 }
 
 // CheckpointSpecKey is the key of a checkpoint's spec record.
-func CheckpointSpecKey(endpoint, token string) string { return "cp." + endpoint + "." + token + ".spec" }
+func CheckpointSpecKey(endpoint, token string) string {
+	return "cp." + endpoint + "." + token + ".spec"
+}
 
 // CheckpointStatusKey is the key of a checkpoint's status record.
 func CheckpointStatusKey(endpoint, token string) string {

@@ -46,7 +46,7 @@ supported yet, so --adopt, --release and --discard-approvals are refused by name
 			}
 			if !o.Local {
 				return cmdutil.RefuseUsage("a migration check on the manager",
-					"the manager serves no migration check; the check reads the run from this terminal", "cotal run migrate "+args[0]+" --local --file "+o.File)
+					"the manager serves no migration check; the check reads the run from this terminal", "cotal run migrate "+args[0]+" --local --file "+cmdutil.ShellQuote(o.File))
 			}
 			return runMigrate(cmd.Context(), o, args[0])
 		},

@@ -32,15 +32,15 @@ mesh's project folder, so --local is required.`,
 			if err := runstore.CheckID("run id", args[0]); err != nil {
 				return cmdutil.FlagErrorf("%v; cotal run ps lists the runs", err)
 			}
-			if !o.Local {
-				return cmdutil.RefuseUsage("a revocation on the manager",
-					"a revocation is written from the mesh's project folder", "cotal run revoke "+args[0]+" --local --by NAME --reason TEXT")
-			}
 			if o.By == "" || len(o.By) > runstore.MaxBy {
 				return cmdutil.FlagErrorf("--by: give who revokes, at most %d bytes", runstore.MaxBy)
 			}
 			if o.Reason == "" || len(o.Reason) > MaxReason {
 				return cmdutil.FlagErrorf("--reason: say why, at most %d bytes", MaxReason)
+			}
+			if !o.Local {
+				return cmdutil.RefuseUsage("a revocation on the manager", "a revocation is written from the mesh's project folder",
+					"cotal run revoke "+args[0]+" --local --by "+cmdutil.ShellQuote(o.By)+" --reason "+cmdutil.ShellQuote(o.Reason))
 			}
 			return runRevoke(cmd.Context(), o, args[0])
 		},

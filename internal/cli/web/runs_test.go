@@ -242,4 +242,3 @@ func TestCheckpointAnsweredInBrowser(t *testing.T) {
 		t.Fatalf("the answered checkpoint stays in NEEDS YOU: %v", err)
 	}
 }
-
