@@ -61,7 +61,10 @@ effect is performed live.
 This release drives runs in the CLI process (--local): sleep, checkpoint, notify, log and
 the parallel, race and fanOut scopes. spawn, turn, ask, wait and conclave need the
 manager, which does not host runs yet: a local run reaching one is released, held (exit
-2). docs/workflows.md says more.`,
+2). A checkpoint waiting for a person is answered with answer, or from cotal web (NEEDS
+YOU) and cotal console (r); amend files a later answer beside an accepted one, revoke
+stops a run from being resumed, and migrate checks whether an edited program could take a
+run over. docs/workflows.md says more.`,
 		Example: `  cotal run start --file resolve-issue.cotal.js --local
   cotal run ps
   cotal run journal run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f

@@ -142,6 +142,19 @@ func TestCheckpointAnsweredFromTheDashboard(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d naming %q", c.name, st, out, c.status, c.reason)
 		}
 	}
+	// A DNS-rebound page names another host: refused before anything is read.
+	req, err := http.NewRequestWithContext(t.Context(), "POST", strings.TrimSuffix(base, "/")+path,
+		strings.NewReader(`{"step":"/checkpoint:approve#0","value":"yes"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "evil.example"
+	req.Header.Set("Content-Type", "application/json")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusMisdirectedRequest {
+		t.Fatalf("a foreign Host: %v %v, want 421", res, err)
+	} else {
+		res.Body.Close()
+	}
 	if n := answers(t, js, run); n != 0 {
 		t.Fatalf("%d answers filed by refused requests", n)
 	}
