@@ -122,16 +122,20 @@ func (w *dryWalk) Scope(ctx context.Context, c lang.Call, run func(ctx context.C
 	if err != nil {
 		return lang.Result{}, err
 	}
-	if e.State == "settled" && e.Status != "refused" {
-		return settledResult(e)
-	}
+	// A migration walks into a scope even when it is settled: the steps under it are
+	// checked (a changed input diverges) and accounted for, and the scope then answers its
+	// recorded value.
 	res, err := run(ctx, nil)
 	if err != nil {
 		w.mu.Lock()
 		w.open[c.Key] = true
 		w.mu.Unlock()
+		return res, err
 	}
-	return res, err
+	if e.State == "settled" && e.Status != "refused" {
+		return settledResult(e)
+	}
+	return res, errFrontier
 }
 
 func (w *dryWalk) Log(string, string) {}

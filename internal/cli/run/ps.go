@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -220,7 +221,7 @@ func printJournalRow(o *Options, r JournalRow) {
 func shortJSON(v json.RawMessage) string {
 	const most = 120
 	if len(v) > most {
-		return string(v[:most]) + "…"
+		return strings.ToValidUTF8(string(v[:most]), "") + "…"
 	}
 	return string(v)
 }
