@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -21,6 +22,16 @@ type Space struct {
 	Name     string       // the space
 	Endpoint string       // "" means DefaultEndpoint
 	Now      func() int64 // ms; nil means the caller must set At itself (tests inject)
+
+	mu sync.Mutex
+	// seen keeps each run's open pauses by the journal high mark they were read at: a
+	// dashboard asking every few seconds replays a journal only when it grew.
+	seen map[string]seenPauses
+}
+
+type seenPauses struct {
+	high   int64
+	pauses []Pause
 }
 
 func (s *Space) endpoint() string {
@@ -292,16 +303,37 @@ func (s *Space) Pending(ctx context.Context) ([]Pause, error) {
 		return nil, err
 	}
 	var out []Pause
+	live := map[string]bool{}
 	for _, r := range rows {
-		if r.State != StateRunning && r.State != StateReleased {
+		if r.State != StateRunning && r.State != StateReleased || r.JournalHigh == nil {
 			continue
 		}
-		journal, _, err := Replay(ctx, s.JS, s.Name, r.RunID)
-		if err != nil {
-			return nil, err
+		live[r.RunID] = true
+		s.mu.Lock()
+		got, ok := s.seen[r.RunID]
+		s.mu.Unlock()
+		if !ok || got.high != *r.JournalHigh {
+			journal, _, err := Replay(ctx, s.JS, s.Name, r.RunID)
+			if err != nil {
+				return nil, err
+			}
+			got = seenPauses{high: int64(len(journal)) - 1, pauses: OpenPauses(r.RunID, journal)}
+			s.mu.Lock()
+			if s.seen == nil {
+				s.seen = map[string]seenPauses{}
+			}
+			s.seen[r.RunID] = got
+			s.mu.Unlock()
 		}
-		out = append(out, OpenPauses(r.RunID, journal)...)
+		out = append(out, got.pauses...)
 	}
+	s.mu.Lock()
+	for id := range s.seen {
+		if !live[id] {
+			delete(s.seen, id)
+		}
+	}
+	s.mu.Unlock()
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Since < out[j].Since })
 	return out, nil
 }
