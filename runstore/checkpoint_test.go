@@ -27,7 +27,7 @@ func TestAnswerResumesAPlaneCheckpoint(t *testing.T) {
 	}
 	// mint writes a run whose journal holds one pending checkpoint under token, and the
 	// plane's records for it with the given status.
-	mint := func(run, token, status string) {
+	mint := func(run, token, status string) uint64 {
 		t.Helper()
 		for key, val := range map[string]string{
 			runstore.CheckpointSpecKey("manager", token):   `{"v":1,"token":"` + token + `","holder":{"id":"mgr1.0123456789abcdef","lifecycleUid":"u_0123456789abcdef0123"},"mintedAt":1764720000100,"initialDeadline":1764806400100}`,
@@ -51,10 +51,11 @@ func TestAnswerResumesAPlaneCheckpoint(t *testing.T) {
 			}
 			head = ack.Sequence
 		}
+		return head
 	}
 	const waiting = `{"state":"waiting","deadlineGeneration":1,"deadline":1764806400100,"observedSpecRevision":1}`
 	run, token := "run-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "tokAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-	mint(run, token, waiting)
+	head := mint(run, token, waiting)
 	now := int64(1764720300000)
 	sp := &runstore.Space{JS: js, Name: space, Now: func() int64 { return now }}
 	q := runstore.AnswerRequest{Run: run, Step: "/checkpoint:approve#0", Value: json.RawMessage(`"yes"`), By: "alice"}
@@ -84,6 +85,19 @@ func TestAnswerResumesAPlaneCheckpoint(t *testing.T) {
 	}
 	if _, err := sp.Answer(ctx, runstore.AnswerRequest{Run: run, Step: q.Step, Value: json.RawMessage(`"no"`), By: "bob"}); !errors.Is(err, runstore.ErrSettled) {
 		t.Fatalf("a second answer: %v, want ErrSettled", err)
+	}
+
+	// The reference's driver settles the step (its result names no answer id); an
+	// amendment supersedes the answer the plane's status says it acted on.
+	settled := `{"v":1,"kind":"step","run":"` + run + `","n":2,"at":1764720300100,"entry":{"v":1,"seq":0,"run":"` + run + `","scope":"","kind":"checkpoint","name":"approve","occurrence":0,"inputHash":"sha256:ab","requestId":"` + token + `","attempt":0,"state":"settled","startedAt":1764720000100,"status":"ok","endedAt":1764720300100,"result":{"outcome":"resolved","value":"yes","by":"alice","at":1764720300000}}}`
+	m2 := &nats.Msg{Subject: "cotal." + space + ".wfj." + run, Data: []byte(settled), Header: nats.Header{}}
+	m2.Header.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(head, 10))
+	if _, err := js.PublishMsg(ctx, m2); err != nil {
+		t.Fatal(err)
+	}
+	am, err := sp.Amend(ctx, runstore.AnswerRequest{Run: run, Step: q.Step, Value: json.RawMessage(`"yes, and tag it"`), By: "alice"})
+	if err != nil || am.Supersedes != f.AnswerID || len(am.AnswerID) != 43 || am.AnswerID == f.AnswerID {
+		t.Fatalf("amend: %+v, %v; want it to supersede %s", am, err, f.AnswerID)
 	}
 
 	// Past its deadline, and expired: refused, nothing written.

@@ -495,22 +495,54 @@ func (s *Space) Amend(ctx context.Context, q AnswerRequest) (Answer, error) {
 		Outcome  string `json:"outcome"`
 		AnswerID string `json:"answerId"`
 	}
-	if e.State != "settled" || json.Unmarshal(e.Result, &res) != nil || res.Outcome != "resolved" || res.AnswerID == "" {
+	if e.State != "settled" || json.Unmarshal(e.Result, &res) != nil || res.Outcome != "resolved" {
 		return Answer{}, fmt.Errorf("step %s: %w", q.Step, ErrNotSettled)
 	}
-	var raw [32]byte
-	_, _ = rand.Read(raw[:])
-	id := base64.RawURLEncoding.EncodeToString(raw[:])[:43]
-	token := PauseToken(e)
-	a := Answer{V: 1, Token: token, AnswerID: id, Value: q.Value, By: q.By, At: s.now(), Supersedes: res.AnswerID}
 	recs, err := OpenRecords(ctx, s.JS, s.Name)
 	if err != nil {
 		return Answer{}, err
 	}
+	token := PauseToken(e)
+	accepted, err := s.accepted(ctx, recs, token, res.AnswerID)
+	if err != nil {
+		return Answer{}, err
+	}
+	if accepted == "" {
+		return Answer{}, fmt.Errorf("step %s: no accepted answer is recorded: %w", q.Step, ErrNotSettled)
+	}
+	var raw [32]byte
+	_, _ = rand.Read(raw[:])
+	id := base64.RawURLEncoding.EncodeToString(raw[:])[:43]
+	a := Answer{V: 1, Token: token, AnswerID: id, Value: q.Value, By: q.By, At: s.now(), Supersedes: accepted}
 	if err := recs.Create(ctx, AnswerKey(s.endpoint(), token, id), a); err != nil {
 		return Answer{}, err
 	}
 	return a, nil
+}
+
+// accepted names the answer a settled checkpoint acted on: the one its settled result
+// names, else the one its checkpoint-plane status names, else the first answer filed.
+func (s *Space) accepted(ctx context.Context, recs *Records, token, named string) (string, error) {
+	if named != "" {
+		return named, nil
+	}
+	plane, err := readPlane(ctx, recs, s.endpoint(), token)
+	if err != nil {
+		return "", err
+	}
+	if plane != nil && plane.status.SettledAnswerID != "" {
+		return plane.status.SettledAnswerID, nil
+	}
+	all, err := recs.Answers(ctx, s.endpoint(), token)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range all {
+		if a.Supersedes == "" {
+			return a.AnswerID, nil
+		}
+	}
+	return "", nil
 }
 
 // Answers lists the answers filed to a step of a run (the accepted one and amendments),
