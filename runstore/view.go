@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/lang"
 )
 
 // Space is the reading and answering face of a space's runs, what `cotal run ps`,
@@ -53,6 +55,9 @@ type RunRow struct {
 	JournalHigh *int64 `json:"journalHigh,omitempty"`
 	ForkedFrom  *Fork  `json:"forkedFrom,omitempty"`
 	StartedAt   int64  `json:"startedAt,omitempty"`
+	// ProgramHash is the hash of the run's recorded program (sha256: over its canonical
+	// {source}), when one is recorded.
+	ProgramHash string `json:"programHash,omitempty"`
 	// Revoked is the revocation marker, when the run was revoked (display only: the
 	// status stays as its driver last wrote it).
 	Revoked *Revocation `json:"revoked,omitempty"`
@@ -105,6 +110,10 @@ func (s *Space) Runs(ctx context.Context) ([]RunRow, error) {
 			continue
 		}
 		r.StartedAt, r.ForkedFrom = spec.Pins.StartedAt, spec.ForkedFrom
+		var program Program
+		if _, err := recs.Get(ctx, ProgramKey(r.Endpoint, r.RunID), &program); err == nil {
+			r.ProgramHash = lang.ProgramHash(program.Source)
+		}
 		var st RunStatus
 		if _, err := recs.Get(ctx, RunStatusKey(r.Endpoint, r.RunID), &st); err == nil {
 			r.State, r.Holder, r.Epoch, r.JournalHigh = st.State, st.Holder, &st.Epoch, &st.JournalHigh

@@ -170,13 +170,15 @@ func runJournal(ctx context.Context, o *Options, runID string) error {
 	if err != nil {
 		return err
 	}
-	if !o.JSON {
-		st := "(no status)"
-		if v.Status != nil {
-			st = fmt.Sprintf("%s, holder %s, epoch %d", v.Status.State, cmdutil.OneLine(v.Status.Holder), v.Status.Epoch)
-		}
-		fmt.Fprintf(o.IO.Out, "run %s on %s: %s\n", runID, v.Endpoint, st)
+	st := "(no status)"
+	if v.Status != nil {
+		st = fmt.Sprintf("%s, holder %s, epoch %d", v.Status.State, cmdutil.OneLine(v.Status.Holder), v.Status.Epoch)
 	}
+	header := o.IO.Out
+	if o.JSON {
+		header = o.IO.ErrOut // stdout holds the rows alone
+	}
+	fmt.Fprintf(header, "run %s on %s: %s\n", runID, v.Endpoint, st)
 	for _, r := range v.Journal {
 		row := JournalRow{JournalRow: r}
 		if r.Kind == runstore.KindStep && r.State == "settled" && r.Outcome == "resolved" {
