@@ -452,7 +452,7 @@ func (r *run) startLiveness(ctx context.Context, wg *sync.WaitGroup, orc *oracle
 		r.log.Warn("presence goes offline by its TTL only: the presence bucket cannot be opened", "err", err)
 		return
 	}
-	w := &liveness.Watcher{Space: r.space, Account: orc.account, Sys: orc.nc, Presence: kv, Logger: r.log,
+	w := &liveness.Watcher{Space: r.space, Account: orc.account, Sys: orc.nc, Presence: kv, Conn: r.nc, Logger: r.log,
 		OpTimeout: r.opTimeout}
 	wg.Add(1)
 	go func() {

@@ -22,7 +22,7 @@ func TestA2APeerJSSDK(t *testing.T) {
 	if err != nil {
 		t.Skip("node is not installed")
 	}
-	nm := a2aSDK(t)
+	nm := a2aServerSDK(t)
 	script, err := filepath.Abs(filepath.Join("testdata", "a2aagent.cjs"))
 	if err != nil {
 		t.Fatal(err)
@@ -48,11 +48,11 @@ func TestA2APeerJSSDK(t *testing.T) {
 
 	p := newProject(t)
 	p.up()
-	reg := p.cotal("a2a-peers", "add", "jsagent", hello.URL, "--role", "helpers")
+	reg := p.cotal("a2a", "add", "jsagent", hello.URL, "--role", "helpers")
 	if !strings.Contains(reg, "registered jsagent on space main: JS SDK agent 0.0.1") || !strings.Contains(reg, "skills: Echo, Book a room") {
 		t.Fatalf("add said %q", reg)
 	}
-	bridge := p.start("bridge", "a2a-peers", "bridge")
+	bridge := p.start("bridge", "a2a", "bridge")
 	until(t, "the bridge ready", time.Minute, func() bool { return strings.Contains(bridge.text(), "a2a bridge ready on space main") })
 	alice := p.start("alice", "join", "--name", "alice")
 	until(t, "alice joined", time.Minute, func() bool { return strings.Contains(alice.text(), "joined space main") })
@@ -68,15 +68,15 @@ func TestA2APeerJSSDK(t *testing.T) {
 	alice.send("/dm jsagent friday\n")
 	until(t, "the booking", time.Minute, func() bool { return strings.Contains(alice.text(), "[dm] jsagent: booked for friday") })
 
-	ls := p.cotal("a2a-peers", "ls")
+	ls := p.cotal("a2a", "ls")
 	if !strings.Contains(ls, "jsagent") || !strings.Contains(ls, "online") {
 		t.Fatalf("ls said %q", ls)
 	}
 }
 
-// a2aSDK finds the node_modules folder holding the official JavaScript A2A SDK and express
+// a2aServerSDK finds the node_modules folder holding the official JavaScript A2A SDK and express
 // ($COTAL_E2E_BIN/..; .ci/run installs them), or skips.
-func a2aSDK(t *testing.T) string {
+func a2aServerSDK(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv(EnvBin)
 	if dir == "" {

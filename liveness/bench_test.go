@@ -19,7 +19,7 @@ func BenchmarkOfflineAfterCut(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		// The watcher's path: the connection is cut, the agent never comes back.
 		name := fmt.Sprintf("cut%d", i)
-		px := newProxy(b, f.m.URL)
+		px := newProxy(b, f.url)
 		f.join(px.url(), f.agentCreds(name, protocol.NewLifecycleUID()), time.Hour)
 		seen := f.watchOffline(name)
 		t0 := time.Now()
@@ -28,7 +28,7 @@ func BenchmarkOfflineAfterCut(b *testing.B) {
 
 		// The baseline: a clean leave.
 		name = fmt.Sprintf("leave%d", i)
-		ep := f.join(f.m.URL, f.agentCreds(name, protocol.NewLifecycleUID()), time.Hour)
+		ep := f.join(f.url, f.agentCreds(name, protocol.NewLifecycleUID()), time.Hour)
 		seen = f.watchOffline(name)
 		t0 = time.Now()
 		_ = ep.Close()

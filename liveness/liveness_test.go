@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,10 +29,11 @@ const space = "team"
 // proxy is a loopback TCP proxy the test owns: cutting it is a network cut between an
 // agent and the broker.
 type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	pairs  []*pair
+	ln       net.Listener
+	target   string
+	refusing atomic.Bool // new connections are closed at once
+	mu       sync.Mutex
+	pairs    []*pair
 }
 
 // pair is one proxied connection. A held pair keeps the broker's side open when the
@@ -55,6 +57,10 @@ func newProxy(t testing.TB, target string) *proxy {
 			a, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if p.refusing.Load() {
+				_ = a.Close()
+				continue
 			}
 			b, err := net.Dial("tcp", p.target)
 			if err != nil {
@@ -127,7 +133,9 @@ func (p *proxy) drop() (release func()) {
 // the delivery daemon's credential and a system connection.
 type fixture struct {
 	t      testing.TB
-	m      *meshtest.Mesh
+	m      *meshtest.Mesh // nil on a cluster
+	url    string         // the server agents join through by default
+	mint   func(trust.UserSpec) []byte
 	js     jetstream.JetStream // provisioner
 	kv     jetstream.KeyValue  // presence, read by the provisioner
 	marked chan protocol.Principal
@@ -141,7 +149,8 @@ func start(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, m: m, js: js, kv: kv, marked: make(chan protocol.Principal, 1024)}
+	f := &fixture{t: t, m: m, url: m.URL, mint: func(u trust.UserSpec) []byte { return m.Mint(space, u) }, js: js, kv: kv,
+		marked: make(chan protocol.Principal, 1024)}
 	f.watch()
 	return f
 }
@@ -155,14 +164,21 @@ func startMesh(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, m: m, js: js, kv: kv, marked: make(chan protocol.Principal, 1024)}
+	return &fixture{t: t, m: m, url: m.URL, mint: func(u trust.UserSpec) []byte { return m.Mint(space, u) }, js: js, kv: kv,
+		marked: make(chan protocol.Principal, 1024)}
 }
 
 // watch starts the watcher on the delivery daemon's credential and a system connection.
 func (f *fixture) watch() {
-	t, m := f.t, f.m
+	f.watchOn(meshtest.SystemConn(f.t, f.m.Chain, f.m.URL), f.m.Account(space).PublicKey(), nil)
+}
+
+// watchOn starts the watcher of account on sys, with the delivery daemon's credential on
+// f.url for the presence bucket; configure, when set, sets more of its fields.
+func (f *fixture) watchOn(sys *nats.Conn, account string, configure func(*liveness.Watcher)) {
+	t := f.t
 	t.Helper()
-	dnc := m.Connect(m.Mint(space, meshtest.DeliverySpec()))
+	dnc := meshtest.ConnectTo(t, f.url, f.mint(meshtest.DeliverySpec()))
 	djs, err := jetstream.New(dnc)
 	if err != nil {
 		t.Fatal(err)
@@ -171,8 +187,11 @@ func (f *fixture) watch() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &liveness.Watcher{Space: space, Account: m.Account(space).PublicKey(), Sys: meshtest.SystemConn(t, m.Chain, m.URL),
-		Presence: dkv, Logger: brokertest.Logger(t), Marked: func(p protocol.Principal, _ time.Time) { f.marked <- p }}
+	w := &liveness.Watcher{Space: space, Account: account, Sys: sys,
+		Presence: dkv, Conn: dnc, Logger: brokertest.Logger(t), Marked: func(p protocol.Principal, _ time.Time) { f.marked <- p }}
+	if configure != nil {
+		configure(w)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan error, 1)
 	go func() { done <- w.Run(ctx, func() { close(ready) }) }()
@@ -197,11 +216,11 @@ func (f *fixture) agentCreds(actor, uid string) []byte {
 	if _, err := provision.Agent(f.t.Context(), f.js, space, p, uid, ""); err != nil {
 		f.t.Fatal(err)
 	}
-	return f.m.Mint(space, trust.UserSpec{Name: actor, Profile: trust.ProfileAgent, Principal: p, LifecycleUID: uid})
+	return f.mint(trust.UserSpec{Name: actor, Profile: trust.ProfileAgent, Principal: p, LifecycleUID: uid})
 }
 
 // join connects an endpoint holding creds to url and joins the space.
-func (f *fixture) join(url string, creds []byte, heartbeat time.Duration) *client.Endpoint {
+func (f *fixture) join(url string, creds []byte, heartbeat time.Duration, opts ...nats.Option) *client.Endpoint {
 	f.t.Helper()
 	c, err := trust.ReadCreds(creds)
 	if err != nil {
@@ -209,7 +228,7 @@ func (f *fixture) join(url string, creds []byte, heartbeat time.Duration) *clien
 	}
 	ep, err := client.Connect(f.t.Context(), url, client.Config{Space: space, Name: c.Principal.Actor, LifecycleUID: c.LifecycleUID,
 		Heartbeat: heartbeat, Logger: brokertest.Logger(f.t)},
-		nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix), nats.ReconnectWait(20*time.Millisecond))
+		append([]nats.Option{nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix), nats.ReconnectWait(20 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -266,7 +285,7 @@ func (f *fixture) watchOffline(actor string) <-chan time.Time {
 // event before the cut has then been applied. It returns the peers marked before it.
 func (f *fixture) sentinel(name string) []string {
 	f.t.Helper()
-	px := newProxy(f.t, f.m.URL)
+	px := newProxy(f.t, f.url)
 	f.join(px.url(), f.agentCreds(name, protocol.NewLifecycleUID()), time.Hour)
 	px.down()
 	var before []string

@@ -26,6 +26,10 @@ func BucketChannels(space string) string { return "cotal_channels_" + space }
 // extension: one row per agent, written by the project's operator only).
 func BucketA2APeers(space string) string { return "cotal_a2apeers_" + space }
 
+// BucketA2A names the A2A gateway's task bucket (a Go extension, docs/interop.md): the
+// tasks `cotal a2a` serves, so a gateway restart keeps them.
+func BucketA2A(space string) string { return "cotal_a2a_" + space }
+
 // ConsumerDM names a principal's DM durable: dm_<owner>-<actor>-<uid>.
 func ConsumerDM(p Principal, uid string) string { return "dm_" + p.Dash() + "-" + uid }
 

@@ -145,9 +145,27 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 		{kind: "stream", name: wfj.Name, want: wfj},
 		recordsBucket(space),
 		admissionBucket(space),
+		a2aBucket(space),
 		a2aPeersBucket(space),
 	}
 }
+
+// a2aBucket is the A2A gateway's task bucket (a Go extension, see package a2agw): one
+// value per key, no rollup (a stray rollup would erase every task), tasks kept a week.
+func a2aBucket(space string) resource {
+	r := bucket(jetstream.KeyValueConfig{
+		Bucket:   protocol.BucketA2A(space),
+		History:  1,
+		TTL:      A2ATaskTTL,
+		Storage:  jetstream.FileStorage,
+		Replicas: 1,
+	})
+	r.want.AllowRollup = false
+	return r
+}
+
+// A2ATaskTTL is how long the A2A gateway's bucket keeps a task after its last change.
+const A2ATaskTTL = 7 * 24 * time.Hour
 
 // a2aPeersBucket is the registry of external A2A agents presented as peers (a Go
 // extension, see package a2apeer): one row per agent, each at most a2aPeerValueSize

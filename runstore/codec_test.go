@@ -20,6 +20,13 @@ func TestGoldenRecordsBothWays(t *testing.T) {
 		"run-status.json":      &RunStatus{},
 		"program.json":         &Program{},
 		"answer.json":          &Answer{},
+		// The checkpoint plane (endpoint-checkpoint.ts): spec, status waiting and
+		// resumed (with the newer settledAnswerId), settle facts resumed and expired.
+		"cp-spec.json":           &CheckpointSpec{},
+		"cp-status-waiting.json": &CheckpointStatus{},
+		"cp-status-resumed.json": &CheckpointStatus{},
+		"settle-resumed.json":    &SettleFact{},
+		"settle-expired.json":    &SettleFact{},
 	} {
 		b := fixture(t, file)
 		if err := strictjson.Decode(b, v); err != nil {

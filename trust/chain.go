@@ -275,8 +275,9 @@ func (c *Chain) SystemCreds(expiresIn time.Duration) ([]byte, error) {
 
 // WatchCreds mints a never-expiring user of the system account that may do only what a
 // space's delivery daemon asks of it: follow the space account's CONNECT and DISCONNECT
-// events (the presence liveness watcher) and ask the servers for CONNZ (the watcher's
-// sweep and the liveness oracle). It never expires because the broker closes a
+// events and the servers' SHUTDOWN events (the presence liveness watcher), and ask the
+// servers for CONNZ (the watcher's sweep and the liveness oracle) and ROUTEZ (the
+// watcher's check for a cluster node that crashed). It never expires because the broker closes a
 // connection whose JWT expires, which would end the watch unseen.
 func (c *Chain) WatchCreds(space string) ([]byte, error) {
 	acct, err := c.Space(space)
@@ -289,9 +290,9 @@ func (c *Chain) WatchCreds(space string) ([]byte, error) {
 		return nil, fmt.Errorf("watch creds: user key: %w", err)
 	}
 	perms := jwt.Permissions{
-		Pub: jwt.Permission{Allow: jwt.StringList{"$SYS.REQ.SERVER.*.CONNZ"}},
+		Pub: jwt.Permission{Allow: jwt.StringList{"$SYS.REQ.SERVER.*.CONNZ", "$SYS.REQ.SERVER.*.ROUTEZ"}},
 		Sub: jwt.Permission{Allow: jwt.StringList{
-			"$SYS.ACCOUNT." + pub + ".CONNECT", "$SYS.ACCOUNT." + pub + ".DISCONNECT",
+			"$SYS.ACCOUNT." + pub + ".CONNECT", "$SYS.ACCOUNT." + pub + ".DISCONNECT", "$SYS.SERVER.*.SHUTDOWN",
 			inboxPrefix(mustPub(user)) + ".>"}},
 	}
 	creds, err := mintUserKey(user, c.sysKey, c.sysPub, "cotal-watch-"+space, nil, perms, 0)

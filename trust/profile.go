@@ -201,6 +201,14 @@ func agentGrants(g *grants, space string, s UserSpec, inbox string) {
 	g.sub(protocol.ReplyFilter(ctl), protocol.ReplyFilter(probe))
 	bind(g, dlv, protocol.ConsumerDLV(me, s.LifecycleUID))
 
+	// The A2A gateway's task bucket, read and written, only with the a2a-gateway
+	// capability (cotal a2a's own identity); no other agent reads a caller's tasks.
+	if s.HasCapability(CapabilityA2AGateway) {
+		b := protocol.BucketA2A(space)
+		readBucket(g, b)
+		g.pub(kvPrefix + b + ".>")
+	}
+
 	// The manager's agent rail, only with the spawn capability.
 	if s.HasCapability(CapabilitySpawn) {
 		mgr := protocol.CtlSubject(space, protocol.ServiceManagerAgent, me) + ".*"
@@ -473,6 +481,11 @@ func (s UserSpec) tags() jwt.TagList {
 // CapabilitySpawn is the persona capability that lets an agent ask the manager to spawn
 // personas and stop the seats it spawned.
 const CapabilitySpawn = "spawn"
+
+// CapabilityA2AGateway is the capability of the A2A gateway's own identity (cotal a2a):
+// it reads and writes the gateway's task bucket. No persona may carry it
+// (workspace.CheckCapability refuses it): cotal a2a mints it for itself.
+const CapabilityA2AGateway = "a2a-gateway"
 
 // HasCapability reports whether the spec grants capability c.
 func (s UserSpec) HasCapability(c string) bool {

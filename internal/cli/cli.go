@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cotal-ai/cotal/internal/cli/a2a/peers"
+	"github.com/cotal-ai/cotal/internal/cli/a2a"
 	"github.com/cotal-ai/cotal/internal/cli/actor"
 	"github.com/cotal-ai/cotal/internal/cli/authservice"
 	backupcmd "github.com/cotal-ai/cotal/internal/cli/backup"
@@ -157,7 +157,6 @@ peer, anycast to whoever holds a role.`,
 		status.NewCmdStatus(f, nil),
 		doctor.NewCmdDoctor(f, info.Version, nil),
 		claims.NewCmdClaims(f, nil),
-		peers.NewCmdGroup(f), // hidden a2a-peers until cotal a2a (a2a-in) is merged: wire add, rm, ls there
 		console.NewCmdConsole(f, nil),
 		ext.NewCmdExt(f, nil),
 		setup.NewCmdSetup(f, nil),
@@ -188,6 +187,7 @@ peer, anycast to whoever holds a role.`,
 		logout.NewCmdLogout(f, nil),
 		use.NewCmdUse(f, nil),
 		runcmd.NewCmdRun(f),
+		a2a.NewCmdA2A(f, nil),
 	)
 	strictHelp(root)
 	completePersonas(f, root)

@@ -76,6 +76,8 @@ func TestScripts(t *testing.T) {
 			"claimkill":   cmdClaimKill,
 			"webget":      cmdWebGet,
 			"credpeer":    cmdCredPeer,
+			"a2areplier":  cmdA2AReplier,
+			"a2ahttp":     cmdA2AHTTP,
 			"sweep":       cmdSweep,
 			"bounded":     cmdBounded,
 			"longline":    cmdLongLine,

@@ -27,17 +27,20 @@ type Options struct {
 	Resolve       cmdutil.ResolveFunc // the mesh the flags name; only run calls it
 	Connect       cmdutil.ConnectFunc
 	ConnectSender cmdutil.ConnectSenderFunc // the TUI's posts, as the person at the keyboard
-	Logger        *slog.Logger              // nil means discard
-	Mesh          cmdutil.MeshFlags
-	Plain         bool
-	Channel       string
+	// ConnectOperator reads and answers workflow runs (the TUI's r lens) as the
+	// project's own identity; nil leaves the lens saying why.
+	ConnectOperator cmdutil.ConnectAsFunc
+	Logger          *slog.Logger // nil means discard
+	Mesh            cmdutil.MeshFlags
+	Plain           bool
+	Channel         string
 	// ReconnectFor is how long a lost mesh is waited for before console exits non-zero.
 	ReconnectFor time.Duration
 }
 
 // NewCmdConsole builds `cotal console`.
 func NewCmdConsole(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectSender: f.ConnectPersonSender, Logger: f.Logger}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectSender: f.ConnectPersonSender, ConnectOperator: f.ConnectOperator, Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "console [--plain [--channel PATTERN]]",
 		Short: "Watch a space: a terminal UI, or presence changes and messages as timestamped lines",
@@ -46,7 +49,9 @@ func NewCmdConsole(f *cmdutil.Factory, runF func(context.Context, *Options) erro
 On a terminal it shows the roster (state as shape and colour), a live feed with channel tabs
 (1-9, [ and ]), the agents waiting for a person (n), direct messages (d, with the admin view
 minted on an authenticated mesh), the task board with who holds each task (t), the file
-claims with their holders (c), search (/, which also filters t and c) and a line to post to
+claims with their holders (c), workflow runs and the checkpoints waiting for a person (r;
+j and k select one, a types its answer as JSON, Enter files it), search (/, which also
+filters t and c) and a line to post to
 the current channel as you, with a member's rights only (i, then Enter). q quits.
 
 With --plain, or when stdout is not a terminal, each presence change

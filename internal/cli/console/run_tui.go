@@ -13,6 +13,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/meshview"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/runstore"
 	"github.com/cotal-ai/cotal/trust"
 )
 
@@ -58,7 +59,19 @@ func runTUI(ctx context.Context, opts *Options) error {
 	case err := <-teamDone:
 		return err
 	}
-	t := &tui{model: model, events: events, dms: dms, now: time.Now, teamErr: team.Err,
+	// Workflow runs are the project identity's to read; an answer is filed as the person
+	// at the keyboard.
+	rs := runsState{}
+	rs.by, _ = cmdutil.OperatorIdentity()
+	if opts.ConnectOperator != nil {
+		if rep, err := opts.ConnectOperator(ctx, target, trust.ProfileProvisioner); err != nil {
+			rs.err = err
+		} else {
+			defer rep.Close()
+			rs.runs = &runstore.Space{JS: rep.JetStream(), Name: target.Space, Now: func() int64 { return time.Now().UnixMilli() }}
+		}
+	}
+	t := &tui{model: model, events: events, dms: dms, now: time.Now, teamErr: team.Err, runs: rs,
 		post: func(channel, text string) error {
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()

@@ -31,7 +31,8 @@ type (
 
 // tui is the console's terminal UI over a meshview.Model: roster, live feed, channel
 // tabs (1-9, [ ]), the needs-you lens (n), the DM lens (d), the task board (t) and file
-// claims (c) lenses, search (/) and a line to post (i, Enter sends). Every peer string
+// claims (c) lenses, the workflow runs lens (r: answer a checkpoint), search (/) and a
+// line to post (i, Enter sends). Every peer string
 // passes termsafe.Escape.
 type tui struct {
 	model  *meshview.Model
@@ -52,6 +53,7 @@ type tui struct {
 	line          string
 	status        string
 	feed          []meshview.Message
+	runs          runsState
 }
 
 func (t *tui) Init() tea.Cmd { return t.wait() }
@@ -88,6 +90,19 @@ func (t *tui) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return t, t.wait()
 	case closedMsg:
 		t.status = "the feed ended (fell behind); restart cotal console"
+	case runsMsg:
+		t.onRuns(m)
+	case runsTick:
+		if t.lens == "runs" {
+			return t, tea.Batch(t.loadRuns(), tea.Tick(runsEvery, func(time.Time) tea.Msg { return runsTick{} }))
+		}
+	case answeredMsg:
+		if m.err != nil {
+			t.status = "not answered: " + m.err.Error()
+		} else {
+			t.status = "answered " + m.step + " (answer " + m.id + "); its driver settles the step"
+		}
+		return t, t.loadRuns()
 	case postedMsg:
 		if m.err != nil {
 			t.status = "not sent: " + m.err.Error()
@@ -135,9 +150,18 @@ func (t *tui) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		}
 		return t, nil
 	}
+	if t.lens == "runs" {
+		if cmd, ok := t.runsKey(s, k.Text); ok {
+			return t, cmd
+		}
+	}
 	switch s {
 	case "q", "ctrl+c":
 		return t, tea.Quit
+	case "r":
+		if t.lens = toggle(t.lens, "runs"); t.lens == "runs" {
+			return t, tea.Batch(t.loadRuns(), tea.Tick(runsEvery, func(time.Time) tea.Msg { return runsTick{} }))
+		}
 	case "n":
 		t.lens = toggle(t.lens, "needs")
 	case "d":
@@ -239,6 +263,8 @@ func (t *tui) render() string {
 		right = t.taskLines()
 	case "claims":
 		right = t.claimLines()
+	case "runs":
+		right = t.runsLines(width - rosterW - 3)
 	default:
 		right = t.feedLines()
 	}
@@ -262,6 +288,12 @@ func (t *tui) render() string {
 	switch {
 	case t.searching:
 		b.WriteString("search: " + t.search + "▏")
+	case t.runs.answering && t.lens == "runs":
+		step := ""
+		if t.runs.sel < len(t.runs.pauses) {
+			step = t.runs.pauses[t.runs.sel].Step
+		}
+		b.WriteString("answer " + termsafe.Escape(step) + " (JSON)> " + termsafe.Escape(t.runs.value) + "▏")
 	case t.typing:
 		ch := t.currentChannel()
 		if ch == "" {
@@ -269,7 +301,7 @@ func (t *tui) render() string {
 		}
 		b.WriteString("#" + termsafe.Escape(ch) + "> " + t.line + "▏")
 	default:
-		hint := "n needs-you · d DMs · t tasks · c claims · / search · 1-9 [ ] channels · i post · q quit"
+		hint := "n needs-you · d DMs · t tasks · c claims · r runs · / search · 1-9 [ ] channels · i post · q quit"
 		if t.search != "" {
 			hint = "filter: " + termsafe.Escape(t.search) + " · " + hint
 		}

@@ -6,13 +6,10 @@ package run
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
-	"sort"
-	"strings"
 	"syscall"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,6 +38,13 @@ type Options struct {
 	File  string
 	Value string
 	By    string
+
+	AdmitRead    string
+	AdmitPublish string
+	Reason       string
+	// Commit-side migration overrides, parsed so migrate refuses them by name.
+	Adopt, Release   string
+	DiscardApprovals bool
 }
 
 // NewCmdRun builds `cotal run` and its verbs.
@@ -57,14 +61,21 @@ effect is performed live.
 This release drives runs in the CLI process (--local): sleep, checkpoint, notify, log and
 the parallel, race and fanOut scopes. spawn, turn, ask, wait and conclave need the
 manager, which does not host runs yet: a local run reaching one is released, held (exit
-2). docs/workflows.md says more.`,
+2). A checkpoint waiting for a person is answered with answer, or from cotal web (NEEDS
+YOU) and cotal console (r); amend files a later answer beside an accepted one, revoke
+stops a run from being resumed, and migrate checks whether an edited program could take a
+run over. docs/workflows.md says more.`,
 		Example: `  cotal run start --file resolve-issue.cotal.js --local
   cotal run ps
   cotal run journal run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f
   cotal run answer run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f /checkpoint:issue#0 --value '{"issue":42}'
-  cotal run resume run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f --local`,
+  cotal run resume run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f --local
+  cotal run amend run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f /checkpoint:issue#0 --value '{"issue":43}'
+  cotal run revoke run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f --local --by alice --reason "wrong repo"
+  cotal run migrate run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f --local --file resolve-issue.cotal.js`,
 	}
-	cmd.AddCommand(newCmdStart(f), newCmdResume(f), newCmdPs(f), newCmdJournal(f), newCmdAnswer(f))
+	cmd.AddCommand(newCmdStart(f), newCmdResume(f), newCmdPs(f), newCmdJournal(f), newCmdAnswer(f),
+		newCmdAmend(f), newCmdRevoke(f), newCmdMigrate(f))
 	return cmd
 }
 
@@ -94,9 +105,14 @@ func newCmdStart(f *cmdutil.Factory) *cobra.Command {
 		Long: `Validate the program, mint a run id (run-<32 hex>), print it, and drive the run here
 until it ends. Exit 0 when it completes, 1 when it fails, 2 when it is released (held at
 an effect this process cannot perform, or stopped): resume it later with cotal run resume.
-A refused program prints each problem with its code (L1xxx-L3xxx) and changes nothing.`,
-		Example: `  cotal run start --file resolve-issue.cotal.js --local`,
-		Args:    cobra.NoArgs,
+A refused program prints each problem with its code (L1xxx-L3xxx) and changes nothing.
+
+Before it is driven the run is admitted: an admission record (cotal_admission_<space>)
+names the channel ceiling it runs under, --admit-read and --admit-publish (comma-separated
+channels, or none, the default: a local run performs no channel effect).`,
+		Example: `  cotal run start --file resolve-issue.cotal.js --local
+  cotal run start --file triage.cotal.js --local --admit-read general,issues --admit-publish none`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.File == "" {
 				return cmdutil.FlagErrorf("give the program with --file")
@@ -104,12 +120,19 @@ A refused program prints each problem with its code (L1xxx-L3xxx) and changes no
 			if err := needLocal(o); err != nil {
 				return err
 			}
+			for flag, v := range map[string]string{"--admit-read": o.AdmitRead, "--admit-publish": o.AdmitPublish} {
+				if _, err := channelList(v); err != nil {
+					return cmdutil.FlagErrorf("%s: %v", flag, err)
+				}
+			}
 			return runStart(cmd.Context(), o)
 		},
 	}
 	o.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&o.File, "file", "", "the program, a *.cotal.js file")
 	cmd.Flags().BoolVar(&o.Local, "local", false, "drive the run in this process (required: the manager does not host runs yet)")
+	cmd.Flags().StringVar(&o.AdmitRead, "admit-read", runstore.AllowNone, "channels the run may read, comma-separated, or none")
+	cmd.Flags().StringVar(&o.AdmitPublish, "admit-publish", runstore.AllowNone, "channels the run may post to, comma-separated, or none")
 	return cmd
 }
 
@@ -187,6 +210,9 @@ func runStart(ctx context.Context, o *Options) error {
 		return err
 	}
 	defer closeFn()
+	if err := o.admit(ctx, js, space, runID); err != nil {
+		return err
+	}
 	fmt.Fprintf(o.IO.Out, "starting run %s on endpoint %s in space %s\n", runID, runstore.DefaultEndpoint, space)
 	ctx, stop := signalContext(ctx)
 	defer stop()
@@ -203,6 +229,9 @@ func runResume(ctx context.Context, o *Options, runID string) error {
 		return err
 	}
 	defer closeFn()
+	if err := refuseRevoked(ctx, js, space, runID); err != nil {
+		return err
+	}
 	fmt.Fprintf(o.IO.Out, "resuming run %s on endpoint %s in space %s\n", runID, runstore.DefaultEndpoint, space)
 	ctx, stop := signalContext(ctx)
 	defer stop()
@@ -237,212 +266,4 @@ func (o *Options) report(out rundriver.Outcome) error {
 		fmt.Fprintf(o.IO.ErrOut, "next: cotal run resume %s --local\n", out.Run)
 	}
 	return &cmdutil.ExitError{Code: 2}
-}
-
-// Row is one run in `cotal run ps --json` (one JSON object per line).
-type Row struct {
-	RunID       string `json:"runId"`
-	Endpoint    string `json:"endpoint"`
-	State       string `json:"state,omitempty"`
-	Holder      string `json:"holder,omitempty"`
-	Epoch       int64  `json:"epoch"`
-	JournalHigh int64  `json:"journalHigh"`
-	StartedAt   int64  `json:"startedAt,omitempty"`
-	ForkedFrom  string `json:"forkedFrom,omitempty"`
-}
-
-func newCmdPs(f *cmdutil.Factory) *cobra.Command {
-	o := newOptions(f)
-	cmd := &cobra.Command{
-		Use:     "ps [--json]",
-		Short:   "List the space's workflow runs",
-		Long:    "List every run in the space's records: its state, holder, epoch and journal high mark.",
-		Example: "  cotal run ps\n  cotal run ps --json",
-		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return runPs(cmd.Context(), o) },
-	}
-	o.Mesh.Register(cmd.Flags())
-	cmd.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per run")
-	return cmd
-}
-
-func runPs(ctx context.Context, o *Options) error {
-	js, _, closeFn, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	recs, err := o.records(ctx, js)
-	if err != nil {
-		return err
-	}
-	lister, err := recs.KV.ListKeysFiltered(ctx, "run.*.*.spec")
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		lister = nil
-	} else if err != nil {
-		return fmt.Errorf("list runs: %w", err)
-	}
-	var rows []Row
-	if lister != nil {
-		for k := range lister.Keys() {
-			parts := strings.Split(k, ".")
-			if len(parts) != 4 {
-				continue
-			}
-			r := Row{Endpoint: parts[1], RunID: parts[2]}
-			var spec runstore.RunSpec
-			if _, err := recs.Get(ctx, k, &spec); err == nil {
-				r.StartedAt = spec.Pins.StartedAt
-				if spec.ForkedFrom != nil {
-					r.ForkedFrom = spec.ForkedFrom.Run
-				}
-			}
-			var st runstore.RunStatus
-			if _, err := recs.Get(ctx, runstore.RunStatusKey(r.Endpoint, r.RunID), &st); err == nil {
-				r.State, r.Holder, r.Epoch, r.JournalHigh = st.State, st.Holder, st.Epoch, st.JournalHigh
-			}
-			rows = append(rows, r)
-		}
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].StartedAt < rows[j].StartedAt })
-	if o.JSON {
-		for _, r := range rows {
-			if err := cmdutil.WriteJSONLine(o.IO.Out, r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if len(rows) == 0 {
-		fmt.Fprintln(o.IO.Out, "no workflow runs in this space; cotal run start --file F --local starts one")
-		return nil
-	}
-	fmt.Fprintf(o.IO.Out, "%-36s  %-8s  %-9s  %-18s  %-7s  %s\n", "RUN", "ENDPOINT", "STATE", "HOLDER", "JOURNAL", "FORKED-FROM")
-	for _, r := range rows {
-		fmt.Fprintf(o.IO.Out, "%-36s  %-8s  %-9s  %-18s  %-7d  %s\n", r.RunID, r.Endpoint, dash(r.State),
-			dash(cmdutil.OneLine(r.Holder)), r.JournalHigh, dash(r.ForkedFrom))
-	}
-	return nil
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func (o *Options) records(ctx context.Context, js jetstream.JetStream) (*runstore.Records, error) {
-	target, err := o.Resolve(o.Mesh)
-	if err != nil {
-		return nil, err
-	}
-	return runstore.OpenRecords(ctx, js, target.Space)
-}
-
-// JournalRow is one journal record in `cotal run journal --json`.
-type JournalRow struct {
-	N          int64           `json:"n"`
-	Kind       string          `json:"kind"`
-	Holder     string          `json:"holder,omitempty"`
-	Epoch      int64           `json:"epoch,omitempty"`
-	ReplayedTo uint64          `json:"replayedTo,omitempty"`
-	Step       string          `json:"step,omitempty"`
-	Outcome    string          `json:"outcome,omitempty"`
-	Asks       string          `json:"asks,omitempty"`
-	Result     json.RawMessage `json:"result,omitempty"`
-}
-
-func newCmdJournal(f *cmdutil.Factory) *cobra.Command {
-	o := newOptions(f)
-	cmd := &cobra.Command{
-		Use:   "journal RUN [--json]",
-		Short: "Show a run's journal: activations and steps, pending or settled",
-		Long: `Show the run's status, then every record of its journal in order: each activation (who
-took the run, under which epoch, after replaying to which stream sequence) and each step
-entry (its key and outcome: pending, ok, failed (code), refused (code)). A checkpoint
-waiting for an answer shows its prompt: answer it with cotal run answer.`,
-		Example: "  cotal run journal run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f\n  cotal run journal run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f --json",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := runstore.CheckID("run id", args[0]); err != nil {
-				return cmdutil.FlagErrorf("%v; cotal run ps lists the runs", err)
-			}
-			return runJournal(cmd.Context(), o, args[0])
-		},
-	}
-	o.Mesh.Register(cmd.Flags())
-	cmd.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per journal record")
-	return cmd
-}
-
-func runJournal(ctx context.Context, o *Options, runID string) error {
-	js, space, closeFn, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	recs, err := runstore.OpenRecords(ctx, js, space)
-	if err != nil {
-		return err
-	}
-	var st runstore.RunStatus
-	if _, err := recs.Get(ctx, runstore.RunStatusKey(runstore.DefaultEndpoint, runID), &st); errors.Is(err, runstore.ErrNoRecord) {
-		return cmdutil.Refuse("run "+runID, "the space has no record of it", "cotal run ps")
-	} else if err != nil {
-		return err
-	}
-	journal, _, err := runstore.Replay(ctx, js, space, runID)
-	if err != nil {
-		return err
-	}
-	if !o.JSON {
-		fmt.Fprintf(o.IO.Out, "run %s on %s: %s, holder %s, epoch %d\n", runID, runstore.DefaultEndpoint, st.State, cmdutil.OneLine(st.Holder), st.Epoch)
-	}
-	for _, r := range journal {
-		row := JournalRow{N: r.N()}
-		if a := r.Activation; a != nil {
-			row.Kind, row.Holder, row.Epoch, row.ReplayedTo = runstore.KindActivation, a.Holder, a.Epoch, a.ReplayedTo
-		} else {
-			e := r.Entry
-			row.Kind, row.Step, row.Outcome, row.Result = runstore.KindStep, e.Key(), outcome(*e), e.Result
-			if e.State == "pending" && e.Kind == "checkpoint" {
-				row.Asks = rundriver.Prompt(*e)
-			}
-		}
-		if o.JSON {
-			if err := cmdutil.WriteJSONLine(o.IO.Out, row); err != nil {
-				return err
-			}
-			continue
-		}
-		if row.Kind == runstore.KindActivation {
-			fmt.Fprintf(o.IO.Out, "#%d  activation  holder=%s epoch=%d replayedTo=%d\n", row.N, cmdutil.OneLine(row.Holder), row.Epoch, row.ReplayedTo)
-			continue
-		}
-		fmt.Fprintf(o.IO.Out, "#%d  step        %s  %s\n", row.N, cmdutil.OneLine(row.Step), row.Outcome)
-		if row.Asks != "" {
-			fmt.Fprintf(o.IO.Out, "      asks %s\n", cmdutil.OneLine(row.Asks))
-		}
-	}
-	return nil
-}
-
-// outcome is an entry's outcome as the journal shows it.
-func outcome(e runstore.Entry) string {
-	if e.State == "pending" {
-		return "pending"
-	}
-	if e.Kind == "checkpoint" && e.Status == "ok" {
-		var r struct {
-			Outcome string `json:"outcome"`
-		}
-		if json.Unmarshal(e.Result, &r) == nil && r.Outcome != "" {
-			return r.Outcome
-		}
-	}
-	if e.Error != nil && e.Error.Code != "" {
-		return e.Status + " (" + e.Error.Code + ")"
-	}
-	return e.Status
 }

@@ -69,6 +69,12 @@ type Server struct {
 	// when the interval ends. 0 means 250 ms; a negative value sends every event.
 	RosterEvery time.Duration
 	Logger      *slog.Logger // nil means discard
+	// Runs reads and answers the space's workflow runs; nil answers 503 with RunsErr.
+	Runs    Runs
+	RunsErr string
+	// AnswerBy is who an answer from this dashboard is recorded as (the person it runs
+	// as); "" means "web".
+	AnswerBy string
 }
 
 // Handler returns the dashboard's routes.
@@ -95,6 +101,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/tasks", s.tasks)
 	mux.HandleFunc("GET /api/claims", s.claims)
 	mux.HandleFunc("POST /api/post", s.post)
+	mux.HandleFunc("GET /api/runs", s.runList)
+	mux.HandleFunc("GET /api/runs/pending", s.runPending)
+	mux.HandleFunc("GET /api/runs/{id}/journal", s.runJournal)
+	mux.HandleFunc("POST /api/runs/{id}/answer", s.runAnswer)
 	mux.HandleFunc("GET /feed", s.feed)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not-found", "no such page: "+strconv.QuoteToASCII(r.URL.Path))

@@ -29,6 +29,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/meshview"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/runstore"
 	"github.com/cotal-ai/cotal/trust"
 )
 
@@ -48,9 +49,12 @@ type Options struct {
 	Resolve       cmdutil.ResolveFunc
 	Connect       cmdutil.ConnectFunc       // the page's observer
 	ConnectSender cmdutil.ConnectSenderFunc // one connection per post from the page, as the person
-	Getenv        func(string) string
-	Executable    func() (string, error) // finds this binary for --detach (launch.Command)
-	Logger        *slog.Logger           // nil means discard
+	// ConnectOperator reads and answers workflow runs as the project's own identity; nil
+	// (or a refused connection) leaves the runs panels saying why.
+	ConnectOperator cmdutil.ConnectAsFunc
+	Getenv          func(string) string
+	Executable      func() (string, error) // finds this binary for --detach (launch.Command)
+	Logger          *slog.Logger           // nil means discard
 
 	Mesh        cmdutil.MeshFlags
 	Host        string
@@ -64,7 +68,7 @@ type Options struct {
 
 // NewCmdWeb builds `cotal web`.
 func NewCmdWeb(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectSender: f.ConnectPersonSender, Getenv: f.Getenv, Executable: f.Executable, Logger: f.Logger}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, ConnectSender: f.ConnectPersonSender, ConnectOperator: f.ConnectOperator, Getenv: f.Getenv, Executable: f.Executable, Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "web [--host 127.0.0.1] [--port 7799] [--space S] [--detach] [--no-open] [--allow-remote] [--allow-host NAME]",
 		Short: "Watch a space in the browser: roster, needs-you, channels, DMs, tasks, file claims and a live graph",
@@ -225,6 +229,22 @@ func runWeb(ctx context.Context, opts *Options) error {
 		return <-teamDone
 	}
 
+	// Workflow runs: their records and journals are the project identity's to read, and
+	// an answer is filed as the person at the keyboard.
+	var runs Runs
+	runsErr := ""
+	if opts.ConnectOperator != nil {
+		if rep, err := opts.ConnectOperator(ctx, target, trust.ProfileProvisioner); err != nil {
+			runsErr = err.Error()
+		} else {
+			defer rep.Close()
+			runs = &runstore.Space{JS: rep.JetStream(), Name: target.Space, Now: func() int64 { return time.Now().UnixMilli() }}
+		}
+	} else {
+		runsErr = "no operator connection"
+	}
+	answerBy, _ := cmdutil.OperatorIdentity()
+
 	token := ""
 	if opts.AllowRemote {
 		b := make([]byte, 24)
@@ -240,6 +260,7 @@ func runWeb(ctx context.Context, opts *Options) error {
 		HistoryErr: w.HistoryErr,
 		TeamErr:    team.Err,
 		Send:       func(ctx context.Context, p Post) error { return send(ctx, opts.ConnectSender, target, p) },
+		Runs:       runs, RunsErr: runsErr, AnswerBy: answerBy,
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }} // feeds end with ctx

@@ -81,30 +81,29 @@ func runBridge(ctx context.Context, opts *BridgeOptions) error {
 	if err != nil {
 		return err
 	}
-	op, err := opts.F.ConnectOperator(ctx, target, trust.ProfileProvisioner)
-	if err != nil {
-		return err
-	}
-	defer op.Close()
-	b := NewBridge(opts.F, target, op, slog.New(cmdutil.NoticeHandler(opts.IO.ErrOut, slog.LevelInfo)))
-	b.Ready = func() {
+	return RunBridge(ctx, opts.F, target, slog.New(cmdutil.NoticeHandler(opts.IO.ErrOut, slog.LevelInfo)), func() {
 		fmt.Fprintf(opts.IO.ErrOut, "a2a bridge ready on space %s\n", target.Space)
 		if err := cmdutil.SignalReady(opts.Getenv, "a2a bridge "+target.Space); err != nil {
 			fmt.Fprintf(opts.IO.ErrOut, "! %v\n", err)
 		}
+	})
+}
+
+// RunBridge serves the registered A2A agents of target's space until ctx ends (nil), as
+// the project's own identity (see NewBridge); ready (may be nil) is called once the
+// registry was read. `cotal a2a` runs it beside the gateway.
+func RunBridge(ctx context.Context, f *cmdutil.Factory, target cmdutil.Target, log *slog.Logger, ready func()) error {
+	op, err := f.ConnectOperator(ctx, target, trust.ProfileProvisioner)
+	if err != nil {
+		return err
 	}
+	defer op.Close()
+	b := NewBridge(f, target, op, log)
+	b.Ready = ready
 	return b.Run(ctx)
 }
 
-// NewCmdGroup is a stand-alone parent of add, rm, ls and bridge, hidden: until they are
-// wired under `cotal a2a`, tests reach them as `cotal a2a-peers`.
-func NewCmdGroup(f *cmdutil.Factory) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:    "a2a-peers",
-		Short:  "External A2A agents as peers (add, rm, ls, bridge)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-	}
-	cmd.AddCommand(NewCmdAdd(f, nil), NewCmdRm(f, nil), NewCmdLs(f, nil), NewCmdBridge(f, nil))
-	return cmd
+// Commands are add, rm, ls and bridge, for `cotal a2a` to add as its subcommands.
+func Commands(f *cmdutil.Factory) []*cobra.Command {
+	return []*cobra.Command{NewCmdAdd(f, nil), NewCmdRm(f, nil), NewCmdLs(f, nil), NewCmdBridge(f, nil)}
 }

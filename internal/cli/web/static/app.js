@@ -5,7 +5,7 @@
 (function () {
   const GLYPH = { working: '●', waiting: '◐', idle: '○', offline: '⊘' };
   const state = { agents: new Map(), channels: new Map(), dms: [], meta: {}, view: { kind: 'monitor' }, feed: [],
-    tasks: new Map(), claims: new Map(), teamError: '' };
+    tasks: new Map(), claims: new Map(), teamError: '', runs: [], pauses: [], runsError: '' };
   const $ = (id) => document.getElementById(id);
 
   function el(tag, cls, text) {
@@ -137,8 +137,98 @@
   function renderNeeds() {
     const w = waiting();
     const now = Date.now();
-    $('needs').replaceChildren(...w.map((a) => agentRow(a, ago(now - (a.statusSince || a.seen)))));
-    if (w.length === 0) $('needs').appendChild(el('li', 'note', 'nobody is waiting'));
+    // A pause's row is kept across renders, so an answer being typed is not wiped.
+    const keep = new Set(state.pauses.map((p) => p.runId + ' ' + p.step));
+    for (const k of [...pauseEls.keys()]) if (!keep.has(k)) pauseEls.delete(k);
+    $('needs').replaceChildren(...w.map((a) => agentRow(a, ago(now - (a.statusSince || a.seen)))), ...state.pauses.map(pauseRow));
+    if (w.length === 0 && state.pauses.length === 0) $('needs').appendChild(el('li', 'note', 'nobody is waiting'));
+  }
+
+  // --- workflow runs: a checkpoint waiting for a person is answered here as with
+  // `cotal run answer` (the value is JSON; the server checks it and refuses as the CLI does)
+  async function loadRuns() {
+    try {
+      const [runs, pend] = await Promise.all([api('/api/runs'), api('/api/runs/pending')]);
+      state.runs = runs.runs; state.pauses = pend.pending; state.runsError = '';
+    } catch (e) { state.runsError = e.message; }
+    renderNeeds(); renderRuns();
+  }
+  const pauseEls = new Map();
+  function pauseDetail(p) {
+    const bits = ['run ' + p.runId.slice(0, 12) + '…', p.step];
+    if (p.since) bits.push('waiting ' + ago(Date.now() - p.since));
+    if (p.deadline) bits.push('expires ' + until(p.deadline));
+    return plain(bits.join(' · '));
+  }
+  function pauseRow(p) {
+    const k = p.runId + ' ' + p.step;
+    const had = pauseEls.get(k);
+    if (had) { had.querySelector('.detail').textContent = pauseDetail(p); return had; }
+    const li = el('li', 'pause');
+    pauseEls.set(k, li);
+    li.dataset.run = p.runId;
+    li.dataset.step = p.step;
+    li.appendChild(el('span', 'title', plain(p.asks || p.step)));
+    li.appendChild(el('span', 'detail', pauseDetail(p)));
+    const form = el('form', 'answer');
+    const input = el('input');
+    input.placeholder = 'answer as JSON, e.g. "yes" or {"issue":42}';
+    input.setAttribute('aria-label', 'answer to ' + p.step);
+    const send = el('button', '', 'Answer');
+    send.type = 'submit';
+    const status = el('span', 'note');
+    form.append(input, send, status);
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      let value;
+      try { value = JSON.parse(input.value); } catch (err) { status.textContent = 'not JSON: a bare string needs its quotes, "yes"'; return; }
+      status.textContent = 'answering…';
+      try {
+        const r = await fetch('/api/runs/' + encodeURIComponent(p.runId) + '/answer', { method: 'POST',
+          headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ step: p.step, value }) });
+        const res = await r.json();
+        if (!r.ok) throw new Error(res.reason || res.error);
+        status.textContent = 'answered';
+        setTimeout(loadRuns, 1000);
+      } catch (err) { status.textContent = 'not answered: ' + err.message; }
+    });
+    li.appendChild(form);
+    return li;
+  }
+  function renderRuns() {
+    const rows = state.runs.slice().reverse().map((r) => {
+      const li = el('li', 'run r-' + (r.revoked ? 'revoked' : r.state || 'none'));
+      li.dataset.run = r.runId;
+      li.appendChild(el('span', 'status', r.revoked ? 'revoked' : r.state || '(no status)'));
+      li.appendChild(el('span', 'title', r.runId));
+      const bits = [];
+      if (r.holder) bits.push('held by ' + r.holder);
+      if (r.journalHigh !== undefined) bits.push('journal #' + r.journalHigh);
+      if (r.startedAt) bits.push('started ' + ago(Date.now() - r.startedAt) + ' ago');
+      li.appendChild(el('span', 'detail', plain(bits.join(' · '))));
+      li.addEventListener('click', () => showRun(r.runId));
+      return li;
+    });
+    if (rows.length === 0) rows.push(el('li', 'note', state.runsError ? 'not read: ' + state.runsError : 'no workflow runs'));
+    $('runs').replaceChildren(...rows);
+  }
+  async function showRun(id) {
+    setView({ kind: 'run', id }, 'Run ' + id);
+    $('detail').removeAttribute('hidden');
+    try {
+      const v = await api('/api/runs/' + encodeURIComponent(id) + '/journal');
+      const dl = el('dl');
+      const row = (k, val) => { if (val !== undefined && val !== '') { dl.appendChild(el('dt', '', k)); dl.appendChild(el('dd', '', plain(val))); } };
+      if (v.status) { row('state', v.status.state); row('holder', v.status.holder); row('epoch', v.status.epoch); }
+      const ol = el('ol', 'journal');
+      for (const j of v.journal) {
+        const text = j.kind === 'activation' ? '#' + j.n + ' activation holder=' + j.holder + ' epoch=' + j.epoch + ' replayedTo=' + j.replayedTo
+          : '#' + j.n + ' step ' + j.step + ' ' + j.outcome + (j.asks ? ' — asks ' + j.asks : '');
+        ol.appendChild(el('li', j.kind, plain(text)));
+      }
+      $('detail').replaceChildren(dl, ol);
+      $('messages').replaceChildren();
+    } catch (e) { note('stale: ' + e.message); }
   }
   function renderTiles() {
     const n = { working: 0, waiting: 0, idle: 0, offline: 0 };
@@ -210,7 +300,7 @@
     state.view = v;
     $('title').textContent = title;
     // toggleAttribute, not .hidden: the graph is an SVG element, which has no .hidden.
-    $('detail').toggleAttribute('hidden', v.kind !== 'agent');
+    $('detail').toggleAttribute('hidden', v.kind !== 'agent' && v.kind !== 'run');
     $('graph').toggleAttribute('hidden', v.kind !== 'graph');
     $('messages').toggleAttribute('hidden', v.kind === 'graph');
     for (const li of document.querySelectorAll('#channels li')) li.classList.toggle('sel', v.kind === 'channel' && li.dataset.channel === v.name);
@@ -363,5 +453,7 @@
   document.querySelector('.brand').addEventListener('click', showMonitor);
   $('task-filter').addEventListener('change', renderTasks);
   setInterval(() => { renderNeeds(); renderTiles(); renderTasks(); renderClaims(); }, 5000); // ages move on
+  setInterval(loadRuns, 5000); // runs have no feed event: read them again
+  loadRuns();
   connect();
 })();
