@@ -89,6 +89,9 @@ func (d *drive) drive(ctx context.Context, prog *lang.Program) (Outcome, error) 
 	if errors.Is(err, runstore.ErrSuperseded) {
 		return out, nil // another driver holds the run and its status now
 	}
+	if out.State == runstore.StateReleased && out.Held == nil && d.cfg.LeaveRunning && ctx.Err() != nil {
+		return out, nil // the host stops; its next start takes the run back
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if serr := d.status(sctx, out.State); serr != nil {

@@ -54,6 +54,11 @@ type Config struct {
 	// refused (L5016) and releases the run, held, for a host that can.
 	Seats Seats
 
+	// LeaveRunning keeps a run recorded running when ctx ends the drive (a hosting
+	// manager stopping), so the next host start takes it back; a local drive records it
+	// released.
+	LeaveRunning bool
+
 	// BeforeSettle, for crash tests, runs after an effect was performed and before its
 	// settle is appended: a driver killed there leaves the journal pending.
 	BeforeSettle func(key string)
