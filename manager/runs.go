@@ -432,3 +432,18 @@ func (h *runHost) fileAnswer(ctx context.Context, ask *rundriver.AskTurn, by str
 	}
 	return nil
 }
+
+// StopRun stops driving run here, as a host that stops does: the run stays recorded
+// running, for a resume or the next start of a manager to take it back.
+func (m *Manager) StopRun(run string) {
+	h := m.runs()
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	d, ok := h.drives[run]
+	h.mu.Unlock()
+	if ok {
+		d.cancel()
+	}
+}

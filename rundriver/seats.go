@@ -404,18 +404,14 @@ func (d *drive) askAttempt(ctx context.Context, c lang.Call, agent string, schem
 	for {
 		select {
 		case a := <-answers:
-			d.cfg.Seats.Cancel(d.run, x.Token)
+			if a.By != "local."+agent {
+				// Answered from elsewhere (cotal run answer): the seat's turn is moot.
+				d.cfg.Seats.Cancel(d.run, x.Token)
+			}
 			return a, check(a), nil
 		case err := <-turned:
-			var fail *lang.EffectError
-			if errors.As(err, &fail) && fail.Code != "L4003" {
-				return nil, fail.Message, nil
-			}
-			if err != nil && !errors.As(err, &fail) {
-				return nil, "", err
-			}
-			// The seat yielded (or the deadline passed): an answer it filed is already
-			// in the bucket.
+			// The seat yields after it files its answer: an answer it gave is in the
+			// bucket by now, whatever the turn says (a resumed ask finds it so).
 			list, lerr := d.recs.Answers(ctx, d.cfg.endpoint(), x.Token)
 			if lerr != nil {
 				return nil, "", lerr
@@ -425,18 +421,16 @@ func (d *drive) askAttempt(ctx context.Context, c lang.Call, agent string, schem
 					return &list[i], check(&list[i]), nil
 				}
 			}
-			if fail != nil {
-				return nil, "", nil // L4003
+			var fail *lang.EffectError
+			switch {
+			case errors.As(err, &fail) && fail.Code == "L4003":
+				return nil, "", nil
+			case errors.As(err, &fail):
+				return nil, fail.Message, nil
+			case err != nil:
+				return nil, "", err
 			}
-			// A yield with no answer spends the attempt, unless an answer lands at once.
-			select {
-			case a := <-answers:
-				return a, check(a), nil
-			case <-time.After(200 * time.Millisecond):
-				return nil, "the seat ended its turn without an answer", nil
-			case <-ctx.Done():
-				return nil, "", ctx.Err()
-			}
+			return nil, "the seat ended its turn without an answer", nil
 		case <-ctx.Done():
 			return nil, "", ctx.Err()
 		}
