@@ -448,12 +448,25 @@ func (d *drive) checkpoint(ctx context.Context, c lang.Call, e runstore.Entry) (
 			return lang.Result{}, err
 		}
 	}
+	if err := d.ensureCP(ctx, x); err != nil {
+		d.log.Warn("checkpoint plane", "run", d.run, "step", c.Key, "err", err)
+	}
 	if d.cfg.OnCheckpoint != nil {
 		d.cfg.OnCheckpoint(c.Key, x.Prompt)
 	}
 	ans, err := d.awaitAnswer(ctx, x)
 	if err != nil {
 		return lang.Result{}, err
+	}
+	settle, answerID, ts := "expired", "", x.Deadline
+	if ans != nil {
+		settle, answerID, ts = "resumed", ans.AnswerID, ans.At
+	}
+	if err := d.settleCP(ctx, x, settle, answerID, ts); err != nil {
+		if ctx.Err() != nil {
+			return lang.Result{}, ctx.Err()
+		}
+		d.log.Warn("checkpoint plane", "run", d.run, "step", c.Key, "err", err)
 	}
 	if ans == nil {
 		out := map[string]any{"outcome": "expired", "at": float64(x.Deadline)}
