@@ -74,6 +74,10 @@ func runSeat() int {
 		return 1
 	}
 	fmt.Println("seat ready")
+	if strings.HasPrefix(name, "idle") {
+		<-ctx.Done() // a seat that never yields
+		return 0
+	}
 	call := func(tool string, args map[string]any) (*mcp.CallToolResult, error) {
 		return cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	}
@@ -397,4 +401,44 @@ log("answered " + c.value);`, "")
 	if out := rr.wait(run); out.State != runstore.StateCompleted {
 		t.Fatalf("the taken-back run ended %+v", out)
 	}
+}
+
+// The manager answers a turn-yield only for the caller's own turn: another agent naming
+// the goal is refused and the turn stays pending for its seat.
+func TestTurnYieldRefusesAForeignGoal(t *testing.T) {
+	rr := newRunRig(t)
+	if err := rr.proj.WritePersona(&workspace.Persona{Name: "idle", Agent: "claude", Prompt: "You idle."}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := rr.m.StartRun(`const w = await spawn("idle");
+await turn(w, { name: "t", deadline: "1h" });`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goal string
+	meshtest.Until(t, "the turn is handed", 60*time.Second, func() bool {
+		p, _ := rr.entries(run, "/turn:t#0")
+		if len(p) == 2 {
+			goal = p[1].RequestID
+			return true
+		}
+		return false
+	})
+	seat := rr.seatsOf(run)[0].Name
+	nc := dial(t, rr.url)
+	mallory := &mgrclient.Client{NC: nc, Space: space, Caller: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "mallory"}}
+	var me *mgrclient.Error
+	if _, err := mallory.TurnYield(t.Context(), mgrclient.TurnYieldArgs{GoalID: goal, Status: "done"}); !errors.As(err, &me) || !strings.Contains(me.Message, "you hold no turn") {
+		t.Fatalf("a foreign yield: %v", err)
+	}
+	if p, err := mallory.TurnPending(t.Context()); err != nil || len(p.Turns) != 0 {
+		t.Fatalf("mallory's turns %+v %v; want none", p, err)
+	}
+	own := &mgrclient.Client{NC: nc, Space: space, Caller: protocol.Principal{Owner: protocol.OwnerLocal, Actor: seat}}
+	p, err := own.TurnPending(t.Context())
+	if err != nil || len(p.Turns) != 1 || p.Turns[0].GoalID != goal {
+		t.Fatalf("the seat's turns %+v %v; want its turn still pending", p, err)
+	}
+	rr.m.StopRun(run)
+	rr.wait(run)
 }
