@@ -442,3 +442,45 @@ await turn(w, { name: "t", deadline: "1h" });`, "")
 	rr.m.StopRun(run)
 	rr.wait(run)
 }
+
+// run-start and run-resume on the reference's ep rails: the manager validates and drives
+// the program and answers its id; a resume of a run it drives is a conflict and performs
+// nothing, one of no run is not-found, and a program that is no Cotal Lang is refused.
+func TestEPRunStartAndResume(t *testing.T) {
+	rr := newRunRig(t)
+	c := &mgrclient.EPCaller{NC: dial(t, rr.url), Space: space, Caller: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "root"}, UID: "opcaller00000000000000000000"}
+	var started struct {
+		RunID string `json:"runId"`
+	}
+	if _, err := c.Call(t.Context(), mgrclient.EPCall{Command: "run-start", Args: map[string]any{"source": `await checkpoint("go", "Go?");`, "timeout": "2h"}}, &started); err != nil || !strings.HasPrefix(started.RunID, "run-") {
+		t.Fatalf("run-start: %+v %v", started, err)
+	}
+	var cp []runstore.Entry
+	meshtest.Until(t, "the checkpoint waits", 30*time.Second, func() bool {
+		cp, _ = rr.entries(started.RunID, "/checkpoint:go#0")
+		return len(cp) == 2
+	})
+	var x struct{ Since, Deadline int64 }
+	if err := json.Unmarshal(cp[1].External, &x); err != nil || x.Deadline-x.Since != 2*3_600_000 {
+		t.Fatalf("the checkpoint bound %s; want the run's 2h timeout", cp[1].External)
+	}
+	var me *mgrclient.Error
+	if _, err := c.Call(t.Context(), mgrclient.EPCall{Command: "run-resume", Args: map[string]any{"runId": started.RunID}}, nil); !errors.As(err, &me) || me.Code != mgrclient.EPConflict {
+		t.Fatalf("run-resume of a driven run: %v", err)
+	}
+	if _, err := c.Call(t.Context(), mgrclient.EPCall{Command: "run-resume", Args: map[string]any{"runId": "run-00000000000000000000000000000000"}}, nil); !errors.As(err, &me) || me.Code != mgrclient.EPNotFound {
+		t.Fatalf("run-resume of no run: %v", err)
+	}
+	if _, err := c.Call(t.Context(), mgrclient.EPCall{Command: "run-start", Args: map[string]any{"source": `var x = 1;`}}, nil); !errors.As(err, &me) || me.Code != mgrclient.EPBadRequest || !strings.Contains(me.Message, "L1003") {
+		t.Fatalf("run-start of a refused program: %v", err)
+	}
+	journal, _, err := runstore.Replay(t.Context(), rr.js, space, started.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := runstore.LastActivation(journal); a == nil || a.Epoch != 1 {
+		t.Fatalf("the refused resume activated: %+v", a)
+	}
+	rr.m.StopRun(started.RunID)
+	rr.wait(started.RunID)
+}
