@@ -28,30 +28,24 @@ const (
 )
 
 type (
+	// yieldArgs are the reference's cotal_yield arguments (status, to, note, turn) and
+	// Go's value, the record an ask waits for.
 	yieldArgs struct {
-		GoalID string         `json:"goalId,omitempty" jsonschema:"the turn to end (from the turn's message or from this tool called with no status); may be omitted when exactly one turn waits"`
-		Status string         `json:"status,omitempty" jsonschema:"done, blocked or handoff; omit to list the turns that wait for you"`
+		Status string         `json:"status" jsonschema:"done when the work is done, blocked (with a note) when you cannot go on, handoff (with to) to pass it on"`
+		Turn   string         `json:"turn,omitempty" jsonschema:"the turn to end, as its message names it (goal ...); may be omitted when exactly one turn waits for you"`
 		To     string         `json:"to,omitempty" jsonschema:"with handoff: the teammate you hand the work to"`
 		Note   string         `json:"note,omitempty" jsonschema:"one short note for the run (why blocked, what was done)"`
 		Value  map[string]any `json:"value,omitempty" jsonschema:"for a turn that asks for a record: the record, with exactly the fields and types it asks for"`
 	}
-	// PendingTurnInfo is one turn that waits for the agent, as the model sees it.
-	PendingTurnInfo struct {
-		GoalID   string         `json:"goalId"`
-		Task     string         `json:"task"`
-		Deadline string         `json:"deadline"`
-		Asks     map[string]any `json:"asks,omitempty"`
-	}
 	yieldOut struct {
-		Turns  []PendingTurnInfo `json:"turns,omitempty"`
-		GoalID string            `json:"goalId,omitempty"`
-		State  string            `json:"state,omitempty"`
+		Turn  string `json:"turn"`
+		State string `json:"state"`
 	}
 )
 
 func yieldSchema() *jsonschema.Schema {
 	return toolSchema[yieldArgs](func(p map[string]*jsonschema.Schema) {
-		p["goalId"].MaxLength = maxLen(maxGoalID)
+		p["turn"].MaxLength = maxLen(maxGoalID)
 		p["status"].Enum = []any{"done", "blocked", "handoff"}
 		p["to"].MaxLength = maxLen(maxYieldTo)
 		p["note"].MaxLength = maxLen(mgrclient.MaxYieldNote)
@@ -66,8 +60,9 @@ func (s *Server) addYieldTool() {
 		return
 	}
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "cotal_yield", Title: "Cotal: end a workflow-run turn", InputSchema: yieldSchema(),
-		Description: "A workflow run hands you turns (a direct message from the manager tells you one waits). Call with no status to list them; " +
-			"call with goalId and status done when the work is done, blocked (with a note) when you cannot go on, or handoff (with to) to pass it on. " +
+		Description: "End a turn a workflow run handed you (a direct message from the manager names it and says what to do). " +
+			"status done when the work is done, blocked (with a note) when you cannot go on, handoff (with to) to pass it on; " +
+			"turn names it, and may be left out when exactly one waits (otherwise the waiting turns are listed). " +
 			"A turn that asks for a record ends only with status done and value set to that record, with exactly the fields and types it asks for."},
 		s.yield)
 }
@@ -75,39 +70,15 @@ func (s *Server) addYieldTool() {
 func (s *Server) yield(ctx context.Context, _ *mcp.CallToolRequest, a yieldArgs) (*mcp.CallToolResult, yieldOut, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if a.Status == "" || a.GoalID == "" {
+	if a.Turn == "" {
 		p, err := s.Turns.TurnPending(cctx)
 		if err != nil {
 			return nil, yieldOut{}, yieldErr("list your turns", err)
 		}
-		if a.Status == "" || len(p.Turns) != 1 {
-			out := yieldOut{}
-			var b strings.Builder
-			switch {
-			case len(p.Turns) == 0:
-				b.WriteString("No workflow-run turn waits for you.")
-			case a.Status != "":
-				fmt.Fprintf(&b, "%d turns wait for you: name the one to end with goalId.\n", len(p.Turns))
-			default:
-				fmt.Fprintf(&b, "%d turn(s) wait for you:\n", len(p.Turns))
-			}
-			for i, t := range p.Turns {
-				if i == maxTurnsShown {
-					fmt.Fprintf(&b, "… [%d more]\n", len(p.Turns)-i)
-					break
-				}
-				info := PendingTurnInfo{GoalID: peerText(t.GoalID, maxGoalID), Task: peerText(t.Payload, shownPayload),
-					Deadline: time.UnixMilli(t.DeadlineAt).UTC().Format(time.RFC3339), Asks: t.Ask}
-				out.Turns = append(out.Turns, info)
-				fmt.Fprintf(&b, "- goal %s, deadline %s: %s\n", info.GoalID, info.Deadline, info.Task)
-				if t.Ask != nil {
-					sch, _ := json.Marshal(t.Ask)
-					fmt.Fprintf(&b, "  answer with status done and value %s\n", peerText(string(sch), shownPayload))
-				}
-			}
-			return text("%s", strings.TrimSpace(b.String())), out, nil
+		if len(p.Turns) != 1 {
+			return nil, yieldOut{}, fmt.Errorf("cotal_yield: %s", pendingList(p.Turns))
 		}
-		a.GoalID = p.Turns[0].GoalID
+		a.Turn = p.Turns[0].GoalID
 	}
 	var raw json.RawMessage
 	if a.Value != nil {
@@ -117,11 +88,35 @@ func (s *Server) yield(ctx context.Context, _ *mcp.CallToolRequest, a yieldArgs)
 		}
 		raw = b
 	}
-	res, err := s.Turns.TurnYield(cctx, mgrclient.TurnYieldArgs{GoalID: a.GoalID, Status: a.Status, To: a.To, Note: a.Note, Value: raw})
+	res, err := s.Turns.TurnYield(cctx, mgrclient.TurnYieldArgs{GoalID: a.Turn, Status: a.Status, To: a.To, Note: a.Note, Value: raw})
 	if err != nil {
-		return nil, yieldOut{}, yieldErr("yield turn "+a.GoalID, err)
+		return nil, yieldOut{}, yieldErr("yield turn "+peerText(a.Turn, maxGoalID), err)
 	}
-	return text("Turn %s yielded %s: %s.", peerText(res.GoalID, maxGoalID), a.Status, res.State), yieldOut{GoalID: res.GoalID, State: res.State}, nil
+	out := yieldOut{Turn: peerText(res.GoalID, maxGoalID), State: res.State}
+	return text("Turn %s yielded %s: %s.", out.Turn, a.Status, out.State), out, nil
+}
+
+// pendingList words the turns that wait, for a yield that named none and could not pick
+// one: every string the run chose is escaped.
+func pendingList(turns []mgrclient.PendingTurn) string {
+	if len(turns) == 0 {
+		return "no workflow-run turn waits for you: nothing to yield"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d turns wait for you; name the one to end with turn:", len(turns))
+	for i, t := range turns {
+		if i == maxTurnsShown {
+			fmt.Fprintf(&b, "\n… [%d more]", len(turns)-i)
+			break
+		}
+		fmt.Fprintf(&b, "\n- turn %s, deadline %s: %s", peerText(t.GoalID, maxGoalID),
+			time.UnixMilli(t.DeadlineAt).UTC().Format(time.RFC3339), peerText(t.Payload, shownPayload))
+		if t.Ask != nil {
+			sch, _ := json.Marshal(t.Ask)
+			fmt.Fprintf(&b, " (answer with status done and value %s)", peerText(string(sch), shownPayload))
+		}
+	}
+	return b.String()
 }
 
 // yieldErr words a relay refusal for the model: the manager's sentence, escaped.

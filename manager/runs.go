@@ -290,7 +290,7 @@ func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.
 	}
 	h.mu.Unlock()
 	if !ok {
-		note := fmt.Sprintf("A workflow run handed you a turn (goal %s). Call cotal_yield to see it and to end it.\n\n%s", r.GoalID, r.Payload)
+		note := fmt.Sprintf("A workflow run handed you a turn; end it with cotal_yield.\n\n%s", r.Payload)
 		if _, err := m.ep.DM(ctx, protocol.Principal{Owner: protocol.OwnerLocal, Actor: r.Agent}, client.Text(note)); err != nil {
 			m.log.Warn("turn notice", "seat", r.Agent, "goal", r.GoalID, "err", err)
 		}

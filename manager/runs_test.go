@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -81,31 +82,35 @@ func runSeat() int {
 	call := func(tool string, args map[string]any) (*mcp.CallToolResult, error) {
 		return cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	}
+	turnRE := regexp.MustCompile(`it is your turn "([^"]+)"`)
 	for ctx.Err() == nil {
-		if _, err := call("cotal_wait", map[string]any{"timeout": 5}); err != nil && ctx.Err() == nil {
-			fmt.Println("wait:", err)
-		}
-		res, err := call("cotal_yield", map[string]any{})
+		res, err := call("cotal_wait", map[string]any{"timeout": 5})
 		if err != nil || res.IsError {
 			continue
 		}
 		raw, _ := json.Marshal(res.StructuredContent)
-		var list struct {
-			Turns []agentmcp.PendingTurnInfo `json:"turns"`
+		var got struct {
+			Messages []agentmcp.Item `json:"messages"`
 		}
-		_ = json.Unmarshal(raw, &list)
-		for _, t := range list.Turns {
-			args := map[string]any{"goalId": t.GoalID, "status": "done", "note": "did it"}
-			if t.Asks != nil {
-				bad, err := call("cotal_yield", map[string]any{"goalId": t.GoalID, "status": "done", "value": map[string]any{"ok": "yes", "n": 3}})
+		_ = json.Unmarshal(raw, &got)
+		for _, m := range got.Messages {
+			// A turn's message as the model reads it (escaped): its id and what it asks.
+			mt := turnRE.FindStringSubmatch(strings.ReplaceAll(m.Text, `\"`, `"`))
+			if mt == nil {
+				continue
+			}
+			turn := mt[1]
+			args := map[string]any{"turn": turn, "status": "done", "note": "did it"}
+			if strings.Contains(m.Text, "asks you for a record") {
+				bad, err := call("cotal_yield", map[string]any{"turn": turn, "status": "done", "value": map[string]any{"ok": "yes", "n": 3}})
 				if err == nil && bad.IsError {
 					_ = os.WriteFile(filepath.Join(out, name+".refused"), []byte(resultText(bad)), 0o600)
 				}
-				args = map[string]any{"goalId": t.GoalID, "status": "done", "value": map[string]any{"ok": true, "n": 3}}
+				args = map[string]any{"status": "done", "value": map[string]any{"ok": true, "n": 3}} // the one turn waiting
 			}
 			res, err := call("cotal_yield", args)
 			if err == nil && !res.IsError {
-				_ = os.WriteFile(filepath.Join(out, name+"."+t.GoalID), []byte(resultText(res)), 0o600)
+				_ = os.WriteFile(filepath.Join(out, name+"."+turn), []byte(resultText(res)), 0o600)
 			}
 		}
 	}

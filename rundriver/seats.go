@@ -274,11 +274,11 @@ func (d *drive) spawn(ctx context.Context, c lang.Call, e runstore.Entry) (lang.
 // located; this one names the run, the step and how to yield).
 func turnPayload(run, step, goal, ask string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Workflow run %s, step %s: it is your turn.\n", run, step)
+	fmt.Fprintf(&b, "Workflow run %s, step %s: it is your turn %q.\n", run, step, goal)
 	if ask != "" {
-		fmt.Fprintf(&b, "The run asks you for a record %s. When you have it, call cotal_yield with goalId %q, status \"done\" and value set to that record.\n", ask, goal)
+		fmt.Fprintf(&b, "The run asks you for a record %s. When you have it, call cotal_yield with turn %q, status \"done\" and value set to that record.\n", ask, goal)
 	} else {
-		fmt.Fprintf(&b, "Do the work your task asks for, then call cotal_yield with goalId %q and status done, blocked (with a note) or handoff (with to).\n", goal)
+		fmt.Fprintf(&b, "Do the work your task asks for, then call cotal_yield with turn %q and status done, blocked (with a note) or handoff (with to).\n", goal)
 	}
 	return b.String()
 }
