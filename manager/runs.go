@@ -317,6 +317,23 @@ func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.
 	return rundriver.TurnResult{}, &lang.EffectError{Code: "L4002", Kind: "cancelled", Message: "turn " + r.Step + " was withdrawn"}
 }
 
+// Down waits until a seat of the run has ended.
+func (h *runHost) Down(ctx context.Context, run, agent string) (int64, error) {
+	st := h.m.seat(agent)
+	if st == nil || st.snapshot().Spawner != runCaller(run).String() {
+		return 0, seatRefused("wait(down(%s)): no seat this run spawned on this manager", agent)
+	}
+	select {
+	case <-st.done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if info := st.snapshot(); info.Ended > 0 {
+		return info.Ended, nil
+	}
+	return time.Now().UnixMilli(), nil
+}
+
 // Cancel withdraws a pending turn.
 func (h *runHost) Cancel(_, goalID string) { h.end(goalID, "cancelled", rundriver.TurnResult{}) }
 

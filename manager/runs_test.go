@@ -489,3 +489,34 @@ func TestEPRunStartAndResume(t *testing.T) {
 	rr.m.StopRun(started.RunID)
 	rr.wait(started.RunID)
 }
+
+// wait(replied(w)) resolves with the seat's turn settled on another branch, and
+// wait(down(w)) with the seat's end when the operator stops it.
+func TestHostedWaitRepliedAndDown(t *testing.T) {
+	rr := newRunRig(t)
+	run, err := rr.m.StartRun(`const w = await spawn("worker");
+const both = await parallel({ t: () => turn(w, { name: "work", deadline: "5m" }), r: () => wait(replied(w), { name: "seen", timeout: "5m" }) });
+log("replied " + both.r.status + " " + both.r.note);
+const gone = await wait(down(w), { name: "gone", timeout: "5m" });
+log("down " + gone.reason);`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Until(t, "the run waits for its seat's end", 60*time.Second, func() bool {
+		p, _ := rr.entries(run, "/wait:gone#0")
+		return len(p) == 2
+	})
+	if _, s := rr.entries(run, "/parallel#0/b:r/wait:seen#0"); len(s) != 1 || !strings.Contains(string(s[0].Result), `"status":"done"`) {
+		t.Fatalf("wait(replied) settled %+v", s)
+	}
+	seat := rr.seatsOf(run)[0].Name
+	if err := rr.call(protocol.MgrStop, protocol.NameArgs{Name: seat, Force: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out := rr.wait(run); out.State != runstore.StateCompleted {
+		t.Fatalf("run ended %+v", out)
+	}
+	if _, s := rr.entries(run, "/wait:gone#0"); len(s) != 1 || !strings.Contains(string(s[0].Result), `"reason":"lapsed"`) {
+		t.Fatalf("wait(down) settled %+v", s)
+	}
+}

@@ -99,3 +99,36 @@ log("approved " + a.value);`)
 		t.Fatalf("status %+v %v; want the successor's, running", st, err)
 	}
 }
+
+// A wait whose event never comes resolves null at its one deadline, bound before it
+// waits: killed at its settle and resumed, it resolves at the same time, once.
+func TestWaitTimeoutAcrossAKill(t *testing.T) {
+	f := newFixture(t)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+				f.clock.Add(500)
+			}
+		}
+	}()
+	run := f.startKilled(`const r = await wait(replied({ agent: "nobody" }), { name: "reply", timeout: "10s" });
+log(r === null ? "none" : "some");`, "/wait:reply#0")
+	p, _ := f.entries(run, "/wait:reply#0")
+	out, err := Resume(t.Context(), f.cfg(), run)
+	if err != nil || out.State != runstore.StateCompleted {
+		t.Fatalf("resume: %+v %v", out, err)
+	}
+	p2, s := f.entries(run, "/wait:reply#0")
+	var x seatExternal
+	if len(s) != 1 || len(p2) != len(p) || json.Unmarshal(p[len(p)-1].External, &x) != nil || *s[0].EndedAt != x.Deadline || string(s[0].Result) != "null" {
+		t.Fatalf("the wait settled %+v (pending %d then %d); want once, null, at its bound deadline", s, len(p), len(p2))
+	}
+	if f.logs[len(f.logs)-1] != "none" {
+		t.Fatalf("logged %v", f.logs)
+	}
+}

@@ -33,7 +33,8 @@ type drive struct {
 
 	mu        sync.Mutex
 	byKey     map[string]runstore.Entry
-	keys      int64 // distinct step keys: the next entry's seq
+	keys      int64         // distinct step keys: the next entry's seq
+	changed   chan struct{} // closed and replaced at every append: a wait on the journal wakes
 	statusRev uint64
 }
 
@@ -42,7 +43,7 @@ func newDrive(cfg Config, recs *runstore.Records, ap *runstore.Appender, run str
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &drive{cfg: cfg, log: log, recs: recs, ap: ap, run: run, lease: lease, spec: spec, byKey: map[string]runstore.Entry{}}
+	d := &drive{cfg: cfg, log: log, recs: recs, ap: ap, run: run, lease: lease, spec: spec, byKey: map[string]runstore.Entry{}, changed: make(chan struct{})}
 	for _, r := range prefix {
 		if r.Entry == nil {
 			continue
@@ -202,6 +203,8 @@ func (d *drive) append(ctx context.Context, e runstore.Entry) (runstore.Entry, e
 		d.keys++
 	}
 	d.byKey[e.Key()] = e
+	close(d.changed)
+	d.changed = make(chan struct{})
 	d.mu.Unlock()
 	if err := d.status(ctx, runstore.StateRunning); err != nil {
 		return e, err
@@ -317,6 +320,10 @@ func (d *drive) perform(ctx context.Context, c lang.Call, e runstore.Entry) (lan
 		return d.notify(ctx, c, e)
 	case "waitUntil":
 		return d.waitUntilEffect(ctx, c, e)
+	case "wait":
+		if ev, _ := c.Input["event"].(map[string]any); ev["event"] == "replied" || (ev["event"] == "down" && d.cfg.Seats != nil) {
+			return d.wait(ctx, c, e, ev)
+		}
 	case "spawn", "turn", "ask":
 		if d.cfg.Seats == nil {
 			break

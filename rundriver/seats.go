@@ -31,6 +31,8 @@ type Seats interface {
 	Turn(ctx context.Context, r TurnRequest) (TurnResult, error)
 	// Cancel withdraws a turn not yet yielded (a race loser's); unknown ids are ignored.
 	Cancel(run, goalID string)
+	// Down waits until the seat agent of the run has ended and answers when (unix ms).
+	Down(ctx context.Context, run, agent string) (int64, error)
 }
 
 // SpawnRequest is a spawn as a program may ask it: a persona the operator wrote, and a
@@ -181,6 +183,7 @@ func RunCaller(run string) string {
 // until the same deadline.
 type seatExternal struct {
 	Token    string `json:"token"`
+	Agent    string `json:"agent,omitempty"` // a turn's seat, for wait(replied(...))
 	Since    int64  `json:"since"`
 	Deadline int64  `json:"deadline"`
 	Attempt  int    `json:"askAttempt,omitempty"`
@@ -292,7 +295,7 @@ func (d *drive) turn(ctx context.Context, c lang.Call, e runstore.Entry) (lang.R
 			return d.failStep(ctx, e, err.(*lang.EffectError))
 		}
 		now := d.cfg.now()
-		x = seatExternal{Token: e.RequestID, Since: now, Deadline: now + dl}
+		x = seatExternal{Token: e.RequestID, Agent: agent, Since: now, Deadline: now + dl}
 		if e, err = d.bindSeat(ctx, e, x); err != nil {
 			return lang.Result{}, err
 		}
@@ -501,4 +504,128 @@ func (d *drive) waitUntilEffect(ctx context.Context, c lang.Call, e runstore.Ent
 			return lang.Result{Value: v, EndedAt: at}, nil
 		}
 	}
+}
+
+// wait resolves an event: replied(agent), the latest turn this run's journal settled for
+// that seat (a level: a reply that exists resolves at once), or down(agent), the seat's
+// end; or null once its timeout (one absolute deadline, bound before it waits) passes.
+func (d *drive) wait(ctx context.Context, c lang.Call, e runstore.Entry, ev map[string]any) (lang.Result, error) {
+	agent, _ := ev["agent"].(string)
+	x, bound := readSeatExternal(e)
+	if !bound {
+		now := d.cfg.now()
+		x = seatExternal{Token: derivedToken(e.RequestID, "wait-timeout"), Since: now}
+		if s, ok := c.Input["timeout"].(string); ok {
+			ms, err := lang.ParseDuration(s)
+			if err != nil {
+				return d.failStep(ctx, e, &lang.EffectError{Code: "L4016", Kind: "bad-duration", Message: err.Error()})
+			}
+			x.Deadline = now + ms
+		}
+		var err error
+		if e, err = d.bindSeat(ctx, e, x); err != nil {
+			return lang.Result{}, err
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	timedOut := make(chan struct{})
+	if x.Deadline > 0 {
+		go func() {
+			if d.waitUntil(wctx, x.Deadline, nil) == nil {
+				close(timedOut)
+			}
+		}()
+	}
+	var (
+		v   map[string]any
+		at  int64
+		err error
+	)
+	if ev["event"] == "down" {
+		type downAt struct {
+			at  int64
+			err error
+		}
+		ended := make(chan downAt, 1)
+		go func() {
+			a, e := d.cfg.Seats.Down(wctx, d.run, agent)
+			ended <- downAt{a, e}
+		}()
+		select {
+		case r := <-ended:
+			at, err = r.at, r.err
+			if err == nil {
+				v = map[string]any{"agent": agent, "reason": "lapsed", "at": float64(at)}
+			}
+		case <-timedOut:
+		case <-ctx.Done():
+			return lang.Result{}, ctx.Err()
+		}
+	} else {
+		for {
+			d.mu.Lock()
+			v, at = d.lastReply(agent)
+			changed := d.changed
+			d.mu.Unlock()
+			if v != nil {
+				break
+			}
+			select {
+			case <-changed:
+				continue
+			case <-timedOut:
+			case <-ctx.Done():
+				return lang.Result{}, ctx.Err()
+			}
+			break
+		}
+	}
+	var fail *lang.EffectError
+	switch {
+	case errors.As(err, &fail):
+		return d.failStep(ctx, e, fail)
+	case err != nil && ctx.Err() == nil:
+		return lang.Result{}, err
+	}
+	end := x.Deadline
+	if v != nil {
+		end = max(at, x.Since)
+	}
+	var out any
+	if v != nil {
+		out = v
+	}
+	if err := d.settle(ctx, e, "ok", out, nil, end); err != nil {
+		return lang.Result{}, err
+	}
+	return lang.Result{Value: out, EndedAt: end}, nil
+}
+
+// lastReply is the latest turn of agent this run settled ok, as wait(replied) answers it:
+// {agent, status, note?, at}. d.mu must be held.
+func (d *drive) lastReply(agent string) (map[string]any, int64) {
+	var best map[string]any
+	var bestAt int64
+	for _, e := range d.byKey {
+		if e.Kind != "turn" || e.State != "settled" || e.Status != "ok" {
+			continue
+		}
+		if x, ok := readSeatExternal(e); !ok || x.Agent != agent {
+			continue
+		}
+		var r map[string]any
+		if json.Unmarshal(e.Result, &r) != nil {
+			continue
+		}
+		at, _ := r["at"].(float64)
+		if best == nil || int64(at) > bestAt {
+			best = map[string]any{"agent": agent, "status": r["status"], "at": at}
+			if n, ok := r["note"]; ok {
+				best["note"] = n
+			}
+			bestAt = int64(at)
+		}
+	}
+	return best, bestAt
 }
