@@ -404,6 +404,11 @@ func (m *Manager) turnYield(ctx context.Context, who caller, a mgrclient.TurnYie
 	if state != "" {
 		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s is already %s (its deadline was %s)", a.GoalID, state, time.UnixMilli(g.deadline).UTC().Format(time.RFC3339))
 	}
+	if a.Status == "handoff" {
+		if st := m.seat(a.To); st == nil || st.snapshot().Spawner != runCaller(g.run).String() {
+			return mgrclient.TurnYieldResult{}, refuse(codeBad, "handoff to %q: hand off only to a seat this run spawned", a.To)
+		}
+	}
 	if len(a.Value) > 0 && g.ask == nil {
 		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s asks for no value: yield it with a status (and a note) only", a.GoalID)
 	}

@@ -444,6 +444,9 @@ await turn(w, { name: "t", deadline: "1h" });`, "")
 	if err != nil || len(p.Turns) != 1 || p.Turns[0].GoalID != goal {
 		t.Fatalf("the seat's turns %+v %v; want its turn still pending", p, err)
 	}
+	if _, err := own.TurnYield(t.Context(), mgrclient.TurnYieldArgs{GoalID: goal, Status: "handoff", To: "stranger"}); !errors.As(err, &me) || !strings.Contains(me.Message, "hand off only to a seat this run spawned") {
+		t.Fatalf("a handoff to a stranger: %v", err)
+	}
 	rr.m.StopRun(run)
 	rr.wait(run)
 }
