@@ -188,6 +188,11 @@ func (d *drive) lookup(c lang.Call) (runstore.Entry, bool, error) {
 // append journals e (a new key takes the next seq) and keeps the status's journal high
 // mark current.
 func (d *drive) append(ctx context.Context, e runstore.Entry) (runstore.Entry, error) {
+	if d.runCtx != nil {
+		// The journal is the run's, not a branch's: a race's loser cancelled mid-append
+		// must not abandon the publish, which would leave the appender stalled.
+		ctx = d.runCtx
+	}
 	d.mu.Lock()
 	if prev, ok := d.byKey[e.Key()]; ok {
 		e.Seq = prev.Seq
