@@ -523,3 +523,31 @@ log("down " + gone.reason);`, "")
 		t.Fatalf("wait(down) settled %+v", s)
 	}
 }
+
+// A program chooses no program, folder or launch: spawning a persona whose harness is the
+// command connector, or asking for a folder or a worktree, is a catchable L4002 and
+// nothing is spawned.
+func TestRunSpawnChoosesNoProgram(t *testing.T) {
+	rr := newRunRig(t)
+	if err := rr.proj.WritePersona(&workspace.Persona{Name: "shell", Agent: "command", Prompt: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := rr.m.StartRun(`try { await spawn("shell"); } catch (e) { log(e.code); }
+try { await spawn("worker", { cwd: "/tmp" }); } catch (e) { log(e.code); }
+try { await spawn("worker", { worktree: "wt" }); } catch (e) { log(e.code); }
+try { await spawn("nosuch"); } catch (e) { log(e.code); }`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := rr.wait(run); out.State != runstore.StateCompleted {
+		t.Fatalf("run ended %+v", out)
+	}
+	if seats := rr.seatsOf(run); len(seats) != 0 {
+		t.Fatalf("the run spawned %+v", seats)
+	}
+	for _, key := range []string{"/spawn:shell#0", "/spawn:worker#0", "/spawn:worker#1", "/spawn:nosuch#0"} {
+		if _, s := rr.entries(run, key); len(s) != 1 || s[0].Status != "failed" || s[0].Error.Code != "L4002" {
+			t.Fatalf("%s settled %+v; want failed L4002", key, s)
+		}
+	}
+}
