@@ -47,12 +47,12 @@ log("ship " + a.value);`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var spec cpSpec
-	var st cpStatus
-	if _, err := recs.Get(t.Context(), cpKey("manager", token, "spec"), &spec); err != nil || spec.Token != token || spec.InitialDeadline != spec.MintedAt+3_600_000 {
+	var spec runstore.CheckpointSpec
+	var st runstore.CheckpointStatus
+	if _, err := recs.Get(t.Context(), runstore.CheckpointSpecKey("manager", token), &spec); err != nil || spec.Token != token || spec.InitialDeadline != spec.MintedAt+3_600_000 {
 		t.Fatalf("cp spec %+v %v", spec, err)
 	}
-	if _, err := recs.Get(t.Context(), cpKey("manager", token, "status"), &st); err != nil || st.State != "waiting" || st.Deadline != spec.InitialDeadline {
+	if _, err := recs.Get(t.Context(), runstore.CheckpointStatusKey("manager", token), &st); err != nil || st.State != "waiting" || st.Deadline != spec.InitialDeadline {
 		t.Fatalf("cp status %+v %v", st, err)
 	}
 	cancel()
@@ -69,23 +69,23 @@ log("ship " + a.value);`)
 	if err != nil || out.State != runstore.StateCompleted {
 		t.Fatalf("resume: %+v %v", out, err)
 	}
-	if _, err := recs.Get(t.Context(), cpKey("manager", token, "status"), &st); err != nil || st.State != "resumed" || st.SettledAnswerID == "" || st.SettledGeneration != 1 {
+	if _, err := recs.Get(t.Context(), runstore.CheckpointStatusKey("manager", token), &st); err != nil || st.State != "resumed" || st.SettledAnswerID == "" || st.SettledGeneration != 1 {
 		t.Fatalf("cp status after the settle %+v %v", st, err)
 	}
 	epf, err := f.js.Stream(t.Context(), provision.StreamEPF(space))
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := epf.GetLastMsgForSubject(t.Context(), CPFactSubject(space, "manager", token))
+	msg, err := epf.GetLastMsgForSubject(t.Context(), runstore.SettleSubject(space, "manager", token))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fact cpFact
+	var fact runstore.SettleFact
 	if err := json.Unmarshal(msg.Data, &fact); err != nil || fact.Settle != "resumed" || fact.AnswerID != st.SettledAnswerID || fact.Token != token {
 		t.Fatalf("settle fact %s %v", msg.Data, err)
 	}
-	info, err := epf.Info(t.Context(), jetstream.WithSubjectFilter(CPFactSubject(space, "manager", token)))
-	if err != nil || info.State.Subjects[CPFactSubject(space, "manager", token)] != 1 {
+	info, err := epf.Info(t.Context(), jetstream.WithSubjectFilter(runstore.SettleSubject(space, "manager", token)))
+	if err != nil || info.State.Subjects[runstore.SettleSubject(space, "manager", token)] != 1 {
 		t.Fatalf("settle facts: %+v %v; want one", info.State.Subjects, err)
 	}
 }
