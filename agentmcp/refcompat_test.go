@@ -376,6 +376,7 @@ func managerSession(t *testing.T, rm *refMesh) *mcp.ClientSession {
 	cs, _, _ := rm.session(t, "alice", []string{"general"}, func(s *agentmcp.Server) {
 		s.Manager = &agentmcp.Manager{Client: &mgrclient.Client{NC: s.Endpoint.Conn(), Space: space, Caller: s.Endpoint.Principal()},
 			Grant: &workspace.Grant{Capabilities: []string{trust.CapabilitySpawn}}}
+		s.Turns = &mgrclient.Client{NC: s.Endpoint.Conn(), Space: space, Caller: s.Endpoint.Principal()}
 	})
 	return cs
 }

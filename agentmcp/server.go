@@ -20,6 +20,7 @@ import (
 
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/docs"
+	"github.com/cotal-ai/cotal/mgrclient"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -51,6 +52,9 @@ type Server struct {
 	// connected to its transport.
 	Ready  func()
 	Logger *slog.Logger // nil means discard
+	// Turns, when set, adds cotal_yield (YieldToolNames): the agent's own reach into the
+	// workflow-run turns its manager holds for it, as the agent (Operator false).
+	Turns *mgrclient.Client
 	// Manager, when set, adds the manager tools (ManagerToolNames): set it only for an
 	// agent whose persona has the spawn capability.
 	Manager *Manager

@@ -202,6 +202,9 @@ func text(format string, args ...any) *mcp.CallToolResult {
 // toolNames are the tools this server lists.
 func (s *Server) toolNames() []string {
 	names := append(slices.Clone(ToolNames), TaskToolNames...)
+	if s.Turns != nil {
+		names = append(names, YieldToolNames...)
+	}
 	if s.Manager == nil {
 		return names
 	}
@@ -277,6 +280,7 @@ func (s *Server) addTools() {
 	s.addTeamTools()
 	s.addReceiptTools()
 	s.addClaimTools()
+	s.addYieldTool()
 }
 
 // peerInfo is a roster entry as the model sees it: every string the peer chose is cut to

@@ -32,11 +32,12 @@ type refTools struct {
 
 // Where Go's tool list differs from the reference's, on purpose (docs/interop.md, item 8).
 var (
-	// notServed are reference tools Go does not list: workflow runs have no engine here.
-	notServed = []string{"cotal_run", "cotal_yield"}
+	// notServed are reference tools Go does not list: cotal_run (an agent starting a
+	// workflow run) is not served yet.
+	notServed = []string{"cotal_run"}
 	// goExtras are arguments Go takes beyond the reference's, by tool.
 	goExtras = map[string][]string{"cotal_inbox": {"asks"}, "cotal_persona": {"capabilities", "description"},
-		"cotal_send": {"replyTo"}, "cotal_dm": {"replyTo"}}
+		"cotal_send": {"replyTo"}, "cotal_dm": {"replyTo"}, "cotal_yield": {"value"}}
 	// goNarrowed are free strings of the reference Go bounds to an enum, by tool and
 	// argument: the harness a spawn may ask for is one of Go's connectors (never a program
 	// of the caller's choosing).
@@ -68,7 +69,8 @@ func goToolList(t *testing.T) map[string]map[string]any {
 	ready := make(chan struct{})
 	s := &agentmcp.Server{Endpoint: ep, Ready: func() { close(ready) },
 		Manager: &agentmcp.Manager{Client: &mgrclient.Client{NC: ep.Conn(), Space: "main", Caller: ep.Principal()},
-			Grant: &workspace.Grant{Capabilities: []string{trust.CapabilitySpawn}}}}
+			Grant: &workspace.Grant{Capabilities: []string{trust.CapabilitySpawn}}},
+		Turns: &mgrclient.Client{NC: ep.Conn(), Space: "main", Caller: ep.Principal()}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, st) }()

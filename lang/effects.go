@@ -117,6 +117,7 @@ func (prog *Program) Run(ctx context.Context, opts Options) error {
 	in.globals = newEnv(nil)
 	in.installGlobals()
 	root := newBranch(nil, "", opts.StartedAt)
+	root.ctx = ctx
 	_, _, err := in.execList(prog.p.body, newEnv(in.globals), root)
 	var t *thrown
 	if errors.As(err, &t) {
@@ -319,8 +320,11 @@ func (in *interp) effect(kind string, args []Value, br *branch) (Value, error) {
 		m.Lock()
 		defer m.Unlock()
 	}
-	res, err := in.opts.Effects.Perform(in.ctx, call)
+	res, err := in.opts.Effects.Perform(br.context(in.ctx), call)
 	if err != nil {
+		if br.isCancelled() && in.ctx.Err() == nil {
+			return nil, errCancelled
+		}
 		return nil, err
 	}
 	br.advance(res.EndedAt)
@@ -362,7 +366,7 @@ func (in *interp) disposition(call Call, bag *Record, res Result, br *branch) (V
 		second := call
 		second.Attempt = 1
 		second.RequestID = RequestID(in.opts.RunID, call.Key, call.InputHash, 1)
-		res2, err := in.opts.Effects.Perform(in.ctx, second)
+		res2, err := in.opts.Effects.Perform(br.context(in.ctx), second)
 		if err != nil {
 			return nil, err
 		}
@@ -651,7 +655,7 @@ func (in *interp) scope(kind string, args []Value, br *branch) (Value, error) {
 	call := Call{Kind: kind, Name: name, Scope: br.path, Occurrence: occ, Key: key, InputHash: hash,
 		RequestID: RequestID(in.opts.RunID, key, hash, 0), Input: input}
 	entry := br.now()
-	res, err := in.opts.Effects.Scope(in.ctx, call, func(ctx context.Context, opened any) (Result, error) {
+	res, err := in.opts.Effects.Scope(br.context(in.ctx), call, func(ctx context.Context, opened any) (Result, error) {
 		if kind == "conclave" {
 			ch, cerr := fromCanon(opened)
 			if cerr != nil {
@@ -785,7 +789,7 @@ func (in *interp) runArms(kind, key string, arms []arm, isArray bool, entry int6
 				once.Do(func() {
 					for j, b := range branches {
 						if j != i {
-							b.cancelled.Store(true)
+							b.cancel()
 						}
 					}
 				})
@@ -793,6 +797,11 @@ func (in *interp) runArms(kind, key string, arms []arm, isArray bool, entry int6
 		}(i, a)
 	}
 	wg.Wait()
+	for _, b := range branches {
+		if b.stop != nil {
+			b.stop()
+		}
+	}
 	clock := entry
 	var losers []string
 	for i, r := range results {

@@ -78,6 +78,11 @@ type branch struct {
 	dispatched   chan struct{}
 	dispatchOnce sync.Once
 	depth        int // calls in progress on this branch's goroutine
+	// ctx ends when the branch (or one it runs in) is cancelled: an effect in flight on
+	// a race's losing branch is withdrawn through it. nil at the root, which runs under
+	// the run's own context.
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 // maxCallDepth bounds a walk's recursion: past it the run fails as a host
@@ -96,7 +101,27 @@ func (b *branch) markDispatched() {
 }
 
 func newBranch(parent *branch, path string, clock int64) *branch {
-	return &branch{parent: parent, path: path, effectOcc: map[string]int{}, scopeOcc: map[string]int{}, clock: clock, dispatched: make(chan struct{})}
+	b := &branch{parent: parent, path: path, effectOcc: map[string]int{}, scopeOcc: map[string]int{}, clock: clock, dispatched: make(chan struct{})}
+	if parent != nil && parent.ctx != nil {
+		b.ctx, b.stop = context.WithCancel(parent.ctx)
+	}
+	return b
+}
+
+// context is what the branch's effects run under.
+func (b *branch) context(root context.Context) context.Context {
+	if b.ctx != nil {
+		return b.ctx
+	}
+	return root
+}
+
+// cancel marks the branch cancelled and withdraws its effects in flight.
+func (b *branch) cancel() {
+	b.cancelled.Store(true)
+	if b.stop != nil {
+		b.stop()
+	}
 }
 
 func (b *branch) isCancelled() bool {
@@ -134,6 +159,10 @@ func (b *branch) now() int64 {
 
 // errCancelled unwinds a cancelled branch; no catch sees it.
 var errCancelled = errors.New("branch cancelled")
+
+// ErrCancelled is what an effect answers when its branch was cancelled (a race's loser,
+// or a sibling of a failed branch), live or on replay of a step settled cancelled.
+var ErrCancelled = errCancelled
 
 // Uncatchable reports whether err unwinds a run past every catch and finally:
 // cancellation, a host stop, and every failure that is not the program's.

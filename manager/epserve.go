@@ -36,7 +36,7 @@ func InstanceID(host string) string {
 // epServed are the commands of the reference's manager contract Go's manager runs; the
 // others are refused unimplemented.
 var epServed = map[string]bool{"status": true, "ps": true, "inspect": true, "spawn": true, "despawn": true, "input": true, "stop": true,
-	"resolve-cwd": true, "list-personas": true, "show-persona": true}
+	"resolve-cwd": true, "list-personas": true, "show-persona": true, "run-start": true, "run-resume": true}
 
 // epServeFilters are the ep subjects the manager instance subscribes to: the class rail
 // (in queue group manager), the scatter rail and its own instance rail.
@@ -234,6 +234,8 @@ func (m *Manager) runEP(who caller, r mgrclient.EPRequest, s mgrclient.EPSubject
 		return nil, mgrclient.EPFail(mgrclient.EPNotFound, "no agent %q on this manager", a.Name)
 	case "spawn":
 		return m.epSpawn(who, r)
+	case "run-start", "run-resume":
+		return m.epRun(s.Command, r)
 	case "resolve-cwd":
 		var a struct {
 			Cwd string `json:"cwd"`

@@ -34,6 +34,7 @@ import (
 	"github.com/cotal-ai/cotal/mgrclient"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
+	"github.com/cotal-ai/cotal/rundriver"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -75,6 +76,12 @@ type Manager struct {
 	// older ones are forgotten. 0 means DefaultKeepEnded.
 	KeepEnded int
 	Logger    *slog.Logger // nil means discard
+	// RunStore opens the JetStream the manager drives workflow runs on (the WFJ journal
+	// and the records bucket); nil means its own connection's.
+	RunStore func(ctx context.Context) (jetstream.JetStream, error)
+	// RunConfig, when set, adjusts each hosted run's driver configuration (tests inject
+	// a clock or a crash point).
+	RunConfig func(*rundriver.Config)
 
 	log      *slog.Logger
 	ep       *client.Endpoint
@@ -93,6 +100,7 @@ type Manager struct {
 	presGen  int                    // presence changes applied (each one wake-up)
 	wg       sync.WaitGroup
 	ctx      context.Context
+	host     *runHost // the runs it drives (runs.go); nil until hosting opens
 }
 
 func (m *Manager) check() error {
@@ -208,6 +216,7 @@ func (m *Manager) Run(ctx context.Context, ready func()) error {
 	go func() { defer m.wg.Done(); m.watchPresence(changes) }()
 
 	m.adopt()
+	m.hostRuns(sctx)
 
 	svc, err := m.serve()
 	if err != nil {

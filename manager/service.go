@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/cotal-ai/cotal/internal/strictjson"
+	"github.com/cotal-ai/cotal/mgrclient"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
@@ -130,6 +131,14 @@ func (m *Manager) dispatch(who caller, op string, req micro.Request) (any, error
 			return nil, err
 		}
 		return m.input(a)
+	case protocol.MgrTurnPending:
+		return m.turnPending(who)
+	case protocol.MgrTurnYield:
+		var a mgrclient.TurnYieldArgs
+		if err := decodeAgentSpawn(req.Data(), &a); err != nil {
+			return nil, refuse(codeBad, "turn-yield: want {goalId, status, to?, note?, value?}")
+		}
+		return m.turnYield(m.ctx, who, a)
 	}
 	return nil, refuse(codeBad, "unknown operation %q", op)
 }
@@ -165,6 +174,9 @@ func decodeAgentSpawn(b []byte, v any) error {
 func (m *Manager) authorize(who caller, op string) error {
 	if who.operator {
 		return nil
+	}
+	if who.rail == protocol.ServiceManagerAgent && (op == protocol.MgrTurnPending || op == protocol.MgrTurnYield) {
+		return nil // a seat's own turns: any agent, for itself only (runs.go)
 	}
 	if who.rail == protocol.ServiceManager {
 		return refuse(codeDenied, "%s may not use the manager's operator rail: it answers there only the operator it runs for (%s), with the project's own identity (an agent with the spawn capability asks on its own rail)", who.p, m.Operator)

@@ -45,6 +45,8 @@ const (
 	EPExpired            = "expired"
 	EPUnimplemented      = "unimplemented"
 	EPInternal           = "internal"
+	EPConflict           = "conflict"
+	EPUnavailable        = "unavailable"
 )
 
 var (

@@ -26,10 +26,14 @@ const (
 	MgrStop   = "stop"
 	MgrAttach = "attach"
 	MgrInput  = "input"
+	// MgrTurnPending and MgrTurnYield are a seat's own reach into the turns a workflow run
+	// handed it (any agent, for itself only, on the agent rail).
+	MgrTurnPending = "turn-pending"
+	MgrTurnYield   = "turn-yield"
 )
 
 // MgrOps are the manager's operations, in the order it registers them.
-var MgrOps = []string{MgrSpawn, MgrPs, MgrStop, MgrAttach, MgrInput}
+var MgrOps = []string{MgrSpawn, MgrPs, MgrStop, MgrAttach, MgrInput, MgrTurnPending, MgrTurnYield}
 
 // BucketManager names the manager lease KV bucket: one row lease.<host> per host that
 // runs a manager for the space.

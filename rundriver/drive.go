@@ -29,9 +29,12 @@ type drive struct {
 	lease runstore.Lease
 	spec  runstore.RunSpec
 
+	runCtx context.Context // the drive's own context: an effect's ending alone means its branch was cancelled
+
 	mu        sync.Mutex
 	byKey     map[string]runstore.Entry
-	keys      int64 // distinct step keys: the next entry's seq
+	keys      int64         // distinct step keys: the next entry's seq
+	changed   chan struct{} // closed and replaced at every append: a wait on the journal wakes
 	statusRev uint64
 }
 
@@ -40,7 +43,7 @@ func newDrive(cfg Config, recs *runstore.Records, ap *runstore.Appender, run str
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &drive{cfg: cfg, log: log, recs: recs, ap: ap, run: run, lease: lease, spec: spec, byKey: map[string]runstore.Entry{}}
+	d := &drive{cfg: cfg, log: log, recs: recs, ap: ap, run: run, lease: lease, spec: spec, byKey: map[string]runstore.Entry{}, changed: make(chan struct{})}
 	for _, r := range prefix {
 		if r.Entry == nil {
 			continue
@@ -60,6 +63,10 @@ func (d *drive) drive(ctx context.Context, prog *lang.Program) (Outcome, error) 
 	if err := d.status(ctx, runstore.StateRunning); err != nil {
 		return Outcome{}, err
 	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	d.runCtx = ctx
+	go d.watchSuperseded(ctx, stop)
 	p := d.spec.Pins
 	err := prog.Run(ctx, lang.Options{RunID: d.run, Seed: p.Seed, StartedAt: p.StartedAt, StepBudget: p.StepBudget,
 		EffectCeiling: p.EffectCeiling, Effects: d})
@@ -71,6 +78,9 @@ func (d *drive) drive(ctx context.Context, prog *lang.Program) (Outcome, error) 
 		out.State, out.Held = runstore.StateReleased, held.refusal
 	case errors.Is(err, runstore.ErrSuperseded), errors.Is(err, runstore.ErrStalled), ctx.Err() != nil:
 		out.State = runstore.StateReleased
+		if cause := context.Cause(ctx); errors.Is(cause, runstore.ErrSuperseded) {
+			err, out.Err = cause, cause
+		}
 	default:
 		out.State = runstore.StateFailed
 	}
@@ -80,12 +90,45 @@ func (d *drive) drive(ctx context.Context, prog *lang.Program) (Outcome, error) 
 	if errors.Is(err, runstore.ErrSuperseded) {
 		return out, nil // another driver holds the run and its status now
 	}
+	if out.State == runstore.StateReleased && out.Held == nil && d.cfg.LeaveRunning && ctx.Err() != nil {
+		return out, nil // the host stops; its next start takes the run back
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if serr := d.status(sctx, out.State); serr != nil {
 		return out, serr
 	}
 	return out, nil
+}
+
+// watchSuperseded ends the drive (stop with runstore.ErrSuperseded) once the run's
+// status is written under a higher fencing token: a driver waiting on a pause learns of
+// its successor at once, not at its next append, which the journal would refuse anyway.
+func (d *drive) watchSuperseded(ctx context.Context, stop context.CancelCauseFunc) {
+	w, err := d.recs.KV.Watch(ctx, runstore.RunStatusKey(d.cfg.endpoint(), d.run))
+	if err != nil {
+		d.log.Warn("run status watch", "run", d.run, "err", err)
+		return
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ent, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if ent == nil || len(ent.Value()) == 0 {
+				continue
+			}
+			var st runstore.RunStatus
+			if json.Unmarshal(ent.Value(), &st) == nil && st.FencingToken > d.lease.FencingToken {
+				stop(fmt.Errorf("run %s is held by %s under fencing token %d: %w", d.run, st.Holder, st.FencingToken, runstore.ErrSuperseded))
+				return
+			}
+		}
+	}
 }
 
 // status writes the run's status under this lease by revision CAS, re-reading after a
@@ -145,6 +188,11 @@ func (d *drive) lookup(c lang.Call) (runstore.Entry, bool, error) {
 // append journals e (a new key takes the next seq) and keeps the status's journal high
 // mark current.
 func (d *drive) append(ctx context.Context, e runstore.Entry) (runstore.Entry, error) {
+	if d.runCtx != nil {
+		// The journal is the run's, not a branch's: a race's loser cancelled mid-append
+		// must not abandon the publish, which would leave the appender stalled.
+		ctx = d.runCtx
+	}
 	d.mu.Lock()
 	if prev, ok := d.byKey[e.Key()]; ok {
 		e.Seq = prev.Seq
@@ -160,6 +208,8 @@ func (d *drive) append(ctx context.Context, e runstore.Entry) (runstore.Entry, e
 		d.keys++
 	}
 	d.byKey[e.Key()] = e
+	close(d.changed)
+	d.changed = make(chan struct{})
 	d.mu.Unlock()
 	if err := d.status(ctx, runstore.StateRunning); err != nil {
 		return e, err
@@ -175,8 +225,8 @@ func (d *drive) begin(ctx context.Context, c lang.Call) (runstore.Entry, error) 
 }
 
 func (d *drive) settle(ctx context.Context, e runstore.Entry, status string, result any, fail *lang.EffectError, endedAt int64) error {
-	if d.cfg.beforeSettle != nil {
-		d.cfg.beforeSettle(e.Key())
+	if d.cfg.BeforeSettle != nil {
+		d.cfg.BeforeSettle(e.Key())
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -218,7 +268,7 @@ func replayed(e runstore.Entry) (lang.Result, error) {
 		}
 		return lang.Result{}, &lang.EffectError{Code: e.Error.Code, Kind: e.Error.Kind, Message: e.Error.Message}
 	}
-	return lang.Result{}, fmt.Errorf("step %s was cancelled", e.Key())
+	return lang.Result{}, lang.ErrCancelled
 }
 
 // Perform performs or replays one effect.
@@ -244,6 +294,28 @@ func (d *drive) Perform(ctx context.Context, c lang.Call) (lang.Result, error) {
 			return lang.Result{}, err
 		}
 	}
+	res, err := d.perform(ctx, c, e)
+	if err != nil && ctx.Err() != nil && d.runCtx.Err() == nil {
+		// The branch was cancelled (a race's loser) while the run goes on: withdraw
+		// the step and settle it cancelled, so a resume never performs it again.
+		if c.Kind == "turn" || c.Kind == "ask" {
+			if x, ok := readSeatExternal(e); ok && d.cfg.Seats != nil {
+				d.cfg.Seats.Cancel(d.run, x.Token)
+			}
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if cur, ok, _ := d.lookup(c); ok && cur.State == "pending" {
+			if serr := d.settle(cctx, cur, "cancelled", nil, nil, d.cfg.now()); serr != nil {
+				return lang.Result{}, serr
+			}
+		}
+		return lang.Result{}, lang.ErrCancelled
+	}
+	return res, err
+}
+
+func (d *drive) perform(ctx context.Context, c lang.Call, e runstore.Entry) (lang.Result, error) {
 	switch c.Kind {
 	case "sleep":
 		return d.sleep(ctx, c, e)
@@ -251,9 +323,26 @@ func (d *drive) Perform(ctx context.Context, c lang.Call) (lang.Result, error) {
 		return d.checkpoint(ctx, c, e)
 	case "notify":
 		return d.notify(ctx, c, e)
+	case "waitUntil":
+		return d.waitUntilEffect(ctx, c, e)
+	case "wait":
+		if ev, _ := c.Input["event"].(map[string]any); ev["event"] == "replied" || (ev["event"] == "down" && d.cfg.Seats != nil) {
+			return d.wait(ctx, c, e, ev)
+		}
+	case "spawn", "turn", "ask":
+		if d.cfg.Seats == nil {
+			break
+		}
+		switch c.Kind {
+		case "spawn":
+			return d.spawn(ctx, c, e)
+		case "turn":
+			return d.turn(ctx, c, e)
+		}
+		return d.ask(ctx, c, e)
 	}
 	refusal := &lang.EffectError{Code: "L5016", Kind: "refused",
-		Message: c.Kind + " needs a seat, which the local driver cannot host; resume the run on a manager"}
+		Message: c.Kind + " needs a host that performs it; this driver cannot, resume the run on a manager that does"}
 	if err := d.settle(ctx, e, "refused", nil, refusal, d.cfg.now()); err != nil {
 		return lang.Result{}, err
 	}
@@ -371,12 +460,25 @@ func (d *drive) checkpoint(ctx context.Context, c lang.Call, e runstore.Entry) (
 			return lang.Result{}, err
 		}
 	}
+	if err := d.ensureCP(ctx, x); err != nil {
+		d.log.Warn("checkpoint plane", "run", d.run, "step", c.Key, "err", err)
+	}
 	if d.cfg.OnCheckpoint != nil {
 		d.cfg.OnCheckpoint(c.Key, x.Prompt)
 	}
 	ans, err := d.awaitAnswer(ctx, x)
 	if err != nil {
 		return lang.Result{}, err
+	}
+	settle, answerID, ts := "expired", "", x.Deadline
+	if ans != nil {
+		settle, answerID, ts = "resumed", ans.AnswerID, ans.At
+	}
+	if err := d.settleCP(ctx, x, settle, answerID, ts); err != nil {
+		if ctx.Err() != nil {
+			return lang.Result{}, ctx.Err()
+		}
+		d.log.Warn("checkpoint plane", "run", d.run, "step", c.Key, "err", err)
 	}
 	if ans == nil {
 		out := map[string]any{"outcome": "expired", "at": float64(x.Deadline)}
@@ -513,9 +615,20 @@ func (d *drive) Scope(ctx context.Context, c lang.Call, run func(ctx context.Con
 		}
 		return lang.Result{}, err
 	case err != nil:
+		if d.runCtx.Err() == nil && (ctx.Err() != nil || errors.Is(err, lang.ErrCancelled)) {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if serr := d.settle(cctx, e, "cancelled", nil, nil, d.cfg.now()); serr != nil {
+				return lang.Result{}, serr
+			}
+			return lang.Result{}, lang.ErrCancelled
+		}
 		return lang.Result{}, err
 	}
 	end := max(res.EndedAt, e.StartedAt)
+	if len(res.Losers) > 0 {
+		e.Cancel, _ = json.Marshal(map[string]any{"losers": res.Losers, "issued": true})
+	}
 	if err := d.settle(ctx, e, "ok", res.Value, nil, end); err != nil {
 		return lang.Result{}, err
 	}

@@ -80,7 +80,7 @@ func (f *fixture) startKilled(source, key string) string {
 	ctx, cancel := context.WithCancel(f.t.Context())
 	defer cancel()
 	cfg := f.cfg()
-	cfg.beforeSettle = func(k string) {
+	cfg.BeforeSettle = func(k string) {
 		if k == key {
 			cancel()
 		}

@@ -8,11 +8,13 @@
 // (a sleep keeps its deadline, a checkpoint keeps its token and its answers), and the
 // first effect the journal lacks is performed live.
 //
-// The local driver performs the effects that need no seat: sleep, checkpoint (answered
-// through the records bucket), notify (notice records) and log, and the scopes parallel,
-// race and fanOut. spawn, turn, ask, monitor, wait, waitUntil and conclave need the
-// manager; the local driver settles them refused (L5016) and releases the run, held,
-// for a host that can perform them.
+// Every driver performs the effects that need no seat: sleep, checkpoint (answered
+// through the records bucket), notify (notice records), waitUntil and log, and the
+// scopes parallel, race and fanOut (a race's losers are cancelled: an effect in flight on
+// a losing branch is withdrawn and settled cancelled), and wait(replied(...)). spawn,
+// turn, ask and wait(down(...)) need a Seats (the manager hosting the run); without one,
+// and for monitor, conclave and wait(message|idle), which no host here performs yet, the
+// step is settled refused (L5016) and the run released, held, for a host that can.
 package rundriver
 
 import (
@@ -48,9 +50,18 @@ type Config struct {
 	// and prompt), once the wait is journaled and an answer can be filed.
 	OnCheckpoint func(key, prompt string)
 
-	// beforeSettle, set by tests only, runs after an effect was performed and before its
-	// settle is appended: where a crash leaves the journal pending.
-	beforeSettle func(key string)
+	// Seats performs spawn, turn and ask (the manager hosting the run); nil settles them
+	// refused (L5016) and releases the run, held, for a host that can.
+	Seats Seats
+
+	// LeaveRunning keeps a run recorded running when ctx ends the drive (a hosting
+	// manager stopping), so the next host start takes it back; a local drive records it
+	// released.
+	LeaveRunning bool
+
+	// BeforeSettle, for crash tests, runs after an effect was performed and before its
+	// settle is appended: a driver killed there leaves the journal pending.
+	BeforeSettle func(key string)
 }
 
 // Outcome is how a drive ended.

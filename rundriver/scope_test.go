@@ -26,7 +26,7 @@ func TestScopesAndExpiryReplay(t *testing.T) {
 		}
 	}()
 	src := `const both = await parallel([() => sleep("1s"), () => sleep("2s")]);
-const first = await race({ short: () => sleep("1s", { name: "short" }), long: () => sleep("5s", { name: "long" }) });
+const first = await race({ short: () => sleep("1s", { name: "short" }), long: () => sleep("60s", { name: "long" }) });
 const ok = await checkpoint("approve", "Ship?", { timeout: "2s", onExpiry: "escalate", to: "lead" });
 log(first.index + " " + ok.status);`
 	prog, run, err := Prepare(src)

@@ -134,23 +134,36 @@ func (s *Space) present(ctx context.Context, recs *Records, p *planeCheckpoint, 
 		return err
 	}
 	fact := SettleFact{V: 1, Token: token, Settle: CheckpointResumed, Generation: st.SettledGeneration, Holder: &holder, AnswerID: answerID, Ts: now}
+	if err := PublishSettleFact(ctx, s.JS, s.Name, ep, fact); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", token, err)
+	}
+	return nil
+}
+
+// PublishSettleFact publishes a checkpoint's one-use settle fact on its subject,
+// create-only. When a fact is there already, publishing the same bytes again is no error
+// (a retry); another fact is ErrSettled: the first one written stands.
+func PublishSettleFact(ctx context.Context, js jetstream.JetStream, space, endpoint string, fact SettleFact) error {
 	b, err := marshal(fact)
 	if err != nil {
 		return err
 	}
-	msg := &nats.Msg{Subject: SettleSubject(s.Name, ep, token), Data: b, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: SettleSubject(space, endpoint, fact.Token), Data: b, Header: nats.Header{}}
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
-	if _, err := s.JS.PublishMsg(ctx, msg); err != nil && !casLoss(err) {
-		return fmt.Errorf("checkpoint %s: settle fact: %w", token, err)
-	} else if err != nil {
-		got, rerr := s.JS.Stream(ctx, provision.StreamEPF(s.Name))
-		if rerr != nil {
-			return fmt.Errorf("checkpoint %s: settle fact: %w", token, rerr)
-		}
-		m, rerr := got.GetLastMsgForSubject(ctx, msg.Subject)
-		if rerr != nil || string(m.Data) != string(b) {
-			return fmt.Errorf("checkpoint %s: another settle fact is recorded: %w", token, ErrSettled)
-		}
+	_, err = js.PublishMsg(ctx, msg)
+	if err == nil {
+		return nil
+	}
+	if !casLoss(err) {
+		return fmt.Errorf("settle fact: %w", err)
+	}
+	got, err := js.Stream(ctx, provision.StreamEPF(space))
+	if err != nil {
+		return fmt.Errorf("settle fact: %w", err)
+	}
+	m, err := got.GetLastMsgForSubject(ctx, msg.Subject)
+	if err != nil || string(m.Data) != string(b) {
+		return fmt.Errorf("another settle fact is recorded: %w", ErrSettled)
 	}
 	return nil
 }

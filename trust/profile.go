@@ -209,11 +209,18 @@ func agentGrants(g *grants, space string, s UserSpec, inbox string) {
 		g.pub(kvPrefix + b + ".>")
 	}
 
-	// The manager's agent rail, only with the spawn capability.
+	// The manager's agent rail: everything with the spawn capability; else only the
+	// seat's own turns of a workflow run (turn-pending, turn-yield).
 	if s.HasCapability(CapabilitySpawn) {
 		mgr := protocol.CtlSubject(space, protocol.ServiceManagerAgent, me) + ".*"
 		g.pub(mgr)
 		g.sub(protocol.ReplyFilter(mgr))
+	} else {
+		for _, op := range []string{protocol.MgrTurnPending, protocol.MgrTurnYield} {
+			mgr := protocol.MgrSubject(space, protocol.ServiceManagerAgent, me, op)
+			g.pub(mgr)
+			g.sub(protocol.ReplyFilter(mgr))
+		}
 	}
 
 	g.pub(api(verbAccountInfo), api(verbStreamInfo, chat))

@@ -317,6 +317,7 @@ func runMCP(ctx context.Context, opts *Options) error {
 	srv := &agentmcp.Server{
 		Endpoint: ep, Channels: opts.Channels, Channel: opts.Push, Version: opts.Version, Logger: log,
 		KeepHeld: keepHeld, Manager: managerTools(opts, target, ep),
+		Turns: &mgrclient.Client{NC: ep.Conn(), Space: ep.Space(), Caller: ep.Principal()},
 	}
 	if target.Project != nil {
 		srv.Repo = target.Project.Root // file claims are relative to the project

@@ -1,0 +1,471 @@
+package manager
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cotal-ai/cotal/agentrun"
+	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/connector"
+	"github.com/cotal-ai/cotal/lang"
+	"github.com/cotal-ai/cotal/mgrclient"
+	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/rundriver"
+	"github.com/cotal-ai/cotal/runstore"
+)
+
+// Run hosting: the manager drives workflow runs (package rundriver) on its own
+// connection, performs their seat effects (spawn, turn, ask) on the seats it runs, and at
+// its start takes back every run its endpoint records as running, each under the next
+// epoch and fencing token, so the driver that held it before is superseded and stops.
+
+// ErrRunDriven refuses a second drive of a run this manager already drives.
+var ErrRunDriven = errors.New("run is already driven by this manager")
+
+// runHost is the manager's hold on the runs it drives and the turns they handed seats.
+type runHost struct {
+	m  *Manager
+	js jetstream.JetStream
+
+	mu      sync.Mutex
+	drives  map[string]*hostedDrive // by run id
+	goals   map[string]*goal        // by goal id
+	spawned map[string]string       // spawn request id -> seat name
+}
+
+// hostedDrive is one run being driven here.
+type hostedDrive struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	out    rundriver.Outcome
+	err    error
+}
+
+// goal is one turn a run handed a seat, held until the seat yields it.
+type goal struct {
+	run, step, agent, payload string
+	accepted, deadline        int64
+	ask                       *rundriver.AskTurn
+	done                      chan struct{}
+	res                       rundriver.TurnResult
+	state                     string // "" while pending; succeeded, cancelled, expired
+}
+
+func (m *Manager) runs() *runHost {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.host
+}
+
+// hostRuns opens run hosting and takes back every running run of the endpoint. A
+// manager whose connection may not reach the run stores hosts no runs, and says so.
+func (m *Manager) hostRuns(ctx context.Context) {
+	js := m.ep.JetStream()
+	if m.RunStore != nil {
+		var err error
+		if js, err = m.RunStore(ctx); err != nil {
+			m.log.Warn("workflow runs are not hosted: run store", "err", err)
+			return
+		}
+	}
+	h := &runHost{m: m, js: js, drives: map[string]*hostedDrive{}, goals: map[string]*goal{}, spawned: map[string]string{}}
+	m.mu.Lock()
+	m.host = h
+	m.mu.Unlock()
+	recs, err := runstore.OpenRecords(ctx, js, m.Space)
+	if err != nil {
+		m.log.Warn("workflow runs are not hosted: records bucket", "err", err)
+		return
+	}
+	keys, err := recs.KV.ListKeysFiltered(ctx, "run."+runstore.DefaultEndpoint+".*.status")
+	if err != nil {
+		m.log.Warn("workflow runs: list the run records", "err", err)
+		return
+	}
+	for k := range keys.Keys() {
+		run := strings.TrimSuffix(strings.TrimPrefix(k, "run."+runstore.DefaultEndpoint+"."), ".status")
+		var st runstore.RunStatus
+		if _, err := recs.Get(ctx, k, &st); err != nil || st.State != runstore.StateRunning {
+			continue
+		}
+		if err := m.ResumeRun(run); err != nil {
+			m.log.Warn("workflow run not taken back", "run", run, "err", err)
+			continue
+		}
+		m.log.Info("workflow run taken back", "run", run, "epoch", st.Epoch+1)
+	}
+}
+
+// config is the driver configuration of a run hosted here.
+func (h *runHost) config() rundriver.Config {
+	cfg := rundriver.Config{JS: h.js, Space: h.m.Space, Logger: h.m.log, Seats: h, LeaveRunning: true,
+		Log: func(scope, line string) { h.m.log.Info("workflow run log", "scope", scope, "line", line) }}
+	if h.m.RunConfig != nil {
+		h.m.RunConfig(&cfg)
+	}
+	return cfg
+}
+
+// launch drives one run on its own goroutine until it ends or the manager stops.
+func (h *runHost) launch(run string, drive func(ctx context.Context, cfg rundriver.Config) (rundriver.Outcome, error)) error {
+	h.mu.Lock()
+	if d, ok := h.drives[run]; ok {
+		select {
+		case <-d.done:
+		default:
+			h.mu.Unlock()
+			return fmt.Errorf("drive run %s: %w", run, ErrRunDriven)
+		}
+	}
+	ctx, cancel := context.WithCancel(h.m.ctx)
+	d := &hostedDrive{cancel: cancel, done: make(chan struct{})}
+	h.drives[run] = d
+	h.mu.Unlock()
+	h.m.wg.Add(1)
+	go func() {
+		defer h.m.wg.Done()
+		defer close(d.done)
+		defer cancel()
+		d.out, d.err = drive(ctx, h.config())
+		h.m.log.Info("workflow run drive ended", "run", run, "state", d.out.State, "err", d.err, "why", d.out.Err)
+	}()
+	return nil
+}
+
+// StartRun validates source, mints a run id and drives the new run here.
+func (m *Manager) StartRun(source, file string) (string, error) {
+	h := m.runs()
+	if h == nil {
+		return "", errors.New("start run: this manager hosts no runs (its run store is not open)")
+	}
+	prog, run, err := rundriver.Prepare(source)
+	if err != nil {
+		return "", err
+	}
+	return run, h.launch(run, func(ctx context.Context, cfg rundriver.Config) (rundriver.Outcome, error) {
+		return rundriver.Start(ctx, cfg, prog, run, file)
+	})
+}
+
+// ResumeRun takes a recorded run over (epoch and fencing token +1) and drives it here.
+func (m *Manager) ResumeRun(run string) error {
+	h := m.runs()
+	if h == nil {
+		return errors.New("resume run: this manager hosts no runs (its run store is not open)")
+	}
+	if err := runstore.CheckID("run id", run); err != nil {
+		return err
+	}
+	return h.launch(run, func(ctx context.Context, cfg rundriver.Config) (rundriver.Outcome, error) {
+		return rundriver.Resume(ctx, cfg, run)
+	})
+}
+
+// WaitRun waits until the drive of run here ends and answers how it ended.
+func (m *Manager) WaitRun(ctx context.Context, run string) (rundriver.Outcome, error) {
+	h := m.runs()
+	if h == nil {
+		return rundriver.Outcome{}, errors.New("this manager hosts no runs")
+	}
+	h.mu.Lock()
+	d, ok := h.drives[run]
+	h.mu.Unlock()
+	if !ok {
+		return rundriver.Outcome{}, fmt.Errorf("run %s is not driven by this manager", run)
+	}
+	select {
+	case <-d.done:
+		return d.out, d.err
+	case <-ctx.Done():
+		return rundriver.Outcome{}, ctx.Err()
+	}
+}
+
+// runCaller is the principal a run's seats are spawned under.
+func runCaller(run string) protocol.Principal {
+	return protocol.Principal{Owner: protocol.OwnerLocal, Actor: rundriver.RunCaller(run)}
+}
+
+// seatName is the name a run's spawn gives its seat: the persona and a digest of the
+// spawn's request id, so a spawn performed again finds the seat the first one started.
+func seatName(persona, requestID string) string {
+	sum := sha256.Sum256([]byte(requestID))
+	base := persona
+	if len(base) > protocol.MaxActorLength-9 {
+		base = base[:protocol.MaxActorLength-9]
+	}
+	return base + "_" + hex.EncodeToString(sum[:4])
+}
+
+func seatRefused(format string, args ...any) *lang.EffectError {
+	return &lang.EffectError{Code: "L4002", Kind: "agent-unavailable", Message: fmt.Sprintf(format, args...)}
+}
+
+// Spawn brings a run's seat in: the persona file fixes how it runs (harness, program,
+// channels, role); the program may name the persona and a model, nothing else. A
+// persona whose harness is the command connector is refused: that runs a program only
+// the operator names on the command line.
+func (h *runHost) Spawn(ctx context.Context, r rundriver.SpawnRequest) (rundriver.Handle, error) {
+	m := h.m
+	per, err := m.personaFor(r.Persona)
+	if err != nil || r.Persona == "" {
+		return rundriver.Handle{}, seatRefused("spawn %q: no persona of that name in the project (.cotal/personas/)", r.Persona)
+	}
+	agent, from := agentrun.PickAgent("", per, m.Getenv)
+	if con, ok := connector.Lookup(agent); !ok || con.Name == commandConnector {
+		return rundriver.Handle{}, seatRefused("spawn %q: %s is not a harness a run may start (the command connector runs a program only the operator names)", r.Persona, from)
+	}
+	if r.Model != "" && !protocol.ValidToken(strings.ReplaceAll(strings.ReplaceAll(r.Model, ".", "_"), "/", "_")) {
+		return rundriver.Handle{}, seatRefused("spawn %q: model %q is not a model name", r.Persona, r.Model)
+	}
+	h.mu.Lock()
+	name, ok := h.spawned[r.RequestID]
+	h.mu.Unlock()
+	if !ok {
+		name = seatName(per.Name, r.RequestID)
+	}
+	handle := rundriver.Handle{Agent: name, Persona: per.Name, Role: per.Role}
+	if st := m.seat(name); st != nil {
+		if st.snapshot().Spawner != runCaller(r.Run).String() {
+			return rundriver.Handle{}, seatRefused("spawn %q: seat %s is not this run's", r.Persona, name)
+		}
+		return handle, h.settled(ctx, st)
+	}
+	res, err := m.spawn(caller{p: runCaller(r.Run), rail: protocol.ServiceManager, operator: true},
+		protocol.SpawnArgs{Persona: per.Name, Name: name, Model: r.Model})
+	if err != nil {
+		return rundriver.Handle{}, seatRefused("spawn %q: %v", r.Persona, err)
+	}
+	h.mu.Lock()
+	h.spawned[r.RequestID] = res.Name
+	h.mu.Unlock()
+	handle.Agent = res.Name
+	st := m.seat(res.Name)
+	if st == nil {
+		return rundriver.Handle{}, seatRefused("spawn %q: seat %s is gone", r.Persona, res.Name)
+	}
+	return handle, h.settled(ctx, st)
+}
+
+// settled waits for a seat's spawn to settle and refuses one that failed.
+func (h *runHost) settled(ctx context.Context, st *seat) error {
+	select {
+	case <-st.settled:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if info := st.snapshot(); info.Outcome == protocol.SettleFailed {
+		return seatRefused("seat %s failed to start: %s", info.Name, strings.TrimSpace(info.LogTail))
+	}
+	return nil
+}
+
+// Turn hands a run's seat one turn and waits for its yield. The seat is told by a direct
+// message that a turn waits (it reads it with turn-pending and ends it with turn-yield,
+// the cotal_yield tool); a goal handed before (a resumed step) is waited on again.
+func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.TurnResult, error) {
+	m := h.m
+	st := m.seat(r.Agent)
+	if st == nil || st.snapshot().Spawner != runCaller(r.Run).String() {
+		return rundriver.TurnResult{}, seatRefused("turn %s: %s is no seat this run spawned on this manager", r.Step, r.Agent)
+	}
+	if !st.running() {
+		return rundriver.TurnResult{}, seatRefused("turn %s: seat %s has ended", r.Step, r.Agent)
+	}
+	h.mu.Lock()
+	g, ok := h.goals[r.GoalID]
+	if !ok {
+		g = &goal{run: r.Run, step: r.Step, agent: r.Agent, payload: r.Payload, accepted: time.Now().UnixMilli(),
+			deadline: r.Deadline, ask: r.Ask, done: make(chan struct{})}
+		h.goals[r.GoalID] = g
+	}
+	h.mu.Unlock()
+	if !ok {
+		note := fmt.Sprintf("A workflow run handed you a turn; end it with cotal_yield.\n\n%s", r.Payload)
+		if _, err := m.ep.DM(ctx, protocol.Principal{Owner: protocol.OwnerLocal, Actor: r.Agent}, client.Text(note)); err != nil {
+			m.log.Warn("turn notice", "seat", r.Agent, "goal", r.GoalID, "err", err)
+		}
+	}
+	left := time.Until(time.UnixMilli(g.deadline))
+	timer := time.NewTimer(max(left, 0))
+	defer timer.Stop()
+	select {
+	case <-g.done:
+	case <-timer.C:
+		h.end(r.GoalID, "expired", rundriver.TurnResult{})
+	case <-ctx.Done():
+		return rundriver.TurnResult{}, ctx.Err()
+	}
+	h.mu.Lock()
+	state, res := g.state, g.res
+	h.mu.Unlock()
+	switch state {
+	case "succeeded":
+		return res, nil
+	case "expired":
+		return rundriver.TurnResult{}, &lang.EffectError{Code: "L4003", Kind: "deadline", Message: "turn " + r.Step + " was not yielded before its deadline"}
+	}
+	return rundriver.TurnResult{}, &lang.EffectError{Code: "L4002", Kind: "cancelled", Message: "turn " + r.Step + " was withdrawn"}
+}
+
+// Down waits until a seat of the run has ended.
+func (h *runHost) Down(ctx context.Context, run, agent string) (int64, error) {
+	st := h.m.seat(agent)
+	if st == nil || st.snapshot().Spawner != runCaller(run).String() {
+		return 0, seatRefused("wait(down(%s)): no seat this run spawned on this manager", agent)
+	}
+	select {
+	case <-st.done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if info := st.snapshot(); info.Ended > 0 {
+		return info.Ended, nil
+	}
+	return time.Now().UnixMilli(), nil
+}
+
+// Cancel withdraws a pending turn.
+func (h *runHost) Cancel(_, goalID string) { h.end(goalID, "cancelled", rundriver.TurnResult{}) }
+
+// end settles a pending goal once; it reports whether this call settled it.
+func (h *runHost) end(goalID, state string, res rundriver.TurnResult) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g, ok := h.goals[goalID]
+	if !ok || g.state != "" {
+		return false
+	}
+	g.state, g.res = state, res
+	close(g.done)
+	return true
+}
+
+// turnPending lists the caller's own pending turns.
+func (m *Manager) turnPending(who caller) (mgrclient.TurnPendingResult, error) {
+	out := mgrclient.TurnPendingResult{Turns: []mgrclient.PendingTurn{}}
+	h := m.runs()
+	if h == nil || who.p.Owner != protocol.OwnerLocal {
+		return out, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, g := range h.goals {
+		if g.agent != who.p.Actor || g.state != "" {
+			continue
+		}
+		t := mgrclient.PendingTurn{GoalID: id, Payload: g.payload, AcceptedAt: g.accepted, DeadlineAt: g.deadline}
+		if g.ask != nil {
+			t.Ask = g.ask.Schema
+		}
+		out.Turns = append(out.Turns, t)
+	}
+	return out, nil
+}
+
+// turnYield ends one of the caller's own turns. An ask's turn ends done only with a
+// value that conforms to its schema, which is filed first as the ask's answer record (by
+// the seat), so the run reads the same answer whoever relays it.
+func (m *Manager) turnYield(ctx context.Context, who caller, a mgrclient.TurnYieldArgs) (mgrclient.TurnYieldResult, error) {
+	h := m.runs()
+	if h == nil {
+		return mgrclient.TurnYieldResult{}, refuse(codeNotFound, "no turn %q: this manager drives no runs", a.GoalID)
+	}
+	switch a.Status {
+	case "done", "blocked", "handoff":
+	default:
+		return mgrclient.TurnYieldResult{}, refuse(codeBad, "status %q: want done, blocked or handoff", a.Status)
+	}
+	if a.Status == "handoff" && a.To == "" {
+		return mgrclient.TurnYieldResult{}, refuse(codeBad, "a handoff names the seat it hands to (to)")
+	}
+	if len([]rune(a.Note)) > mgrclient.MaxYieldNote {
+		return mgrclient.TurnYieldResult{}, refuse(codeBad, "note: at most %d characters", mgrclient.MaxYieldNote)
+	}
+	h.mu.Lock()
+	g, ok := h.goals[a.GoalID]
+	var state string
+	if ok {
+		state = g.state
+	}
+	h.mu.Unlock()
+	if !ok || g.agent != who.p.Actor || who.p.Owner != protocol.OwnerLocal {
+		return mgrclient.TurnYieldResult{}, refuse(codeNotFound, "you hold no turn %q (turn-pending lists yours)", a.GoalID)
+	}
+	if state != "" {
+		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s is already %s (its deadline was %s)", a.GoalID, state, time.UnixMilli(g.deadline).UTC().Format(time.RFC3339))
+	}
+	if a.Status == "handoff" {
+		if st := m.seat(a.To); st == nil || st.snapshot().Spawner != runCaller(g.run).String() {
+			return mgrclient.TurnYieldResult{}, refuse(codeBad, "handoff to %q: hand off only to a seat this run spawned", a.To)
+		}
+	}
+	if len(a.Value) > 0 && g.ask == nil {
+		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s asks for no value: yield it with a status (and a note) only", a.GoalID)
+	}
+	if g.ask != nil && a.Status == "done" {
+		if len(a.Value) == 0 {
+			return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s is an ask: yield done with value, a record %v", a.GoalID, g.ask.Schema)
+		}
+		var v any
+		if err := json.Unmarshal(a.Value, &v); err != nil {
+			return mgrclient.TurnYieldResult{}, refuse(codeBad, "value: %v", err)
+		}
+		if why := rundriver.CheckAnswer(g.ask.Schema, v); why != "" {
+			return mgrclient.TurnYieldResult{}, refuse(codeBad, "value: %s", why)
+		}
+		if err := h.fileAnswer(ctx, g.ask, who.p.String(), v, a.Value); err != nil {
+			return mgrclient.TurnYieldResult{}, err
+		}
+	}
+	res := rundriver.TurnResult{Status: a.Status, To: a.To, Note: a.Note, At: time.Now().UnixMilli()}
+	if !h.end(a.GoalID, "succeeded", res) {
+		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s was settled meanwhile", a.GoalID)
+	}
+	return mgrclient.TurnYieldResult{GoalID: a.GoalID, State: "succeeded"}, nil
+}
+
+// fileAnswer files an ask's answer record, create-only (a retry files the same record).
+func (h *runHost) fileAnswer(ctx context.Context, ask *rundriver.AskTurn, by string, v any, raw json.RawMessage) error {
+	recs, err := runstore.OpenRecords(ctx, h.js, h.m.Space)
+	if err != nil {
+		return err
+	}
+	id, err := runstore.AnswerID(ask.Token, by, v, "")
+	if err != nil {
+		return err
+	}
+	c, err := lang.Canonical(v)
+	if err != nil {
+		c = raw
+	}
+	ans := runstore.Answer{V: 1, Token: ask.Token, AnswerID: id, Value: c, By: by, At: time.Now().UnixMilli()}
+	if err := recs.Create(ctx, runstore.AnswerKey(ask.Endpoint, ask.Token, id), ans); err != nil {
+		return fmt.Errorf("file the answer of %s: %w", ask.Token, err)
+	}
+	return nil
+}
+
+// StopRun stops driving run here, as a host that stops does: the run stays recorded
+// running, for a resume or the next start of a manager to take it back.
+func (m *Manager) StopRun(run string) {
+	h := m.runs()
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	d, ok := h.drives[run]
+	h.mu.Unlock()
+	if ok {
+		d.cancel()
+	}
+}
