@@ -27,6 +27,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/taskboard"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -232,6 +233,12 @@ func runServe(ctx context.Context, opts *Options) error {
 		return fmt.Errorf("open bucket %s: %w", protocol.BucketA2A(t.Space), err)
 	}
 
+	board, err := taskboard.Connect(ctx, ep.Conn(), t.Space, ep.Principal(), taskboard.Options{})
+	if err != nil { // a space made before the board: role tasks are not mirrored
+		fmt.Fprintf(opts.IO.ErrOut, "! %v; tasks for roles are not shown on the task board\n", err)
+		board = nil
+	}
+
 	ln, err := net.Listen("tcp", opts.Listen)
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return cmdutil.Refuse("--listen "+opts.Listen, "another process already listens there", "cotal a2a --listen "+host+":0 --expose "+opts.Expose[0])
@@ -254,7 +261,7 @@ func runServe(ctx context.Context, opts *Options) error {
 	}
 	base := scheme + "://" + net.JoinHostPort(shown, strconv.Itoa(port))
 	g, err := a2agw.New(a2agw.Config{Endpoint: ep, Bucket: kv, Expose: opts.Expose, BaseURL: base, Port: port,
-		Hosts: opts.AllowHosts, Bearer: bearer, AllowRemotePush: opts.AllowRemote, Logger: opts.Logger})
+		Hosts: opts.AllowHosts, Bearer: bearer, AllowRemotePush: opts.AllowRemote, Logger: opts.Logger, Board: board})
 	if err != nil {
 		return err
 	}
