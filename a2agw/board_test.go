@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cotal-ai/cotal/a2agw"
+	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/client/clienttest"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
@@ -14,9 +15,12 @@ import (
 
 // withBoard gives a gateway the space's task board as its own identity (its real
 // minted agent credential), as cotal a2a does.
-func withBoard(t *testing.T) func(*a2agw.Config) {
+func withBoard(t *testing.T) func(*a2agw.Config) { return withBoardLease(t, 0) }
+
+// withBoardLease is withBoard with the board's lease (0 is taskboard.Lease).
+func withBoardLease(t *testing.T, lease time.Duration) func(*a2agw.Config) {
 	return func(c *a2agw.Config) {
-		b, err := taskboard.Connect(t.Context(), c.Endpoint.Conn(), space, c.Endpoint.Principal(), taskboard.Options{})
+		b, err := taskboard.Connect(t.Context(), c.Endpoint.Conn(), space, c.Endpoint.Principal(), taskboard.Options{Lease: lease})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,5 +127,39 @@ func TestRoleTaskOnBoard(t *testing.T) {
 	}
 	if len(all) != 3 {
 		t.Fatalf("board has %d tasks, want the 3 role tasks: %+v", len(all), all)
+	}
+}
+
+// TestRoleTaskBoardAcrossRestart: the gateway stops mid-task for longer than the board's
+// lease, so its claim lapses and the board task is open again; the role's reply arrives
+// meanwhile, and the next gateway completes the A2A task and takes the board task back to
+// end it done.
+func TestRoleTaskBoardAcrossRestart(t *testing.T) {
+	m := mesh(t)
+	rev := peer(t, m, "rev1", "review")
+	const lease = 2 * time.Second
+	watcher, err := taskboard.Connect(t.Context(), rev.Conn(), space, rev.Principal(), taskboard.Options{Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := protocol.NewLifecycleUID()
+	g1 := startGateway(t, m, uid, withBoardLease(t, lease), "review")
+	tk := task(t, call(t, g1.srv.URL, "review", "message/send", map[string]any{"message": userMsg("slow review"),
+		"configuration": map[string]any{"blocking": false}}))
+	boardTask(t, watcher, "review", "the board task working", func(b taskboard.Task) bool { return b.Status == taskboard.Working })
+	ask := clienttest.Receive(t, rev, 20*time.Second)
+	g1.stop()
+	boardTask(t, watcher, "review", "the gateway's claim lapsed", func(b taskboard.Task) bool { return b.Status == taskboard.Open })
+	if _, err := rev.DM(t.Context(), protocol.Principal{Owner: "local", Actor: "a2a"}, client.Draft{Parts: []protocol.Part{protocol.TextPart("finished")}, ReplyTo: ask.ID}); err != nil {
+		t.Fatal(err)
+	}
+	_ = ask.Ack()
+	g2 := startGateway(t, m, uid, withBoardLease(t, lease), "review")
+	meshtest.Until(t, "the A2A task completed after the restart", 20*time.Second, func() bool {
+		return task(t, call(t, g2.srv.URL, "review", "tasks/get", map[string]any{"id": tk.ID})).Status.State == a2agw.StateCompleted
+	})
+	done := boardTask(t, watcher, "review", "the board task done", func(b taskboard.Task) bool { return b.Status == taskboard.Done })
+	if done.Holder != "local.a2a" {
+		t.Fatalf("board task %+v", done)
 	}
 }
