@@ -146,7 +146,12 @@ func TestRoleTaskBoardAcrossRestart(t *testing.T) {
 	g1 := startGateway(t, m, uid, withBoardLease(t, lease), "review")
 	tk := task(t, call(t, g1.srv.URL, "review", "message/send", map[string]any{"message": userMsg("slow review"),
 		"configuration": map[string]any{"blocking": false}}))
+	start := time.Now()
 	boardTask(t, watcher, "review", "the board task working", func(b taskboard.Task) bool { return b.Status == taskboard.Working })
+	// While the gateway runs it renews its claim: the task outlives the lease, held.
+	boardTask(t, watcher, "review", "the board task held past its lease", func(b taskboard.Task) bool {
+		return b.Status == taskboard.Working && b.Holder == "local.a2a" && time.Since(start) > 2*lease
+	})
 	ask := clienttest.Receive(t, rev, 20*time.Second)
 	g1.stop()
 	boardTask(t, watcher, "review", "the gateway's claim lapsed", func(b taskboard.Task) bool { return b.Status == taskboard.Open })
