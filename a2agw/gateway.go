@@ -23,6 +23,7 @@ import (
 
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/taskboard"
 )
 
 // Config is what a Gateway serves and how.
@@ -51,6 +52,9 @@ type Config struct {
 	Logger   *slog.Logger     // nil discards
 	Now      func() time.Time // nil means time.Now
 	Push     *http.Client     // nil: a client that only dials allowed addresses
+	// Board, when set, is the space's task board as the gateway's identity: a task for a
+	// role is mirrored there (board.go). Nil mirrors nothing.
+	Board *taskboard.Board
 }
 
 // Gateway serves A2A over a space. Make one with New, run Run for its replies, and serve
@@ -171,6 +175,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	pushDone := make(chan struct{})
 	go func() { g.push.run(ctx); close(pushDone) }()
 	defer func() { <-pushDone }()
+	renewDone := make(chan struct{})
+	go func() { g.renewBoard(ctx); close(renewDone) }()
+	defer func() { <-renewDone }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -266,7 +273,7 @@ func (g *Gateway) onReply(ctx context.Context, in *client.Incoming) error {
 	if err != nil || !changed {
 		return err
 	}
-	g.publish(r, events)
+	g.publish(ctx, r, events)
 	return nil
 }
 
@@ -296,8 +303,9 @@ func (g *Gateway) statusEvent(r *record) StatusUpdate {
 		Final: terminal(st) || st == StateInputRequired}
 }
 
-// publish hands a task's events to its streams and its push notification.
-func (g *Gateway) publish(r *record, events []any) {
+// publish hands a task's events to its streams and its push notification, and ends its
+// board task when it ended.
+func (g *Gateway) publish(ctx context.Context, r *record, events []any) {
 	g.mu.Lock()
 	subs := g.watch[r.Task.ID]
 	for _, ch := range subs {
@@ -312,6 +320,7 @@ func (g *Gateway) publish(r *record, events []any) {
 	if r.Push != nil {
 		g.push.enqueue(*r.Push, r.Task)
 	}
+	g.closeBoardTask(ctx, r)
 }
 
 // subscribe returns a channel of r's events and its cancel.

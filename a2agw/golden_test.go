@@ -41,3 +41,28 @@ func TestRecordGolden(t *testing.T) {
 		t.Fatalf("read back %+v, %v", back, err)
 	}
 }
+
+// TestRoleRecordGolden pins a role task's record: the role asked, and the id of its
+// board task (the task board's mirror).
+func TestRoleRecordGolden(t *testing.T) {
+	r := record{Task: Task{Kind: "task", ID: "t2", ContextID: "c2", Status: TaskStatus{State: StateWorking, Timestamp: "2030-01-01T00:00:00Z"}},
+		Target: "review", Role: "review", Asks: []string{"a2"}, Updated: 1893456000000, BoardTask: "k3v9q2m1"}
+	got, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	const path = "testdata/task-record-role.json"
+	if os.Getenv("COTAL_UPDATE_GOLDEN") != "" {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("role task record:\n%s\nwant (%s):\n%s", got, path, want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/cotal-ai/cotal/client"
@@ -50,6 +51,8 @@ func (g *Gateway) start(ctx context.Context, t target, raw json.RawMessage, sub 
 		Target: t.name, Role: t.role, Asks: []string{askID}, Push: push, Updated: g.now().UnixMilli()}
 	if t.role == "" {
 		r.Peer = t.peer.Card.ID
+	} else {
+		r.BoardTask = g.openBoardTask(ctx, t.role, id, textOf(m.Parts))
 	}
 	if err := g.st.create(ctx, r); err != nil {
 		return nil, p, err
@@ -136,7 +139,7 @@ func (g *Gateway) setState(ctx context.Context, id, state, text string, p sendPa
 		return nil, p, err
 	}
 	if changed {
-		g.publish(r, []any{g.statusEvent(r)})
+		g.publish(ctx, r, []any{g.statusEvent(r)})
 	}
 	return r, p, nil
 }
@@ -314,7 +317,7 @@ func (g *Gateway) tasksCancel(ctx context.Context, t target, raw json.RawMessage
 		return nil, err
 	}
 	if changed {
-		g.publish(r, []any{g.statusEvent(r)})
+		g.publish(ctx, r, []any{g.statusEvent(r)})
 		g.tellCanceled(ctx, r)
 	}
 	return r.Task, nil
@@ -395,4 +398,18 @@ func (g *Gateway) pushGet(ctx context.Context, t target, raw json.RawMessage) (a
 		return nil, &rpcError{codeInvalidParams, "task " + r.Task.ID + " has no push notification config"}
 	}
 	return TaskPushConfig{TaskID: r.Task.ID, PushConfig: *r.Push}, nil
+}
+
+// textOf joins the text parts of a caller's message.
+func textOf(parts []Part) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Kind == "text" {
+			if b.Len() > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
 }

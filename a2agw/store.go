@@ -26,6 +26,8 @@ type record struct {
 	Replier string      `json:"replier,omitempty"`
 	Push    *PushConfig `json:"push,omitempty"`
 	Updated int64       `json:"updated"` // epoch ms of the last change
+	// BoardTask is the id of the task board's mirror of a role task (board.go).
+	BoardTask string `json:"boardTask,omitempty"`
 }
 
 // maxHistory bounds the messages a task keeps (the oldest go first).

@@ -24,6 +24,7 @@ var untestedNext = map[string]string{
 	"up/addspace.go cotal down && cotal up --detach --external ":                               "--external on a running mesh: the restart needs a second, external nats-server",
 	"up/addspace.go cotal down && cotal up --server ":                                          "the restart runs up in the foreground, which a script cannot run as printed",
 	"web/detach.go cotal web  # in the foreground, or cd to the project first":                 "runs the dashboard in the foreground",
+	"a2a/detach.go cotal a2a --expose ":                                                        "runs the gateway in the foreground",
 	"supervise/supervise.go cotal spawn  # runs one agent in this terminal, no manager needed": "the manager is refused on Windows only, where the scripts do not run",
 	// Next lines of packages other slices change (mint, spawn, mcp): reported to the lead.
 	"spawn/run.go cotal spawn --agent command --name bot -- ./my-agent":   "internal/cli/spawn: another slice",

@@ -28,6 +28,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/taskboard"
 	"github.com/cotal-ai/cotal/trust"
 	"github.com/cotal-ai/cotal/workspace"
 )
@@ -48,6 +49,7 @@ type Options struct {
 	Getwd      func() (string, error)
 	Getenv     func(string) string
 	Logger     *slog.Logger
+	Executable func() (string, error) // finds this binary for --detach (launch.Command)
 
 	Mesh        cmdutil.MeshFlags
 	Listen      string
@@ -56,7 +58,8 @@ type Options struct {
 	AllowHosts  []string
 	TLSCert     string
 	TLSKey      string
-	PidFile     string
+	Detach      bool
+	PidFile     string // hidden: the pidfile a detached child writes once it serves
 	// Bridge presents the space's registered external A2A agents as peers until ctx ends
 	// (package peers); nil runs none.
 	Bridge func(ctx context.Context, t cmdutil.Target) error
@@ -64,9 +67,9 @@ type Options struct {
 
 // NewCmdA2A builds `cotal a2a` and its subcommands.
 func NewCmdA2A(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, AgentCreds: f.AgentCreds, Getwd: f.Getwd, Getenv: f.Getenv, Logger: f.Logger}
+	opts := &Options{IO: f.IO, Resolve: f.Resolve, Connect: f.Connect, AgentCreds: f.AgentCreds, Getwd: f.Getwd, Getenv: f.Getenv, Logger: f.Logger, Executable: f.Executable}
 	cmd := &cobra.Command{
-		Use:   "a2a [--listen 127.0.0.1:7800] --expose ROLE|NAME ... [--allow-remote --tls-cert F --tls-key F]",
+		Use:   "a2a [--listen 127.0.0.1:7800] --expose ROLE|NAME ... [--detach] [--allow-remote --tls-cert F --tls-key F]",
 		Short: "Serve a space's agents to A2A clients (Agent2Agent protocol, JSON-RPC)",
 		Long: `Make agents and roles of a space reachable by any A2A (Agent2Agent, v0.3) client:
 Google ADK, LangGraph, CrewAI or a custom service. Each exposed name gets an Agent Card at
@@ -90,8 +93,13 @@ It listens on loopback only and answers only requests naming a loopback host (or
 --allow-host name) with its port, and refuses a web page's cross-site request. Off
 loopback it needs --allow-remote, which then requires TLS (--tls-cert, --tls-key) and a
 bearer token on every call, on any address (mint one with ` + "`cotal a2a token`" + `); the
-cards then declare the bearer scheme.`,
+cards then declare the bearer scheme.
+
+--detach runs the gateway in the background (pidfile and log in .cotal/a2a/, its URL in
+.cotal/a2a/serve.url, shown by ` + "`cotal status`" + `); ` + "`cotal down a2a`" + ` stops it, and a bare
+` + "`cotal down`" + ` stops it with the mesh.`,
 		Example: `  cotal a2a --expose reviewer
+  cotal a2a --detach --expose reviewer   # stop it with: cotal down a2a
   cotal a2a --listen 127.0.0.1:7801 --expose agent:bob --expose role:triage
   cotal a2a token --name ci --ttl 720h
   cotal a2a --listen 0.0.0.0:7800 --allow-remote --tls-cert gw.pem --tls-key gw.key --allow-host a2a.example.com --expose reviewer`,
@@ -114,7 +122,8 @@ cards then declare the bearer scheme.`,
 	fl.StringArrayVar(&opts.AllowHosts, "allow-host", nil, "a DNS name callers may use in Host, beyond localhost (repeat for more)")
 	fl.StringVar(&opts.TLSCert, "tls-cert", "", "TLS certificate file (PEM) to serve with")
 	fl.StringVar(&opts.TLSKey, "tls-key", "", "TLS private key file (PEM) of --tls-cert")
-	fl.StringVar(&opts.PidFile, "pidfile", "", "pidfile to write once serving")
+	fl.BoolVar(&opts.Detach, "detach", false, "run in the background; cotal down a2a stops it")
+	fl.StringVar(&opts.PidFile, "pidfile", "", "pidfile to write once serving (used by --detach)")
 	_ = fl.MarkHidden("pidfile") // the flag exists; hiding it cannot fail
 
 	cmd.AddCommand(NewCmdToken(f, nil))
@@ -177,13 +186,13 @@ func loopback(host string) bool {
 // tokensPath is where a project keeps the gateway's bearer token hashes.
 func tokensPath(p *workspace.Project) string { return filepath.Join(p.Dir(), "a2a", "tokens.json") }
 
-// urlPath is where a serving gateway records its URL (removed when it stops).
-func urlPath(p *workspace.Project) string { return filepath.Join(p.Dir(), "a2a", "serve.url") }
-
 func runServe(ctx context.Context, opts *Options) error {
 	t, err := opts.Resolve(opts.Mesh)
 	if err != nil {
 		return err
+	}
+	if opts.Detach {
+		return detach(ctx, opts, t)
 	}
 	host, _, _ := net.SplitHostPort(opts.Listen)
 	var bearer func(string) bool
@@ -229,6 +238,12 @@ func runServe(ctx context.Context, opts *Options) error {
 		return fmt.Errorf("open bucket %s: %w", protocol.BucketA2A(t.Space), err)
 	}
 
+	board, err := taskboard.Connect(ctx, ep.Conn(), t.Space, ep.Principal(), taskboard.Options{})
+	if err != nil { // a space made before the board: role tasks are not mirrored
+		fmt.Fprintf(opts.IO.ErrOut, "! %v; tasks for roles are not shown on the task board\n", err)
+		board = nil
+	}
+
 	ln, err := net.Listen("tcp", opts.Listen)
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return cmdutil.Refuse("--listen "+opts.Listen, "another process already listens there", "cotal a2a --listen "+host+":0 --expose "+opts.Expose[0])
@@ -251,7 +266,7 @@ func runServe(ctx context.Context, opts *Options) error {
 	}
 	base := scheme + "://" + net.JoinHostPort(shown, strconv.Itoa(port))
 	g, err := a2agw.New(a2agw.Config{Endpoint: ep, Bucket: kv, Expose: opts.Expose, BaseURL: base, Port: port,
-		Hosts: opts.AllowHosts, Bearer: bearer, AllowRemotePush: opts.AllowRemote, Logger: opts.Logger})
+		Hosts: opts.AllowHosts, Bearer: bearer, AllowRemotePush: opts.AllowRemote, Logger: opts.Logger, Board: board})
 	if err != nil {
 		return err
 	}
@@ -276,9 +291,9 @@ func runServe(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(opts.IO.Out, "  %s: %s/agents/%s\n", e, base, n)
 	}
 	if t.Project != nil {
-		if err := os.MkdirAll(filepath.Dir(urlPath(t.Project)), 0o700); err == nil {
-			if err := atomicfile.WriteFile(urlPath(t.Project), []byte(base+"\n"), 0o600); err == nil {
-				defer os.Remove(urlPath(t.Project))
+		if err := os.MkdirAll(filepath.Dir(URLPath(t.Project)), 0o700); err == nil {
+			if err := atomicfile.WriteFile(URLPath(t.Project), []byte(base+"\n"), 0o600); err == nil {
+				defer os.Remove(URLPath(t.Project))
 			}
 		}
 	}

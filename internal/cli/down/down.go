@@ -26,7 +26,7 @@ type Options struct {
 	Getenv  func(string) string
 	Timeout time.Duration
 
-	Component  string // "" (everything), "delivery", "auth", "manager" or "web"
+	Component  string // "" (everything), "delivery", "auth", "manager", "web" or "a2a"
 	Space      string // with a component: only this space's daemon
 	WithAgents bool   // stop the manager even while its agents run (they end with it)
 	// PreserveState cuts a backup of every space into .cotal/backups/ after the daemons
@@ -39,7 +39,7 @@ type Options struct {
 func NewCmdDown(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Getwd: f.Getwd, Getenv: f.Getenv}
 	cmd := &cobra.Command{
-		Use:   "down [delivery | auth | manager [--space S] | web]",
+		Use:   "down [delivery | auth | manager [--space S] | web | a2a]",
 		Short: "Stop the mesh this project started",
 		Long: `Stop the broker that ` + "`cotal up`" + ` started for this project (found by walking up from the
 current folder to .cotal/). The pidfile is checked against the process start time, so a
@@ -51,7 +51,8 @@ a daemon stopped this way down until ` + "`cotal up`" + ` on the running mesh st
 Agents the manager runs (cotal spawn --detach) end with it, so while any runs, cotal down
 and cotal down manager refuse and name them: stop them with cotal stop, or pass
 --with-agents.
-` + "`cotal down web`" + ` stops only the dashboard ` + "`cotal web --detach`" + ` started; a bare ` + "`cotal down`" + ` stops it too.
+` + "`cotal down web`" + ` stops only the dashboard ` + "`cotal web --detach`" + ` started, and ` + "`cotal down a2a`" + `
+only the A2A gateway ` + "`cotal a2a --detach`" + ` started; a bare ` + "`cotal down`" + ` stops them too.
 --preserve-state backs up every space (as cotal backup create --all) once the daemons have
 stopped and before the broker does, into .cotal/backups/<UTC time>.cotal-backup (0600), and
 says where; if the cut fails, the broker keeps running. Restore it with cotal up --restore.`,
@@ -60,20 +61,21 @@ says where; if the cut fails, the broker keeps running. Restore it with cotal up
   cotal down --preserve-state  # first back up every space into .cotal/backups/
   cotal down delivery --space team
   cotal down auth --space team
-  cotal down web`,
+  cotal down web
+  cotal down a2a`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Timeout <= 0 {
 				return cmdutil.FlagErrorf("--timeout %s: want a positive duration, e.g. 30s", opts.Timeout)
 			}
-			if len(args) == 1 && args[0] == "web" {
+			if len(args) == 1 && (args[0] == "web" || args[0] == "a2a") {
 				if opts.Space != "" {
-					return cmdutil.FlagErrorf("--space goes with delivery or auth; cotal down web stops the project's one dashboard")
+					return cmdutil.FlagErrorf("--space goes with delivery or auth; cotal down %s stops the project's one %s", args[0], sideTitle(args[0]))
 				}
-				opts.Component = "web"
+				opts.Component = args[0]
 			} else if len(args) == 1 {
 				if _, ok := workspace.DaemonNamed(args[0]); !ok {
-					return cmdutil.FlagErrorf("unknown component %q: cotal down stops everything, or only delivery, auth, manager or web", args[0])
+					return cmdutil.FlagErrorf("unknown component %q: cotal down stops everything, or only delivery, auth, manager, web or a2a", args[0])
 				}
 				opts.Component = args[0]
 				if opts.Space != "" || cmd.Flags().Changed("space") {
@@ -110,16 +112,18 @@ func runDown(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(opts.IO.Out, "nothing to stop: no .cotal/ found from %s upward\n", wd)
 		return nil
 	}
-	if opts.Component == "web" {
-		stopped, err := stopWeb(ctx, opts, proj)
+	if title := sideTitle(opts.Component); title != "" {
+		stopped, err := stopSide(ctx, opts, proj, opts.Component)
 		if err == nil && !stopped {
-			fmt.Fprintf(opts.IO.Out, "nothing to stop: no dashboard runs for %s\n", proj.Root)
+			fmt.Fprintf(opts.IO.Out, "nothing to stop: no %s runs for %s\n", title, proj.Root)
 		}
 		return err
 	}
 	if opts.Component == "" {
-		if _, err := stopWeb(ctx, opts, proj); err != nil { // the dashboard first: it watches the mesh
-			return err
+		for _, c := range []string{"web", "a2a"} { // the dashboard and the gateway first: they use the mesh
+			if _, err := stopSide(ctx, opts, proj, c); err != nil {
+				return err
+			}
 		}
 	}
 	if (opts.Component == "" || opts.Component == "manager") && !opts.WithAgents {
@@ -284,27 +288,47 @@ func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project, c 
 	return n, nil
 }
 
-// webPidFile is the pidfile `cotal web --detach` writes (internal/cli/web.PidFileName).
-const webPidFile = "web.pid"
+// sideTitle names the processes beside the mesh that cotal down stops first: the
+// dashboard (cotal web --detach) and the A2A gateway (cotal a2a --detach).
+// "" for any other component.
+func sideTitle(component string) string {
+	switch component {
+	case "web":
+		return "dashboard"
+	case "a2a":
+		return "A2A gateway"
+	}
+	return ""
+}
 
-// stopWeb stops the project's detached dashboard, if one runs, and says whether it did.
-// A stale pidfile is removed.
-func stopWeb(ctx context.Context, opts *Options, proj *workspace.Project) (bool, error) {
-	path := filepath.Join(proj.Dir(), webPidFile)
+// sidePidFile is the pidfile of such a process (internal/cli/web.PidFileName,
+// internal/cli/a2a.PidPath), relative to the project's .cotal/.
+func sidePidFile(proj *workspace.Project, component string) string {
+	if component == "a2a" {
+		return filepath.Join(proj.Dir(), "a2a", "serve.pid")
+	}
+	return filepath.Join(proj.Dir(), "web.pid")
+}
+
+// stopSide stops the project's detached dashboard or gateway (component "web" or "a2a"),
+// if one runs, and says whether it did. A stale pidfile is removed.
+func stopSide(ctx context.Context, opts *Options, proj *workspace.Project, component string) (bool, error) {
+	title := sideTitle(component)
+	path := sidePidFile(proj, component)
 	rec, err := workspace.ReadPidfile(path)
 	if errors.Is(err, workspace.ErrNoPidfile) {
 		return false, nil
 	}
 	if err != nil {
-		return false, cmdutil.Refuse("a stop of the dashboard", err.Error()+"; it cannot be told apart from another process",
-			"rm "+cmdutil.ShellQuote(path)+"*  # after checking no cotal web runs for "+proj.Root)
+		return false, cmdutil.Refuse("a stop of the "+title, err.Error()+"; it cannot be told apart from another process",
+			"rm "+cmdutil.ShellQuote(path)+"*  # after checking no cotal "+component+" runs for "+proj.Root)
 	}
 	if alive, err := rec.Alive(); err != nil || !alive {
 		return false, workspace.RemovePidfile(path)
 	}
 	if err := stop(ctx, rec, opts.Timeout); err != nil {
-		return false, fmt.Errorf("the dashboard (pid %d): %w", rec.PID, err)
+		return false, fmt.Errorf("the %s (pid %d): %w", title, rec.PID, err)
 	}
-	fmt.Fprintf(opts.IO.Out, "✓ stopped the dashboard (pid %d)\n", rec.PID)
+	fmt.Fprintf(opts.IO.Out, "✓ stopped the %s (pid %d)\n", title, rec.PID)
 	return true, workspace.RemovePidfile(path)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,32 @@ type Report struct {
 	// A2APeers are the external A2A agents registered on the space (cotal a2a add), read
 	// with the project's own identity: absent where it cannot read the registry.
 	A2APeers []a2apeers.Entry `json:"a2aPeers,omitempty"`
+	A2A      string           `json:"a2a,omitempty"` // the project's A2A gateway (cotal a2a) while it serves: its base URL
+}
+
+// a2aURL is the base URL of the project's A2A gateway, read from .cotal/a2a/serve.url
+// (internal/cli/a2a.URLPath), which it writes while it serves; "" when none serves. A URL
+// left by a detached gateway that has since died (its pidfile names a dead process) is
+// not shown, nor a file that holds anything but one http(s) URL.
+func a2aURL(t cmdutil.Target) string {
+	if t.Project == nil {
+		return ""
+	}
+	dir := filepath.Join(t.Project.Dir(), "a2a")
+	b, err := os.ReadFile(filepath.Join(dir, "serve.url"))
+	if err != nil || len(b) > 2048 {
+		return ""
+	}
+	u := strings.TrimSpace(string(b))
+	if strings.ContainsAny(u, " \t\r\n") || !(strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://")) {
+		return ""
+	}
+	if rec, err := workspace.ReadPidfile(filepath.Join(dir, "serve.pid")); err == nil {
+		if alive, _ := rec.Alive(); !alive {
+			return ""
+		}
+	}
+	return u
 }
 
 // UserAuthReport is how people sign in to a user-auth space.
@@ -232,7 +259,8 @@ number of messages their history holds. On the project's own mesh it also shows 
 space's daemons: up, held down by cotal down (cotal up starts them again), or not
 running (with their log), and which daemon holds each lease: the delivery lease, and on
 a user-auth space the auth service's plane claim (on a cluster, one node's daemons serve
-and the others stand by). Read-only.`,
+and the others stand by), and the URL of the project's A2A gateway while cotal a2a
+serves. Read-only.`,
 		Example: `  cotal status
   cotal status --space review --json`,
 		Args: cobra.NoArgs,
@@ -268,6 +296,7 @@ func runStatus(ctx context.Context, opts *Options) error {
 	}
 	rep := Report{Server: target.Server, Space: target.Space, UserAuth: userAuthReport(target), Roster: []RosterEntry{}, Channels: channels}
 	rep.Daemons = daemonReports(target, rep.UserAuth != nil && !rep.UserAuth.Remote)
+	rep.A2A = a2aURL(target)
 	if len(rep.Daemons) > 0 {
 		rep.Leases = readLeases(ctx, opts, target, rep.Daemons, rep.UserAuth != nil)
 	}
@@ -346,6 +375,9 @@ func runStatus(ctx context.Context, opts *Options) error {
 		fmt.Fprintln(out)
 	}
 	printLeases(out, rep.Leases)
+	if rep.A2A != "" {
+		fmt.Fprintf(out, "a2a      %s/.well-known/agent-card.json (cotal a2a; cotal down a2a stops a detached one)\n", cmdutil.OneLine(rep.A2A))
+	}
 	if rep.Tasks != nil {
 		held := rep.Tasks[taskboard.Claimed] + rep.Tasks[taskboard.Working] + rep.Tasks[taskboard.Blocked]
 		fmt.Fprintf(out, "tasks    %d open, %d held, %d done (cotal tasks list)\n", rep.Tasks[taskboard.Open], held, rep.Tasks[taskboard.Done])
