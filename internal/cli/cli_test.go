@@ -98,6 +98,7 @@ func TestScripts(t *testing.T) {
 			"ttyanswer":   cmdTTYAnswer,
 			"refsession":  cmdRefSession,
 			"runproc":     cmdRunProc,
+			"waitout":     cmdWaitOut,
 		},
 	})
 }
