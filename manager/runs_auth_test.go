@@ -124,3 +124,16 @@ log("answered " + c.value);`, "")
 		t.Fatalf("a revocation marker was written: %v", err)
 	}
 }
+
+// TestManagerWithoutRunStoresRefusesRuns: a manager whose run store lacks the records
+// bucket (a space it may not reach, or one made before runs existed) hosts nothing: it
+// refuses a start at once rather than answer a run id it cannot drive.
+func TestManagerWithoutRunStoresRefusesRuns(t *testing.T) {
+	bare := brokertest.Start(t)
+	r := newRig(t, func(m *manager.Manager) {
+		m.RunStore = func(context.Context) (jetstream.JetStream, error) { return jetstream.New(dial(t, bare.ClientURL())) }
+	})
+	if run, err := r.m.StartRun(`await checkpoint("go", "Go?");`, ""); err == nil || !strings.Contains(err.Error(), "hosts no runs") {
+		t.Fatalf("start on a manager with no run store: %q, %v; want it refused", run, err)
+	}
+}
