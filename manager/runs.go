@@ -77,15 +77,16 @@ func (m *Manager) hostRuns(ctx context.Context) {
 			return
 		}
 	}
-	h := &runHost{m: m, js: js, drives: map[string]*hostedDrive{}, goals: map[string]*goal{}, spawned: map[string]string{}}
-	m.mu.Lock()
-	m.host = h
-	m.mu.Unlock()
+	// The records bucket answers first: a manager that cannot reach it accepts no run.
 	recs, err := runstore.OpenRecords(ctx, js, m.Space)
 	if err != nil {
 		m.log.Warn("workflow runs are not hosted: records bucket", "err", err)
 		return
 	}
+	h := &runHost{m: m, js: js, drives: map[string]*hostedDrive{}, goals: map[string]*goal{}, spawned: map[string]string{}}
+	m.mu.Lock()
+	m.host = h
+	m.mu.Unlock()
 	keys, err := recs.KV.ListKeysFiltered(ctx, "run."+runstore.DefaultEndpoint+".*.status")
 	if err != nil {
 		m.log.Warn("workflow runs: list the run records", "err", err)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/cotal-ai/cotal/claims"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/provision"
+	"github.com/cotal-ai/cotal/runstore"
 	"github.com/cotal-ai/cotal/taskboard"
 )
 
@@ -55,8 +57,10 @@ const (
 	// answers on ep.reply.manager, the NATS micro service's $SRV discovery, one answer per request,
 	// and the attach stream under an attach request's reply subjects) and keeps its lease
 	// bucket. It may list the names of the DM durables, to tell whether a name was ever
-	// held in the space before it gives it to a seat. It mints no credential: the process
-	// that runs it holds the project's keys.
+	// held in the space before it gives it to a seat. It drives the workflow runs of its
+	// endpoint ("manager"): the journal WFJ, its endpoint's records and admissions, the
+	// checkpoint settle facts on EPF; never another endpoint's record nor a revocation
+	// marker. It mints no credential: the process that runs it holds the project's keys.
 	ProfileManager Profile = "manager"
 )
 
@@ -323,7 +327,32 @@ func managerGrants(g *grants, space string, s UserSpec, inbox string) {
 	b := protocol.BucketManager(space)
 	readBucket(g, b)
 	g.pub(kvPrefix + b + ".>")
+	runHostGrants(g, space)
 	g.resp = true
+}
+
+// runHostGrants: what the manager needs to drive the workflow runs of its endpoint
+// ("manager"): append to the journal and replay it through its own consumers, read and
+// write its endpoint's records (runs, programs, answers its seats file, checkpoints,
+// notices) and admissions, and publish a checkpoint's settle fact. It writes no other
+// endpoint's record and no revocation marker: revoking a run is the operator's.
+func runHostGrants(g *grants, space string) {
+	const ep = runstore.DefaultEndpoint
+	wfj := provision.StreamWFJ(space)
+	g.pub(runstore.JournalSubject(space, "*"), api(verbStreamInfo, wfj))
+	g.pub(api(verbConsumerCreate, wfj, ">"), api(verbConsumerInfo, wfj, "*"), api(verbConsumerNext, wfj, "*"),
+		api(verbConsumerDelete, wfj, "*"), acks(wfj, "*"))
+	rec := provision.BucketRecords(space)
+	readBucket(g, rec)
+	for _, kind := range []string{"run", "program", "answer", "cp", "notice"} {
+		g.pub(kvKey(rec, kind+"."+ep+".>"))
+	}
+	adm := provision.BucketAdmission(space)
+	readBucket(g, adm)
+	g.pub(kvKey(adm, runstore.AdmissionKey(ep, "*")))
+	epf := provision.StreamEPF(space)
+	g.pub(api(verbStreamInfo, epf), api(verbStreamMsgGet, epf), api(verbDirectGet, epf), api(verbDirectGet, epf, ">"),
+		runstore.SettleSubject(space, ep, "*"))
 }
 
 // readerGrants is the observer, and with admin set the admin: read the messaging plane

@@ -99,6 +99,7 @@ func TestScripts(t *testing.T) {
 			"refsession":  cmdRefSession,
 			"runproc":     cmdRunProc,
 			"a2aagent":    cmdA2AAgent,
+			"waitout":     cmdWaitOut,
 		},
 	})
 }

@@ -1,7 +1,8 @@
 // Package run implements `cotal run`: workflow runs, Cotal Lang programs whose every
 // effect is journaled before it is performed, so a run survives the process driving it.
-// This release drives runs in the CLI process (--local); the verbs that read and answer
-// a run (ps, journal, answer) work on any run in the space's records, whoever drove it.
+// The space's manager drives a run (start and resume ask it), or the CLI process does
+// (--local); the verbs that read and answer a run (ps, journal, answer) work on any run
+// in the space's records, whoever drove it.
 package run
 
 import (
@@ -58,14 +59,15 @@ cotal_records_<space>), so a run survives the process that drives it: resume rep
 the journal, recorded effects answer their recorded results, and the first unrecorded
 effect is performed live.
 
-This release drives runs in the CLI process (--local): sleep, checkpoint, notify, log and
-the parallel, race and fanOut scopes. spawn, turn, ask, wait and conclave need the
-manager, which does not host runs yet: a local run reaching one is released, held (exit
-2). A checkpoint waiting for a person is answered with answer, or from cotal web (NEEDS
-YOU) and cotal console (r); amend files a later answer beside an accepted one, revoke
-stops a run from being resumed, and migrate checks whether an edited program could take a
-run over. docs/workflows.md says more.`,
-		Example: `  cotal run start --file resolve-issue.cotal.js --local
+The space's manager (cotal up starts one) drives the runs start and resume hand it, and
+takes back every running run when it restarts; it performs every effect, the seat ones
+(spawn, turn, ask, wait) included. --local drives a run in the CLI process instead:
+sleep, checkpoint, notify, log and the parallel, race and fanOut scopes; a local run
+reaching a seat effect is released, held (exit 2). A checkpoint waiting for a person is
+answered with answer, or from cotal web (NEEDS YOU) and cotal console (r); amend files a
+later answer beside an accepted one, revoke stops a run from being resumed, and migrate
+checks whether an edited program could take a run over. docs/workflows.md says more.`,
+		Example: `  cotal run start --file resolve-issue.cotal.js
   cotal run ps
   cotal run journal run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f
   cotal run answer run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f /checkpoint:issue#0 --value '{"issue":42}'
@@ -100,24 +102,29 @@ func (o *Options) connect(ctx context.Context) (jetstream.JetStream, string, fun
 func newCmdStart(f *cmdutil.Factory) *cobra.Command {
 	o := newOptions(f)
 	cmd := &cobra.Command{
-		Use:   "start --file PROGRAM --local",
-		Short: "Start a run of a program, driven in this process",
-		Long: `Validate the program, mint a run id (run-<32 hex>), print it, and drive the run here
-until it ends. Exit 0 when it completes, 1 when it fails, 2 when it is released (held at
-an effect this process cannot perform, or stopped): resume it later with cotal run resume.
+		Use:   "start --file PROGRAM [--local]",
+		Short: "Start a run of a program, driven by the space's manager or in this process",
+		Long: `Validate the program and hand it to the space's manager (cotal up starts one), which
+mints the run id (run-<32 hex>), drives the run and keeps driving it across its own
+restarts; start prints the id and returns (--json: {"runId", "space", "host"}). With no
+manager serving the space it is refused: start one with cotal up, or use --local.
 A refused program prints each problem with its code (L1xxx-L3xxx) and changes nothing.
 
-Before it is driven the run is admitted: an admission record (cotal_admission_<space>)
-names the channel ceiling it runs under, --admit-read and --admit-publish (comma-separated
-channels, or none, the default: a local run performs no channel effect).`,
-		Example: `  cotal run start --file resolve-issue.cotal.js --local
+--local drives the run in this process until it ends instead. Exit 0 when it completes,
+1 when it fails, 2 when it is released (held at an effect this process cannot perform,
+or stopped): resume it later with cotal run resume. Before it is driven the run is
+admitted: an admission record (cotal_admission_<space>) names the channel ceiling it
+runs under, --admit-read and --admit-publish (comma-separated channels, or none, the
+default: a local run performs no channel effect; a hosted run is admitted none).`,
+		Example: `  cotal run start --file resolve-issue.cotal.js
+  cotal run start --file resolve-issue.cotal.js --local
   cotal run start --file triage.cotal.js --local --admit-read general,issues --admit-publish none`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.File == "" {
 				return cmdutil.FlagErrorf("give the program with --file")
 			}
-			if err := needLocal(o); err != nil {
+			if err := o.hostedFlags(); err != nil {
 				return err
 			}
 			for flag, v := range map[string]string{"--admit-read": o.AdmitRead, "--admit-publish": o.AdmitPublish} {
@@ -130,7 +137,8 @@ channels, or none, the default: a local run performs no channel effect).`,
 	}
 	o.Mesh.Register(cmd.Flags())
 	cmd.Flags().StringVar(&o.File, "file", "", "the program, a *.cotal.js file")
-	cmd.Flags().BoolVar(&o.Local, "local", false, "drive the run in this process (required: the manager does not host runs yet)")
+	cmd.Flags().BoolVar(&o.Local, "local", false, "drive the run in this process, not on the space's manager")
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the hosted run's id as a JSON object (not with --local)")
 	cmd.Flags().StringVar(&o.AdmitRead, "admit-read", runstore.AllowNone, "channels the run may read, comma-separated, or none")
 	cmd.Flags().StringVar(&o.AdmitPublish, "admit-publish", runstore.AllowNone, "channels the run may post to, comma-separated, or none")
 	return cmd
@@ -139,14 +147,18 @@ channels, or none, the default: a local run performs no channel effect).`,
 func newCmdResume(f *cmdutil.Factory) *cobra.Command {
 	o := newOptions(f)
 	cmd := &cobra.Command{
-		Use:   "resume RUN --local",
-		Short: "Take a run over and drive it on from its journal, in this process",
+		Use:   "resume RUN [--local]",
+		Short: "Take a run over and drive it on from its journal, on the manager or in this process",
 		Long: `Resume a run that was released or whose driver died: read its recorded program,
 activate its journal under the next fencing token and epoch (a driver still holding it
 is superseded and stops at its next append), replay the journal and drive on. Effects
-already settled are not performed again. Exit codes as for start.`,
-		Example: `  cotal run resume run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f --local`,
-		Args:    cobra.ExactArgs(1),
+already settled are not performed again. The space's manager resumes it (it answers
+at once; --json as for start; a run it already drives is refused); --local drives it
+in this process, with the exit codes of start --local. A manager takes back every
+run recorded running when it starts, so a run it drove needs no resume.`,
+		Example: `  cotal run resume run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f
+  cotal run resume run-3f2a9c1e5b7d40a68e2f1c3b5a7d9e0f --local`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := runstore.CheckID("run id", args[0]); err != nil {
 				return cmdutil.FlagErrorf("%v; cotal run ps lists the runs", err)
@@ -154,22 +166,31 @@ already settled are not performed again. Exit codes as for start.`,
 			if o.File != "" {
 				return cmdutil.FlagErrorf("--file: resume uses the recorded program; an edited program is a migration, which is not supported yet")
 			}
-			if err := needLocal(o); err != nil {
+			if err := o.hostedFlags(); err != nil {
 				return err
+			}
+			if !o.Local {
+				return o.askManager(cmd.Context(), "run-resume", map[string]any{"runId": args[0]}, func(ctx context.Context, js jetstream.JetStream, space string) error {
+					return refuseRevoked(ctx, js, space, args[0])
+				})
 			}
 			return runResume(cmd.Context(), o, args[0])
 		},
 	}
 	o.Mesh.Register(cmd.Flags())
-	cmd.Flags().BoolVar(&o.Local, "local", false, "drive the run in this process (required: the manager does not host runs yet)")
+	cmd.Flags().BoolVar(&o.Local, "local", false, "drive the run in this process, not on the space's manager")
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the hosted run's id as a JSON object (not with --local)")
 	cmd.Flags().StringVar(&o.File, "file", "", "refused: a run resumes its recorded program")
 	return cmd
 }
 
-func needLocal(o *Options) error {
-	if !o.Local {
-		return cmdutil.RefuseUsage("the manager does not host workflow runs yet",
-			"this release drives a run only in the CLI process: add --local", "")
+// hostedFlags refuses the flags that belong to one way of driving a run only.
+func (o *Options) hostedFlags() error {
+	if o.Local && o.JSON {
+		return cmdutil.FlagErrorf("--json prints a hosted run's id; a --local drive prints its progress instead")
+	}
+	if admits := func(v string) bool { return v != "" && v != runstore.AllowNone }; !o.Local && (admits(o.AdmitRead) || admits(o.AdmitPublish)) {
+		return cmdutil.FlagErrorf("--admit-read and --admit-publish admit a --local run; the manager admits a run it hosts with no channel (add --local to drive it here with a ceiling)")
 	}
 	return nil
 }
@@ -204,6 +225,9 @@ func runStart(ctx context.Context, o *Options) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !o.Local {
+		return o.askManager(ctx, "run-start", map[string]any{"source": string(src), "file": o.File}, nil)
 	}
 	js, space, closeFn, err := o.connect(ctx)
 	if err != nil {
