@@ -47,6 +47,9 @@ type Bridge struct {
 	// MaxTasks bounds the tasks one agent is followed on at once; a message past it waits
 	// in the agent's durable. 0 means 8.
 	MaxTasks int
+	// Now is the clock that dates accepted tasks and bounds following them; nil means
+	// time.Now.
+	Now func() time.Time
 	// Ready, when set, is called once: when the registry was read and every agent in it
 	// is being served.
 	Ready func()
@@ -94,7 +97,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("a2a bridge: %w", err)
 	}
-	w, err := kv.WatchAll(ctx)
+	w, err := kv.Watch(ctx, "*") // the registrations: a name has no dot, a task record's key has
+
 	if err != nil {
 		return fmt.Errorf("a2a bridge %s: watch the registry: %w", b.Space, err)
 	}
@@ -228,13 +232,26 @@ func (p *peer) serve(ctx context.Context) error {
 	}
 	p.log.Info("a2a peer joined", "endpoint", p.reg.Endpoint)
 	caller := &Caller{Endpoint: p.reg.Endpoint, Token: token, HTTP: p.b.HTTP}
+	recs, err := p.recorded(ctx)
+	if err != nil {
+		return err
+	}
 	max := p.b.MaxTasks
 	if max <= 0 {
 		max = 8
 	}
 	slots := make(chan struct{}, max)
 	var wg sync.WaitGroup
-	defer wg.Wait() // before ep.Close: the tasks answer through it
+	defer wg.Wait()          // before ep.Close: the tasks answer through it
+	for _, r := range recs { // tasks an earlier bridge accepted and never answered
+		wg.Add(1)
+		p.working(ctx, ep, +1)
+		go func() {
+			defer wg.Done()
+			defer p.working(ctx, ep, -1)
+			p.resume(ctx, ep, caller, r)
+		}()
+	}
 	for {
 		select {
 		case <-ctx.Done():

@@ -38,6 +38,21 @@ func (p *peer) handle(ctx context.Context, ep *client.Endpoint, c *Caller, in *c
 		p.answer(ctx, ep, asker, in, "", fmt.Sprintf("[a2a] %s did not take the message: %v", p.reg.Name, err))
 		return
 	}
+	t := res.Task
+	var rec *TaskRecord
+	if res.Message == nil && !Settled(t.Status.State) {
+		// Recorded before the ack: a bridge that stops while following it leaves the
+		// record, and the next one follows the task again.
+		r := TaskRecord{Peer: p.reg.Name, Task: t.ID, TaskContext: t.ContextID, From: in.From.ID, Message: in.ID,
+			Context: in.ContextID, Accepted: p.b.now().UnixMilli()}
+		if err := r.Check(); err != nil {
+			p.log.Warn("a2a task not recorded", "task", t.ID, "err", err)
+		} else if err := p.record(ctx, r); err != nil {
+			p.log.Warn("a2a task not recorded", "err", err)
+		} else {
+			rec = &r
+		}
+	}
 	// Accepted: the agent has it now, so the cotal copy is done.
 	if err := in.Ack(); err != nil {
 		p.log.Warn("ack", "err", err)
@@ -47,14 +62,17 @@ func (p *peer) handle(ctx context.Context, ep *client.Endpoint, c *Caller, in *c
 		p.answer(ctx, ep, asker, in, res.Message.ContextID, text(res.Message.Parts))
 		return
 	}
-	t := res.Task
 	if !Settled(t.Status.State) {
-		t = p.follow(ctx, c, t)
+		t = p.follow(ctx, c, t, p.b.now().Add(orDefault(p.b.TaskTimeout, 30*time.Minute)))
 		if ctx.Err() != nil {
-			return // the task goes on at the agent; nobody is left here to relay it
+			return // the task goes on at the agent; its record lets the next bridge relay it
 		}
 	}
 	p.remember(in.From.ID, t.ContextID, t)
+	if rec != nil {
+		p.settle(ctx, ep, asker, *rec, t)
+		return
+	}
 	p.answer(ctx, ep, asker, in, t.ContextID, taskText(p.reg.Name, t))
 }
 
@@ -119,14 +137,13 @@ func (p *peer) send(ctx context.Context, c *Caller, m Message) (Result, error) {
 	}
 }
 
-// follow asks for task t until it settles (Settled) or TaskTimeout passes; then it
-// cancels the task and returns it failed, saying why.
-func (p *peer) follow(ctx context.Context, c *Caller, t *Task) *Task {
+// follow asks for task t until it settles (Settled) or end passes, at least once; then
+// it cancels the task and returns it failed, saying why.
+func (p *peer) follow(ctx context.Context, c *Caller, t *Task, end time.Time) *Task {
 	every := orDefault(p.b.PollEvery, time.Second)
-	end := time.Now().Add(orDefault(p.b.TaskTimeout, 30*time.Minute))
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	for time.Now().Before(end) {
+	for first := true; first || p.b.now().Before(end); first = false {
 		select {
 		case <-ctx.Done():
 			return t

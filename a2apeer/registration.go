@@ -187,6 +187,9 @@ func (s *Store) List(ctx context.Context) ([]Registration, error) {
 	}
 	var out []Registration
 	for k := range keys.Keys() {
+		if isTaskKey(k) {
+			continue
+		}
 		e, err := kv.Get(ctx, k)
 		if err != nil {
 			continue // removed since it was listed
