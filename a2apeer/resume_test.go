@@ -1,7 +1,10 @@
 package a2apeer_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -129,7 +132,7 @@ func TestBridgeRestartDropsOldTask(t *testing.T) {
 	}
 }
 
-// A task record is the shape docs/interop.md documents, under its key; a row under
+// A task record is the shape docs/interop.md documents (testdata/task-record.json), under its key; a row under
 // another key, or naming a bad asker, is refused.
 func TestTaskRecordShape(t *testing.T) {
 	r := a2apeer.TaskRecord{Peer: "support", Task: "task/7 ü", TaskContext: "ctx-1", From: "local.alice",
@@ -138,7 +141,14 @@ func TestTaskRecordShape(t *testing.T) {
 	if !strings.HasPrefix(key, "task.support.") || len(key) != len("task.support.")+32 {
 		t.Fatalf("key %q", key)
 	}
-	b := []byte(`{"peer":"support","task":"task/7 ü","taskContextId":"ctx-1","from":"local.alice","messageId":"0f8c7e1a-5d0b-4c62-9d55-3a3f1c0e2b9d","accepted":1764504000000}`)
+	b, err := os.ReadFile("testdata/task-record.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.TrimSpace(b)
+	if enc, err := json.Marshal(r); err != nil || !bytes.Equal(enc, b) {
+		t.Fatalf("record encodes as\n%s\nwant\n%s (%v)", enc, b, err)
+	}
 	got, err := a2apeer.DecodeTask(key, b)
 	if err != nil || got != r {
 		t.Fatalf("decode %+v, %v", got, err)
