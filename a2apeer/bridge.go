@@ -245,10 +245,15 @@ func (p *peer) serve(ctx context.Context) error {
 	defer wg.Wait()          // before ep.Close: the tasks answer through it
 	for _, r := range recs { // tasks an earlier bridge accepted and never answered
 		wg.Add(1)
-		p.working(ctx, ep, +1)
 		go func() {
 			defer wg.Done()
-			defer p.working(ctx, ep, -1)
+			select { // a followed task holds a slot, as a new one does
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			p.working(ctx, ep, +1)
+			defer func() { <-slots; p.working(ctx, ep, -1) }()
 			p.resume(ctx, ep, caller, r)
 		}()
 	}
