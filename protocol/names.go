@@ -49,3 +49,20 @@ const ChannelDefaultsKey = "=defaults"
 // bytes ("prod" -> "70726f64"). Per-space files (creds, accounts, pidfiles, logs) are named
 // with it, as in the reference, so two spaces that differ only in case never share a file.
 func SpaceKey(space string) string { return hex.EncodeToString([]byte(space)) }
+
+// RunHostEndpoint is the endpoint under which a space's manager hosts workflow runs (the
+// reference's default endpoint id).
+const RunHostEndpoint = "manager"
+
+// RunJournalSubject is the subject of a workflow run's journal in WFJ_<space>.
+func RunJournalSubject(space, run string) string { return Root + "." + space + ".wfj." + run }
+
+// RunAdmissionKey is the key of a run's admission record in cotal_admission_<space>.
+func RunAdmissionKey(endpoint, run string) string {
+	return "admission.v1." + endpoint + "." + run
+}
+
+// RunSettleSubject is the subject of a checkpoint's one-use settle fact in EPF_<space>.
+func RunSettleSubject(space, endpoint, token string) string {
+	return Root + "." + space + ".epf." + endpoint + ".cp." + token
+}

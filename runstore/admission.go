@@ -10,6 +10,7 @@ import (
 
 	"github.com/cotal-ai/cotal/internal/jcs"
 	"github.com/cotal-ai/cotal/internal/strictjson"
+	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 )
 
@@ -90,7 +91,7 @@ type Revocation struct {
 }
 
 // AdmissionKey is the key of a run's admission in the admissions bucket.
-func AdmissionKey(endpoint, run string) string { return "admission.v1." + endpoint + "." + run }
+func AdmissionKey(endpoint, run string) string { return protocol.RunAdmissionKey(endpoint, run) }
 
 // RevocationKey is the key of a run's revocation marker in the admissions bucket.
 func RevocationKey(endpoint, run string) string { return "revoked.v1." + endpoint + "." + run }

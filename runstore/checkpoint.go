@@ -74,7 +74,7 @@ func CheckpointStatusKey(endpoint, token string) string {
 
 // SettleSubject is the subject of a checkpoint's one-use settle fact.
 func SettleSubject(space, endpoint, token string) string {
-	return protocol.Root + "." + space + ".epf." + endpoint + ".cp." + token
+	return protocol.RunSettleSubject(space, endpoint, token)
 }
 
 // planeCheckpoint is a checkpoint minted on the checkpoint plane (by a driver that mints

@@ -13,7 +13,7 @@ import (
 )
 
 // DefaultEndpoint is the endpoint a run's records are filed under when none is named.
-const DefaultEndpoint = "manager"
+const DefaultEndpoint = protocol.RunHostEndpoint
 
 var idToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -38,7 +38,7 @@ func NewRunID() string {
 func JournalStream(space string) string { return provision.StreamWFJ(space) }
 
 // JournalSubject is the one subject a run's journal appends to.
-func JournalSubject(space, run string) string { return protocol.Root + "." + space + ".wfj." + run }
+func JournalSubject(space, run string) string { return protocol.RunJournalSubject(space, run) }
 
 // ReplayDurable names the consumer one replay creates, reads and deletes.
 func ReplayDurable(run, takeover string) string { return "wfj_" + run + "_" + takeover }

@@ -12,7 +12,6 @@ import (
 	"github.com/cotal-ai/cotal/claims"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
-	"github.com/cotal-ai/cotal/runstore"
 	"github.com/cotal-ai/cotal/taskboard"
 )
 
@@ -337,9 +336,9 @@ func managerGrants(g *grants, space string, s UserSpec, inbox string) {
 // notices) and admissions, and publish a checkpoint's settle fact. It writes no other
 // endpoint's record and no revocation marker: revoking a run is the operator's.
 func runHostGrants(g *grants, space string) {
-	const ep = runstore.DefaultEndpoint
+	const ep = protocol.RunHostEndpoint
 	wfj := provision.StreamWFJ(space)
-	g.pub(runstore.JournalSubject(space, "*"), api(verbStreamInfo, wfj))
+	g.pub(protocol.RunJournalSubject(space, "*"), api(verbStreamInfo, wfj))
 	g.pub(api(verbConsumerCreate, wfj, ">"), api(verbConsumerInfo, wfj, "*"), api(verbConsumerNext, wfj, "*"),
 		api(verbConsumerDelete, wfj, "*"), acks(wfj, "*"))
 	rec := provision.BucketRecords(space)
@@ -349,10 +348,10 @@ func runHostGrants(g *grants, space string) {
 	}
 	adm := provision.BucketAdmission(space)
 	readBucket(g, adm)
-	g.pub(kvKey(adm, runstore.AdmissionKey(ep, "*")))
+	g.pub(kvKey(adm, protocol.RunAdmissionKey(ep, "*")))
 	epf := provision.StreamEPF(space)
 	g.pub(api(verbStreamInfo, epf), api(verbStreamMsgGet, epf), api(verbDirectGet, epf), api(verbDirectGet, epf, ">"),
-		runstore.SettleSubject(space, ep, "*"))
+		protocol.RunSettleSubject(space, ep, "*"))
 }
 
 // readerGrants is the observer, and with admin set the admin: read the messaging plane

@@ -66,8 +66,8 @@ own identity may read or write. Run it again with --replace to read a changed ca
 				return cmdutil.FlagErrorf("%v", err)
 			}
 			if _, err := a2apeer.CheckURL(opts.URL); err != nil {
-				return cmdutil.RefuseUsage("URL "+opts.URL, strings.TrimPrefix(err.Error(), a2apeer.ErrURL.Error()+": "),
-					"cotal a2a add "+opts.Name+" https://<the agent's host>")
+				return cmdutil.RefuseUsage("URL "+opts.URL, strings.TrimPrefix(err.Error(), a2apeer.ErrURL.Error()+": ")+
+					"; give the agent's https URL (http only on loopback)", "")
 			}
 			if opts.Role != "" {
 				if err := protocol.CheckRole(opts.Role); err != nil {
@@ -104,7 +104,7 @@ func runAdd(ctx context.Context, opts *AddOptions) error {
 		return err
 	}
 	if token != "" && target.Project == nil {
-		return cmdutil.Refuse("--token-file outside a project", "the token is kept in the project's .cotal/ folder, beside the bridge that sends it", "cd <the project> && cotal a2a add ...")
+		return cmdutil.Refuse("--token-file outside a project", "the token is kept in the project's .cotal/ folder, beside the bridge that sends it: run cotal a2a add in the project's folder", "")
 	}
 	card, cardURL, err := opts.HTTP.FetchCard(ctx, opts.URL, token)
 	if err != nil {
@@ -167,8 +167,7 @@ func nameFree(ctx context.Context, ep *client.Endpoint, name string) error {
 	}
 	for _, p := range peers {
 		if p.Online && p.Card.ID == protocol.OwnerLocal+"."+name && p.Harness() != a2apeer.Harness {
-			return cmdutil.Refuse("a2a peer "+name, fmt.Sprintf("%s (%s) is online in the space under that name", cmdutil.OneLine(p.Card.Name), p.Card.ID),
-				"cotal a2a add <another name> ...")
+			return cmdutil.Refuse("a2a peer "+name, fmt.Sprintf("%s (%s) is online in the space under that name: register the agent under another name", cmdutil.OneLine(p.Card.Name), p.Card.ID), "")
 		}
 	}
 	return nil
