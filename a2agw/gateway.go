@@ -250,7 +250,7 @@ func (g *Gateway) onReply(ctx context.Context, in *client.Incoming) error {
 	var events []any
 	r, changed, err := g.st.update(ctx, id, func(r *record) (bool, error) {
 		events = nil
-		if terminal(r.Task.Status.State) || slices.Contains(r.Task.historyIDs(), msg.ID) {
+		if terminal(r.Task.Status.State) || slices.Contains(historyIDs(r.Task), msg.ID) {
 			return false, nil
 		}
 		if r.Peer != "" && sender != r.Peer {
@@ -277,7 +277,8 @@ func (g *Gateway) onReply(ctx context.Context, in *client.Incoming) error {
 	return nil
 }
 
-func (t Task) historyIDs() []string {
+// historyIDs lists the message ids of t's history.
+func historyIDs(t Task) []string {
 	ids := make([]string, len(t.History))
 	for i, m := range t.History {
 		ids[i] = m.MessageID

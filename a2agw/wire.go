@@ -1,28 +1,30 @@
 package a2agw
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/cotal-ai/cotal/a2awire"
+)
 
 // The A2A v0.3 wire shapes the gateway speaks (JSON-RPC 2.0 binding). Only the fields
 // the gateway reads or writes are declared; a request's unknown fields are ignored, as
 // the protocol asks.
 
 // ProtocolVersion is the A2A protocol version the gateway's cards declare.
-const ProtocolVersion = "0.3.0"
+const ProtocolVersion = a2awire.ProtocolVersion
 
-// Task states (A2A TaskState).
+// Task states the gateway sets (a2awire's).
 const (
-	StateSubmitted     = "submitted"
-	StateWorking       = "working"
-	StateInputRequired = "input-required"
-	StateCompleted     = "completed"
-	StateCanceled      = "canceled"
-	StateFailed        = "failed"
+	StateSubmitted     = a2awire.StateSubmitted
+	StateWorking       = a2awire.StateWorking
+	StateInputRequired = a2awire.StateInputRequired
+	StateCompleted     = a2awire.StateCompleted
+	StateCanceled      = a2awire.StateCanceled
+	StateFailed        = a2awire.StateFailed
 )
 
 // terminal reports whether a task in state s can change no more.
-func terminal(s string) bool {
-	return s == StateCompleted || s == StateCanceled || s == StateFailed
-}
+func terminal(s string) bool { return a2awire.Terminal(s) }
 
 // JSON-RPC and A2A error codes.
 const (
@@ -75,56 +77,21 @@ type SecurityScheme struct {
 	Description string `json:"description,omitempty"`
 }
 
-// Message is one turn of a conversation.
-type Message struct {
-	Kind      string         `json:"kind"` // "message"
-	MessageID string         `json:"messageId"`
-	Role      string         `json:"role"` // "user" or "agent"
-	Parts     []Part         `json:"parts"`
-	TaskID    string         `json:"taskId,omitempty"`
-	ContextID string         `json:"contextId,omitempty"`
-	Metadata  map[string]any `json:"metadata,omitempty"`
-}
-
-// Part is one piece of a message or artifact: text, data or file.
-type Part struct {
-	Kind string          `json:"kind"`
-	Text string          `json:"text,omitempty"`
-	Data json.RawMessage `json:"data,omitempty"`
-	File *FilePart       `json:"file,omitempty"`
-}
-
-// FilePart is a file by URI or inline bytes (base64).
-type FilePart struct {
-	Name     string `json:"name,omitempty"`
-	MimeType string `json:"mimeType,omitempty"`
-	URI      string `json:"uri,omitempty"`
-	Bytes    string `json:"bytes,omitempty"`
-}
-
-// Task is the unit of work the gateway tracks for one conversation with an agent.
-type Task struct {
-	Kind      string     `json:"kind"` // "task"
-	ID        string     `json:"id"`
-	ContextID string     `json:"contextId"`
-	Status    TaskStatus `json:"status"`
-	Artifacts []Artifact `json:"artifacts,omitempty"`
-	History   []Message  `json:"history,omitempty"`
-}
-
-// TaskStatus is a task's state, with the agent message that set it.
-type TaskStatus struct {
-	State     string   `json:"state"`
-	Message   *Message `json:"message,omitempty"`
-	Timestamp string   `json:"timestamp,omitempty"`
-}
-
-// Artifact is an output of a task.
-type Artifact struct {
-	ArtifactID string `json:"artifactId"`
-	Name       string `json:"name,omitempty"`
-	Parts      []Part `json:"parts"`
-}
+// The message and task shapes are a2awire's, shared with the outbound bridge (a2apeer).
+type (
+	// Message is one turn of a conversation.
+	Message = a2awire.Message
+	// Part is one piece of a message or artifact.
+	Part = a2awire.Part
+	// FilePart is a file by URI or inline bytes.
+	FilePart = a2awire.FilePart
+	// Task is the unit of work the gateway tracks for one conversation with an agent.
+	Task = a2awire.Task
+	// TaskStatus is a task's state, with the agent message that set it.
+	TaskStatus = a2awire.TaskStatus
+	// Artifact is an output of a task.
+	Artifact = a2awire.Artifact
+)
 
 // StatusUpdate is the status-update event of a stream.
 type StatusUpdate struct {

@@ -11,68 +11,37 @@ import (
 	"net/url"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/cotal-ai/cotal/a2awire"
 )
 
-// Message is an A2A message (v0.3).
-type Message struct {
-	Kind      string         `json:"kind"` // "message"
-	MessageID string         `json:"messageId"`
-	Role      string         `json:"role"` // "user" or "agent"
-	Parts     []Part         `json:"parts"`
-	ContextID string         `json:"contextId,omitempty"`
-	TaskID    string         `json:"taskId,omitempty"`
-	Metadata  map[string]any `json:"metadata,omitempty"`
-}
+// The message and task shapes are a2awire's, shared with the inbound gateway (a2agw).
+type (
+	// Message is an A2A message.
+	Message = a2awire.Message
+	// Part is one part of an A2A message or artifact.
+	Part = a2awire.Part
+	// FilePart is the file of a file part.
+	FilePart = a2awire.FilePart
+	// Task is an A2A task.
+	Task = a2awire.Task
+	// TaskStatus is a task's state and the agent's message about it.
+	TaskStatus = a2awire.TaskStatus
+	// Artifact is an output of a task.
+	Artifact = a2awire.Artifact
+)
 
-// Part is one part of an A2A message or artifact: text, data or file.
-type Part struct {
-	Kind string          `json:"kind"` // "text", "data" or "file"
-	Text string          `json:"text,omitempty"`
-	Data json.RawMessage `json:"data,omitempty"`
-	File *FilePart       `json:"file,omitempty"`
-}
-
-// FilePart is the file of a file part: its bytes (base64) or a URI.
-type FilePart struct {
-	Name     string `json:"name,omitempty"`
-	MimeType string `json:"mimeType,omitempty"`
-	URI      string `json:"uri,omitempty"`
-	Bytes    string `json:"bytes,omitempty"`
-}
-
-// Task is an A2A task.
-type Task struct {
-	Kind      string     `json:"kind"` // "task"
-	ID        string     `json:"id"`
-	ContextID string     `json:"contextId"`
-	Status    TaskStatus `json:"status"`
-	Artifacts []Artifact `json:"artifacts,omitempty"`
-}
-
-// TaskStatus is a task's state and the agent's message about it.
-type TaskStatus struct {
-	State   string   `json:"state"`
-	Message *Message `json:"message,omitempty"`
-}
-
-// Artifact is an output of a task.
-type Artifact struct {
-	ArtifactID string `json:"artifactId"`
-	Name       string `json:"name,omitempty"`
-	Parts      []Part `json:"parts"`
-}
-
-// Task states (A2A v0.3).
+// Task states (a2awire's).
 const (
-	StateSubmitted     = "submitted"
-	StateWorking       = "working"
-	StateInputRequired = "input-required"
-	StateAuthRequired  = "auth-required"
-	StateCompleted     = "completed"
-	StateCanceled      = "canceled"
-	StateFailed        = "failed"
-	StateRejected      = "rejected"
-	StateUnknown       = "unknown"
+	StateSubmitted     = a2awire.StateSubmitted
+	StateWorking       = a2awire.StateWorking
+	StateInputRequired = a2awire.StateInputRequired
+	StateAuthRequired  = a2awire.StateAuthRequired
+	StateCompleted     = a2awire.StateCompleted
+	StateCanceled      = a2awire.StateCanceled
+	StateFailed        = a2awire.StateFailed
+	StateRejected      = a2awire.StateRejected
+	StateUnknown       = a2awire.StateUnknown
 )
 
 // Settled reports whether a task in state waits on nobody but the asker: it ended, or
