@@ -307,33 +307,46 @@ func (e *Endpoint) Shown() Shown {
 }
 
 // noteLeaving advances the cursor of every channel joined and replayed this session to
-// the stream's last sequence: its later posts were seen live. A lost connection may have
-// missed some, so then nothing advances.
-func (e *Endpoint) noteLeaving() {
-	e.mu.Lock()
-	n := len(e.joinedAt)
-	e.mu.Unlock()
-	if n == 0 || e.lostWhy.wasLost() || !e.nc.IsConnected() {
+// the stream's last sequence in chat, CHAT's info read at Close (nil when it was not
+// read): its later posts were seen live. A lost connection may have missed some, so then
+// nothing advances.
+func (e *Endpoint) noteLeaving(chat *jetstream.StreamInfo) {
+	if chat == nil || e.lostWhy.wasLost() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	s, err := e.js.Stream(ctx, protocol.StreamChat(e.cfg.Space))
-	if err != nil {
-		e.log.Debug("history cursor not advanced", "err", err)
-		return
-	}
-	info := s.CachedInfo()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.shown.Stream.Equal(info.Created) {
+	if !e.shown.Stream.Equal(chat.Created) {
 		return
 	}
 	for ch := range e.joinedAt {
-		if e.channels[ch] != nil && info.State.LastSeq > e.shown.Channels[ch] {
-			e.shown.Channels[ch] = info.State.LastSeq
+		if e.channels[ch] != nil && chat.State.LastSeq > e.shown.Channels[ch] {
+			e.shown.Channels[ch] = chat.State.LastSeq
 		}
 	}
+}
+
+// leavingInfo reads CHAT's info once at Close, for noteLeaving and the last confirmation
+// of the live positions, when either needs it: nil when neither does, the connection is
+// down or the read fails.
+func (e *Endpoint) leavingInfo() *jetstream.StreamInfo {
+	e.mu.Lock()
+	replayed := len(e.joinedAt) > 0
+	e.mu.Unlock()
+	e.pos.mu.Lock()
+	tracked := len(e.pos.tracks) > 0
+	e.pos.mu.Unlock()
+	if (!replayed && !tracked) || !e.nc.IsConnected() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DeliveryTimeout)
+	defer cancel()
+	s, err := e.js.Stream(ctx, protocol.StreamChat(e.cfg.Space))
+	if err != nil {
+		e.log.Debug("history cursor and live position not advanced at close", "err", err)
+		return nil
+	}
+	return s.CachedInfo()
 }
 
 // LeaveChannel unsubscribes from channel and, when its durable backstop was established,

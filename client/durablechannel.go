@@ -195,31 +195,62 @@ func (e *Endpoint) ReadHistory(ctx context.Context, channel string, limit int) (
 // its key's signature (or a callout member's uid) when it has one, a Go extension that
 // lets a Go daemon record the read ACL of a credential minted before it wrote ACL rows.
 func (e *Endpoint) deliveryRequest(ctx context.Context, op string, args any) (protocol.ControlReply, error) {
+	p, err := e.deliveryAsk(op, args)
+	if err != nil {
+		return protocol.ControlReply{}, err
+	}
+	return p.answer(ctx)
+}
+
+// deliveryAsk sends op as deliveryRequest does and returns at once: the answer is read
+// from the pending request, so Close sends its requests before it stops its consumers and
+// reads the answers after.
+func (e *Endpoint) deliveryAsk(op string, args any) (*pendingAsk, error) {
 	subject := protocol.CtlSubject(e.cfg.Space, protocol.ServiceDelivery, e.me)
 	a, err := json.Marshal(args)
 	if err != nil {
-		return protocol.ControlReply{}, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	body, err := json.Marshal(protocol.ControlRequest{Op: op, Args: a,
 		From: protocol.EndpointRef{ID: e.me.String(), Name: e.cfg.Name, Role: e.cfg.Role}})
 	if err != nil {
-		return protocol.ControlReply{}, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	msg := nats.NewMsg(subject)
 	msg.Data = body
 	if err := e.sign(msg); err != nil {
-		return protocol.ControlReply{}, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	m, err := e.request(ctx, msg)
+	sub, err := e.send(msg)
 	if err != nil {
-		return protocol.ControlReply{}, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return &pendingAsk{e: e, op: op, sub: sub, sent: time.Now()}, nil
+}
+
+// pendingAsk is a request sent to the delivery daemon whose answer is not read yet.
+type pendingAsk struct {
+	e    *Endpoint
+	op   string
+	sub  *nats.Subscription
+	sent time.Time
+}
+
+// answer waits for the daemon's answer, up to DeliveryTimeout from the send, and decodes
+// it: an error when the daemon refused or did not answer.
+func (p *pendingAsk) answer(ctx context.Context) (protocol.ControlReply, error) {
+	ctx, cancel := context.WithDeadline(ctx, p.sent.Add(p.e.cfg.DeliveryTimeout))
+	defer cancel()
+	m, err := p.e.await(ctx, p.sub)
+	if err != nil {
+		return protocol.ControlReply{}, fmt.Errorf("%s: %w", p.op, err)
 	}
 	var rep protocol.ControlReply
 	if err := json.Unmarshal(m.Data, &rep); err != nil {
-		return rep, fmt.Errorf("%s: answer: %w", op, err)
+		return rep, fmt.Errorf("%s: answer: %w", p.op, err)
 	}
 	if !rep.OK {
-		return rep, fmt.Errorf("%s refused by the delivery daemon: %s", op, rep.Error)
+		return rep, fmt.Errorf("%s refused by the delivery daemon: %s", p.op, rep.Error)
 	}
 	return rep, nil
 }
@@ -255,15 +286,31 @@ func (e *Endpoint) sign(msg *nats.Msg) error {
 func (e *Endpoint) request(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.DeliveryTimeout)
 	defer cancel()
+	sub, err := e.send(msg)
+	if err != nil {
+		return nil, err
+	}
+	return e.await(ctx, sub)
+}
+
+// send publishes msg with a reply subject under its own subject and returns the
+// subscription its answer arrives on, for await.
+func (e *Endpoint) send(msg *nats.Msg) (*nats.Subscription, error) {
 	msg.Reply = msg.Subject + "." + protocol.ReplyToken + "." + uuid.NewString()
 	sub, err := e.nc.SubscribeSync(msg.Reply)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
 	if err := e.nc.PublishMsg(msg); err != nil {
+		_ = sub.Unsubscribe()
 		return nil, err
 	}
+	return sub, nil
+}
+
+// await reads the answer to a request sent by send until ctx ends, and unsubscribes.
+func (e *Endpoint) await(ctx context.Context, sub *nats.Subscription) (*nats.Msg, error) {
+	defer func() { _ = sub.Unsubscribe() }()
 	m, err := sub.NextMsgWithContext(ctx)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return nil, ErrNoDeliveryDaemon

@@ -444,13 +444,17 @@ func (e *Endpoint) Close() error {
 	}
 	e.closed = true
 	e.mu.Unlock()
-	e.noteLeaving()
+	// CHAT's info is read once, for the history cursors and the live positions.
+	chat := e.leavingInfo()
+	e.noteLeaving(chat)
 	// How far the live subscriptions got is confirmed while they still show what they
 	// receive, so a post arriving during Close (not shown, see liveCut) cuts the live
 	// position only after it.
-	if e.pos != nil && e.nc.IsConnected() {
+	if chat != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DeliveryTimeout)
-		e.confirmLive(ctx)
+		e.pos.confirms.Lock()
+		e.confirmLiveAt(ctx, chat)
+		e.pos.confirms.Unlock()
 		cancel()
 	}
 	// Nothing reaches Messages() from here on: a copy in flight is handed back below.
@@ -460,8 +464,15 @@ func (e *Endpoint) Close() error {
 	// ack) and no copy waits out its ack wait while later ones go to the next incarnation.
 	e.drainHandoff()
 	// What the application took is confirmed while the subscriptions still hold it, so the
-	// daemon does not hand it to this incarnation again.
-	e.confirmAndReport(context.Background(), true)
+	// daemon does not hand it to this incarnation again. Its answers are read last: the
+	// daemon's work overlaps the rest of the close.
+	answers := func(context.Context) {}
+	e.pos.mu.Lock()
+	tracked := len(e.pos.tracks) > 0
+	e.pos.mu.Unlock()
+	if tracked {
+		answers = e.report(true)
+	}
 	e.mu.Lock()
 	joined := e.present // a Join refused before it wrote presence leaves the record alone
 	stops := e.stops
@@ -469,18 +480,26 @@ func (e *Endpoint) Close() error {
 	e.channels = map[string]*nats.Subscription{}
 	e.mu.Unlock()
 
-	var errs []error
 	for _, sub := range subs {
 		_ = sub.Unsubscribe() // the connection closes below either way
 	}
 	for _, stop := range stops {
 		stop()
 	}
+	// Whether another session consumes this principal's direct messages (then the record
+	// stays online) is asked while the copies are handed back and the daemon answers.
+	other := make(chan bool, 1)
+	go func() { other <- joined && e.otherSessionLive() }()
 	e.wg.Wait() // history readers and the heartbeat end with e.ctx
 	// Durable copies never taken (held, handed back, or unread in Messages()) are
 	// redelivered at once to the next incarnation, in the order they were stored.
 	e.returnUnsettled()
-	if joined && !e.otherSessionLive() {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.DeliveryTimeout)
+	answers(ctx)
+	cancel()
+	// The offline record comes last: a peer that sees it finds every copy settled.
+	var errs []error
+	if live := <-other; joined && !live {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		if err := e.writePresence(ctx, protocol.StatusOffline); err != nil {
 			errs = append(errs, fmt.Errorf("leave: presence: %w", err))

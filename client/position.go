@@ -477,7 +477,14 @@ func (e *Endpoint) confirmLive(ctx context.Context) {
 		e.log.Debug("live position: stream info", "err", err)
 		return
 	}
-	info := s.CachedInfo()
+	e.confirmLiveAt(ctx, s.CachedInfo())
+}
+
+// confirmLiveAt is confirmLive with CHAT's info already read (Close reads it once for
+// this and noteLeaving); the caller holds p.confirms, or, at Close, is the last to
+// confirm.
+func (e *Endpoint) confirmLiveAt(ctx context.Context, info *jetstream.StreamInfo) {
+	p := e.pos
 	if info.Cluster != nil && info.Cluster.Leader != "" && info.Cluster.Leader != e.nc.ConnectedServerName() {
 		return // the routing-before-storing order is only known on the stream leader's server
 	}
@@ -552,7 +559,7 @@ func (e *Endpoint) reportLoop() {
 			case <-t.C:
 			}
 		}
-		e.confirmAndReport(e.ctx, false)
+		e.confirmAndReport(e.ctx)
 	}
 }
 
@@ -562,9 +569,8 @@ const keepAlive = 10
 
 // confirmAndReport confirms the live positions and sends the daemon the position of every
 // tracked channel that the application took (even when it did not move: the daemon keeps
-// counting the member as reading live). closing says the endpoint closes: the daemon then
-// stops deferring its copies.
-func (e *Endpoint) confirmAndReport(ctx context.Context, closing bool) {
+// counting the member as reading live), and waits for its answers.
+func (e *Endpoint) confirmAndReport(ctx context.Context) {
 	p := e.pos
 	p.mu.Lock()
 	none := len(p.tracks) == 0
@@ -575,10 +581,21 @@ func (e *Endpoint) confirmAndReport(ctx context.Context, closing bool) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.DeliveryTimeout)
 	defer cancel()
 	e.confirmLive(ctx)
+	e.report(false)(ctx)
+}
+
+// report acks the held hand-off copies whose posts the application took and sends the
+// daemon the position of every tracked channel, all at once; the func it returns reads
+// the answers (each up to DeliveryTimeout from its send). closing says the endpoint
+// closes: the daemon then stops deferring its copies. Close sends its report before it
+// stops its consumers and reads the answers after, so the daemon's work overlaps its own.
+func (e *Endpoint) report(closing bool) (answers func(context.Context)) {
+	p := e.pos
 	uid := e.lifecycleUID()
 	type report struct {
 		t   *posTrack
 		pos uint64
+		ask *pendingAsk
 	}
 	var out []report
 	taken := e.taken()
@@ -587,7 +604,7 @@ func (e *Endpoint) confirmAndReport(ctx context.Context, closing bool) {
 	if p.refused || uid == "" {
 		p.mu.Unlock()
 		e.ackAll(acks)
-		return
+		return func(context.Context) {}
 	}
 	for _, t := range p.tracks {
 		// Given for sure: what the row confirmed and the hand-off copies the application
@@ -597,26 +614,39 @@ func (e *Endpoint) confirmAndReport(ctx context.Context, closing bool) {
 		if t.taken > 0 && t.from <= max(pos, t.join) {
 			pos = max(pos, t.taken)
 		}
-		out = append(out, report{t, max(pos, t.reported)})
+		out = append(out, report{t: t, pos: max(pos, t.reported)})
 	}
 	p.mu.Unlock()
 	e.ackAll(acks)
-	for _, r := range out {
-		_, err := e.deliveryRequest(ctx, protocol.OpConfirmPosition, protocol.ConfirmPositionArgs{Channel: r.t.channel,
+	for i, r := range out {
+		ask, err := e.deliveryAsk(protocol.OpConfirmPosition, protocol.ConfirmPositionArgs{Channel: r.t.channel,
 			Generation: r.t.gen, LifecycleUID: uid, Position: r.pos, Closing: closing})
 		if err != nil {
-			if strings.Contains(err.Error(), "not supported") {
-				p.mu.Lock()
-				p.refused = true
-				p.mu.Unlock()
-				return
-			}
 			e.log.Debug("confirm position", "channel", r.t.channel, "err", err)
 			continue
 		}
-		p.mu.Lock()
-		r.t.reported = max(r.t.reported, r.pos)
-		p.mu.Unlock()
+		out[i].ask = ask
+	}
+	return func(ctx context.Context) {
+		for _, r := range out {
+			if r.ask == nil {
+				continue
+			}
+			_, err := r.ask.answer(ctx)
+			if err != nil {
+				if strings.Contains(err.Error(), "not supported") {
+					p.mu.Lock()
+					p.refused = true
+					p.mu.Unlock()
+				} else {
+					e.log.Debug("confirm position", "channel", r.t.channel, "err", err)
+				}
+				continue
+			}
+			p.mu.Lock()
+			r.t.reported = max(r.t.reported, r.pos)
+			p.mu.Unlock()
+		}
 	}
 }
 

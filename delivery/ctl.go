@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,8 +30,50 @@ import (
 
 // ctl serves the delivery rail.
 type ctl struct {
-	r    *run
-	hist history // readHistory's reader
+	r      *run
+	hist   history // readHistory's reader
+	queues [ctlWorkers]chan *nats.Msg
+}
+
+// ctlWorkers is how many requests of the delivery rail are answered at once. Each waits
+// on a few bucket and stream requests to the broker, so answered one at a time, 200
+// members closing together (each confirming its position) waited seconds for the last
+// answer. The requests of one principal (one rail subject) all go to the same worker, so
+// they are answered in the order they arrived, as before.
+const ctlWorkers = 16
+
+// ctlQueue is how many requests wait per worker before the rail's subscription waits too.
+const ctlQueue = 64
+
+// start runs the workers until ctx ends; dispatch hands them the rail's requests.
+func (c *ctl) start(ctx context.Context, wg *sync.WaitGroup) {
+	for i := range c.queues {
+		q := make(chan *nats.Msg, ctlQueue)
+		c.queues[i] = q
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case m := <-q:
+					c.handle(m)
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+}
+
+// dispatch queues a rail request to its principal's worker; when that worker is behind,
+// the subscription waits (its pending messages hold the rest).
+func (c *ctl) dispatch(m *nats.Msg) {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(m.Subject))
+	select {
+	case c.queues[h.Sum32()%ctlWorkers] <- m:
+	case <-c.r.ctx.Done():
+	}
 }
 
 // caller is who sent a request: the subject's principal and, when the request named it,
@@ -42,6 +86,7 @@ type caller struct {
 // handle answers one request on the delivery rail.
 func (c *ctl) handle(m *nats.Msg) {
 	r := c.r
+
 	sub, ok := railSender(m.Subject, r.space, protocol.ServiceDelivery)
 	if !ok || !protocol.IsReplyTo(m.Subject, m.Reply) {
 		r.log.Debug("ctl request ignored", "subject", m.Subject, "reply", m.Reply)
@@ -419,16 +464,16 @@ func (c *ctl) confirmPosition(ctx context.Context, raw json.RawMessage, who call
 	type answer struct {
 		Position uint64 `json:"position"`
 	}
-	if at, ok := c.r.readers.known(mem, a.Channel, a.Generation); ok && a.Position <= at && !a.Closing {
-		// Nothing moved (a keep-alive): the member is still reading; no row to write.
-		c.r.readers.heard(mem, a.Channel, a.Generation, at)
+	if at, ok := c.r.readers.known(mem, a.Channel, a.Generation); ok && a.Position <= at {
+		// Nothing moved (a keep-alive, or a member closing after its last confirmation):
+		// no row to read or write.
+		if !a.Closing {
+			c.r.readers.heard(mem, a.Channel, a.Generation, at)
+		}
 		return answer{at}, nil
 	}
 	key := protocol.MembershipKey(a.Channel, mem.p, mem.uid)
-	last, err := c.r.chatLast(ctx)
-	if err != nil {
-		return nil, err
-	}
+	last := uint64(0) // CHAT's last sequence, read only when the position moves
 	var werr error
 	for range 5 { // a concurrent write moved the revision: read again
 		row, rev, err := c.readRow(ctx, key)
@@ -437,6 +482,11 @@ func (c *ctl) confirmPosition(ctx context.Context, raw json.RawMessage, who call
 		}
 		if row == nil || !row.Active() || row.Generation != a.Generation {
 			return nil, fmt.Errorf("confirmPosition: no active membership of %s on %s at generation %d", mem.key(), a.Channel, a.Generation)
+		}
+		if a.Position > row.Position && last == 0 {
+			if last, err = c.r.chatLast(ctx); err != nil {
+				return nil, err
+			}
 		}
 		at := min(a.Position, last)
 		if at <= row.Position {

@@ -414,11 +414,12 @@ func (r *run) start(ctx context.Context, wg *sync.WaitGroup) error {
 	}
 	r.startLiveness(ctx, wg, orc)
 	c := &ctl{r: r}
+	c.start(ctx, wg)
 	for _, s := range []struct {
 		subject, queue string
 		handle         nats.MsgHandler
 	}{
-		{protocol.CtlFilter(r.space, protocol.ServiceDelivery), "delivery", c.handle},
+		{protocol.CtlFilter(r.space, protocol.ServiceDelivery), "delivery", c.dispatch},
 		{protocol.CtlFilter(r.space, protocol.ServiceDeliveryAdmin), "delivery-admin", orc.handle},
 		{protocol.LiveSubject(r.space, protocol.PlaneDelivery, protocol.Principal{Owner: "*", Actor: "*"}), "live.delivery", r.probe},
 	} {
