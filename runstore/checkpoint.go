@@ -128,10 +128,17 @@ func (s *Space) present(ctx context.Context, recs *Records, p *planeCheckpoint, 
 	holder := p.spec.Holder
 	st.State, st.SettledGeneration, st.SettledHolder, st.SettledTs, st.SettledAnswerID = CheckpointResumed, st.DeadlineGeneration, &holder, &now, answerID
 	if _, err := recs.Update(ctx, CheckpointStatusKey(ep, token), st, p.rev); err != nil {
-		if errors.Is(err, ErrConflict) {
-			return fmt.Errorf("checkpoint %s settled meanwhile: %w", token, ErrSettled)
+		if !errors.Is(err, ErrConflict) {
+			return err
 		}
-		return err
+		// The driver waiting on the checkpoint may have read this answer record first and
+		// settled the status itself: then the answer took, and the driver publishes the fact.
+		var cur CheckpointStatus
+		if _, rerr := recs.Get(ctx, CheckpointStatusKey(ep, token), &cur); rerr == nil &&
+			cur.State == CheckpointResumed && cur.SettledAnswerID == answerID {
+			return nil
+		}
+		return fmt.Errorf("checkpoint %s settled meanwhile: %w", token, ErrSettled)
 	}
 	fact := SettleFact{V: 1, Token: token, Settle: CheckpointResumed, Generation: st.SettledGeneration, Holder: &holder, AnswerID: answerID, Ts: now}
 	if err := PublishSettleFact(ctx, s.JS, s.Name, ep, fact); err != nil {

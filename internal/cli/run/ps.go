@@ -77,7 +77,7 @@ func runPs(ctx context.Context, o *Options) error {
 
 func printRuns(o *Options, space string, rows []runstore.RunRow) {
 	if len(rows) == 0 {
-		fmt.Fprintf(o.IO.Out, "no workflow runs recorded in space %s; cotal run start --file F --local starts one\n", space)
+		fmt.Fprintf(o.IO.Out, "no workflow runs recorded in space %s; cotal run start --file F starts one (the manager drives it; --local drives it here)\n", space)
 		return
 	}
 	table := [][]string{{"RUN", "ENDPOINT", "STATE", "HOLDER", "JOURNAL", "FORKED-FROM"}}
