@@ -36,7 +36,8 @@ func InstanceID(host string) string {
 // epServed are the commands of the reference's manager contract Go's manager runs; the
 // others are refused unimplemented.
 var epServed = map[string]bool{"status": true, "ps": true, "inspect": true, "spawn": true, "despawn": true, "input": true, "stop": true,
-	"resolve-cwd": true, "list-personas": true, "show-persona": true, "run-start": true, "run-resume": true}
+	"resolve-cwd": true, "list-personas": true, "show-persona": true, "run-start": true, "run-resume": true,
+	"run-status": true, "run-ps": true, "run-answer": true}
 
 // epServeFilters are the ep subjects the manager instance subscribes to: the class rail
 // (in queue group manager), the scatter rail and its own instance rail.
@@ -236,6 +237,10 @@ func (m *Manager) runEP(who caller, r mgrclient.EPRequest, s mgrclient.EPSubject
 		return m.epSpawn(who, r)
 	case "run-start", "run-resume":
 		return m.epRun(s.Command, r)
+	case "run-status", "run-ps":
+		return m.epRunRead(s.Command, r)
+	case "run-answer":
+		return m.epRunAnswer(s.Caller, r)
 	case "resolve-cwd":
 		var a struct {
 			Cwd string `json:"cwd"`
