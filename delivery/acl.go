@@ -211,17 +211,63 @@ func isWrongSequence(err error) bool {
 // the Cotal-Jwt and Cotal-Sig headers). A verified credential refreshes the member's ACL
 // row, so a credential minted before the row was written at mint still works.
 type verifier struct {
-	account string   // the space's account: every member credential is issued for it
-	issuers []string // keys trusted to sign member credentials: the account and its signing key
+	account string       // the space's account: every member credential is issued for it
+	issuers []string     // keys trusted to sign member credentials: the account and its signing key
+	cache   *claimsCache // credentials that passed every check of a request; nil remembers none
 }
 
 // verify checks that token is a user JWT of this space's account, signed by a trusted key,
 // not expired, naming the principal p that sent the request on subject, with a lifecycle
 // uid; and that sig is its user key's signature over subject, a newline and body. It
-// returns the member incarnation, the channels its credential may read and its iat.
-func (v *verifier) verify(space, token, sig, subject string, body []byte, p protocol.Principal, now time.Time) (member, []string, int64, error) {
-	fail := func(format string, args ...any) (member, []string, int64, error) {
-		return member{}, nil, 0, fmt.Errorf("%w: "+format, append([]any{errCredential}, args...)...)
+// returns the member incarnation and the token's claims (the channels its credential may
+// read, its iat). A token remembered (remember) is not decoded again: only what can change
+// between requests (the clock, the requester, the signature) is checked.
+func (v *verifier) verify(space, token, sig, subject string, body []byte, p protocol.Principal, now time.Time) (member, *claims, error) {
+	cl, ok := (*claims)(nil), false
+	if v.cache != nil {
+		cl, ok = v.cache.get(token, now.Unix())
+	}
+	if !ok {
+		var err error
+		if cl, err = v.decode(space, token); err != nil {
+			return member{}, nil, err
+		}
+	}
+	fail := func(format string, args ...any) (member, *claims, error) {
+		return member{}, nil, fmt.Errorf("%w: "+format, append([]any{errCredential}, args...)...)
+	}
+	if cl.expires > 0 && now.Unix() >= cl.expires {
+		return fail("it expired at %s", time.Unix(cl.expires, 0).UTC().Format(time.RFC3339))
+	}
+	if cl.notBefore > 0 && now.Unix() < cl.notBefore {
+		return fail("it is not valid before %s", time.Unix(cl.notBefore, 0).UTC().Format(time.RFC3339))
+	}
+	if cl.principal != p {
+		return fail("it names %s, not the requester %s", cl.principal, p)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		return fail("signature: %v", err)
+	}
+	if err := cl.user.Verify(protocol.SignedBytes(subject, body), raw); err != nil {
+		return fail("the signature is not its user key's")
+	}
+	return member{p: p, uid: cl.uid}, cl, nil
+}
+
+// remember keeps cl for the token's next requests; call it only once a request presenting
+// it passed every check.
+func (v *verifier) remember(cl *claims, now time.Time) {
+	if v.cache != nil {
+		v.cache.put(cl, now.Unix())
+	}
+}
+
+// decode decodes token and checks what its bytes alone decide: a user JWT signed by a
+// trusted key of this space's account, with a lifecycle uid and a user key.
+func (v *verifier) decode(space, token string) (*claims, error) {
+	fail := func(format string, args ...any) (*claims, error) {
+		return nil, fmt.Errorf("%w: "+format, append([]any{errCredential}, args...)...)
 	}
 	uc, err := jwt.DecodeUserClaims(token) // checks the JWT's own signature
 	if err != nil {
@@ -234,43 +280,26 @@ func (v *verifier) verify(space, token, sig, subject string, body []byte, p prot
 	if acct != v.account || !slices.Contains(v.issuers, uc.Issuer) {
 		return fail("it was not issued for this space's account")
 	}
-	if uc.Expires > 0 && now.Unix() >= uc.Expires {
-		return fail("it expired at %s", time.Unix(uc.Expires, 0).UTC().Format(time.RFC3339))
-	}
-	if uc.NotBefore > 0 && now.Unix() < uc.NotBefore {
-		return fail("it is not valid before %s", time.Unix(uc.NotBefore, 0).UTC().Format(time.RFC3339))
-	}
-	var tagged protocol.Principal
-	uid := ""
+	cl := &claims{token: token, notBefore: uc.NotBefore, expires: uc.Expires, iat: max(uc.IssuedAt, 1),
+		allow: channelsOf(space, uc.Permissions.Sub.Allow)}
 	for _, tag := range uc.Tags {
 		k, val, _ := strings.Cut(tag, ":")
 		switch k {
 		case "owner":
-			tagged.Owner = val
+			cl.principal.Owner = val
 		case "actor":
-			tagged.Actor = val
+			cl.principal.Actor = val
 		case "uid":
-			uid = val
+			cl.uid = val
 		}
 	}
-	if tagged != p {
-		return fail("it names %s, not the requester %s", tagged, p)
-	}
-	if !protocol.ValidLifecycleUID(uid) {
+	if !protocol.ValidLifecycleUID(cl.uid) {
 		return fail("it names no lifecycle uid, so it has no hand-off durable")
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil {
-		return fail("signature: %v", err)
-	}
-	pub, err := nkeys.FromPublicKey(uc.Subject)
-	if err != nil {
+	if cl.user, err = nkeys.FromPublicKey(uc.Subject); err != nil {
 		return fail("user key: %v", err)
 	}
-	if err := pub.Verify(protocol.SignedBytes(subject, body), raw); err != nil {
-		return fail("the signature is not its user key's")
-	}
-	return member{p: p, uid: uid}, channelsOf(space, uc.Permissions.Sub.Allow), max(uc.IssuedAt, 1), nil
+	return cl, nil
 }
 
 // RecordGrant stores in kv, the space's ACL bucket, the read ACL an auth callout granted

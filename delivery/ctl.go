@@ -145,13 +145,14 @@ func (c *ctl) identify(ctx context.Context, m *nats.Msg, p protocol.Principal) (
 			return caller{}, fmt.Errorf("%w: the request carries only one of %s and %s", errCredential, protocol.HeaderJWT, protocol.HeaderSig)
 		}
 		now := time.Now()
-		mem, allow, iat, err := r.verify.verify(r.space, token, sig, m.Subject, m.Data, p, now)
+		mem, cl, err := r.verify.verify(r.space, token, sig, m.Subject, m.Data, p, now)
 		if err != nil {
 			return caller{}, err
 		}
-		if err := commitACL(ctx, r.aclKV, mem.p, mem.uid, allow, iat, now); err != nil {
+		if err := commitACL(ctx, r.aclKV, mem.p, mem.uid, cl.allow, cl.iat, now); err != nil {
 			return caller{}, err
 		}
+		r.verify.remember(cl, now)
 		return caller{p: p, uid: mem.uid}, nil
 	}
 	if uid := m.Header.Get(protocol.HeaderUID); uid != "" {

@@ -203,7 +203,7 @@ func (r *run) serve(ctx context.Context, ready func()) (err error) {
 	if account == "" {
 		account = uc.Issuer
 	}
-	r.verify = &verifier{account: account, issuers: []string{account, uc.Issuer}}
+	r.verify = &verifier{account: account, issuers: []string{account, uc.Issuer}, cache: newClaimsCache(claimsCacheSize)}
 
 	if err := r.dial(creds); err != nil {
 		return err
