@@ -33,6 +33,11 @@ let last = '';
 for await (const ev of client.sendMessageStream({ tenant: '', message: msg('stream: hello'), configuration: undefined, metadata: undefined })) {
   const c = ev.payload?.$case;
   events.push(c);
+  // A task that settled before the stream opened comes as one task event, final itself.
+  if (c === 'task') {
+    last = state(ev.payload.value.status?.state);
+    for (const a of ev.payload.value.artifacts || []) events.push('artifact:' + texts(a.parts));
+  }
   if (c === 'statusUpdate') last = state(ev.payload.value.status?.state);
   if (c === 'artifactUpdate') events.push('artifact:' + texts(ev.payload.value.artifact?.parts));
 }
