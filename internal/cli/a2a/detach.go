@@ -2,15 +2,11 @@ package a2a
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
-	"github.com/cotal-ai/cotal/internal/launch"
 	"github.com/cotal-ai/cotal/workspace"
 )
 
@@ -25,10 +21,6 @@ func LogPath(p *workspace.Project) string { return filepath.Join(p.Dir(), "a2a",
 // status reads it.
 func URLPath(p *workspace.Project) string { return filepath.Join(p.Dir(), "a2a", "serve.url") }
 
-// stopWait is how long a gateway interrupted before it was ready has to stop before it
-// is killed.
-const stopWait = 10 * time.Second
-
 // detach re-runs `cotal a2a` in the background with its output in .cotal/a2a/serve.log
 // and its pidfile .cotal/a2a/serve.pid, and returns once the child serves (or says why it
 // did not). The child gets the same flags, with file paths made absolute (it runs in the
@@ -40,23 +32,12 @@ func detach(ctx context.Context, opts *Options, t cmdutil.Target) error {
 			"cotal a2a --expose "+opts.Expose[0]+"  # in the foreground, or cd to the project first")
 	}
 	pidfile := PidPath(proj)
-	if rec, err := workspace.ReadPidfile(pidfile); err == nil {
-		if alive, _ := rec.Alive(); alive {
-			return cmdutil.Refuse("`cotal a2a --detach`", fmt.Sprintf("a gateway already runs for %s (pid %d)", proj.Root, rec.PID), "cotal down a2a")
-		}
-		if err := workspace.RemovePidfile(pidfile); err != nil {
-			return fmt.Errorf("stale %s: %w", pidfile, err)
-		}
-	} else if !errors.Is(err, workspace.ErrNoPidfile) {
-		return fmt.Errorf("read %s: %w", pidfile, err)
-	}
-	if err := os.MkdirAll(filepath.Dir(pidfile), 0o700); err != nil {
-		return fmt.Errorf("a2a folder: %w", err)
-	}
 	args := []string{"a2a", "--pidfile", pidfile, "--listen", opts.Listen, "--space", t.Space}
-	if opts.Mesh.Server != "" {
-		args = append(args, "--server", opts.Mesh.Server)
+	mesh, err := opts.Mesh.ChildArgs()
+	if err != nil {
+		return err
 	}
+	args = append(args, mesh...)
 	for _, e := range opts.Expose {
 		args = append(args, "--expose", e)
 	}
@@ -66,52 +47,19 @@ func detach(ctx context.Context, opts *Options, t cmdutil.Target) error {
 	for _, h := range opts.AllowHosts {
 		args = append(args, "--allow-host", h)
 	}
-	for _, f := range []struct{ flag, path string }{{"--creds", opts.Mesh.Creds}, {"--tls-ca", opts.Mesh.TLSCA}, {"--tls-cert", opts.TLSCert}, {"--tls-key", opts.TLSKey}} {
-		if f.path == "" {
-			continue
-		}
-		abs, err := filepath.Abs(f.path)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", f.flag, f.path, err)
-		}
-		args = append(args, f.flag, abs)
+	if args, err = cmdutil.AbsPathArgs(args, "--tls-cert", opts.TLSCert, "--tls-key", opts.TLSKey); err != nil {
+		return err
 	}
 	logPath := LogPath(proj)
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("open log: %w", err)
-	}
-	defer logf.Close()
-	cmd, err := launch.Command(opts.Executable, args...)
+	base, pid, err := cmdutil.Detach(ctx, cmdutil.Background{Verb: "a2a", What: "gateway", Root: proj.Root,
+		Pidfile: pidfile, LogPath: logPath, Executable: opts.Executable, Args: args})
 	if err != nil {
 		return err
 	}
-	cmd.Dir = proj.Root
-	cmd.Stdout, cmd.Stderr = logf, logf
-	child, err := launch.Start(cmd, launch.Options{Session: true})
-	if err != nil {
-		return fmt.Errorf("start background gateway: %w", err)
-	}
-	base, err := child.Ready(ctx, stopWait) // an interrupt before ready stops it: undo the start
-	switch {
-	case errors.Is(err, launch.ErrNotReady):
-		b, _ := os.ReadFile(logPath)
-		return fmt.Errorf("background gateway did not start (%v); see %s:\n%s", child.Err(), logPath, lastLines(string(b), 5))
-	case err != nil:
-		return err
-	}
-	fmt.Fprintf(opts.IO.Out, "✓ cotal a2a: %s/.well-known/agent-card.json (space %s) running in the background, pid %d\n", base, t.Space, child.Process.Pid)
+	fmt.Fprintf(opts.IO.Out, "✓ cotal a2a: %s/.well-known/agent-card.json (space %s) running in the background, pid %d\n", base, t.Space, pid)
 	for _, e := range opts.Expose {
 		fmt.Fprintf(opts.IO.Out, "  %s: %s/agents/%s\n", e, base, e[strings.Index(e, ":")+1:])
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down a2a`\n", logPath)
 	return nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
