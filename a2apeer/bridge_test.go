@@ -229,7 +229,7 @@ func TestBridgeDM(t *testing.T) {
 		t.Fatalf("second message context %q, want ctx-%s", got, sent.ID)
 	}
 
-	if err := (&a2apeer.Store{JS: tm.js, Space: space}).Delete(t.Context(), "echo"); err != nil {
+	if _, err := (&a2apeer.Store{JS: tm.js, Space: space}).Delete(t.Context(), "echo"); err != nil {
 		t.Fatal(err)
 	}
 	meshtest.Until(t, "echo offline once removed", hang, func() bool {

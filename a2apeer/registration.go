@@ -160,19 +160,33 @@ func (s *Store) Get(ctx context.Context, name string) (Registration, error) {
 	return Decode(name, e.Value())
 }
 
-// Delete removes the registration of name (ErrNotFound when there is none).
-func (s *Store) Delete(ctx context.Context, name string) error {
+// Delete removes the registration of name (ErrNotFound when there is none) and the
+// records of the tasks it had accepted and not answered, so an agent registered later
+// under the name never inherits them. It answers how many task records went: their
+// askers get no answer.
+func (s *Store) Delete(ctx context.Context, name string) (int, error) {
 	if _, err := s.Get(ctx, name); err != nil {
-		return err
+		return 0, err
 	}
 	kv, err := s.bucket(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := kv.Delete(ctx, name); err != nil {
-		return fmt.Errorf("remove a2a peer %s: %w", name, err)
+		return 0, fmt.Errorf("remove a2a peer %s: %w", name, err)
 	}
-	return nil
+	keys, err := kv.ListKeysFiltered(ctx, taskPrefix(name)+"*")
+	if err != nil {
+		return 0, fmt.Errorf("remove a2a peer %s: list its tasks: %w", name, err)
+	}
+	dropped := 0
+	for k := range keys.Keys() {
+		if err := kv.Delete(ctx, k); err != nil {
+			return dropped, fmt.Errorf("remove a2a peer %s: task record %s: %w", name, k, err)
+		}
+		dropped++
+	}
+	return dropped, nil
 }
 
 // List returns every registration, by name; a row that does not decode is skipped.

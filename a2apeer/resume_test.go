@@ -132,6 +132,29 @@ func TestBridgeRestartDropsOldTask(t *testing.T) {
 	}
 }
 
+// Removing a registration drops the tasks it had accepted: an agent registered later
+// under the same name never follows (or answers for) them.
+func TestDeleteDropsTaskRecords(t *testing.T) {
+	tm := newMesh(t)
+	a, _ := restartAgent(t)
+	tm.register(t, a, "slow", "")
+	stop := tm.bridge(t, nil)
+	alice := tm.person(t, "alice")
+	online(t, alice, "slow")
+	if _, err := alice.DM(t.Context(), protocol.Principal{Owner: protocol.OwnerLocal, Actor: "slow"}, client.Text("write the long report")); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Until(t, "the task followed", hang, func() bool { return tm.taskRecords(t) == 1 })
+	stop()
+	dropped, err := (&a2apeer.Store{JS: tm.js, Space: space}).Delete(t.Context(), "slow")
+	if err != nil || dropped != 1 {
+		t.Fatalf("Delete: dropped %d, %v; want 1 task record dropped", dropped, err)
+	}
+	if n := tm.taskRecords(t); n != 0 {
+		t.Fatalf("%d task records after the registration was removed, want 0", n)
+	}
+}
+
 // A task record is the shape docs/interop.md documents (testdata/task-record.json), under its key; a row under
 // another key, or naming a bad asker, is refused.
 func TestTaskRecordShape(t *testing.T) {

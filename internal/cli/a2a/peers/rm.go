@@ -31,7 +31,9 @@ func NewCmdRm(f *cmdutil.Factory, runF func(context.Context, *RmOptions) error) 
 		Short: "Remove an external A2A agent from the space",
 		Long: `Remove the registration of an external A2A agent (cotal a2a add) and the token kept for
 it. A running bridge (cotal a2a) leaves the space as that peer at once; DMs already
-stored for it stay in its DM durable, and reach it if it is registered again.`,
+stored for it stay in its DM durable, and reach it if it is registered again. Tasks it
+had accepted and not answered are dropped (their askers get no answer from it), so an
+agent added later under the same name never answers for them.`,
 		Example: `  cotal a2a rm support
   cotal a2a rm planner --space review`,
 		Args: cobra.ExactArgs(1),
@@ -60,7 +62,7 @@ func runRm(ctx context.Context, opts *RmOptions) error {
 		return err
 	}
 	defer ep.Close()
-	err = (&a2apeer.Store{JS: ep.JetStream(), Space: target.Space}).Delete(ctx, opts.Name)
+	dropped, err := (&a2apeer.Store{JS: ep.JetStream(), Space: target.Space}).Delete(ctx, opts.Name)
 	if errors.Is(err, a2apeer.ErrNotFound) {
 		return cmdutil.Refuse("a2a rm "+opts.Name, "no A2A peer of that name is registered on space "+target.Space, "cotal a2a ls")
 	}
@@ -73,5 +75,8 @@ func runRm(ctx context.Context, opts *RmOptions) error {
 		}
 	}
 	fmt.Fprintf(opts.IO.Out, "removed %s from space %s\n", opts.Name, target.Space)
+	if dropped > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "dropped %d task(s) it had accepted and not answered: their askers get no answer from it\n", dropped)
+	}
 	return nil
 }
