@@ -132,14 +132,12 @@ func (m *Manager) epRunAnswer(by protocol.Principal, r mgrclient.EPRequest) (any
 	if a.RunID == "" || a.StepKey == "" {
 		return nil, mgrclient.EPFail(mgrclient.EPBadRequest, "run-answer takes {runId, stepKey, endpoint?, value?, artifact?}")
 	}
-	if a.Artifact != nil {
-		return nil, mgrclient.EPFail(mgrclient.EPUnimplemented, "this manager files no artifact answers: answer with a value (see docs/interop.md)")
-	}
 	if err := runstore.CheckID("run id", a.RunID); err != nil {
 		return nil, mgrclient.EPFail(mgrclient.EPBadRequest, "args.runId: %v", err)
 	}
-	if len(a.Value) == 0 {
-		return nil, mgrclient.EPFail(mgrclient.EPBadRequest, "run-answer needs a value: the JSON the checkpoint resolves with")
+	artifact := ""
+	if a.Artifact != nil {
+		artifact = *a.Artifact
 	}
 	sp, err := m.epRunSpace(a.Endpoint)
 	if err != nil {
@@ -147,7 +145,7 @@ func (m *Manager) epRunAnswer(by protocol.Principal, r mgrclient.EPRequest) (any
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 	defer cancel()
-	f, err := sp.Answer(ctx, runstore.AnswerRequest{Run: a.RunID, Step: a.StepKey, Value: a.Value, By: by.String()})
+	f, err := sp.Answer(ctx, runstore.AnswerRequest{Run: a.RunID, Step: a.StepKey, Value: a.Value, Artifact: artifact, By: by.String()})
 	switch {
 	case err == nil:
 		return epRunAnswer{Token: f.Token, AnswerID: f.AnswerID, Settle: map[string]string{"state": f.Settle}}, nil

@@ -85,7 +85,7 @@ func TestEPRunPsStatusAndAnswer(t *testing.T) {
 	refused("run-answer of a step not reached", mgrclient.EPNotFound, answer(map[string]any{"runId": run, "stepKey": "/checkpoint:nope#0", "value": "yes"}))
 	refused("run-answer of no run", mgrclient.EPNotFound, answer(map[string]any{"runId": "run-00000000000000000000000000000000", "stepKey": step, "value": "yes"}))
 	refused("run-answer with no value", mgrclient.EPBadRequest, answer(map[string]any{"runId": run, "stepKey": step}))
-	refused("run-answer with an artifact", mgrclient.EPUnimplemented, answer(map[string]any{"runId": run, "stepKey": step, "artifact": "a://x"}))
+	refused("run-answer with a control character in its artifact", mgrclient.EPBadRequest, answer(map[string]any{"runId": run, "stepKey": step, "artifact": "sha256:\x1b[2J"}))
 	sp := &runstore.Space{JS: rr.js, Name: space}
 	if got, err := sp.Answers(t.Context(), run, step); err != nil || len(got) != 0 {
 		t.Fatalf("the refused answers filed %+v %v", got, err)
@@ -96,12 +96,16 @@ func TestEPRunPsStatusAndAnswer(t *testing.T) {
 		AnswerID string            `json:"answerId"`
 		Settle   map[string]string `json:"settle"`
 	}
-	if _, err := c.Call(t.Context(), answer(map[string]any{"runId": run, "stepKey": step, "value": "yes"}), &filed); err != nil || filed.Token == "" || filed.AnswerID == "" || filed.Settle["state"] != runstore.CheckpointResumed {
+	const seen = "sha256:5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
+	if _, err := c.Call(t.Context(), answer(map[string]any{"runId": run, "stepKey": step, "value": "yes", "artifact": seen}), &filed); err != nil || filed.Token == "" || filed.AnswerID == "" || filed.Settle["state"] != runstore.CheckpointResumed {
 		t.Fatalf("run-answer: %+v %v", filed, err)
 	}
 	got, err := sp.Answers(t.Context(), run, step)
-	if err != nil || len(got) != 1 || got[0].By != root.String() || got[0].AnswerID != filed.AnswerID || string(got[0].Value) != `"yes"` {
-		t.Fatalf("the answer filed %+v %v; want one by %s", got, err, root)
+	if err != nil || len(got) != 1 || got[0].By != root.String() || got[0].AnswerID != filed.AnswerID || string(got[0].Value) != `"yes"` || got[0].Artifact != seen {
+		t.Fatalf("the answer filed %+v %v; want one by %s with the artifact", got, err, root)
+	}
+	if want, _ := runstore.AnswerID(filed.Token, root.String(), "yes", seen); filed.AnswerID != want {
+		t.Fatalf("answer id %s, want %s (the reference's derivation over value and artifact)", filed.AnswerID, want)
 	}
 	// The hosted driver minted the checkpoint on the settle plane, which the answer resumed:
 	// a second answer finds no open checkpoint.

@@ -355,7 +355,7 @@ var (
 	ErrAnswered      = errors.New("the step was answered already")
 	ErrNotSettled    = errors.New("the step is not settled with an accepted answer")
 	ErrNoJournal     = errors.New("the run's journal is empty or it does not exist")
-	ErrBadAnswer     = errors.New("the answer is not a JSON value")
+	ErrBadAnswer     = errors.New("the answer is not a JSON value or an artifact reference")
 )
 
 // MaxAnswerValue bounds an answer's value (bytes of JSON).
@@ -364,13 +364,18 @@ const MaxAnswerValue = 64 << 10
 // MaxBy bounds who answers.
 const MaxBy = 128
 
-// AnswerRequest is one answer or amendment: the run, the step key, the value (JSON) and
-// who answers.
+// MaxArtifact bounds an answer's artifact reference.
+const MaxArtifact = 1024
+
+// AnswerRequest is one answer or amendment: the run, the step key, who answers, and what:
+// a value (JSON), an artifact (the reference's digest of what the answerer saw, such as
+// sha256:<hex>), or both. One of the two is needed.
 type AnswerRequest struct {
-	Run   string
-	Step  string
-	Value json.RawMessage
-	By    string
+	Run      string
+	Step     string
+	Value    json.RawMessage // nil: the answer carries no value
+	Artifact string          // "": none
+	By       string
 }
 
 func (q AnswerRequest) check() (any, error) {
@@ -380,7 +385,16 @@ func (q AnswerRequest) check() (any, error) {
 	if q.By == "" || len(q.By) > MaxBy || strings.ContainsFunc(q.By, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return nil, fmt.Errorf("who answers: want 1 to %d bytes of printable text", MaxBy)
 	}
-	if len(q.Value) == 0 || len(q.Value) > MaxAnswerValue || !json.Valid(q.Value) {
+	if len(q.Artifact) > MaxArtifact || strings.ContainsFunc(q.Artifact, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return nil, fmt.Errorf("%w: an artifact reference is at most %d bytes of printable text", ErrBadAnswer, MaxArtifact)
+	}
+	if len(q.Value) == 0 {
+		if q.Artifact == "" {
+			return nil, fmt.Errorf("%w: give a value, an artifact, or both", ErrBadAnswer)
+		}
+		return nil, nil
+	}
+	if len(q.Value) > MaxAnswerValue || !json.Valid(q.Value) {
 		return nil, fmt.Errorf("%w (at most %d bytes; a bare string needs its quotes: \"yes\")", ErrBadAnswer, MaxAnswerValue)
 	}
 	var v any
@@ -469,11 +483,11 @@ func (s *Space) Answer(ctx context.Context, q AnswerRequest) (Filed, error) {
 			return Filed{Answer: a}, fmt.Errorf("step %s: by %s (answer %s), and the run acts on the first answer: %w", q.Step, a.By, a.AnswerID, ErrAnswered)
 		}
 	}
-	id, err := AnswerID(token, q.By, value, "")
+	id, err := AnswerID(token, q.By, value, q.Artifact)
 	if err != nil {
 		return Filed{}, err
 	}
-	a := Answer{V: 1, Token: token, AnswerID: id, Value: q.Value, By: q.By, At: now}
+	a := Answer{V: 1, Token: token, AnswerID: id, Value: q.Value, Artifact: q.Artifact, By: q.By, At: now}
 	if err := recs.Create(ctx, AnswerKey(s.endpoint(), token, id), a); err != nil {
 		if errors.Is(err, ErrConflict) {
 			return Filed{}, fmt.Errorf("step %s: %w", q.Step, ErrAnswered)
@@ -522,7 +536,7 @@ func (s *Space) Amend(ctx context.Context, q AnswerRequest) (Answer, error) {
 	var raw [32]byte
 	_, _ = rand.Read(raw[:])
 	id := base64.RawURLEncoding.EncodeToString(raw[:])[:43]
-	a := Answer{V: 1, Token: token, AnswerID: id, Value: q.Value, By: q.By, At: s.now(), Supersedes: accepted}
+	a := Answer{V: 1, Token: token, AnswerID: id, Value: q.Value, Artifact: q.Artifact, By: q.By, At: s.now(), Supersedes: accepted}
 	if err := recs.Create(ctx, AnswerKey(s.endpoint(), token, id), a); err != nil {
 		return Answer{}, err
 	}

@@ -33,12 +33,13 @@ type Options struct {
 	Resolve         cmdutil.ResolveFunc
 	ConnectOperator cmdutil.ConnectAsFunc
 
-	Mesh  cmdutil.MeshFlags
-	Local bool
-	JSON  bool
-	File  string
-	Value string
-	By    string
+	Mesh     cmdutil.MeshFlags
+	Local    bool
+	JSON     bool
+	File     string
+	Value    string
+	Artifact string
+	By       string
 
 	AdmitRead    string
 	AdmitPublish string
