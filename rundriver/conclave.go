@@ -175,10 +175,7 @@ func (d *drive) planConclave(ctx context.Context, c lang.Call, e runstore.Entry)
 	if err != nil {
 		return plan, err
 	}
-	members, err := d.cfg.JS.KeyValue(ctx, protocol.BucketMembers(d.cfg.Space))
-	if err != nil {
-		return plan, fmt.Errorf("conclave %s: members bucket: %w", c.Key, err)
-	}
+	members := d.members()
 	seen := map[string]bool{}
 	for _, h := range handles {
 		agent, _ := h.(string)
@@ -282,10 +279,7 @@ func (d *drive) openConclave(ctx context.Context, plan conclavePlan) error {
 	if len(joins) == 0 {
 		return nil
 	}
-	kv, err := d.cfg.JS.KeyValue(ctx, protocol.BucketMembers(d.cfg.Space))
-	if err != nil {
-		return fmt.Errorf("members bucket: %w", err)
-	}
+	kv := d.members()
 	cursor, err := d.chatLast(ctx)
 	if err != nil {
 		return err
@@ -329,10 +323,7 @@ func (d *drive) releaseConclave(ctx context.Context, plan conclavePlan) error {
 		}
 	}
 	if len(joined) > 0 {
-		kv, err := d.cfg.JS.KeyValue(ctx, protocol.BucketMembers(d.cfg.Space))
-		if err != nil {
-			return fmt.Errorf("members bucket: %w", err)
-		}
+		kv := d.members()
 		cursor, err := d.chatLast(ctx)
 		if err != nil {
 			return err
@@ -386,34 +377,45 @@ func (d *drive) chatLast(ctx context.Context) (uint64, error) {
 	return s.CachedInfo().State.LastSeq, nil
 }
 
-// readMembership reads one membership row; nil when there is none.
-func readMembership(ctx context.Context, kv jetstream.KeyValue, key string) (*protocol.Membership, uint64, error) {
-	e, err := kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, nil
-	}
+// membersBucket reads and writes rows of cotal_members_<s> by their subjects alone (a
+// batch Direct Get to read, a publish with the expected last sequence to write), so the
+// run host needs no stream info grant on the bucket: its permissions stay small.
+type membersBucket struct {
+	js     jetstream.JetStream
+	bucket string
+}
+
+func (d *drive) members() membersBucket {
+	return membersBucket{js: d.cfg.JS, bucket: protocol.BucketMembers(d.cfg.Space)}
+}
+
+// readMembership reads one membership row and its revision (0 when the key was never
+// written); the row is nil when there is none.
+func readMembership(ctx context.Context, kv membersBucket, key string) (*protocol.Membership, uint64, error) {
+	recs, err := client.ScanBucket(ctx, kv.js.Conn(), kv.bucket, key, 1)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read membership %s: %w", key, err)
 	}
-	row, err := protocol.DecodeMembership(e.Value())
-	if err != nil {
-		return nil, e.Revision(), nil // unreadable: replaced
+	if len(recs) == 0 {
+		return nil, 0, nil
 	}
-	return &row, e.Revision(), nil
+	if recs[0].Op != jetstream.KeyValuePut {
+		return nil, recs[0].Seq, nil
+	}
+	row, err := protocol.DecodeMembership(recs[0].Value)
+	if err != nil {
+		return nil, recs[0].Seq, nil // unreadable: replaced
+	}
+	return &row, recs[0].Seq, nil
 }
 
-// writeMembership stores row at key by compare-and-set at rev (create when 0).
-func writeMembership(ctx context.Context, kv jetstream.KeyValue, key string, row protocol.Membership, rev uint64) error {
+// writeMembership stores row at key if the key's revision is still rev (0: never written).
+func writeMembership(ctx context.Context, kv membersBucket, key string, row protocol.Membership, rev uint64) error {
 	b, err := json.Marshal(row)
 	if err != nil {
 		return fmt.Errorf("membership %s: %w", key, err)
 	}
-	if rev == 0 {
-		_, err = kv.Create(ctx, key, b)
-	} else {
-		_, err = kv.Update(ctx, key, b, rev)
-	}
-	if err != nil {
+	if _, err := kv.js.Publish(ctx, "$KV."+kv.bucket+"."+key, b, jetstream.WithExpectLastSequencePerSubject(rev)); err != nil {
 		return fmt.Errorf("write membership %s: %w", key, err)
 	}
 	return nil

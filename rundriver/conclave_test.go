@@ -42,10 +42,7 @@ func (f *fixture) seat(name, actor, uidChar string) seat {
 // row reads s's membership row of channel; nil when there is none.
 func (f *fixture) row(channel string, s seat) *protocol.Membership {
 	f.t.Helper()
-	kv, err := f.js.KeyValue(f.t.Context(), protocol.BucketMembers(space))
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	kv := membersBucket{js: f.js, bucket: protocol.BucketMembers(space)}
 	r, _, err := readMembership(f.t.Context(), kv, protocol.MembershipKey(channel, s.p, s.uid))
 	if err != nil {
 		f.t.Fatal(err)
@@ -194,10 +191,7 @@ func TestConclaveBorrowedChannelAndFailingBody(t *testing.T) {
 	if _, err := ch.Put(t.Context(), "war-room", []byte(`{"description":"the operators' room"}`)); err != nil {
 		t.Fatal(err)
 	}
-	members, err := f.js.KeyValue(t.Context(), protocol.BucketMembers(space))
-	if err != nil {
-		t.Fatal(err)
-	}
+	members := membersBucket{js: f.js, bucket: protocol.BucketMembers(space)}
 	yes := true
 	resident := protocol.Membership{Channel: "war-room", Owner: a.p.String(), UID: a.uid, State: protocol.MembershipActive, Activated: &yes, Generation: 3, Writer: "suite", UpdatedAt: 1}
 	if err := writeMembership(t.Context(), members, protocol.MembershipKey("war-room", a.p, a.uid), resident, 0); err != nil {

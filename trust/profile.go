@@ -353,6 +353,12 @@ func runHostGrants(g *grants, space string) {
 	epf := provision.StreamEPF(space)
 	g.pub(api(verbStreamInfo, epf), api(verbStreamMsgGet, epf), api(verbDirectGet, epf), api(verbDirectGet, epf, ">"),
 		protocol.RunSettleSubject(space, ep, "*"))
+	// A conclave: its members' durable membership rows (read by a batch Direct Get,
+	// written by CAS) and the registry row of the channel it mints. A KV key takes no
+	// partial-token wildcard, so both buckets' keys are granted whole; the daemon still
+	// copies only what a member's read ACL admits.
+	mem := protocol.BucketMembers(space)
+	g.pub(api(verbDirectGet, kvStream(mem)), kvPrefix+mem+".>", kvPrefix+protocol.BucketChannels(space)+".>")
 }
 
 // readerGrants is the observer, and with admin set the admin: read the messaging plane
