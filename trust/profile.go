@@ -316,11 +316,11 @@ func managerGrants(g *grants, space string, s UserSpec, inbox string) {
 	g.sub(ep+"one.manager.>", ep+"all.manager.>", ep+"inst.manager.>")
 	g.pub(ep + "reply.manager.>")
 	// What a reference caller needs to resolve it: its contract artifacts in the contract
-	// store (create-only publishes) and its own service record in the records bucket.
+	// store (create-only publishes) and its own service record in the records bucket
+	// (svc.manager.…, written under runHostGrants' one record subject *.manager.>).
 	g.pub(api(verbStreamInfo, "EPC_"+space), protocol.Root+"."+space+".epc.>")
 	rec := kvStream("cotal_records_" + space)
-	g.pub(api(verbStreamInfo, rec), api(verbStreamMsgGet, rec), api(verbDirectGet, rec), api(verbDirectGet, rec, ">"),
-		kvPrefix+"cotal_records_"+space+".svc.manager.>")
+	g.pub(api(verbStreamInfo, rec), api(verbStreamMsgGet, rec), api(verbDirectGet, rec), api(verbDirectGet, rec, ">"))
 	// The names of the DM durables (dm_<o>-<a>-<uid>): a name with one was held.
 	g.pub(api(verbConsumerNames, protocol.StreamDM(space)))
 	b := protocol.BucketManager(space)
