@@ -399,7 +399,7 @@ log("done");`)
 }
 
 // migrate: an orphaned conclave that closed is ignored; one still open (its driver killed
-// inside it) is rejected L5014.
+// inside it) or cancelled (closed false, as the reference records it) is rejected L5014.
 func TestMigrateConclaveOrphans(t *testing.T) {
 	f := newFixture(t)
 	a := f.seat("dev-m", "seat9", "k")
@@ -449,5 +449,19 @@ await conclave([a], async (room) => 1, { name: "huddle" });`)
 await conclave([a], async (room) => { await sleep("1s", { name: "nap" }); return 1; }, { name: "huddle" });`, "/conclave:huddle#0/b:in/sleep:nap#0")
 	if o := verdict(open); o.Verdict != runstore.VerdictRejected || o.Code != "L5014" {
 		t.Fatalf("an open conclave's orphan: %+v; want rejected L5014", o)
+	}
+	prog, lost, err := Prepare(`const a = ` + handleSrc(a, true) + `;
+await race({
+  fast: () => sleep("2s", { name: "quick" }),
+  room: () => conclave([a], async (room) => { await checkpoint("park", "Wait?", { timeout: "1h" }); return 1; }, { name: "doomed" }),
+});`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := Start(t.Context(), f.cfg(), prog, lost, ""); err != nil || out.State != runstore.StateCompleted {
+		t.Fatalf("run %+v %v", out, err)
+	}
+	if o := verdict(lost); o.Verdict != runstore.VerdictRejected || o.Code != "L5014" {
+		t.Fatalf("a cancelled conclave's orphan (closed false): %+v; want rejected L5014", o)
 	}
 }
