@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,8 +106,8 @@ func (d *drive) conclave(ctx context.Context, c lang.Call, e runstore.Entry, bod
 	// context must not stop it.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if ctx.Err() != nil || errors.Is(err, lang.ErrCancelled) {
-		// (A cancelled body may answer no error at all: its branch was cancelled.)
+	// A cancelled body may answer no error at all: its branch "in" is then a loser.
+	if errors.Is(err, lang.ErrCancelled) || slices.Contains(res.Losers, "in") || (err != nil && ctx.Err() != nil) {
 		// A cancelled conclave does not close itself (LANG §7.6): the driver releases what
 		// it wrote, and the entry records cancelled with the closed fact false.
 		if rerr := d.releaseConclave(cctx, plan); rerr != nil {
