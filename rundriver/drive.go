@@ -600,11 +600,7 @@ func (d *drive) Scope(ctx context.Context, c lang.Call, run func(ctx context.Con
 		}
 	}
 	if c.Kind == "conclave" {
-		refusal := &lang.EffectError{Code: "L5016", Kind: "refused", Message: "conclave needs channels and seats; resume the run on a manager"}
-		if err := d.settle(ctx, e, "refused", nil, refusal, d.cfg.now()); err != nil {
-			return lang.Result{}, err
-		}
-		return lang.Result{}, &heldError{refusal: refusal}
+		return d.conclave(ctx, c, e, run)
 	}
 	res, err := run(ctx, nil)
 	var fail *lang.EffectError

@@ -316,11 +316,11 @@ func managerGrants(g *grants, space string, s UserSpec, inbox string) {
 	g.sub(ep+"one.manager.>", ep+"all.manager.>", ep+"inst.manager.>")
 	g.pub(ep + "reply.manager.>")
 	// What a reference caller needs to resolve it: its contract artifacts in the contract
-	// store (create-only publishes) and its own service record in the records bucket.
+	// store (create-only publishes) and its own service record in the records bucket
+	// (svc.manager.…, written under runHostGrants' one record subject *.manager.>).
 	g.pub(api(verbStreamInfo, "EPC_"+space), protocol.Root+"."+space+".epc.>")
 	rec := kvStream("cotal_records_" + space)
-	g.pub(api(verbStreamInfo, rec), api(verbStreamMsgGet, rec), api(verbDirectGet, rec), api(verbDirectGet, rec, ">"),
-		kvPrefix+"cotal_records_"+space+".svc.manager.>")
+	g.pub(api(verbStreamInfo, rec), api(verbStreamMsgGet, rec), api(verbDirectGet, rec), api(verbDirectGet, rec, ">"))
 	// The names of the DM durables (dm_<o>-<a>-<uid>): a name with one was held.
 	g.pub(api(verbConsumerNames, protocol.StreamDM(space)))
 	b := protocol.BucketManager(space)
@@ -353,6 +353,12 @@ func runHostGrants(g *grants, space string) {
 	epf := provision.StreamEPF(space)
 	g.pub(api(verbStreamInfo, epf), api(verbStreamMsgGet, epf), api(verbDirectGet, epf), api(verbDirectGet, epf, ">"),
 		protocol.RunSettleSubject(space, ep, "*"))
+	// A conclave: its members' durable membership rows (read by a batch Direct Get,
+	// written by CAS) and the registry row of the channel it mints. A KV key takes no
+	// partial-token wildcard, so both buckets' keys are granted whole; the daemon still
+	// copies only what a member's read ACL admits.
+	mem := protocol.BucketMembers(space)
+	g.pub(api(verbDirectGet, kvStream(mem)), kvPrefix+mem+".>", kvPrefix+protocol.BucketChannels(space)+".>")
 }
 
 // readerGrants is the observer, and with admin set the admin: read the messaging plane
