@@ -283,13 +283,9 @@ func (d *drive) waitChannel(ctx context.Context, c lang.Call, e runstore.Entry, 
 	}
 	if bound && x.ChatSeq > 0 {
 		// A predecessor matched and acked this message before it could settle.
-		msg, err := d.messageAt(ctx, chat, x)
+		msg, err := d.messageAt(ctx, chat, e.RequestID, x)
 		if err != nil {
 			return lang.Result{}, fmt.Errorf("wait %s: %w", c.Key, err)
-		}
-		// It may have stopped between the ack and the consumer's deletion.
-		if err := d.cfg.JS.DeleteConsumer(ctx, chat, waitConsumerName(e.RequestID)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			d.log.Warn("wait consumer left behind", "run", d.run, "step", c.Key, "err", err)
 		}
 		return d.settleWait(ctx, e, msg, max(d.cfg.now(), x.Since))
 	}
@@ -406,25 +402,44 @@ func (d *drive) waitEnded(ctx context.Context, over func()) (lang.Result, error)
 	return lang.Result{}, ctx.Err()
 }
 
-// messageAt re-reads the message a wait bound, from the chat stream, checking it is on
-// the wait's channel.
-func (d *drive) messageAt(ctx context.Context, chat string, x chanExternal) (map[string]any, error) {
-	st, err := d.cfg.JS.Stream(ctx, chat)
+// messageAt re-reads the message a wait bound: through the wait's own consumer name,
+// made again to start at the bound sequence and filtered to the wait's channel (so the
+// broker, not only this check, keeps the read on that channel), then deleted.
+func (d *drive) messageAt(ctx context.Context, chat, requestID string, x chanExternal) (map[string]any, error) {
+	name := waitConsumerName(requestID)
+	if err := d.cfg.JS.DeleteConsumer(ctx, chat, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("consumer %s: %w", name, err)
+	}
+	cons, err := d.cfg.JS.CreateConsumer(ctx, chat, jetstream.ConsumerConfig{
+		Durable: name, FilterSubject: protocol.ChannelFilter(d.cfg.Space, x.WaitChannel),
+		AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: x.ChatSeq,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", name, err)
+	}
+	defer func() {
+		if err := d.cfg.JS.DeleteConsumer(context.WithoutCancel(ctx), chat, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			d.log.Warn("wait consumer left behind", "run", d.run, "consumer", name, "err", err)
+		}
+	}()
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
 	if err != nil {
 		return nil, err
 	}
-	raw, err := st.GetMsg(ctx, x.ChatSeq)
-	if err != nil {
-		return nil, fmt.Errorf("the message it matched (sequence %d) cannot be read again: %w", x.ChatSeq, err)
+	for m := range batch.Messages() {
+		meta, err := m.Metadata()
+		if err != nil || meta.Sequence.Stream != x.ChatSeq {
+			return nil, fmt.Errorf("the message it matched (sequence %d) is no longer on channel %q", x.ChatSeq, x.WaitChannel)
+		}
+		msg := decodeChat(m.Data())
+		if msg == nil {
+			return nil, fmt.Errorf("the message at sequence %d is not a chat message", x.ChatSeq)
+		}
+		return msg, nil
 	}
-	if !subjectCovers(protocol.ChannelFilter(d.cfg.Space, x.WaitChannel), raw.Subject) {
-		return nil, fmt.Errorf("the message at sequence %d is not on channel %q", x.ChatSeq, x.WaitChannel)
-	}
-	msg := decodeChat(raw.Data)
-	if msg == nil {
-		return nil, fmt.Errorf("the message at sequence %d is not a chat message", x.ChatSeq)
-	}
-	return msg, nil
+	return nil, fmt.Errorf("the message it matched (sequence %d) cannot be read again: %v", x.ChatSeq, batch.Error())
 }
 
 // settleWait settles a channel wait ok with v (nil: its timeout passed).
