@@ -11,10 +11,12 @@
 // Every driver performs the effects that need no seat: sleep, checkpoint (answered
 // through the records bucket), notify (notice records), waitUntil and log, and the
 // scopes parallel, race and fanOut (a race's losers are cancelled: an effect in flight on
-// a losing branch is withdrawn and settled cancelled), and wait(replied(...)). spawn,
-// turn, ask and wait(down(...)) need a Seats (the manager hosting the run); without one,
-// and for monitor, conclave and wait(message|idle), which no host here performs yet, the
-// step is settled refused (L5016) and the run released, held, for a host that can.
+// a losing branch is withdrawn and settled cancelled), wait(replied(...)), monitor, and
+// the channel waits wait(message(...)) and wait(idle(...)) (chanwait.go: a durable
+// consumer per wait, read only on what the run's admission admits). spawn, turn, ask and
+// wait(down(...)) need a Seats (the manager hosting the run); without one, and for
+// conclave, which no host here performs yet, the step is settled refused (L5016) and the
+// run released, held, for a host that can.
 package rundriver
 
 import (
