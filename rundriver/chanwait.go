@@ -39,9 +39,9 @@ const MaxMatchPattern = 256
 // idle window or a revocation is noticed at most.
 const waitPoll = time.Second
 
-// chanExternal is what a channel wait binds on its pending entry: the channel it reads
-// (before its consumer is made), when it began, its one absolute deadline (0: none),
-// and, once matched, the stream sequence of the message it took.
+// chanExternal is what a channel wait binds on its pending entry once its consumer is
+// made: the channel it reads, when it began, its one absolute deadline (0: none), and,
+// once matched, the stream sequence of the message it took.
 type chanExternal struct {
 	WaitChannel string `json:"waitChannel"`
 	Since       int64  `json:"since"`
@@ -289,25 +289,30 @@ func (d *drive) waitChannel(ctx context.Context, c lang.Call, e runstore.Entry, 
 		}
 		return d.settleWait(ctx, e, msg, max(d.cfg.now(), x.Since))
 	}
-	if !bound {
-		now := d.cfg.now()
-		x = chanExternal{WaitChannel: evt.channel, Since: now}
-		if s, ok := c.Input["timeout"].(string); ok {
-			ms, err := lang.ParseDuration(s)
-			if err != nil {
-				return d.failStep(ctx, e, &lang.EffectError{Code: "L4016", Kind: "bad-duration", Message: err.Error()})
-			}
-			x.Deadline = now + ms
+	var timeout int64
+	if s, ok := c.Input["timeout"].(string); ok && !bound {
+		ms, err := lang.ParseDuration(s)
+		if err != nil {
+			return d.failStep(ctx, e, &lang.EffectError{Code: "L4016", Kind: "bad-duration", Message: err.Error()})
 		}
-		var err error
-		if e, err = d.bindChan(ctx, e, x); err != nil {
-			return lang.Result{}, err
-		}
+		timeout = ms
 	}
+	// The consumer first, then the bind: once the entry names its channel, the position
+	// on that channel is held (a stop in between re-binds and finds the same consumer).
 	name := waitConsumerName(e.RequestID)
 	cons, err := d.cfg.JS.CreateConsumer(ctx, chat, waitConsumerConfig(d.cfg.Space, e.RequestID, evt.channel))
 	if err != nil {
 		return lang.Result{}, fmt.Errorf("wait %s: consumer %s on %s: %w", c.Key, name, chat, err)
+	}
+	if !bound {
+		now := d.cfg.now()
+		x = chanExternal{WaitChannel: evt.channel, Since: now}
+		if timeout > 0 {
+			x.Deadline = now + timeout
+		}
+		if e, err = d.bindChan(ctx, e, x); err != nil {
+			return lang.Result{}, err
+		}
 	}
 	over := func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
