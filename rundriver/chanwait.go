@@ -433,18 +433,19 @@ func (d *drive) messageAt(ctx context.Context, chat, requestID string, x chanExt
 	if err != nil {
 		return nil, err
 	}
-	for m := range batch.Messages() {
-		meta, err := m.Metadata()
-		if err != nil || meta.Sequence.Stream != x.ChatSeq {
-			return nil, fmt.Errorf("the message it matched (sequence %d) is no longer on channel %q", x.ChatSeq, x.WaitChannel)
-		}
-		msg := decodeChat(m.Data())
-		if msg == nil {
-			return nil, fmt.Errorf("the message at sequence %d is not a chat message", x.ChatSeq)
-		}
-		return msg, nil
+	m, ok := <-batch.Messages()
+	if !ok {
+		return nil, fmt.Errorf("the message it matched (sequence %d) cannot be read again: %v", x.ChatSeq, batch.Error())
 	}
-	return nil, fmt.Errorf("the message it matched (sequence %d) cannot be read again: %v", x.ChatSeq, batch.Error())
+	meta, err := m.Metadata()
+	if err != nil || meta.Sequence.Stream != x.ChatSeq {
+		return nil, fmt.Errorf("the message it matched (sequence %d) is no longer on channel %q", x.ChatSeq, x.WaitChannel)
+	}
+	msg := decodeChat(m.Data())
+	if msg == nil {
+		return nil, fmt.Errorf("the message at sequence %d is not a chat message", x.ChatSeq)
+	}
+	return msg, nil
 }
 
 // settleWait settles a channel wait ok with v (nil: its timeout passed).
