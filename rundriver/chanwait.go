@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/lang"
@@ -395,7 +396,27 @@ func (d *drive) waitChannel(ctx context.Context, c lang.Call, e runstore.Entry, 
 		if ctx.Err() != nil {
 			return d.waitEnded(ctx, over)
 		}
+		if berr := batch.Error(); berr != nil && !benignFetch(berr) {
+			// The consumer may be gone (deleted by hand): make it again and look again
+			// after one poll, rather than spin on a fetch that fails at once.
+			d.log.Warn("wait fetch", "run", d.run, "step", c.Key, "consumer", name, "err", berr)
+			if cons, err = d.cfg.JS.CreateConsumer(ctx, chat, waitConsumerConfig(d.cfg.Space, e.RequestID, evt.channel)); err != nil && ctx.Err() == nil {
+				return lang.Result{}, fmt.Errorf("wait %s: consumer %s on %s: %w", c.Key, name, chat, err)
+			}
+			t := time.NewTimer(waitPoll)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return d.waitEnded(ctx, over)
+			case <-t.C:
+			}
+		}
 	}
+}
+
+// benignFetch reports whether a fetch ended only because nothing came before it expired.
+func benignFetch(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages)
 }
 
 // waitEnded ends a wait whose context ended: a cancelled branch's wait is over and its

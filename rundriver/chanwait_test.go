@@ -443,3 +443,31 @@ log(k);`)
 		t.Fatalf("logged %q", f.logs)
 	}
 }
+
+// A channel wait on a race's losing branch is withdrawn: its step settles cancelled and
+// its consumer goes, while the run goes on.
+func TestWaitMessageLosingARace(t *testing.T) {
+	f := newFixture(t)
+	run := runstore.NewRunID()
+	admit(t, f.js, run, "build")
+	done := f.driveBG(t.Context(), f.cfg(), `const r = await race({
+  heard: () => wait(message(channel("build")), { name: "hear" }),
+  late: () => sleep("1m", { name: "late" }),
+}, { name: "first" });
+log(r.index);`, run)
+	e := f.parked(f.js, run, "/race:first#0/b:heard/wait:hear#0")
+	f.clock.Add(2 * 60_000)
+	if out := f.finished(done); out.State != runstore.StateCompleted {
+		t.Fatalf("run ended %s: %v", out.State, out.Err)
+	}
+	if _, s := f.entries(run, "/race:first#0/b:heard/wait:hear#0"); len(s) != 1 || s[0].Status != "cancelled" {
+		t.Fatalf("the losing wait settled %+v", s)
+	}
+	f.mu.Lock()
+	logs := strings.Join(f.logs, "")
+	f.mu.Unlock()
+	if logs != "late" {
+		t.Fatalf("logged %q", logs)
+	}
+	consumerGone(t, f.js, e.RequestID)
+}
