@@ -1,9 +1,11 @@
 package rundriver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -470,4 +472,43 @@ log(r.index);`, run)
 		t.Fatalf("logged %q", logs)
 	}
 	consumerGone(t, f.js, e.RequestID)
+}
+
+// The wait's consumer is the reference's: wfw_<requestId> on CHAT_<s>, the channel from
+// any sender, explicit ack, deliver new. Its bound external is Go's shape
+// (testdata/wait-external.json, documented in docs/interop.md), read and written both ways.
+func TestWaitConsumerAndExternalShapes(t *testing.T) {
+	const rid = "AbC-_0123456789012345678901234567890123456"
+	b, err := json.Marshal(waitConsumerConfig("wf", rid, "build"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]any{"durable_name": "wfw_" + rid, "filter_subject": "cotal.wf.chat.*.*.build",
+		"ack_policy": "explicit", "deliver_policy": "new"} {
+		if cfg[k] != want {
+			t.Errorf("consumer %s = %v, want %v", k, cfg[k], want)
+		}
+	}
+	if _, ok := cfg["inactive_threshold"]; ok {
+		t.Error("the wait's consumer must not be reaped while its host is down")
+	}
+	golden, err := os.ReadFile("testdata/wait-external.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, ok := readChanExternal(runstore.Entry{External: bytes.TrimSpace(golden)})
+	if !ok || x != (chanExternal{WaitChannel: "build", Since: 1764720000000, Deadline: 1764723600000, ChatSeq: 42}) {
+		t.Fatalf("the golden external reads %+v", x)
+	}
+	out, err := json.Marshal(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != string(bytes.TrimSpace(golden)) {
+		t.Fatalf("the external writes %s, want %s", out, golden)
+	}
 }
