@@ -326,9 +326,15 @@ func (d *drive) perform(ctx context.Context, c lang.Call, e runstore.Entry) (lan
 	case "waitUntil":
 		return d.waitUntilEffect(ctx, c, e)
 	case "wait":
-		if ev, _ := c.Input["event"].(map[string]any); ev["event"] == "replied" || (ev["event"] == "down" && d.cfg.Seats != nil) {
+		ev, _ := c.Input["event"].(map[string]any)
+		if ev["event"] == "message" || ev["event"] == "idle" {
+			return d.waitChannel(ctx, c, e, ev)
+		}
+		if ev["event"] == "replied" || (ev["event"] == "down" && d.cfg.Seats != nil) {
 			return d.wait(ctx, c, e, ev)
 		}
+	case "monitor":
+		return d.monitor(ctx, c, e)
 	case "spawn", "turn", "ask":
 		if d.cfg.Seats == nil {
 			break

@@ -13,11 +13,12 @@
 // scopes parallel, race and fanOut (a race's losers are cancelled: an effect in flight on
 // a losing branch is withdrawn and settled cancelled), conclave (its members' durable
 // membership rows on a derived or named channel, written from a plan bound before them
-// and released when the body ends, fails or is cancelled; conclave.go), and
-// wait(replied(...)). spawn, turn, ask and wait(down(...)) need a Seats (the manager
-// hosting the run); without one, and for monitor and wait(message|idle), which no host
-// here performs yet, the step is settled refused (L5016) and the run released, held, for
-// a host that can.
+// and released when the body ends, fails or is cancelled; conclave.go),
+// wait(replied(...)), monitor, and the channel waits wait(message(...)) and
+// wait(idle(...)) (chanwait.go: a durable consumer per wait, read only on what the run's
+// admission admits). spawn, turn, ask and wait(down(...)) need a Seats (the manager
+// hosting the run); without one the step is settled refused (L5016) and the run
+// released, held, for a host that can.
 package rundriver
 
 import (

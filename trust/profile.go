@@ -359,6 +359,35 @@ func runHostGrants(g *grants, space string) {
 	// copies only what a member's read ACL admits.
 	mem := protocol.BucketMembers(space)
 	g.pub(api(verbDirectGet, kvStream(mem)), kvPrefix+mem+".>", kvPrefix+protocol.BucketChannels(space)+".>")
+	// Channel waits (wait(message|idle)): a wait's durable wfw_<requestId> on CHAT, made
+	// with a filter (CHAT holds only the chat plane), pulled, acked and deleted. Which
+	// channels a run reads is its admission's, checked by the driver before every read.
+	// The delivery daemon's fan-out durable stays out of reach. These wildcards cover the
+	// manager's own history reader's grants (unused: it reads no channel), which are dropped to keep the permissions
+	// under their size limit with a 64-character space.
+	chat := protocol.StreamChat(space)
+	g.pub(api(verbConsumerCreate, chat, "*", ">"), api(verbConsumerInfo, chat, "*"), api(verbConsumerNext, chat, "*"),
+		api(verbConsumerDelete, chat, "*"), acks(chat, "*"))
+	g.deny(api(verbConsumerCreate, chat, protocol.ConsumerFanout, ">"), api(verbConsumerDelete, chat, protocol.ConsumerFanout))
+	dropCovered(g)
+}
+
+// dropCovered removes the publish grants another publish grant already covers.
+func dropCovered(g *grants) {
+	var keep jwt.StringList
+	for _, s := range g.pubAllow {
+		covered := false
+		for _, w := range g.pubAllow {
+			if w != s && subjectCovers(w, s) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			keep = append(keep, s)
+		}
+	}
+	g.pubAllow = keep
 }
 
 // readerGrants is the observer, and with admin set the admin: read the messaging plane
