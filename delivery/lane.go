@@ -400,6 +400,12 @@ func (r *run) start(ctx context.Context, wg *sync.WaitGroup) error {
 		_ = inbox.run(ctx)
 	}()
 
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		superviseTimerWriter(ctx, &TimerWriter{Space: r.space, JS: r.js, Logger: r.log})
+	}()
+
 	orc, err := r.newOracle()
 	if err != nil {
 		return err

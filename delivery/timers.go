@@ -81,6 +81,7 @@ func (w *TimerWriter) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("timer writer %s: %w", w.Space, err)
 	}
+	log.Info("timer writer up", "durable", protocol.TimerWriterDurable(w.Space))
 	go func() {
 		<-ctx.Done()
 		it.Stop()
@@ -156,4 +157,30 @@ func (w *TimerWriter) arm(ctx context.Context, ept jetstream.Stream, subject str
 		return fmt.Errorf("publish %s: %w", armed, err)
 	}
 	return nil
+}
+
+// superviseTimerWriter runs w until ctx ends, starting it again after a failure (a space
+// provisioned before the timer plane existed, a lost connection) after a pause of 5 s
+// that doubles up to 5 min, as the reference's daemon does.
+func superviseTimerWriter(ctx context.Context, w *TimerWriter) {
+	log := w.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	backoff := 5 * time.Second
+	for {
+		err := w.Run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("timer writer down; pauses expire by their hosts' own clocks meanwhile", "err", err, "retry in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Minute)
+	}
 }

@@ -166,3 +166,15 @@ func TestTimerWriterGenerationsAndRefusals(t *testing.T) {
 		t.Fatalf("the forged target %s got a message: %v", victim, err)
 	}
 }
+
+// The delivery lane runs the timer writer: a request published while it serves is armed
+// and fires.
+func TestLaneArmsTimers(t *testing.T) {
+	p := newTimerPlane(t)
+	serve(t, p.m.lane())
+	at := time.Now().Add(200 * time.Millisecond).UnixMilli()
+	p.request("lane1", 1, at, nil)
+	if got := p.waitFire("lane1"); got.Deadline != at {
+		t.Fatalf("fire %+v, want deadline %d", got, at)
+	}
+}
