@@ -404,7 +404,7 @@ func (d *drive) sleep(ctx context.Context, c lang.Call, e runstore.Entry) (lang.
 		return lang.Result{}, &lang.EffectError{Code: "L4016", Kind: "bad-duration", Message: err.Error()}
 	}
 	until := e.StartedAt + dur
-	if err := d.waitUntil(ctx, until, nil); err != nil {
+	if _, err := d.pause(ctx, e.RequestID, until, nil); err != nil {
 		return lang.Result{}, err
 	}
 	if err := d.settle(ctx, e, "ok", nil, nil, until); err != nil {
@@ -543,7 +543,7 @@ func (d *drive) awaitAnswer(ctx context.Context, x external) (*runstore.Answer, 
 		case <-wctx.Done():
 		}
 	}()
-	if err := d.waitUntil(ctx, x.Deadline, ready); err != nil {
+	if _, err := d.pause(ctx, x.Token, x.Deadline, ready); err != nil {
 		return nil, err
 	}
 	select {

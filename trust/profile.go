@@ -366,6 +366,8 @@ func runHostGrants(g *grants, space string) {
 	epf := provision.StreamEPF(space)
 	g.pub(api(verbStreamInfo, epf), api(verbStreamMsgGet, epf), api(verbDirectGet, epf), api(verbDirectGet, epf, ">"),
 		protocol.RunSettleSubject(space, ep, "*"))
+	// The timer plane: request its pauses' timers and read their fires (runtimers).
+	g.pub(protocol.TimerSubject(space, ep, "*", "*", "*", protocol.TimerSchedule), api(verbStreamMsgGet, provision.StreamEPT(space)))
 }
 
 // readerGrants is the observer, and with admin set the admin: read the messaging plane
