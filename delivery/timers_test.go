@@ -1,9 +1,11 @@
 package delivery
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -111,7 +113,9 @@ func TestTimerWriterArmsAndFiresAcrossRestart(t *testing.T) {
 	at := time.Now().Add(2 * time.Second).UnixMilli()
 	p.request("cp1", 1, at, nil) // before any writer runs
 	stop := p.start()
-	meshtest.Until(t, "the armed schedule", deadline, func() bool { return p.last("cp1", protocol.TimerArmed) != nil || p.last("cp1", protocol.TimerFire) != nil })
+	meshtest.Until(t, "the armed schedule", deadline, func() bool {
+		return p.last("cp1", protocol.TimerArmed) != nil || p.last("cp1", protocol.TimerFire) != nil
+	})
 	stop()
 	if got := p.waitFire("cp1"); got != (TimerRequest{V: 1, TimerID: "cp1", Generation: 1, Deadline: at}) {
 		t.Fatalf("fire body %+v", got)
@@ -176,5 +180,23 @@ func TestLaneArmsTimers(t *testing.T) {
 	p.request("lane1", 1, at, nil)
 	if got := p.waitFire("lane1"); got.Deadline != at {
 		t.Fatalf("fire %+v, want deadline %d", got, at)
+	}
+}
+
+// The armed schedule's body, and so its fire's, is the reference's (testdata/
+// timer_body.json, written from packages/core/src/endpoint-checkpoint.ts
+// armCheckpointTimer), and a request in that shape reads back whole.
+func TestTimerBodyGolden(t *testing.T) {
+	want, err := os.ReadFile("testdata/timer_body.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req TimerRequest
+	if err := json.Unmarshal(want, &req); err != nil {
+		t.Fatal(err)
+	}
+	got, err := json.Marshal(req)
+	if err != nil || !bytes.Equal(got, bytes.TrimSpace(want)) {
+		t.Fatalf("timer body %s (%v), want %s", got, err, want)
 	}
 }
