@@ -107,3 +107,25 @@ func entries(t *testing.T, js jetstream.JetStream, run, key string) (pending, se
 	}
 	return pending, settled
 }
+
+// A wait's timeout is armed on the timer plane too: with the driver's clock frozen, only
+// the fire ends the wait, with null.
+func TestRunWaitTimeoutFired(t *testing.T) {
+	p := newTimerPlane(t)
+	serve(t, p.m.lane())
+	t0 := time.Now().UnixMilli()
+	var logs []string
+	cfg := rundriver.Config{JS: p.m.js, Space: space, Clock: func() int64 { return t0 },
+		Log: func(_, line string) { logs = append(logs, line) }}
+	prog, run, err := rundriver.Prepare(`const r = await wait(replied({ agent: "nobody" }), { name: "reply", timeout: "1s" });
+log(r === null ? "timed out" : "replied");`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	out, err := rundriver.Start(ctx, cfg, prog, run, "")
+	if err != nil || out.State != runstore.StateCompleted || len(logs) != 1 || logs[0] != "timed out" {
+		t.Fatalf("run %+v, %v, logs %q; want completed with the wait timed out", out, err, logs)
+	}
+}
