@@ -17,15 +17,15 @@ import (
 	"github.com/cotal-ai/cotal/provision"
 )
 
-// A pause (a sleep, a checkpoint's timeout, a wait's timeout) is timed twice. The driver arms it on the
-// timer plane: it publishes a schedule request on
+// A pause (a sleep, a checkpoint's timeout, a wait's timeout) is timed twice. The driver
+// arms it on the timer plane: it publishes a schedule request on
 // cotal.<space>.ept.<endpoint>.<instance>.<epoch>.<timerId>.schedule (the timer id is the
-// step's request id, or the wait's timeout token; the instance this driver's holder, the epoch its lease's), which the
-// delivery daemon's timer writer arms on EPT and the broker fires at the deadline, on the
-// sibling .fire subject, whether or not a driver still runs. And the driver keeps its own
-// clock as a fallback, so a run with no daemon still expires. Whichever comes first ends
-// the wait; the journal's settle (and a checkpoint's create-only settle fact) is written
-// once, by the driver holding the run.
+// step's request id, or the wait's timeout token; the instance is this driver's holder and
+// the epoch its lease's), which the delivery daemon's timer writer arms on EPT and the
+// broker fires at the deadline, on the sibling .fire subject, whether or not a driver
+// still runs. And the driver keeps its own clock as a fallback, so a run with no daemon
+// still expires. Whichever comes first ends the wait; the journal's settle (and a
+// checkpoint's create-only settle fact) is written once, by the driver holding the run.
 //
 // A resumed driver reaches each pending pause again as it replays the program (a pending
 // pause's branch has settled every step before it), so it re-arms the pause under its
