@@ -33,7 +33,8 @@ func TestRunPauseFiredWhileNoDriverRuns(t *testing.T) {
 	t0 := time.Now().UnixMilli()
 	cfg := rundriver.Config{JS: js, Space: space, Clock: func() int64 { return t0 }}
 
-	prog, run, err := rundriver.Prepare(`await sleep("1s");
+	// The sleep leaves the first driver seconds to journal and arm it before it fires.
+	prog, run, err := rundriver.Prepare(`await sleep("3s");
 const c = await checkpoint("go", "Go on?", { timeout: "2s", onExpiry: "proceed" });
 log(c.status);`)
 	if err != nil {

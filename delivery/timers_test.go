@@ -139,7 +139,9 @@ func TestTimerWriterGenerationsAndRefusals(t *testing.T) {
 	p := newTimerPlane(t)
 	p.start()
 	now := time.Now()
-	first, second := now.Add(1500*time.Millisecond).UnixMilli(), now.Add(2500*time.Millisecond).UnixMilli()
+	// Margins of seconds: the writer must arm all three requests before the first
+	// deadline, also on a loaded machine.
+	first, second := now.Add(3*time.Second).UnixMilli(), now.Add(4*time.Second).UnixMilli()
 	p.request("cp2", 1, first, nil)
 	p.request("cp2", 2, second, nil)
 	p.request("cp2", 1, first, nil) // stale: generation 2 is armed
@@ -152,7 +154,7 @@ func TestTimerWriterGenerationsAndRefusals(t *testing.T) {
 	}
 	// The sentinel's deadline is after every other: once it fired, every earlier
 	// schedule has had its turn.
-	p.request("sentinel", 1, now.Add(3500*time.Millisecond).UnixMilli(), nil)
+	p.request("sentinel", 1, now.Add(5*time.Second).UnixMilli(), nil)
 	p.waitFire("sentinel")
 	if got := p.waitFire("cp2"); got.Generation != 2 || got.Deadline != second {
 		t.Fatalf("cp2 fired %+v, want generation 2 at %d", got, second)
