@@ -32,9 +32,9 @@ import (
 // own instance and epoch, and it finds a fire recorded while no driver ran: the pause is
 // over, even if its own clock says otherwise.
 
-// firePoll is how often a waiting pause looks for its fire (the reference's FIRE_POLL_MS
-// is 2 s).
-const firePoll = time.Second
+// firePoll is how often a waiting pause looks for its fire, as the reference's
+// FIRE_POLL_MS.
+const firePoll = 2 * time.Second
 
 // timerBody is a schedule request's body, and an armed schedule's and its fire's.
 type timerBody struct {
@@ -129,27 +129,32 @@ func (d *drive) fired(ctx context.Context, timer string, deadline int64) (bool, 
 }
 
 // pause waits until the pause timer ends at (ms on the host clock), its fire arrives, or
-// ready closes; fired says the broker's fire ended it.
+// ready closes; fired says the broker's fire ended it. The host clock is read every
+// second (as waitUntil does), the fire looked for every firePoll.
 func (d *drive) pause(ctx context.Context, timer string, at int64, ready <-chan struct{}) (fired bool, err error) {
 	if !d.arm(ctx, timer, at) {
 		return false, d.waitUntil(ctx, at, ready)
 	}
+	var polled time.Time
 	for {
 		left := at - d.cfg.now()
 		if left <= 0 {
 			return false, nil
 		}
-		ok, err := d.fired(ctx, timer, at)
-		if err != nil {
-			if ctx.Err() != nil {
-				return false, ctx.Err()
+		if time.Since(polled) >= firePoll {
+			polled = time.Now()
+			ok, err := d.fired(ctx, timer, at)
+			if err != nil {
+				if ctx.Err() != nil {
+					return false, ctx.Err()
+				}
+				d.log.Warn("timer plane", "run", d.run, "err", err)
 			}
-			d.log.Warn("timer plane", "run", d.run, "err", err)
+			if ok {
+				return true, nil
+			}
 		}
-		if ok {
-			return true, nil
-		}
-		t := time.NewTimer(min(time.Duration(left)*time.Millisecond, firePoll))
+		t := time.NewTimer(min(time.Duration(left)*time.Millisecond, time.Second))
 		select {
 		case <-ctx.Done():
 			t.Stop()
