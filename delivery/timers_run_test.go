@@ -130,3 +130,56 @@ log(r === null ? "timed out" : "replied");`)
 		t.Fatalf("run %+v, %v, logs %q; want completed with the wait timed out", out, err, logs)
 	}
 }
+
+// An answer filed in time while no driver runs is the checkpoint's outcome, although the
+// timer plane's fire is recorded too and the next driver starts after the deadline: the
+// resumed driver reads the answers filed before it decides the checkpoint expired.
+func TestRunCheckpointAnsweredWhileNoDriverRuns(t *testing.T) {
+	p := newTimerPlane(t)
+	serve(t, p.m.lane())
+	t0 := time.Now().UnixMilli()
+	var logs []string
+	cfg := rundriver.Config{JS: p.m.js, Space: space, Clock: func() int64 { return t0 },
+		Log: func(_, line string) { logs = append(logs, line) }}
+	prog, run, err := rundriver.Prepare(`const c = await checkpoint("go", "Go on?", { timeout: "3s", onExpiry: "proceed" });
+log(c.status);`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, kill := context.WithCancel(t.Context())
+	first := make(chan error, 1)
+	go func() { _, err := rundriver.Start(ctx, cfg, prog, run, ""); first <- err }()
+	reqs, err := p.m.js.Stream(t.Context(), "EPT_REQ_"+space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Until(t, "the checkpoint's schedule request", deadline, func() bool {
+		info, err := reqs.Info(t.Context())
+		return err == nil && info.State.Msgs >= 1
+	})
+	kill()
+	if err := <-first; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("first driver: %v", err)
+	}
+	sp := &runstore.Space{JS: p.m.js, Name: space, Now: func() int64 { return t0 + 100 }}
+	filed, err := sp.Answer(t.Context(), runstore.AnswerRequest{Run: run, Step: "/checkpoint:go#0", Value: json.RawMessage(`{"ok":true}`), By: "alice"})
+	if err != nil || filed.Settle != "resumed" {
+		t.Fatalf("answer: %+v, %v", filed, err)
+	}
+	fires, err := p.m.js.Stream(t.Context(), "EPT_"+space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Until(t, "the checkpoint's fire", deadline, func() bool {
+		_, err := fires.GetLastMsgForSubject(t.Context(), protocol.TimerSubject(space, "manager", "*", "*", "*", protocol.TimerFire))
+		return err == nil
+	})
+	// The next driver starts after the deadline, on its clock and the broker's.
+	cfg.Clock = func() int64 { return t0 + 10_000 }
+	rctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	out, err := rundriver.Resume(rctx, cfg, run)
+	if err != nil || out.State != runstore.StateCompleted || len(logs) != 1 || logs[0] != "resolved" {
+		t.Fatalf("resume: %+v, %v, logs %q; want completed with the answer filed in time", out, err, logs)
+	}
+}
