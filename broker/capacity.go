@@ -10,7 +10,7 @@ import (
 
 // SpaceStreams is how many streams and buckets one space is: the footprint
 // provision.Space creates (provision's tests keep the two equal).
-const SpaceStreams = 22
+const SpaceStreams = 24
 
 // LaneConns is how many broker connections the lanes serving one space hold at most
 // (its delivery lane and its auth-service lane, one each).

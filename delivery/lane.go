@@ -1,6 +1,7 @@
 // Package delivery is the delivery daemon of a space, built as a lane: the durable
 // backstop of durable channels, the space's delivery lease, the delivery ctl rail (durable
-// join, leave, list), the privileged liveness oracle and the plain liveness probe.
+// join, leave, list), the privileged liveness oracle and the plain liveness probe, and the
+// timer writer that arms the space's timer plane (timers.go).
 //
 // Data flow: every post of CHAT_<space> is read, in order, by the daemon's durable
 // "fanout". For a post on a durable channel the daemon writes one copy per member whose
@@ -398,6 +399,12 @@ func (r *run) start(ctx context.Context, wg *sync.WaitGroup) error {
 	go func() {
 		defer wg.Done()
 		_ = inbox.run(ctx)
+	}()
+
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		superviseTimerWriter(ctx, &TimerWriter{Space: r.space, JS: r.js, Logger: r.log})
 	}()
 
 	orc, err := r.newOracle()

@@ -66,3 +66,23 @@ func RunAdmissionKey(endpoint, run string) string {
 func RunSettleSubject(space, endpoint, token string) string {
 	return Root + "." + space + ".epf." + endpoint + ".cp." + token
 }
+
+// The timer plane's phases: a host's request, the timer writer's armed schedule, and the
+// message the broker publishes at the deadline.
+const (
+	TimerSchedule = "schedule"
+	TimerArmed    = "armed"
+	TimerFire     = "fire"
+)
+
+// TimerSubject is a timer's subject on the timer plane:
+// cotal.<space>.ept.<endpoint>.<instanceId>.<epoch>.<timerId>.<phase>. Requests (phase
+// schedule) go to EPT_REQ_<space>; armed schedules and fires to EPT_<space>. Any token
+// may be "*" for a filter.
+func TimerSubject(space, endpoint, instance, epoch, timer, phase string) string {
+	return Root + "." + space + ".ept." + endpoint + "." + instance + "." + epoch + "." + timer + "." + phase
+}
+
+// TimerWriterDurable is the timer writer's durable on EPT_REQ_<space> (the reference's
+// timerw_<space>).
+func TimerWriterDurable(space string) string { return "timerw_" + space }

@@ -104,6 +104,10 @@ func compare(have, want jetstream.StreamConfig, isBucket bool) []drift {
 		ds = append(ds, oneWay("allow msg ttl", want.AllowMsgTTL, func(c *jetstream.StreamConfig) { c.AllowMsgTTL = true },
 			"the server cannot turn per-message TTLs off; a stream no client sends a TTL to is unchanged by them"))
 	}
+	if have.AllowMsgSchedules != want.AllowMsgSchedules {
+		ds = append(ds, oneWay("allow msg schedules", want.AllowMsgSchedules, func(c *jetstream.StreamConfig) { c.AllowMsgSchedules = true },
+			"the server cannot turn message schedules off; a stream no client schedules on is unchanged by them"))
+	}
 	if have.SubjectDeleteMarkerTTL != want.SubjectDeleteMarkerTTL {
 		ds = append(ds, drift{field: "subject delete marker ttl", have: have.SubjectDeleteMarkerTTL.String(), want: want.SubjectDeleteMarkerTTL.String(),
 			fix: func(c *jetstream.StreamConfig) {

@@ -22,7 +22,7 @@ func names(space string) []string {
 		"cotal_presence_" + space, "cotal_channels_" + space,
 		"INBOX_" + space, "DLV_" + space, "cotal_delivery_" + space, "cotal_manager_" + space, "cotal_members_" + space, "cotal_acl_" + space,
 		"cotal_auth_" + space, "cotal_claims_" + space, "EPJ_" + space, "EPF_" + space, "EPC_" + space, "cotal_tasks_" + space,
-		"WFJ_" + space, "cotal_records_" + space, "cotal_admission_" + space, "cotal_a2a_" + space, "cotal_a2apeers_" + space, "cotal_channels_" + space + "/=defaults",
+		"WFJ_" + space, "cotal_records_" + space, "cotal_admission_" + space, "cotal_a2a_" + space, "cotal_a2apeers_" + space, "EPT_REQ_" + space, "EPT_" + space, "cotal_channels_" + space + "/=defaults",
 	}
 }
 

@@ -115,7 +115,7 @@ func TestSpaceScalesUpOnCluster(t *testing.T) {
 	}
 	for _, n := range []string{"CHAT_prod", "DM_prod", "TASK_prod", "INBOX_prod", "DLV_prod", "KV_cotal_presence_prod", "KV_cotal_channels_prod",
 		"KV_cotal_delivery_prod", "KV_cotal_manager_prod", "KV_cotal_members_prod", "KV_cotal_acl_prod", "KV_cotal_auth_prod", "KV_cotal_claims_prod", "EPJ_prod", "EPF_prod", "EPC_prod", "KV_cotal_tasks_prod",
-		"WFJ_prod", "KV_cotal_records_prod", "KV_cotal_admission_prod", "KV_cotal_a2a_prod", "KV_cotal_a2apeers_prod"} {
+		"WFJ_prod", "KV_cotal_records_prod", "KV_cotal_admission_prod", "KV_cotal_a2a_prod", "KV_cotal_a2apeers_prod", "EPT_REQ_prod", "EPT_prod"} {
 		if c := streamConfig(t, js, n); c.Replicas != 3 {
 			t.Errorf("%s replicas %d, want 3", n, c.Replicas)
 		}

@@ -96,6 +96,7 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 	// re-reading it, and no direct get, since a resume must read its predecessor's last
 	// appends from the leader.
 	wfj := baseStream(StreamWFJ(space), protocol.Root+"."+space+".wfj.*")
+	eptReq, ept := TimerStreams(space)
 
 	return []resource{
 		{kind: "stream", name: chat.Name, want: chat},
@@ -147,6 +148,8 @@ func footprint(space string, leaseTTL time.Duration) []resource {
 		admissionBucket(space),
 		a2aBucket(space),
 		a2aPeersBucket(space),
+		{kind: "stream", name: eptReq.Name, want: eptReq},
+		{kind: "stream", name: ept.Name, want: ept},
 	}
 }
 
@@ -257,6 +260,39 @@ func ContractStoreConfig(space string) jetstream.StreamConfig {
 	epc.AllowDirect, epc.DenyDelete, epc.DenyPurge = true, true, true
 	epc.MaxMsgsPerSubject, epc.Discard, epc.DiscardNewPerSubject = 1, jetstream.DiscardNew, true
 	return epc
+}
+
+// StreamEPTReq names the timer plane's request stream (cotal.<space>.ept.*.*.*.*.schedule).
+func StreamEPTReq(space string) string { return "EPT_REQ_" + space }
+
+// StreamEPT names the timer plane's authoritative stream (its .armed schedules and their
+// .fire messages).
+func StreamEPT(space string) string { return "EPT_" + space }
+
+// EPIngressMaxAge is how long EPT_REQ keeps a schedule request: longer than the timer
+// writer is ever down (the reference's EP_INGRESS_MAX_AGE_MS).
+const EPIngressMaxAge = 24 * time.Hour
+
+// EPTimerMaxAge is how long EPT keeps an armed schedule and its fire, so a pause may be
+// armed about a month ahead (the reference's EP_TIMER_MAX_AGE_MS).
+const EPTimerMaxAge = 31 * 24 * time.Hour
+
+// TimerStreams are the timer plane's two streams as the reference's createEndpointStreams
+// makes them. EPT_REQ holds the requests hosts publish, with message schedules off, so a
+// scheduling header a requester sets arms nothing; EPT holds the timer writer's .armed
+// schedules and the .fire messages the broker publishes at their deadlines (a schedule's
+// target must be a subject of its own stream).
+func TimerStreams(space string) (req, ept jetstream.StreamConfig) {
+	p := protocol.Root + "." + space + ".ept.*.*.*.*."
+	req = baseStream(StreamEPTReq(space), p+"schedule")
+	req.MaxAge = EPIngressMaxAge
+	ept = baseStream(StreamEPT(space), p+"armed")
+	ept.Subjects = append(ept.Subjects, p+"fire")
+	ept.MaxAge = EPTimerMaxAge
+	// The server turns rollup on with schedules: a schedule re-published on its subject
+	// replaces the one before. Only the timer writer may publish on EPT.
+	ept.AllowMsgSchedules, ept.AllowRollup = true, true
+	return req, ept
 }
 
 // EPJDuplicateWindow is EPJ's dedupe window: the server's least, since submitters set no

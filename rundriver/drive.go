@@ -410,7 +410,7 @@ func (d *drive) sleep(ctx context.Context, c lang.Call, e runstore.Entry) (lang.
 		return lang.Result{}, &lang.EffectError{Code: "L4016", Kind: "bad-duration", Message: err.Error()}
 	}
 	until := e.StartedAt + dur
-	if err := d.waitUntil(ctx, until, nil); err != nil {
+	if _, err := d.pause(ctx, e.RequestID, until, nil); err != nil {
 		return lang.Result{}, err
 	}
 	if err := d.settle(ctx, e, "ok", nil, nil, until); err != nil {
@@ -516,7 +516,9 @@ func (d *drive) checkpoint(ctx context.Context, c lang.Call, e runstore.Entry) (
 }
 
 // awaitAnswer waits for the first answer to the token (amendments aside) until the
-// deadline; nil means it expired.
+// deadline; nil means it expired. The answers filed before the wait began (while no
+// driver ran) are read before the checkpoint is called expired, so an answer filed in
+// time is its outcome even when the deadline or its fire is found first.
 func (d *drive) awaitAnswer(ctx context.Context, x external) (*runstore.Answer, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -525,10 +527,16 @@ func (d *drive) awaitAnswer(ctx context.Context, x external) (*runstore.Answer, 
 		return nil, fmt.Errorf("checkpoint %s: watch answers: %w", x.Token, err)
 	}
 	defer func() { _ = w.Stop() }()
-	got := make(chan *runstore.Answer, 1)
+	ready, loaded := make(chan struct{}), make(chan struct{})
+	var ans *runstore.Answer
 	go func() {
+		isLoaded := false
 		for ent := range w.Updates() {
-			if ent == nil {
+			if ent == nil { // the answers filed before the watch began are all read
+				if !isLoaded {
+					isLoaded = true
+					close(loaded)
+				}
 				continue
 			}
 			var a runstore.Answer
@@ -536,21 +544,19 @@ func (d *drive) awaitAnswer(ctx context.Context, x external) (*runstore.Answer, 
 				d.log.Warn("run answer ignored", "run", d.run, "key", ent.Key(), "err", err)
 				continue
 			}
-			got <- &a
+			ans = &a
+			close(ready)
 			return
 		}
 	}()
-	ready := make(chan struct{})
-	var ans *runstore.Answer
-	go func() {
-		select {
-		case ans = <-got:
-			close(ready)
-		case <-wctx.Done():
-		}
-	}()
-	if err := d.waitUntil(ctx, x.Deadline, ready); err != nil {
+	if _, err := d.pause(ctx, x.Token, x.Deadline, ready); err != nil {
 		return nil, err
+	}
+	select {
+	case <-ready:
+	case <-loaded:
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 	select {
 	case <-ready:

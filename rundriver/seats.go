@@ -532,7 +532,7 @@ func (d *drive) wait(ctx context.Context, c lang.Call, e runstore.Entry, ev map[
 	timedOut := make(chan struct{})
 	if x.Deadline > 0 {
 		go func() {
-			if d.waitUntil(wctx, x.Deadline, nil) == nil {
+			if _, err := d.pause(wctx, x.Token, x.Deadline, nil); err == nil {
 				close(timedOut)
 			}
 		}()

@@ -291,9 +291,22 @@ func deliveryGrants(g *grants, space, inbox string) {
 	g.pub(accountConnz)
 	g.sub(inbox)
 
+	timerWriterGrants(g, space)
+
 	// Sends nothing on the messaging plane.
 	g.deny(protocol.ChatAll(space), protocol.InstAll(space), protocol.SvcAll(space))
 	denyAdmin(g, space)
+}
+
+// timerWriterGrants: the delivery daemon's timer writer reads the schedule requests
+// through its durable on EPT_REQ and publishes the armed schedules on EPT, reading the
+// last one armed on a subject; the broker publishes the fires itself.
+func timerWriterGrants(g *grants, space string) {
+	req, ept, durable := provision.StreamEPTReq(space), provision.StreamEPT(space), protocol.TimerWriterDurable(space)
+	bind(g, req, durable)
+	g.pub(api(verbConsumerCreate, req, durable, ">"), api(verbDurableCreate, req, durable))
+	g.pub(api(verbStreamInfo, ept), api(verbStreamMsgGet, ept))
+	g.pub(protocol.TimerSubject(space, "*", "*", "*", "*", protocol.TimerArmed))
 }
 
 // managerGrants: an agent reading no channel, plus the manager's rails, its $SRV
@@ -369,6 +382,8 @@ func runHostGrants(g *grants, space string) {
 	g.pub(api(verbConsumerCreate, chat, "*", ">"), api(verbConsumerInfo, chat, "*"), api(verbConsumerNext, chat, "*"),
 		api(verbConsumerDelete, chat, "*"), acks(chat, "*"))
 	g.deny(api(verbConsumerCreate, chat, protocol.ConsumerFanout, ">"), api(verbConsumerDelete, chat, protocol.ConsumerFanout))
+	// The timer plane: request its pauses' timers and read their fires (runtimers).
+	g.pub(protocol.TimerSubject(space, ep, "*", "*", "*", protocol.TimerSchedule), api(verbStreamMsgGet, provision.StreamEPT(space)))
 	dropCovered(g)
 }
 
