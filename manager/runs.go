@@ -283,6 +283,15 @@ func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.
 		return rundriver.TurnResult{}, seatRefused("turn %s: seat %s has ended", r.Step, r.Agent)
 	}
 	h.mu.Lock()
+	_, ok := h.goals[r.GoalID]
+	h.mu.Unlock()
+	if !ok {
+		// A turn the seat ended before a manager of this run was killed is not handed again.
+		if res, done, err := h.endedBefore(ctx, r); err != nil || done {
+			return res, err
+		}
+	}
+	h.mu.Lock()
 	g, ok := h.goals[r.GoalID]
 	if !ok {
 		g = &goal{run: r.Run, step: r.Step, agent: r.Agent, payload: r.Payload, accepted: time.Now().UnixMilli(),
@@ -316,6 +325,58 @@ func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.
 		return rundriver.TurnResult{}, &lang.EffectError{Code: "L4003", Kind: "deadline", Message: "turn " + r.Step + " was not yielded before its deadline"}
 	}
 	return rundriver.TurnResult{}, &lang.EffectError{Code: "L4002", Kind: "cancelled", Message: "turn " + r.Step + " was withdrawn"}
+}
+
+// yieldRecord is a seat's yield of a run's turn, filed create-only in the records bucket
+// at yieldKey before the turn ends: the manager that takes the run back after a crash
+// answers the step from it instead of handing the seat the turn again. A Go extension
+// (docs/interop.md).
+type yieldRecord struct {
+	V      int    `json:"v"`
+	GoalID string `json:"goalId"`
+	Run    string `json:"run"`
+	Step   string `json:"step"`
+	By     string `json:"by"`
+	Status string `json:"status"`
+	To     string `json:"to,omitempty"`
+	Note   string `json:"note,omitempty"`
+	At     int64  `json:"at"`
+}
+
+// yieldKey is where the yield of goal is recorded.
+func yieldKey(endpoint, goalID string) string { return "yield." + endpoint + "." + goalID }
+
+// endedBefore answers how a turn ended when its seat ended it before (a yield recorded,
+// or for an ask an answer filed under its token), as a manager now gone saw it; done
+// is false when the turn is still to be handed.
+func (h *runHost) endedBefore(ctx context.Context, r rundriver.TurnRequest) (rundriver.TurnResult, bool, error) {
+	recs, err := runstore.OpenRecords(ctx, h.js, h.m.Space)
+	if err != nil {
+		return rundriver.TurnResult{}, false, fmt.Errorf("turn %s: %w", r.Step, err)
+	}
+	var y yieldRecord
+	_, err = recs.Get(ctx, yieldKey(runstore.DefaultEndpoint, r.GoalID), &y)
+	switch {
+	case err == nil && (y.Run != r.Run || y.By != (protocol.Principal{Owner: protocol.OwnerLocal, Actor: r.Agent}).String()):
+		return rundriver.TurnResult{}, false, fmt.Errorf("turn %s: the yield recorded for goal %s is run %s's by %s", r.Step, r.GoalID, y.Run, y.By)
+	case err == nil:
+		return rundriver.TurnResult{Status: y.Status, To: y.To, Note: y.Note, At: y.At}, true, nil
+	case !errors.Is(err, runstore.ErrNoRecord):
+		return rundriver.TurnResult{}, false, fmt.Errorf("turn %s: %w", r.Step, err)
+	}
+	if r.Ask == nil {
+		return rundriver.TurnResult{}, false, nil
+	}
+	answers, err := recs.Answers(ctx, r.Ask.Endpoint, r.Ask.Token)
+	if err != nil {
+		return rundriver.TurnResult{}, false, fmt.Errorf("turn %s: %w", r.Step, err)
+	}
+	for _, a := range answers {
+		if a.Supersedes == "" {
+			return rundriver.TurnResult{Status: "done", At: a.At}, true, nil
+		}
+	}
+	return rundriver.TurnResult{}, false, nil
 }
 
 // Down waits until a seat of the run has ended.
@@ -429,10 +490,27 @@ func (m *Manager) turnYield(ctx context.Context, who caller, a mgrclient.TurnYie
 		}
 	}
 	res := rundriver.TurnResult{Status: a.Status, To: a.To, Note: a.Note, At: time.Now().UnixMilli()}
+	if err := h.recordYield(ctx, g, a.GoalID, who.p.String(), res); err != nil {
+		return mgrclient.TurnYieldResult{}, err
+	}
 	if !h.end(a.GoalID, "succeeded", res) {
 		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s was settled meanwhile", a.GoalID)
 	}
 	return mgrclient.TurnYieldResult{GoalID: a.GoalID, State: "succeeded"}, nil
+}
+
+// recordYield files the yield of a turn before it ends, create-only: the yield stands
+// for the step even if this manager dies before the run settles it.
+func (h *runHost) recordYield(ctx context.Context, g *goal, goalID, by string, res rundriver.TurnResult) error {
+	recs, err := runstore.OpenRecords(ctx, h.js, h.m.Space)
+	if err != nil {
+		return err
+	}
+	y := yieldRecord{V: 1, GoalID: goalID, Run: g.run, Step: g.step, By: by, Status: res.Status, To: res.To, Note: res.Note, At: res.At}
+	if err := recs.Create(ctx, yieldKey(runstore.DefaultEndpoint, goalID), y); err != nil {
+		return fmt.Errorf("record the yield of %s: %w", goalID, err)
+	}
+	return nil
 }
 
 // fileAnswer files an ask's answer record, create-only (a retry files the same record).
