@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -116,6 +117,15 @@ func (h *runHost) config() rundriver.Config {
 	return cfg
 }
 
+// holder is the holder id of one attempt to drive a run here, as the reference's host
+// forms it: this manager process, a dot, and the attempt's takeover id (16 hex), so two
+// attempts never present the same holder to the journal's activation barrier.
+func (h *runHost) holder() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return h.m.instance + "." + hex.EncodeToString(b[:])
+}
+
 // launch drives one run on its own goroutine until it ends or the manager stops.
 func (h *runHost) launch(run string, drive func(ctx context.Context, cfg rundriver.Config) (rundriver.Outcome, error)) error {
 	h.mu.Lock()
@@ -136,7 +146,11 @@ func (h *runHost) launch(run string, drive func(ctx context.Context, cfg rundriv
 		defer h.m.wg.Done()
 		defer close(d.done)
 		defer cancel()
-		d.out, d.err = drive(ctx, h.config())
+		cfg := h.config()
+		if cfg.Holder == "" {
+			cfg.Holder = h.holder()
+		}
+		d.out, d.err = drive(ctx, cfg)
 		h.m.log.Info("workflow run drive ended", "run", run, "state", d.out.State, "err", d.err, "why", d.out.Err)
 	}()
 	return nil

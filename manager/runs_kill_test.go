@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -251,6 +252,9 @@ func (k *killRig) answer(token string) {
 	}
 }
 
+// hostedHolder is the holder id of a hosted attempt.
+var hostedHolder = regexp.MustCompile(`^[A-Za-z0-9_-]+\.[0-9a-f]{16}$`)
+
 // killProgramSource is seatProgramSource ending at a checkpoint the test answers.
 const killProgramSource = seatProgramSource + `
 await checkpoint("end", "Done?");`
@@ -337,15 +341,25 @@ func TestHostedSeatEffectsExactlyOnceAcrossManagerSIGKILL(t *testing.T) {
 				return k.status(run).State == runstore.StateCompleted
 			})
 
+			// Each attempt activated under a holder of its own: the manager process and
+			// a takeover id, <instance>.<16 hex>.
 			journal := k.journal(run)
-			acts := 0
+			var holders []string
 			for _, r := range journal {
 				if r.Activation != nil {
-					acts++
+					holders = append(holders, r.Activation.Holder)
 				}
 			}
-			if acts != 2 {
-				t.Fatalf("the journal holds %d activations; want the start's and the takeover's", acts)
+			if len(holders) != 2 {
+				t.Fatalf("the journal holds %d activations; want the start's and the takeover's", len(holders))
+			}
+			for _, h := range holders {
+				if !hostedHolder.MatchString(h) {
+					t.Fatalf("holder %q is not <manager instance>.<16 hex>", h)
+				}
+			}
+			if holders[0] == holders[1] {
+				t.Fatalf("both attempts activated as %s", holders[0])
 			}
 			for _, step := range []string{"/spawn:worker#0", "/turn:work#0", "/ask:report#0"} {
 				p, s := steps(journal, step)
