@@ -99,12 +99,51 @@ func (m *Manager) hostRuns(ctx context.Context) {
 		if _, err := recs.Get(ctx, k, &st); err != nil || st.State != runstore.StateRunning {
 			continue
 		}
+		if why := h.revoked(ctx, run); why != "" {
+			m.log.Warn("workflow run stays parked", "run", run, "why", why)
+			continue
+		}
 		if err := m.ResumeRun(run); err != nil {
 			m.log.Warn("workflow run not taken back", "run", run, "err", err)
 			continue
 		}
 		m.log.Info("workflow run taken back", "run", run, "epoch", st.Epoch+1)
 	}
+}
+
+// admit files the admission of a run started here, before it is driven, as the
+// reference's host does: create-only, for the caller that asked (who, with its lifecycle
+// uid), under no channel (a hosted run performs no channel effect yet). Its provenance is
+// the operator's: the caller is the operator this manager runs for, and no issued
+// authority is snapshotted.
+func (h *runHost) admit(ctx context.Context, run string, who protocol.Principal, uid string) error {
+	adm, err := runstore.OpenAdmissions(ctx, h.js, h.m.Space)
+	if err != nil {
+		return err
+	}
+	none := runstore.ChannelAllow(nil, nil)
+	return adm.Admit(ctx, runstore.Admission{Version: 1, Space: h.m.Space, Endpoint: runstore.DefaultEndpoint, RunID: run,
+		InstanceID: h.m.instanceID, Caller: runstore.Caller{Owner: who.Owner, Actor: who.Actor, UID: uid},
+		Ceiling:    runstore.Ceiling{Publish: none, Subscribe: none},
+		Provenance: runstore.Provenance{Kind: "operator", By: who.String(), Reason: "run-start on the manager"},
+		AdmittedAt: time.Now().UnixMilli()})
+}
+
+// revoked says why run may not be driven on: revoked (by whom, why), or its marker
+// unreadable, which may say so; "" when it may.
+func (h *runHost) revoked(ctx context.Context, run string) string {
+	adm, err := runstore.OpenAdmissions(ctx, h.js, h.m.Space)
+	if err != nil {
+		return "its revocation marker cannot be read: " + err.Error()
+	}
+	rv, err := adm.Revoked(ctx, runstore.DefaultEndpoint, run)
+	if err != nil {
+		return "its revocation marker cannot be read: " + err.Error()
+	}
+	if rv != nil {
+		return fmt.Sprintf("revoked by %s (%s)", rv.By, rv.Reason)
+	}
+	return ""
 }
 
 // config is the driver configuration of a run hosted here.
