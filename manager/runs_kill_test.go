@@ -235,6 +235,20 @@ func (k *killRig) journal(run string) []runstore.Record {
 	return recs
 }
 
+// checkHanded checks the seat's report: each turn (by goal) handed and yielded as want says.
+func checkHanded(t *testing.T, k *killRig, seat string, want map[string]int) {
+	t.Helper()
+	for what, f := range map[string]string{"handed": ".handed", "yielded": ".yields"} {
+		got := map[string]int{}
+		for _, l := range k.lines(seat + f) {
+			got[l]++
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("turns %s to the seat, by goal: %v; want %v", what, got, want)
+		}
+	}
+}
+
 // answer files the operator's answer to the checkpoint token.
 func (k *killRig) answer(token string) {
 	k.t.Helper()
@@ -259,8 +273,8 @@ var hostedHolder = regexp.MustCompile(`^[A-Za-z0-9_-]+\.[0-9a-f]{16}$`)
 const killProgramSource = seatProgramSource + `
 await checkpoint("end", "Done?");`
 
-// steps are the journal's entries of key: pending ones and settled ones.
-func steps(journal []runstore.Record, key string) (pending, settled []runstore.Entry) {
+// entriesOf are the journal's entries of key: pending ones and settled ones.
+func entriesOf(journal []runstore.Record, key string) (pending, settled []runstore.Entry) {
 	for _, r := range journal {
 		if r.Entry != nil && r.Entry.Key() == key {
 			if r.Entry.State == "pending" {
@@ -297,126 +311,148 @@ func (k *killRig) lines(name string) []string {
 // records under one request id and one settle; the seat's process was started once, its
 // turn and its ask were each handed and yielded once, the answer filed once. A resume
 // while the new manager drives the run is refused and appends nothing.
+//
+// wait(replied(...)) the same: killed before the wait settles, the next manager resolves
+// it from the turn the journal holds settled, and the seat yields once.
 func TestHostedSeatEffectsExactlyOnceAcrossManagerSIGKILL(t *testing.T) {
-	for _, key := range []string{"/spawn:worker#0", "/turn:work#0", "/ask:report#0"} {
+	seatSteps := []string{"/spawn:worker#0", "/turn:work#0", "/ask:report#0"}
+	for _, key := range seatSteps {
 		t.Run(strings.Trim(key, "/#0"), func(t *testing.T) {
-			k := newKillRig(t)
-			k.startHost(key)
-			var started struct {
-				RunID string `json:"runId"`
-			}
-			if _, err := k.ep.Call(t.Context(), mgrclient.EPCall{Command: "run-start", Args: map[string]any{"source": killProgramSource}}, &started); err != nil {
-				t.Fatalf("run-start: %v", err)
-			}
-			run := started.RunID
-			meshtest.Until(t, "the manager holds before the settle of "+key, killTimeout, func() bool {
-				_, err := os.Stat(filepath.Join(k.dir, "mark"))
-				return err == nil
-			})
-			k.kill()
-			if p, s := steps(k.journal(run), key); len(p) == 0 || len(s) != 0 {
-				t.Fatalf("after the kill %s has %d pending, %d settled records; want pending only", key, len(p), len(s))
-			}
-			if st := k.status(run); st.State != runstore.StateRunning || st.Epoch != 1 {
-				t.Fatalf("status after the kill %+v; want running at epoch 1", st)
-			}
-
-			k.startHost("")
-			meshtest.Until(t, "the new manager holds the run at epoch 2", killTimeout, func() bool {
-				st := k.status(run)
-				return st.Epoch == 2 && st.FencingToken == 2
-			})
-			// The run waits at its last step, a checkpoint, driven: a resume is refused.
-			var cp []runstore.Entry
-			meshtest.Until(t, "the run waits at its checkpoint", killTimeout, func() bool {
-				cp, _ = steps(k.journal(run), "/checkpoint:end#0")
-				return len(cp) == 2
-			})
-			var me *mgrclient.Error
-			if _, err := k.ep.Call(t.Context(), mgrclient.EPCall{Command: "run-resume", Args: map[string]any{"runId": run}}, nil); !errors.As(err, &me) || me.Code != mgrclient.EPConflict {
-				t.Fatalf("a second resume while the manager drives the run: %v; want conflict", err)
-			}
-			k.answer(rundriver.Token(cp[1]))
-			meshtest.Until(t, "the run completes", killTimeout, func() bool {
-				return k.status(run).State == runstore.StateCompleted
-			})
-
-			// Each attempt activated under a holder of its own: the manager process and
-			// a takeover id, <instance>.<16 hex>.
-			journal := k.journal(run)
-			var holders []string
-			for _, r := range journal {
-				if r.Activation != nil {
-					holders = append(holders, r.Activation.Holder)
-				}
-			}
-			if len(holders) != 2 {
-				t.Fatalf("the journal holds %d activations; want the start's and the takeover's", len(holders))
-			}
-			for _, h := range holders {
-				if !hostedHolder.MatchString(h) {
-					t.Fatalf("holder %q is not <manager instance>.<16 hex>", h)
-				}
-			}
-			if holders[0] == holders[1] {
-				t.Fatalf("both attempts activated as %s", holders[0])
-			}
-			for _, step := range []string{"/spawn:worker#0", "/turn:work#0", "/ask:report#0"} {
-				p, s := steps(journal, step)
-				if len(s) != 1 || s[0].Status != "ok" || len(p) == 0 {
-					t.Fatalf("%s: %d pending, settled %+v; want one ok settle", step, len(p), s)
-				}
-				for _, e := range append(p, s...) {
-					if e.RequestID != s[0].RequestID {
-						t.Fatalf("%s was journaled under request ids %s and %s", step, e.RequestID, s[0].RequestID)
-					}
-				}
-			}
-			if _, s := steps(journal, "/ask:report#0"); string(s[0].Result) != `{"n":3,"ok":true}` {
-				t.Fatalf("the ask settled %s", s[0].Result)
-			}
-			_, turn := steps(journal, "/turn:work#0")
-			var tr map[string]any
-			if err := json.Unmarshal(turn[0].Result, &tr); err != nil || tr["status"] != "done" || tr["note"] != "did it" {
-				t.Fatalf("the turn settled %s", turn[0].Result)
-			}
-
-			var ps protocol.PsResult
-			if err := k.op.Call(t.Context(), protocol.MgrPs, protocol.NameArgs{}, &ps); err != nil {
-				t.Fatal(err)
-			}
-			var seats []protocol.SeatInfo
-			for _, s := range ps.Seats {
-				if s.Spawner == "local."+rundriver.RunCaller(run) {
-					seats = append(seats, s)
-				}
-			}
-			if len(seats) != 1 {
-				t.Fatalf("the run has %d seats: %+v; want one", len(seats), seats)
-			}
-			seat := seats[0].Name
-			if starts := k.lines(seat + ".starts"); len(starts) != 1 {
-				t.Fatalf("the seat's process was started %d times; want once", len(starts))
-			}
-			_, ask := steps(journal, "/ask:report#0")
-			askToken := rundriver.AskToken(ask[0].RequestID, 1)
-			want := map[string]int{turn[0].RequestID: 1, askToken: 1}
-			for what, f := range map[string]string{"handed": ".handed", "yielded": ".yields"} {
-				got := map[string]int{}
-				for _, l := range k.lines(seat + f) {
-					got[l]++
-				}
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("turns %s to the seat, by goal: %v; want the turn and the ask once each %v", what, got, want)
-				}
-			}
-			recs, err := runstore.OpenRecords(t.Context(), k.js, space)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if answers, err := recs.Answers(t.Context(), runstore.DefaultEndpoint, askToken); err != nil || len(answers) != 1 || answers[0].By != "local."+seat {
-				t.Fatalf("answers %+v, %v; want one by the seat", answers, err)
-			}
+			killAndTakeBack(t, killProgramSource, key, seatSteps)
 		})
+	}
+	t.Run("wait:replied", func(t *testing.T) {
+		killAndTakeBack(t, repliedProgramSource, "/parallel#0/b:r/wait:seen#0", []string{"/spawn:worker#0", "/parallel#0/b:t/turn:work#0", "/parallel#0/b:r/wait:seen#0"})
+	})
+}
+
+// repliedProgramSource waits for its seat's reply beside the turn, then at a checkpoint
+// the test answers.
+const repliedProgramSource = `const w = await spawn("worker");
+const both = await parallel({ t: () => turn(w, { name: "work", deadline: "5m" }), r: () => wait(replied(w), { name: "seen", timeout: "5m" }) });
+log("replied " + both.r.status + " " + both.r.note);
+await checkpoint("end", "Done?");`
+
+// killAndTakeBack starts program on a manager process that stops before the settle of
+// key and is SIGKILLed there, lets the next manager process take the run back and
+// complete it, and checks each of steps was performed and settled once.
+func killAndTakeBack(t *testing.T, program, key string, steps []string) {
+	k := newKillRig(t)
+	k.startHost(key)
+	var started struct {
+		RunID string `json:"runId"`
+	}
+	if _, err := k.ep.Call(t.Context(), mgrclient.EPCall{Command: "run-start", Args: map[string]any{"source": program}}, &started); err != nil {
+		t.Fatalf("run-start: %v", err)
+	}
+	run := started.RunID
+	meshtest.Until(t, "the manager holds before the settle of "+key, killTimeout, func() bool {
+		_, err := os.Stat(filepath.Join(k.dir, "mark"))
+		return err == nil
+	})
+	k.kill()
+	if p, s := entriesOf(k.journal(run), key); len(p) == 0 || len(s) != 0 {
+		t.Fatalf("after the kill %s has %d pending, %d settled records; want pending only", key, len(p), len(s))
+	}
+	if st := k.status(run); st.State != runstore.StateRunning || st.Epoch != 1 {
+		t.Fatalf("status after the kill %+v; want running at epoch 1", st)
+	}
+
+	k.startHost("")
+	meshtest.Until(t, "the new manager holds the run at epoch 2", killTimeout, func() bool {
+		st := k.status(run)
+		return st.Epoch == 2 && st.FencingToken == 2
+	})
+	// The run waits at its last step, a checkpoint, driven: a resume is refused.
+	var cp []runstore.Entry
+	meshtest.Until(t, "the run waits at its checkpoint", killTimeout, func() bool {
+		cp, _ = entriesOf(k.journal(run), "/checkpoint:end#0")
+		return len(cp) == 2
+	})
+	var me *mgrclient.Error
+	if _, err := k.ep.Call(t.Context(), mgrclient.EPCall{Command: "run-resume", Args: map[string]any{"runId": run}}, nil); !errors.As(err, &me) || me.Code != mgrclient.EPConflict {
+		t.Fatalf("a second resume while the manager drives the run: %v; want conflict", err)
+	}
+	k.answer(rundriver.Token(cp[1]))
+	meshtest.Until(t, "the run completes", killTimeout, func() bool {
+		return k.status(run).State == runstore.StateCompleted
+	})
+
+	// Each attempt activated under a holder of its own: the manager process and
+	// a takeover id, <instance>.<16 hex>.
+	journal := k.journal(run)
+	var holders []string
+	for _, r := range journal {
+		if r.Activation != nil {
+			holders = append(holders, r.Activation.Holder)
+		}
+	}
+	if len(holders) != 2 {
+		t.Fatalf("the journal holds %d activations; want the start's and the takeover's", len(holders))
+	}
+	for _, h := range holders {
+		if !hostedHolder.MatchString(h) {
+			t.Fatalf("holder %q is not <manager instance>.<16 hex>", h)
+		}
+	}
+	if holders[0] == holders[1] {
+		t.Fatalf("both attempts activated as %s", holders[0])
+	}
+	for _, step := range steps {
+		p, s := entriesOf(journal, step)
+		if len(s) != 1 || s[0].Status != "ok" || len(p) == 0 {
+			t.Fatalf("%s: %d pending, settled %+v; want one ok settle", step, len(p), s)
+		}
+		for _, e := range append(p, s...) {
+			if e.RequestID != s[0].RequestID {
+				t.Fatalf("%s was journaled under request ids %s and %s", step, e.RequestID, s[0].RequestID)
+			}
+		}
+	}
+	_, turn := entriesOf(journal, steps[1])
+	var tr map[string]any
+	if err := json.Unmarshal(turn[0].Result, &tr); err != nil || tr["status"] != "done" || tr["note"] != "did it" {
+		t.Fatalf("the turn settled %s", turn[0].Result)
+	}
+
+	var ps protocol.PsResult
+	if err := k.op.Call(t.Context(), protocol.MgrPs, protocol.NameArgs{}, &ps); err != nil {
+		t.Fatal(err)
+	}
+	var seats []protocol.SeatInfo
+	for _, s := range ps.Seats {
+		if s.Spawner == "local."+rundriver.RunCaller(run) {
+			seats = append(seats, s)
+		}
+	}
+	if len(seats) != 1 {
+		t.Fatalf("the run has %d seats: %+v; want one", len(seats), seats)
+	}
+	seat := seats[0].Name
+	if starts := k.lines(seat + ".starts"); len(starts) != 1 {
+		t.Fatalf("the seat's process was started %d times; want once", len(starts))
+	}
+	want := map[string]int{turn[0].RequestID: 1}
+	_, ask := entriesOf(journal, "/ask:report#0")
+	if len(ask) == 0 {
+		_, seen := entriesOf(journal, steps[2])
+		if !strings.Contains(string(seen[0].Result), `"status":"done"`) {
+			t.Fatalf("wait(replied) settled %s", seen[0].Result)
+		}
+		checkHanded(t, k, seat, want)
+		return
+	}
+	if string(ask[0].Result) != `{"n":3,"ok":true}` {
+		t.Fatalf("the ask settled %s", ask[0].Result)
+	}
+	askToken := rundriver.AskToken(ask[0].RequestID, 1)
+	want[askToken] = 1
+	checkHanded(t, k, seat, want)
+	recs, err := runstore.OpenRecords(t.Context(), k.js, space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answers, err := recs.Answers(t.Context(), runstore.DefaultEndpoint, askToken); err != nil || len(answers) != 1 || answers[0].By != "local."+seat {
+		t.Fatalf("answers %+v, %v; want one by the seat", answers, err)
 	}
 }
