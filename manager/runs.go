@@ -543,7 +543,8 @@ func (m *Manager) turnYield(ctx context.Context, who caller, a mgrclient.TurnYie
 		}
 	}
 	res := rundriver.TurnResult{Status: a.Status, To: a.To, Note: a.Note, At: time.Now().UnixMilli()}
-	if err := h.recordYield(ctx, g, a.GoalID, who.p.String(), res); err != nil {
+	res, err := h.recordYield(ctx, g, a.GoalID, who.p.String(), res)
+	if err != nil {
 		return mgrclient.TurnYieldResult{}, err
 	}
 	if !h.end(a.GoalID, "succeeded", res) {
@@ -553,17 +554,26 @@ func (m *Manager) turnYield(ctx context.Context, who caller, a mgrclient.TurnYie
 }
 
 // recordYield files the yield of a turn before it ends, create-only: the yield stands
-// for the step even if this manager dies before the run settles it.
-func (h *runHost) recordYield(ctx context.Context, g *goal, goalID, by string, res rundriver.TurnResult) error {
+// for the step even if this manager dies before the run settles it. A yield of the goal
+// recorded already (a retry whose first write landed unanswered) is the one that ends it.
+func (h *runHost) recordYield(ctx context.Context, g *goal, goalID, by string, res rundriver.TurnResult) (rundriver.TurnResult, error) {
 	recs, err := runstore.OpenRecords(ctx, h.js, h.m.Space)
 	if err != nil {
-		return err
+		return res, err
 	}
+	key := yieldKey(runstore.DefaultEndpoint, goalID)
 	y := yieldRecord{V: 1, GoalID: goalID, Run: g.run, Step: g.step, By: by, Status: res.Status, To: res.To, Note: res.Note, At: res.At}
-	if err := recs.Create(ctx, yieldKey(runstore.DefaultEndpoint, goalID), y); err != nil {
-		return fmt.Errorf("record the yield of %s: %w", goalID, err)
+	err = recs.Create(ctx, key, y)
+	if errors.Is(err, runstore.ErrConflict) {
+		var was yieldRecord
+		if _, gerr := recs.Get(ctx, key, &was); gerr == nil && was.Run == g.run && was.By == by {
+			return rundriver.TurnResult{Status: was.Status, To: was.To, Note: was.Note, At: was.At}, nil
+		}
 	}
-	return nil
+	if err != nil {
+		return res, fmt.Errorf("record the yield of %s: %w", goalID, err)
+	}
+	return res, nil
 }
 
 // fileAnswer files an ask's answer record, create-only (a retry files the same record).

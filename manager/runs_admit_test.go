@@ -11,6 +11,7 @@ import (
 	"github.com/cotal-ai/cotal/mgrclient"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/runstore"
+	"github.com/cotal-ai/cotal/workspace"
 )
 
 // A run started on the manager is admitted before it is driven, as the reference's host
@@ -72,5 +73,49 @@ func TestEPRunStartAdmitsAndARevokedRunIsNotResumed(t *testing.T) {
 	}
 	if a := runstore.LastActivation(journal); a == nil || a.Epoch != 1 {
 		t.Fatalf("the revoked run was activated again: %+v", a)
+	}
+}
+
+// A seat's yield is recorded (yield.<endpoint>.<goalId>) before its turn ends; a yield
+// of a goal whose record is there already (a retry whose first write landed unanswered)
+// ends the turn as the record says.
+func TestTurnYieldKeepsTheRecordedYield(t *testing.T) {
+	rr := newRunRig(t)
+	if err := rr.proj.WritePersona(&workspace.Persona{Name: "idle", Agent: "claude", Prompt: "You idle."}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := rr.m.StartRun(`const w = await spawn("idle");
+const t = await turn(w, { name: "t", deadline: "1h" });
+log(t.status + " " + t.note);`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goal string
+	meshtest.Until(t, "the turn is handed", 60*time.Second, func() bool {
+		p, _ := rr.entries(run, "/turn:t#0")
+		if len(p) == 2 {
+			goal = p[1].RequestID
+			return true
+		}
+		return false
+	})
+	seat := rr.seatsOf(run)[0].Name
+	recs, err := runstore.OpenRecords(t.Context(), rr.js, space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	landed := map[string]any{"v": 1, "goalId": goal, "run": run, "step": "/turn:t#0", "by": "local." + seat, "status": "blocked", "note": "first write", "at": 1}
+	if err := recs.Create(t.Context(), "yield.manager."+goal, landed); err != nil {
+		t.Fatal(err)
+	}
+	own := &mgrclient.Client{NC: dial(t, rr.url), Space: space, Caller: protocol.Principal{Owner: protocol.OwnerLocal, Actor: seat}}
+	if _, err := own.TurnYield(t.Context(), mgrclient.TurnYieldArgs{GoalID: goal, Status: "done", Note: "retry"}); err != nil {
+		t.Fatalf("the retried yield: %v", err)
+	}
+	if out := rr.wait(run); out.State != runstore.StateCompleted {
+		t.Fatalf("run ended %+v", out)
+	}
+	if _, s := rr.entries(run, "/turn:t#0"); len(s) != 1 || !strings.Contains(string(s[0].Result), `"note":"first write"`) || !strings.Contains(string(s[0].Result), `"status":"blocked"`) {
+		t.Fatalf("the turn settled %+v; want the recorded yield", s)
 	}
 }
