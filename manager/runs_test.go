@@ -45,7 +45,7 @@ const (
 // {ok: true, n: 3}. Each yield that lands is written to <out>/<name>.<goal>. It appends
 // a line to <out>/<name>.starts when its process starts, and the turn's id to
 // <out>/<name>.handed for each turn message it reads and to <out>/<name>.yields for each
-// yield that lands. It outlives its terminal (a hangup is ignored), as a seat of a
+// yield it makes (the ask's deliberately wrong one aside). It outlives its terminal (a hangup is ignored), as a seat of a
 // manager that is killed does until the next manager adopts it.
 func runSeat() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
@@ -123,10 +123,12 @@ func runSeat() int {
 				}
 				args = map[string]any{"status": "done", "value": map[string]any{"ok": true, "n": 3}} // the one turn waiting
 			}
+			// Noted before the call: a manager killed as it answers may leave a yield
+			// that landed unanswered.
+			note(".yields", turn)
 			res, err := call("cotal_yield", args)
 			if err == nil && !res.IsError {
 				_ = os.WriteFile(filepath.Join(out, name+"."+turn), []byte(resultText(res)), 0o600)
-				note(".yields", turn)
 			}
 		}
 	}
@@ -233,7 +235,7 @@ func (rr *runRig) seatsOf(run string) []protocol.SeatInfo {
 	return out
 }
 
-// yields are the turns the seat reported yielding, one line per yield that landed.
+// yields are the turns the seat yielded, one line per yield it made.
 func (rr *runRig) yields(seat string) []string {
 	rr.t.Helper()
 	b, err := os.ReadFile(filepath.Join(rr.out, seat+".yields"))
