@@ -236,7 +236,7 @@ func (m *Manager) runEP(who caller, r mgrclient.EPRequest, s mgrclient.EPSubject
 	case "spawn":
 		return m.epSpawn(who, r)
 	case "run-start", "run-resume":
-		return m.epRun(s.Command, r)
+		return m.epRun(s, r)
 	case "run-status", "run-ps":
 		return m.epRunRead(s.Command, r)
 	case "run-answer":

@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(seatEnv) != "" {
 		os.Exit(seatProgram(os.Args[1:]))
 	}
+	if os.Getenv(hostEnv) != "" {
+		os.Exit(hostProcess())
+	}
 	os.Exit(m.Run())
 }
 

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -98,12 +99,51 @@ func (m *Manager) hostRuns(ctx context.Context) {
 		if _, err := recs.Get(ctx, k, &st); err != nil || st.State != runstore.StateRunning {
 			continue
 		}
+		if why := h.revoked(ctx, run); why != "" {
+			m.log.Warn("workflow run stays parked", "run", run, "why", why)
+			continue
+		}
 		if err := m.ResumeRun(run); err != nil {
 			m.log.Warn("workflow run not taken back", "run", run, "err", err)
 			continue
 		}
 		m.log.Info("workflow run taken back", "run", run, "epoch", st.Epoch+1)
 	}
+}
+
+// admit files the admission of a run started here, before it is driven, as the
+// reference's host does: create-only, for the caller that asked (who, with its lifecycle
+// uid), under no channel (a hosted run performs no channel effect yet). Its provenance is
+// the operator's: the caller is the operator this manager runs for, and no issued
+// authority is snapshotted.
+func (h *runHost) admit(ctx context.Context, run string, who protocol.Principal, uid string) error {
+	adm, err := runstore.OpenAdmissions(ctx, h.js, h.m.Space)
+	if err != nil {
+		return err
+	}
+	none := runstore.ChannelAllow(nil, nil)
+	return adm.Admit(ctx, runstore.Admission{Version: 1, Space: h.m.Space, Endpoint: runstore.DefaultEndpoint, RunID: run,
+		InstanceID: h.m.instanceID, Caller: runstore.Caller{Owner: who.Owner, Actor: who.Actor, UID: uid},
+		Ceiling:    runstore.Ceiling{Publish: none, Subscribe: none},
+		Provenance: runstore.Provenance{Kind: "operator", By: who.String(), Reason: "run-start on the manager"},
+		AdmittedAt: time.Now().UnixMilli()})
+}
+
+// revoked says why run may not be driven on: revoked (by whom, why), or its marker
+// unreadable, which may say so; "" when it may.
+func (h *runHost) revoked(ctx context.Context, run string) string {
+	adm, err := runstore.OpenAdmissions(ctx, h.js, h.m.Space)
+	if err != nil {
+		return "its revocation marker cannot be read: " + err.Error()
+	}
+	rv, err := adm.Revoked(ctx, runstore.DefaultEndpoint, run)
+	if err != nil {
+		return "its revocation marker cannot be read: " + err.Error()
+	}
+	if rv != nil {
+		return fmt.Sprintf("revoked by %s (%s)", rv.By, rv.Reason)
+	}
+	return ""
 }
 
 // config is the driver configuration of a run hosted here.
@@ -114,6 +154,15 @@ func (h *runHost) config() rundriver.Config {
 		h.m.RunConfig(&cfg)
 	}
 	return cfg
+}
+
+// holder is the holder id of one attempt to drive a run here, as the reference's host
+// forms it: this manager process, a dot, and the attempt's takeover id (16 hex), so two
+// attempts never present the same holder to the journal's activation barrier.
+func (h *runHost) holder() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return h.m.instance + "." + hex.EncodeToString(b[:])
 }
 
 // launch drives one run on its own goroutine until it ends or the manager stops.
@@ -136,7 +185,11 @@ func (h *runHost) launch(run string, drive func(ctx context.Context, cfg rundriv
 		defer h.m.wg.Done()
 		defer close(d.done)
 		defer cancel()
-		d.out, d.err = drive(ctx, h.config())
+		cfg := h.config()
+		if cfg.Holder == "" {
+			cfg.Holder = h.holder()
+		}
+		d.out, d.err = drive(ctx, cfg)
 		h.m.log.Info("workflow run drive ended", "run", run, "state", d.out.State, "err", d.err, "why", d.out.Err)
 	}()
 	return nil
@@ -283,6 +336,15 @@ func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.
 		return rundriver.TurnResult{}, seatRefused("turn %s: seat %s has ended", r.Step, r.Agent)
 	}
 	h.mu.Lock()
+	_, ok := h.goals[r.GoalID]
+	h.mu.Unlock()
+	if !ok {
+		// A turn the seat ended before a manager of this run was killed is not handed again.
+		if res, done, err := h.endedBefore(ctx, r); err != nil || done {
+			return res, err
+		}
+	}
+	h.mu.Lock()
 	g, ok := h.goals[r.GoalID]
 	if !ok {
 		g = &goal{run: r.Run, step: r.Step, agent: r.Agent, payload: r.Payload, accepted: time.Now().UnixMilli(),
@@ -316,6 +378,58 @@ func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.
 		return rundriver.TurnResult{}, &lang.EffectError{Code: "L4003", Kind: "deadline", Message: "turn " + r.Step + " was not yielded before its deadline"}
 	}
 	return rundriver.TurnResult{}, &lang.EffectError{Code: "L4002", Kind: "cancelled", Message: "turn " + r.Step + " was withdrawn"}
+}
+
+// yieldRecord is a seat's yield of a run's turn, filed create-only in the records bucket
+// at yieldKey before the turn ends: the manager that takes the run back after a crash
+// answers the step from it instead of handing the seat the turn again. A Go extension
+// (docs/interop.md).
+type yieldRecord struct {
+	V      int    `json:"v"`
+	GoalID string `json:"goalId"`
+	Run    string `json:"run"`
+	Step   string `json:"step"`
+	By     string `json:"by"`
+	Status string `json:"status"`
+	To     string `json:"to,omitempty"`
+	Note   string `json:"note,omitempty"`
+	At     int64  `json:"at"`
+}
+
+// yieldKey is where the yield of goal is recorded.
+func yieldKey(endpoint, goalID string) string { return "yield." + endpoint + "." + goalID }
+
+// endedBefore answers how a turn ended when its seat ended it before (a yield recorded,
+// or for an ask an answer filed under its token), as a manager now gone saw it; done
+// is false when the turn is still to be handed.
+func (h *runHost) endedBefore(ctx context.Context, r rundriver.TurnRequest) (rundriver.TurnResult, bool, error) {
+	recs, err := runstore.OpenRecords(ctx, h.js, h.m.Space)
+	if err != nil {
+		return rundriver.TurnResult{}, false, fmt.Errorf("turn %s: %w", r.Step, err)
+	}
+	var y yieldRecord
+	_, err = recs.Get(ctx, yieldKey(runstore.DefaultEndpoint, r.GoalID), &y)
+	switch {
+	case err == nil && (y.Run != r.Run || y.By != (protocol.Principal{Owner: protocol.OwnerLocal, Actor: r.Agent}).String()):
+		return rundriver.TurnResult{}, false, fmt.Errorf("turn %s: the yield recorded for goal %s is run %s's by %s", r.Step, r.GoalID, y.Run, y.By)
+	case err == nil:
+		return rundriver.TurnResult{Status: y.Status, To: y.To, Note: y.Note, At: y.At}, true, nil
+	case !errors.Is(err, runstore.ErrNoRecord):
+		return rundriver.TurnResult{}, false, fmt.Errorf("turn %s: %w", r.Step, err)
+	}
+	if r.Ask == nil {
+		return rundriver.TurnResult{}, false, nil
+	}
+	answers, err := recs.Answers(ctx, r.Ask.Endpoint, r.Ask.Token)
+	if err != nil {
+		return rundriver.TurnResult{}, false, fmt.Errorf("turn %s: %w", r.Step, err)
+	}
+	for _, a := range answers {
+		if a.Supersedes == "" {
+			return rundriver.TurnResult{Status: "done", At: a.At}, true, nil
+		}
+	}
+	return rundriver.TurnResult{}, false, nil
 }
 
 // Down waits until a seat of the run has ended.
@@ -429,10 +543,37 @@ func (m *Manager) turnYield(ctx context.Context, who caller, a mgrclient.TurnYie
 		}
 	}
 	res := rundriver.TurnResult{Status: a.Status, To: a.To, Note: a.Note, At: time.Now().UnixMilli()}
+	res, err := h.recordYield(ctx, g, a.GoalID, who.p.String(), res)
+	if err != nil {
+		return mgrclient.TurnYieldResult{}, err
+	}
 	if !h.end(a.GoalID, "succeeded", res) {
 		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s was settled meanwhile", a.GoalID)
 	}
 	return mgrclient.TurnYieldResult{GoalID: a.GoalID, State: "succeeded"}, nil
+}
+
+// recordYield files the yield of a turn before it ends, create-only: the yield stands
+// for the step even if this manager dies before the run settles it. A yield of the goal
+// recorded already (a retry whose first write landed unanswered) is the one that ends it.
+func (h *runHost) recordYield(ctx context.Context, g *goal, goalID, by string, res rundriver.TurnResult) (rundriver.TurnResult, error) {
+	recs, err := runstore.OpenRecords(ctx, h.js, h.m.Space)
+	if err != nil {
+		return res, err
+	}
+	key := yieldKey(runstore.DefaultEndpoint, goalID)
+	y := yieldRecord{V: 1, GoalID: goalID, Run: g.run, Step: g.step, By: by, Status: res.Status, To: res.To, Note: res.Note, At: res.At}
+	err = recs.Create(ctx, key, y)
+	if errors.Is(err, runstore.ErrConflict) {
+		var was yieldRecord
+		if _, gerr := recs.Get(ctx, key, &was); gerr == nil && was.Run == g.run && was.By == by {
+			return rundriver.TurnResult{Status: was.Status, To: was.To, Note: was.Note, At: was.At}, nil
+		}
+	}
+	if err != nil {
+		return res, fmt.Errorf("record the yield of %s: %w", goalID, err)
+	}
+	return res, nil
 }
 
 // fileAnswer files an ask's answer record, create-only (a retry files the same record).

@@ -14,7 +14,8 @@ import (
 // epRun serves run-start and run-resume on the ep rails (the reference's
 // manager-service-contract RUN_START / RUN_RESUME): the manager validates and drives the
 // run and answers its id. timeout is the default checkpoint timeout of the drive.
-func (m *Manager) epRun(command string, r mgrclient.EPRequest) (any, error) {
+func (m *Manager) epRun(s mgrclient.EPSubject, r mgrclient.EPRequest) (any, error) {
+	command := s.Command
 	var a struct {
 		Source  *string `json:"source"`
 		File    *string `json:"file"`
@@ -48,6 +49,11 @@ func (m *Manager) epRun(command string, r mgrclient.EPRequest) (any, error) {
 		if a.File != nil {
 			file = *a.File
 		}
+		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+		defer cancel()
+		if err := h.admit(ctx, run, s.Caller, s.UID); err != nil {
+			return nil, mgrclient.EPFail(mgrclient.EPUnavailable, "admit run %s: %v", run, err)
+		}
 		err = h.launch(run, func(ctx context.Context, cfg rundriver.Config) (rundriver.Outcome, error) {
 			cfg.CheckpointTimeout = timeout
 			return rundriver.Start(ctx, cfg, prog, run, file)
@@ -79,6 +85,9 @@ func (m *Manager) epRun(command string, r mgrclient.EPRequest) (any, error) {
 	var prog runstore.Program
 	if _, err := recs.Get(ctx, runstore.ProgramKey(runstore.DefaultEndpoint, run), &prog); err != nil {
 		return nil, mgrclient.EPFail(mgrclient.EPFailedPrecondition, "run %s has no recorded program; resume it with cotal run resume %s --local --file <program>", run, run)
+	}
+	if why := h.revoked(ctx, run); why != "" {
+		return nil, mgrclient.EPFail(mgrclient.EPPermissionDenied, "run %s: %s; a revoked run is not resumed", run, why)
 	}
 	err = h.launch(run, func(ctx context.Context, cfg rundriver.Config) (rundriver.Outcome, error) {
 		cfg.CheckpointTimeout = timeout

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,10 +42,15 @@ const (
 // for messages (the manager's turn notices), lists its turns with cotal_yield and ends
 // each: a plain turn done with a note; an ask first with a record of the wrong type,
 // which must be refused (the refusal is written to <out>/<name>.refused), then with
-// {ok: true, n: 3}. Each yield that lands is written to <out>/<name>.<goal>.
+// {ok: true, n: 3}. Each yield that lands is written to <out>/<name>.<goal>. It appends
+// a line to <out>/<name>.starts when its process starts, and the turn's id to
+// <out>/<name>.handed for each turn message it reads and to <out>/<name>.yields for each
+// yield it makes (the ask's deliberately wrong one aside). It outlives its terminal (a hangup is ignored), as a seat of a
+// manager that is killed does until the next manager adopts it.
 func runSeat() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	signal.Ignore(syscall.SIGHUP)
 	// The harness's MCP configuration (--mcp-config=PATH) names the agent and its mesh.
 	env := map[string]string{}
 	for _, a := range os.Args[1:] {
@@ -60,6 +66,14 @@ func runSeat() int {
 		}
 	}
 	name, out := env["COTAL_NAME"], os.Getenv(runSeatOut)
+	note := func(file, line string) {
+		f, err := os.OpenFile(filepath.Join(out, name+file), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err == nil {
+			_, _ = fmt.Fprintln(f, line)
+			_ = f.Close()
+		}
+	}
+	note(".starts", strconv.Itoa(os.Getpid()))
 	ep, err := client.Connect(ctx, env["COTAL_SERVERS"], client.Config{Space: env["COTAL_SPACE"], Name: name})
 	if err != nil {
 		fmt.Println("connect:", err)
@@ -100,6 +114,7 @@ func runSeat() int {
 				continue
 			}
 			turn := mt[1]
+			note(".handed", turn)
 			args := map[string]any{"turn": turn, "status": "done", "note": "did it"}
 			if strings.Contains(m.Text, "asks you for a record") {
 				bad, err := call("cotal_yield", map[string]any{"turn": turn, "status": "done", "value": map[string]any{"ok": "yes", "n": 3}})
@@ -108,6 +123,9 @@ func runSeat() int {
 				}
 				args = map[string]any{"status": "done", "value": map[string]any{"ok": true, "n": 3}} // the one turn waiting
 			}
+			// Noted before the call: a manager killed as it answers may leave a yield
+			// that landed unanswered.
+			note(".yields", turn)
 			res, err := call("cotal_yield", args)
 			if err == nil && !res.IsError {
 				_ = os.WriteFile(filepath.Join(out, name+"."+turn), []byte(resultText(res)), 0o600)
@@ -217,20 +235,14 @@ func (rr *runRig) seatsOf(run string) []protocol.SeatInfo {
 	return out
 }
 
-// yields are the turns the seats reported yielding, by goal.
+// yields are the turns the seat yielded, one line per yield it made.
 func (rr *runRig) yields(seat string) []string {
 	rr.t.Helper()
-	m, err := filepath.Glob(filepath.Join(rr.out, seat+".*"))
-	if err != nil {
+	b, err := os.ReadFile(filepath.Join(rr.out, seat+".yields"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		rr.t.Fatal(err)
 	}
-	var out []string
-	for _, f := range m {
-		if !strings.HasSuffix(f, ".refused") {
-			out = append(out, strings.TrimPrefix(filepath.Base(f), seat+"."))
-		}
-	}
-	return out
+	return strings.Fields(string(b))
 }
 
 const seatProgramSource = `const w = await spawn("worker");

@@ -54,6 +54,10 @@ type Config struct {
 	// and prompt), once the wait is journaled and an answer can be filed.
 	OnCheckpoint func(key, prompt string)
 
+	// Holder is the holder id this drive activates the run as; "" mints a local driver's
+	// (NewHolder). A hosting manager names each attempt its own.
+	Holder string
+
 	// Seats performs spawn, turn and ask (the manager hosting the run); nil settles them
 	// refused (L5016) and releases the run, held, for a host that can.
 	Seats Seats
@@ -87,6 +91,13 @@ func (c *Config) now() int64 {
 	return time.Now().UnixMilli()
 }
 
+func (c *Config) holder() string {
+	if c.Holder != "" {
+		return c.Holder
+	}
+	return NewHolder()
+}
+
 func (c *Config) endpoint() string {
 	if c.Endpoint == "" {
 		return runstore.DefaultEndpoint
@@ -114,7 +125,7 @@ func Prepare(source string) (*lang.Program, string, error) {
 // Start activates a new run, records its spec, program and status, and drives it to
 // its end (or until ctx ends, which releases it).
 func Start(ctx context.Context, cfg Config, prog *lang.Program, run, file string) (Outcome, error) {
-	lease := runstore.Lease{Holder: NewHolder(), FencingToken: 1, Epoch: 1}
+	lease := runstore.Lease{Holder: cfg.holder(), FencingToken: 1, Epoch: 1}
 	_, ap, err := runstore.Activate(ctx, cfg.JS, cfg.Space, run, lease, true, cfg.now)
 	if err != nil {
 		return Outcome{}, err
@@ -179,7 +190,7 @@ func Resume(ctx context.Context, cfg Config, run string) (Outcome, error) {
 	if a := runstore.LastActivation(seen); a != nil {
 		token, epoch = max(token, a.FencingToken), max(epoch, a.Epoch)
 	}
-	lease := runstore.Lease{Holder: NewHolder(), FencingToken: token + 1, Epoch: epoch + 1}
+	lease := runstore.Lease{Holder: cfg.holder(), FencingToken: token + 1, Epoch: epoch + 1}
 	prefix, ap, err := runstore.Activate(ctx, cfg.JS, cfg.Space, run, lease, false, cfg.now)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("resume run %s: %w", run, err)

@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 		"mcpagent":  func() { os.Exit(mcpAgent()) },
 		"seatagent": func() { os.Exit(seatAgent()) },
 		"refagent":  func() { os.Exit(refAgent()) },
+		"runseat":   func() { os.Exit(runSeat()) },
 	})
 }
 

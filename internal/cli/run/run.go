@@ -116,7 +116,8 @@ A refused program prints each problem with its code (L1xxx-L3xxx) and changes no
 or stopped): resume it later with cotal run resume. Before it is driven the run is
 admitted: an admission record (cotal_admission_<space>) names the channel ceiling it
 runs under, --admit-read and --admit-publish (comma-separated channels, or none, the
-default: a local run performs no channel effect; a hosted run is admitted none).`,
+default: a local run performs no channel effect). The manager admits a run it hosts
+itself, with no channel, before it drives it.`,
 		Example: `  cotal run start --file resolve-issue.cotal.js
   cotal run start --file resolve-issue.cotal.js --local
   cotal run start --file triage.cotal.js --local --admit-read general,issues --admit-publish none`,
