@@ -87,6 +87,7 @@ type positions struct {
 	returned bool                          // returnUnsettled ran: a copy handed back now is naked at once
 	surfaced atomic.Uint64                 // messages handed to Messages(), from every source
 	kick     chan struct{}
+	lastLive atomic.Int64 // when a live message of a tracked channel was last handled (Unix ns)
 	start    sync.Once
 	refused  bool       // the daemon does not take confirmPosition (a reference daemon)
 	confirms sync.Mutex // one confirmation round at a time
@@ -130,6 +131,7 @@ func (e *Endpoint) liveHandled(sub *nats.Subscription) {
 	tracked := len(p.tracks) > 0
 	p.mu.Unlock()
 	if tracked {
+		p.lastLive.Store(time.Now().UnixNano())
 		select {
 		case p.kick <- struct{}{}:
 		default:
@@ -536,30 +538,63 @@ func (e *Endpoint) confirmLiveAt(ctx context.Context, info *jetstream.StreamInfo
 	}
 }
 
-// reportLoop confirms positions to the daemon after live traffic, at most once per
-// PositionEvery, and at least every keepAlive periods while connected (the daemon counts
-// the member as reading live while it hears from it, and defers its copies), until the
-// endpoint closes.
+// reportLoop confirms positions to the daemon after live traffic, and at least every
+// keepAlive periods while connected (the daemon counts the member as reading live while it
+// hears from it, and defers its copies), until the endpoint closes. After live traffic it
+// confirms once the traffic pauses (see settle), so the daemon, which holds a round's
+// copies for this member until its position covers them, is answered as soon as a burst
+// has been read rather than a full period later.
 func (e *Endpoint) reportLoop() {
 	defer e.wg.Done()
 	p := e.pos
 	keep := time.NewTicker(keepAlive * e.cfg.PositionEvery)
 	defer keep.Stop()
+	var last time.Time // the last confirmation
 	for {
 		select {
 		case <-e.ctx.Done():
 			return
 		case <-keep.C:
 		case <-p.kick:
-			t := time.NewTimer(e.cfg.PositionEvery)
-			select {
-			case <-e.ctx.Done():
-				t.Stop()
+			if !e.settle(last) {
 				return
-			case <-t.C:
 			}
 		}
+		select { // the traffic up to here is confirmed now: a kick from before is spent
+		case <-p.kick:
+		default:
+		}
+		last = time.Now()
 		e.confirmAndReport(e.ctx)
+	}
+}
+
+// settle waits, once live traffic has begun, until it has paused for an eighth of
+// PositionEvery or a whole PositionEvery has passed, and in any case until a quarter of
+// PositionEvery has passed since the last confirmation (last): a burst is confirmed as
+// soon as it ends, steady traffic once per period, and confirmations are never closer
+// than a quarter period. It reports false when the endpoint closes first.
+func (e *Endpoint) settle(last time.Time) bool {
+	every := e.cfg.PositionEvery
+	quiet, gap := every/8, every/4
+	due := time.Now().Add(every)
+	for {
+		now := time.Now()
+		var wait time.Duration
+		if idle := now.Sub(time.Unix(0, e.pos.lastLive.Load())); idle < quiet && now.Before(due) {
+			wait = min(quiet-idle, due.Sub(now))
+		}
+		wait = max(wait, last.Add(gap).Sub(now))
+		if wait <= 0 {
+			return true
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-e.ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
 	}
 }
 
