@@ -54,16 +54,14 @@ type fanout struct {
 	readers *readers
 	grace   time.Duration
 
-	// chatKnown is the daemon's mark of a CHAT sequence known stored (run.chatKnown):
-	// the fan-out raises it to every post it is delivered.
+	// chatKnown is the daemon's mark of a CHAT sequence known stored (run.chatKnown).
+	// Each post delivered raises it to the post's sequence plus the posts the broker said
+	// were pending after it: those were all stored before the broker sent it.
 	chatKnown *atomic.Uint64
-	// delivered is the highest CHAT sequence delivered to the session (raised as each post
-	// arrives, before its round); freshTo is the value it had when the views last began a
-	// sync that succeeded. A post at or below freshTo was stored before that sync began, so
-	// the views are as fresh for it as a sync at its round would make them (see round).
-	// Both are the session goroutine's, except delivered, raised by the consumer.
-	delivered atomic.Uint64
-	freshTo   uint64
+	// freshTo is the mark chatKnown held when the views last began a sync that succeeded
+	// (the session goroutine's). A post at or below it was stored before that sync began,
+	// so the views are as fresh for it as a sync at its round would make them (see round).
+	freshTo uint64
 
 	mu sync.Mutex
 	// progress is the last CHAT sequence at or below which every post delivered to the
@@ -332,7 +330,7 @@ func (f *fanout) session(ctx context.Context) error {
 	f.freshTo = 0
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		if md, err := m.Metadata(); err == nil {
-			raise(&f.delivered, md.Sequence.Stream)
+			raise(f.chatKnown, md.Sequence.Stream+md.NumPending)
 		}
 		select {
 		case in <- m:
@@ -399,11 +397,12 @@ func (f *fanout) session(ctx context.Context) error {
 // a skip is backed by the position written in the member's row before the post is acked.
 //
 // The views are made fresh first (every bucket write stored when the sync began is
-// applied), unless every post of the group was delivered before the last sync began: the
-// views then already hold every write stored before each post was, as a sync now would.
+// applied), unless every post of the group was known stored before the last sync began:
+// the views then already hold every write stored before each post was, as a sync now
+// would. A burst is thus synced for once, at its first round.
 func (f *fanout) round(ctx context.Context, group []jetstream.Msg) error {
 	if top := groupTop(group); top == 0 || top > f.freshTo {
-		mark := f.delivered.Load()
+		mark := f.chatKnown.Load()
 		if err := f.fresh(ctx); err != nil {
 			return err
 		}
@@ -430,9 +429,6 @@ func (f *fanout) round(ctx context.Context, group []jetstream.Msg) error {
 			return fmt.Errorf("post metadata: %w", err)
 		}
 		last = md.Sequence.Stream
-		if f.chatKnown != nil {
-			raise(f.chatKnown, last)
-		}
 		p, ok := parsePost(m.Subject(), m.Data(), last)
 		if !ok {
 			continue
