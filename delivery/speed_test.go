@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/client/clienttest"
 	"github.com/cotal-ai/cotal/internal/meshtest"
@@ -165,5 +166,53 @@ func TestConfirmOfAKnownPositionAsksNothing(t *testing.T) {
 	}
 	if got := calls.Load(); got != 0 {
 		t.Fatalf("the daemon sent %d requests for CHAT's info or a membership row; want 0", got)
+	}
+}
+
+// TestBurstConfirmedWhenItEnds: carol, who confirms at most once per 8 s period while
+// posts keep coming, reads a burst live; she confirms her position once the burst
+// pauses (an eighth of the period), not a period after it began, so the fan-out, holding
+// her copies for her position, passes the burst within 5 s and makes no copy for her.
+func TestBurstConfirmedWhenItEnds(t *testing.T) {
+	const n, every = 20, 8 * time.Second
+	m := newMesh(t, 0)
+	m.setChannel("general", `{"replay":false}`)
+	l := m.lane()
+	l.PositionGrace, l.ReaderTTL = deadline, deadline // only hang guards: carol's position decides
+	serve(t, l)
+	c, err := trust.ReadCreds(m.agent("carol", "general"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol, err := client.Connect(t.Context(), m.URL, client.Config{Space: space, Name: "carol", LifecycleUID: c.LifecycleUID,
+		Heartbeat: time.Hour, PositionEvery: every, Logger: brokertest.Logger(t)},
+		nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = carol.Close() })
+	if err := carol.JoinChannel(t.Context(), "general"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why, _ := carol.Backstop("general"); !ok {
+		t.Fatalf("backstop not established: %s", why)
+	}
+	alice := m.endpoint(m.agent("alice", "general"))
+	postTexts(t, alice, 0, n)
+	for i := range n {
+		if in := clienttest.Receive(t, carol, deadline); in.Durable || in.Text() != text(i) {
+			t.Fatalf("carol's message %d: durable %v %q, want live %q", i, in.Durable, in.Text(), text(i))
+		}
+	}
+	fan, err := m.js.Consumer(t.Context(), protocol.StreamChat(space), protocol.ConsumerFanout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Until(t, "the fan-out passed the burst on carol's position", 5*time.Second, func() bool {
+		info, err := fan.Info(t.Context())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= n
+	})
+	if got := m.stored("carol"); got != 0 {
+		t.Fatalf("%d copies made for carol, who read every post live; want 0", got)
 	}
 }
