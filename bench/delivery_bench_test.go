@@ -211,12 +211,25 @@ func BenchmarkDurableFanout(b *testing.B) {
 		b.Fatal(err)
 	}
 	offline := members[0]
-	// passed: the fan-out acked every post sent, so each copy it owed is stored (it acks a
-	// post once its copies are). The fan-out's acks are watched as they go to the broker,
-	// rather than its durable's info polled, which would load the broker's JetStream API
-	// that the members and the daemon use meanwhile.
-	acks, sent := ackWatch(b, m.prov), 0
-	passed := func() bool { return acks.count() >= sent }
+	// passed: the fan-out acked the last post sent, so each copy it owed is stored (it
+	// acks a round's posts once their copies are, one round after the other). The
+	// fan-out's acks are watched as they go to the broker, rather than its durable's info
+	// polled, which would load the broker's JetStream API that the members and the daemon
+	// use meanwhile. lastSeq is the last post's sequence, or lastFut its future.
+	acks := ackWatch(b, m.prov)
+	var lastSeq uint64
+	var lastFut jetstream.PubAckFuture
+	passed := func() bool {
+		if lastFut != nil {
+			select {
+			case pa := <-lastFut.Ok():
+				lastSeq, lastFut = pa.Sequence, nil
+			default:
+				return false
+			}
+		}
+		return acks.top.Load() >= lastSeq
+	}
 	copies := func() uint64 {
 		info, err := dlv.Info(b.Context())
 		if err != nil {
@@ -244,18 +257,20 @@ func BenchmarkDurableFanout(b *testing.B) {
 		send := func(b *testing.B, ch string) {
 			for range fanoutPosts {
 				if !c.burst {
-					sent++
-					if _, err := alice.Post(b.Context(), ch, client.Text(text)); err != nil {
+					sent, err := alice.Post(b.Context(), ch, client.Text(text))
+					if err != nil {
 						b.Fatal(err)
 					}
+					lastSeq = sent.Seq
 					continue
 				}
-				sent++
 				msg := alice.Envelope(client.Text(text))
 				msg.Channel = ch
-				if _, err := alice.PublishAsync(protocol.ChatSubject(space, alice.Principal(), ch), msg); err != nil {
+				fut, err := alice.PublishAsync(protocol.ChatSubject(space, alice.Principal(), ch), msg)
+				if err != nil {
 					b.Fatal(err)
 				}
+				lastFut = fut
 			}
 		}
 		b.Run(c.name, func(b *testing.B) {
@@ -306,23 +321,16 @@ func BenchmarkDurableFanout(b *testing.B) {
 	}
 }
 
-// fanoutAcks counts the distinct CHAT posts the fan-out durable acked.
+// fanoutAcks is what the fan-out durable acked: top is the highest CHAT sequence.
 type fanoutAcks struct {
-	mu    sync.Mutex
-	acked map[uint64]bool
-}
-
-func (a *fanoutAcks) count() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.acked)
+	top atomic.Uint64
 }
 
 // ackWatch subscribes, on nc (a provisioner's connection), to the acks sent for the
-// fan-out durable's deliveries and counts the posts they ack.
+// fan-out durable's deliveries and follows the highest post they ack.
 func ackWatch(b *testing.B, nc *nats.Conn) *fanoutAcks {
 	b.Helper()
-	a := &fanoutAcks{acked: map[uint64]bool{}}
+	a := &fanoutAcks{}
 	sub, err := nc.Subscribe("$JS.ACK."+protocol.StreamChat(space)+"."+protocol.ConsumerFanout+".>", func(m *nats.Msg) {
 		if len(m.Data) > 0 && string(m.Data) != "+ACK" {
 			return // a progress mark, nak or term: not an ack
@@ -331,9 +339,8 @@ func ackWatch(b *testing.B, nc *nats.Conn) *fanoutAcks {
 		if !ok {
 			return
 		}
-		a.mu.Lock()
-		a.acked[seq] = true
-		a.mu.Unlock()
+		for cur := a.top.Load(); seq > cur && !a.top.CompareAndSwap(cur, seq); cur = a.top.Load() {
+		}
 	})
 	if err != nil {
 		b.Fatal(err)
