@@ -441,6 +441,10 @@ func (e *Endpoint) returnUnsettled() {
 
 // received is how many messages sub has taken off the connection: those handed to its
 // handler and those queued for it, read together (no hand-over between the two reads).
+// It may count one message twice: nats.go counts a message delivered when it hands it to
+// the handler but takes it off the queue's count only once the handler has returned and
+// its loop comes back, so while (or just after) the handler runs, that message is in
+// both counts. It never counts less than were received.
 func received(sub *nats.Subscription) (uint64, bool) {
 	for {
 		d1, err := sub.Delivered()
@@ -512,6 +516,17 @@ func (e *Endpoint) confirmLiveAt(ctx context.Context, info *jetstream.StreamInfo
 	p.mu.Unlock()
 	for _, w := range wants {
 		for {
+			// received may have counted the message in the handler twice (see received):
+			// once all but one are handled, what was received by now, handled in full,
+			// also settles it, and the loop's count catches up within moments.
+			p.mu.Lock()
+			done := p.done[w.t.sub]
+			p.mu.Unlock()
+			if done+1 == w.target {
+				if n, ok := received(w.t.sub); ok && n <= done {
+					w.target = done
+				}
+			}
 			p.mu.Lock()
 			if p.done[w.t.sub] >= w.target {
 				if w.t.cut {
@@ -528,10 +543,23 @@ func (e *Endpoint) confirmLiveAt(ctx context.Context, info *jetstream.StreamInfo
 				p.wake = make(chan struct{})
 			}
 			wake := p.wake
+			near := p.done[w.t.sub]+1 == w.target
 			p.mu.Unlock()
+			var recheck *time.Timer
+			var again <-chan time.Time
+			if near { // no later message may come to wake this: look again shortly
+				recheck = time.NewTimer(time.Millisecond)
+				again = recheck.C
+			}
 			select {
 			case <-wake:
+			case <-again:
 			case <-ctx.Done():
+			}
+			if recheck != nil {
+				recheck.Stop()
+			}
+			if ctx.Err() != nil {
 				return
 			}
 		}
