@@ -479,7 +479,8 @@ func (c *ctl) confirmPosition(ctx context.Context, raw json.RawMessage, who call
 	for i := range 5 { // a concurrent write moved the revision: read again
 		// The first try takes the row from the members view, which the write below
 		// compares and sets against its revision: a stale one fails and is read again.
-		row, rev, err := c.viewRow(key)
+		row, rev := c.viewRow(key)
+		var err error
 		if i > 0 || row == nil || !row.Active() || row.Generation != a.Generation {
 			if row, rev, err = c.readRow(ctx, key); err != nil {
 				return nil, err
@@ -545,13 +546,13 @@ func (c *ctl) list(ctx context.Context, raw json.RawMessage, who caller) (any, e
 // readRow reads one membership row from the bucket (fresh, not from the view).
 // viewRow is the membership row the members view holds for key and its revision (nil
 // when the view holds none); it may be behind the bucket.
-func (c *ctl) viewRow(key string) (*protocol.Membership, uint64, error) {
+func (c *ctl) viewRow(key string) (*protocol.Membership, uint64) {
 	r, rev, ok := c.r.roster.row(key)
 	if !ok {
-		return nil, 0, nil
+		return nil, 0
 	}
 	row := r.Membership
-	return &row, rev, nil
+	return &row, rev
 }
 
 func (c *ctl) readRow(ctx context.Context, key string) (*protocol.Membership, uint64, error) {
