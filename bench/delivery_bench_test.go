@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,7 @@ const (
 type durableMesh struct {
 	url  string
 	acct *trust.Account
+	prov *nats.Conn
 	js   jetstream.JetStream
 }
 
@@ -53,8 +55,8 @@ func newDurableMesh(b *testing.B) *durableMesh {
 	}
 	b.Cleanup(func() { _ = srv.Close() })
 	m := &durableMesh{url: srv.ClientURL(), acct: acct}
-	prov := m.connect(b, trust.UserSpec{Name: "op", Profile: trust.ProfileProvisioner, Principal: protocol.Principal{Owner: "local", Actor: "op"}})
-	if m.js, err = jetstream.New(prov); err != nil {
+	m.prov = m.connect(b, trust.UserSpec{Name: "op", Profile: trust.ProfileProvisioner, Principal: protocol.Principal{Owner: "local", Actor: "op"}})
+	if m.js, err = jetstream.New(m.prov); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := provision.Space(b.Context(), m.js, space, provision.Options{}); err != nil {
@@ -209,22 +211,24 @@ func BenchmarkDurableFanout(b *testing.B) {
 		b.Fatal(err)
 	}
 	offline := members[0]
-	chat, err := m.js.Stream(b.Context(), protocol.StreamChat(space))
-	if err != nil {
-		b.Fatal(err)
-	}
-	fan, err := m.js.Consumer(b.Context(), protocol.StreamChat(space), protocol.ConsumerFanout)
-	if err != nil {
-		b.Fatal(err)
-	}
-	// passed: the fan-out acked every post stored, so each copy it owed is stored.
+	// passed: the fan-out acked the last post sent, so each copy it owed is stored (it
+	// acks a round's posts once their copies are, one round after the other). The
+	// fan-out's acks are watched as they go to the broker, rather than its durable's info
+	// polled, which would load the broker's JetStream API that the members and the daemon
+	// use meanwhile. lastSeq is the last post's sequence, or lastFut its future.
+	acks := ackWatch(b, m.prov)
+	var lastSeq uint64
+	var lastFut jetstream.PubAckFuture
 	passed := func() bool {
-		ci, err := chat.Info(b.Context())
-		if err != nil {
-			return false
+		if lastFut != nil {
+			select {
+			case pa := <-lastFut.Ok():
+				lastSeq, lastFut = pa.Sequence, nil
+			default:
+				return false
+			}
 		}
-		fi, err := fan.Info(b.Context())
-		return err == nil && fi.NumPending == 0 && fi.NumAckPending == 0 && fi.AckFloor.Stream >= ci.State.LastSeq
+		return acks.top.Load() >= lastSeq
 	}
 	copies := func() uint64 {
 		info, err := dlv.Info(b.Context())
@@ -253,16 +257,20 @@ func BenchmarkDurableFanout(b *testing.B) {
 		send := func(b *testing.B, ch string) {
 			for range fanoutPosts {
 				if !c.burst {
-					if _, err := alice.Post(b.Context(), ch, client.Text(text)); err != nil {
+					sent, err := alice.Post(b.Context(), ch, client.Text(text))
+					if err != nil {
 						b.Fatal(err)
 					}
+					lastSeq = sent.Seq
 					continue
 				}
 				msg := alice.Envelope(client.Text(text))
 				msg.Channel = ch
-				if _, err := alice.PublishAsync(protocol.ChatSubject(space, alice.Principal(), ch), msg); err != nil {
+				fut, err := alice.PublishAsync(protocol.ChatSubject(space, alice.Principal(), ch), msg)
+				if err != nil {
 					b.Fatal(err)
 				}
+				lastFut = fut
 			}
 		}
 		b.Run(c.name, func(b *testing.B) {
@@ -311,6 +319,54 @@ func BenchmarkDurableFanout(b *testing.B) {
 			b.ReportMetric(float64(copies()-copies0)/float64(fanoutPosts*rounds), "copies/post")
 		})
 	}
+}
+
+// fanoutAcks is what the fan-out durable acked: top is the highest CHAT sequence.
+type fanoutAcks struct {
+	top atomic.Uint64
+}
+
+// ackWatch subscribes, on nc (a provisioner's connection), to the acks sent for the
+// fan-out durable's deliveries and follows the highest post they ack.
+func ackWatch(b *testing.B, nc *nats.Conn) *fanoutAcks {
+	b.Helper()
+	a := &fanoutAcks{}
+	sub, err := nc.Subscribe("$JS.ACK."+protocol.StreamChat(space)+"."+protocol.ConsumerFanout+".>", func(m *nats.Msg) {
+		if len(m.Data) > 0 && string(m.Data) != "+ACK" {
+			return // a progress mark, nak or term: not an ack
+		}
+		seq, ok := ackedSeq(m.Subject)
+		if !ok {
+			return
+		}
+		for cur := a.top.Load(); seq > cur && !a.top.CompareAndSwap(cur, seq); cur = a.top.Load() {
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sub.SetPendingLimits(-1, -1)
+	if err := nc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sub.Unsubscribe() })
+	return a
+}
+
+// ackedSeq is the stream sequence an ack subject acks: $JS.ACK.<stream>.<consumer>.
+// <delivered>.<stream seq>.<consumer seq>.<time>.<pending>, or the form with a domain and
+// an account hash after $JS.ACK and a token at the end.
+func ackedSeq(subject string) (uint64, bool) {
+	t := strings.Split(subject, ".")
+	i := 5
+	if len(t) >= 12 {
+		i = 7
+	}
+	if len(t) < 9 {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(t[i], 10, 64)
+	return seq, err == nil
 }
 
 // waitFor returns the time from start until done holds, polling every millisecond; it

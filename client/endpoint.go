@@ -61,9 +61,10 @@ type Config struct {
 	// DeliveryTimeout bounds a request to the delivery daemon (durable join and leave);
 	// 0 means 3 s.
 	DeliveryTimeout time.Duration
-	// PositionEvery is the least time between two confirmations of what the endpoint read
-	// live on its durable channels (sent to the delivery daemon, which then skips those
-	// copies); 0 means 100 ms.
+	// PositionEvery paces the confirmations of what the endpoint read live on its durable
+	// channels (sent to the delivery daemon, which then skips those copies): once live
+	// traffic pauses for an eighth of it, or once per period while traffic flows, never
+	// two within a quarter of it; 0 means 100 ms.
 	PositionEvery time.Duration
 	// ReconnectFor bounds how long Connect's connection keeps trying to reconnect to a
 	// lost server before it gives up and Lost closes; 0 means 1 minute.

@@ -56,3 +56,26 @@ func WatchPresencePerWrite(ctx context.Context, e *Endpoint, decodes *atomic.Int
 	}()
 	return out, nil
 }
+
+// ConfirmLive runs one confirmation of the live positions, as the report loop does.
+func ConfirmLive(ctx context.Context, e *Endpoint) { e.confirmLive(ctx) }
+
+// ConfirmLiveWaits reports whether a live confirmation waits for the live handler.
+func ConfirmLiveWaits(e *Endpoint) bool {
+	e.pos.mu.Lock()
+	defer e.pos.mu.Unlock()
+	return e.pos.wake != nil
+}
+
+// LivePosition is the live position of a tracked channel and how many of its live
+// messages were handed to the handler.
+func LivePosition(e *Endpoint, channel string) (live uint64, delivered int) {
+	e.pos.mu.Lock()
+	defer e.pos.mu.Unlock()
+	t := e.pos.tracks[channel]
+	if t == nil {
+		return 0, 0
+	}
+	n, _ := t.sub.Delivered()
+	return t.live, int(n)
+}

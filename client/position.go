@@ -87,6 +87,7 @@ type positions struct {
 	returned bool                          // returnUnsettled ran: a copy handed back now is naked at once
 	surfaced atomic.Uint64                 // messages handed to Messages(), from every source
 	kick     chan struct{}
+	lastLive atomic.Int64 // when a live message of a tracked channel was last handled (Unix ns)
 	start    sync.Once
 	refused  bool       // the daemon does not take confirmPosition (a reference daemon)
 	confirms sync.Mutex // one confirmation round at a time
@@ -130,6 +131,7 @@ func (e *Endpoint) liveHandled(sub *nats.Subscription) {
 	tracked := len(p.tracks) > 0
 	p.mu.Unlock()
 	if tracked {
+		p.lastLive.Store(time.Now().UnixNano())
 		select {
 		case p.kick <- struct{}{}:
 		default:
@@ -439,6 +441,10 @@ func (e *Endpoint) returnUnsettled() {
 
 // received is how many messages sub has taken off the connection: those handed to its
 // handler and those queued for it, read together (no hand-over between the two reads).
+// It may count one message twice: nats.go counts a message delivered when it hands it to
+// the handler but takes it off the queue's count only once the handler has returned and
+// its loop comes back, so while (or just after) the handler runs, that message is in
+// both counts. It never counts less than were received.
 func received(sub *nats.Subscription) (uint64, bool) {
 	for {
 		d1, err := sub.Delivered()
@@ -510,6 +516,17 @@ func (e *Endpoint) confirmLiveAt(ctx context.Context, info *jetstream.StreamInfo
 	p.mu.Unlock()
 	for _, w := range wants {
 		for {
+			// received may have counted the message in the handler twice (see received):
+			// once all but one are handled, what was received by now, handled in full,
+			// also settles it, and the loop's count catches up within moments.
+			p.mu.Lock()
+			done := p.done[w.t.sub]
+			p.mu.Unlock()
+			if done+1 == w.target {
+				if n, ok := received(w.t.sub); ok && n <= done {
+					w.target = done
+				}
+			}
 			p.mu.Lock()
 			if p.done[w.t.sub] >= w.target {
 				if w.t.cut {
@@ -526,40 +543,86 @@ func (e *Endpoint) confirmLiveAt(ctx context.Context, info *jetstream.StreamInfo
 				p.wake = make(chan struct{})
 			}
 			wake := p.wake
+			near := p.done[w.t.sub]+1 == w.target
 			p.mu.Unlock()
+			var recheck *time.Timer
+			var again <-chan time.Time
+			if near { // no later message may come to wake this: look again shortly
+				recheck = time.NewTimer(time.Millisecond)
+				again = recheck.C
+			}
 			select {
 			case <-wake:
+			case <-again:
 			case <-ctx.Done():
+			}
+			if recheck != nil {
+				recheck.Stop()
+			}
+			if ctx.Err() != nil {
 				return
 			}
 		}
 	}
 }
 
-// reportLoop confirms positions to the daemon after live traffic, at most once per
-// PositionEvery, and at least every keepAlive periods while connected (the daemon counts
-// the member as reading live while it hears from it, and defers its copies), until the
-// endpoint closes.
+// reportLoop confirms positions to the daemon after live traffic, and at least every
+// keepAlive periods while connected (the daemon counts the member as reading live while it
+// hears from it, and defers its copies), until the endpoint closes. After live traffic it
+// confirms once the traffic pauses (see settle), so the daemon, which holds a round's
+// copies for this member until its position covers them, is answered as soon as a burst
+// has been read rather than a full period later.
 func (e *Endpoint) reportLoop() {
 	defer e.wg.Done()
 	p := e.pos
 	keep := time.NewTicker(keepAlive * e.cfg.PositionEvery)
 	defer keep.Stop()
+	var last time.Time // the last confirmation
 	for {
 		select {
 		case <-e.ctx.Done():
 			return
 		case <-keep.C:
 		case <-p.kick:
-			t := time.NewTimer(e.cfg.PositionEvery)
-			select {
-			case <-e.ctx.Done():
-				t.Stop()
+			if !e.settle(last) {
 				return
-			case <-t.C:
 			}
 		}
+		select { // the traffic up to here is confirmed now: a kick from before is spent
+		case <-p.kick:
+		default:
+		}
+		last = time.Now()
 		e.confirmAndReport(e.ctx)
+	}
+}
+
+// settle waits, once live traffic has begun, until it has paused for an eighth of
+// PositionEvery or a whole PositionEvery has passed, and in any case until a quarter of
+// PositionEvery has passed since the last confirmation (last): a burst is confirmed as
+// soon as it ends, steady traffic once per period, and confirmations are never closer
+// than a quarter period. It reports false when the endpoint closes first.
+func (e *Endpoint) settle(last time.Time) bool {
+	every := e.cfg.PositionEvery
+	quiet, gap := every/8, every/4
+	due := time.Now().Add(every)
+	for {
+		now := time.Now()
+		var wait time.Duration
+		if idle := now.Sub(time.Unix(0, e.pos.lastLive.Load())); idle < quiet && now.Before(due) {
+			wait = min(quiet-idle, due.Sub(now))
+		}
+		wait = max(wait, last.Add(gap).Sub(now))
+		if wait <= 0 {
+			return true
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-e.ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
 	}
 }
 

@@ -474,18 +474,23 @@ func (c *ctl) confirmPosition(ctx context.Context, raw json.RawMessage, who call
 		return answer{at}, nil
 	}
 	key := protocol.MembershipKey(a.Channel, mem.p, mem.uid)
-	last := uint64(0) // CHAT's last sequence, read only when the position moves
+	last := uint64(0) // a CHAT sequence known stored, read only when the position moves
 	var werr error
-	for range 5 { // a concurrent write moved the revision: read again
-		row, rev, err := c.readRow(ctx, key)
-		if err != nil {
-			return nil, err
+	for i := range 5 { // a concurrent write moved the revision: read again
+		// The first try takes the row from the members view, which the write below
+		// compares and sets against its revision: a stale one fails and is read again.
+		row, rev := c.viewRow(key)
+		var err error
+		if i > 0 || row == nil || !row.Active() || row.Generation != a.Generation {
+			if row, rev, err = c.readRow(ctx, key); err != nil {
+				return nil, err
+			}
 		}
 		if row == nil || !row.Active() || row.Generation != a.Generation {
 			return nil, fmt.Errorf("confirmPosition: no active membership of %s on %s at generation %d", mem.key(), a.Channel, a.Generation)
 		}
 		if a.Position > row.Position && last == 0 {
-			if last, err = c.r.chatLast(ctx); err != nil {
+			if last, err = c.r.chatAtLeast(ctx, a.Position); err != nil {
 				return nil, err
 			}
 		}
@@ -539,6 +544,17 @@ func (c *ctl) list(ctx context.Context, raw json.RawMessage, who caller) (any, e
 }
 
 // readRow reads one membership row from the bucket (fresh, not from the view).
+// viewRow is the membership row the members view holds for key and its revision (nil
+// when the view holds none); it may be behind the bucket.
+func (c *ctl) viewRow(key string) (*protocol.Membership, uint64) {
+	r, rev, ok := c.r.roster.row(key)
+	if !ok {
+		return nil, 0
+	}
+	row := r.Membership
+	return &row, rev
+}
+
 func (c *ctl) readRow(ctx context.Context, key string) (*protocol.Membership, uint64, error) {
 	e, err := c.r.members.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {

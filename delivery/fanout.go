@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -52,6 +53,15 @@ type fanout struct {
 	// for their confirmed positions (see round).
 	readers *readers
 	grace   time.Duration
+
+	// chatKnown is the daemon's mark of a CHAT sequence known stored (run.chatKnown).
+	// Each post delivered raises it to the post's sequence plus the posts the broker said
+	// were pending after it: those were all stored before the broker sent it.
+	chatKnown *atomic.Uint64
+	// freshTo is the mark chatKnown held when the views last began a sync that succeeded
+	// (the session goroutine's). A post at or below it was stored before that sync began,
+	// so the views are as fresh for it as a sync at its round would make them (see round).
+	freshTo uint64
 
 	mu sync.Mutex
 	// progress is the last CHAT sequence at or below which every post delivered to the
@@ -317,7 +327,11 @@ func (f *fanout) session(ctx context.Context) error {
 	f.setProgress(f.rewind(ctx, cons))
 	in := make(chan jetstream.Msg, maxGroup)
 	stop := make(chan struct{})
+	f.freshTo = 0
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if md, err := m.Metadata(); err == nil {
+			raise(f.chatKnown, md.Sequence.Stream+md.NumPending)
+		}
 		select {
 		case in <- m:
 		case <-stop:
@@ -381,9 +395,18 @@ func (f *fanout) session(ctx context.Context) error {
 // writes only the copies not covered, in CHAT order. The decision is taken once per
 // member and channel in a round, so each member's copies of a channel keep CHAT order;
 // a skip is backed by the position written in the member's row before the post is acked.
+//
+// The views are made fresh first (every bucket write stored when the sync began is
+// applied), unless every post of the group was known stored before the last sync began:
+// the views then already hold every write stored before each post was, as a sync now
+// would. A burst is thus synced for once, at its first round.
 func (f *fanout) round(ctx context.Context, group []jetstream.Msg) error {
-	if err := f.fresh(ctx); err != nil {
-		return err
+	if top := groupTop(group); top == 0 || top > f.freshTo {
+		mark := f.chatKnown.Load()
+		if err := f.fresh(ctx); err != nil {
+			return err
+		}
+		f.freshTo = mark
 	}
 	ro := f.roster.snapshot()
 	// A new membership's catch-up copies posts before this round's: it goes first.
@@ -541,6 +564,19 @@ func (f *fanout) await(ctx context.Context, in *inflight) error {
 		}
 	}
 	return nil
+}
+
+// groupTop is the highest CHAT sequence of group, 0 if a post's metadata is unreadable.
+func groupTop(group []jetstream.Msg) uint64 {
+	top := uint64(0)
+	for _, m := range group {
+		md, err := m.Metadata()
+		if err != nil {
+			return 0
+		}
+		top = max(top, md.Sequence.Stream)
+	}
+	return top
 }
 
 // fresh brings the three views up to their buckets' current state.

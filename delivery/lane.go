@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -184,6 +185,10 @@ type run struct {
 	fanout                              *fanout
 	lease                               *lease
 	readers                             *readers
+
+	// chatKnown is a CHAT sequence known stored: the highest CHAT's info reported or the
+	// fan-out was delivered (see chatLast).
+	chatKnown atomic.Uint64
 
 	connMu  sync.Mutex
 	connUp  bool
@@ -387,7 +392,7 @@ func (r *run) start(ctx context.Context, wg *sync.WaitGroup) error {
 	r.readers = newReaders(r.cfg.ReaderTTL, time.Now)
 	r.fanout = &fanout{space: r.space, js: r.js, ackWait: r.cfg.AckWait, classes: r.classes, roster: r.roster, acls: r.acls,
 		gate: r.gate, log: r.log, syncWait: r.opTimeout, catchups: make(chan memberRow, 256),
-		readers: r.readers, grace: r.cfg.PositionGrace}
+		readers: r.readers, grace: r.cfg.PositionGrace, chatKnown: &r.chatKnown}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -596,7 +601,29 @@ func (r *run) chatLast(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("stream %s: %w", protocol.StreamChat(r.space), err)
 	}
-	return s.CachedInfo().State.LastSeq, nil
+	last := s.CachedInfo().State.LastSeq
+	raise(&r.chatKnown, last)
+	return last, nil
+}
+
+// chatAtLeast returns a CHAT sequence known stored that is at least seq if this daemon
+// knows one (a post the fan-out was delivered, or CHAT's info read earlier), else CHAT's
+// last sequence now.
+func (r *run) chatAtLeast(ctx context.Context, seq uint64) (uint64, error) {
+	if known := r.chatKnown.Load(); known >= seq {
+		return known, nil
+	}
+	return r.chatLast(ctx)
+}
+
+// raise moves mark up to seq.
+func raise(mark *atomic.Uint64, seq uint64) {
+	for {
+		cur := mark.Load()
+		if seq <= cur || mark.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
 }
 
 // reply answers a rail request with data or err.

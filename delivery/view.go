@@ -179,6 +179,20 @@ func (v *view[T, S]) sync(ctx context.Context, wait time.Duration) error {
 	}
 }
 
+// row returns the entry the view holds for key and its revision, if it holds a
+// readable, undeleted one. It may be behind the bucket: a caller that writes must compare
+// and set against the revision.
+func (v *view[T, S]) row(key string) (T, uint64, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	r, ok := v.rows[key]
+	if !ok || r.deleted {
+		var zero T
+		return zero, 0, false
+	}
+	return r.val, r.rev, true
+}
+
 // snapshot returns the view's snapshot, rebuilding it when a write came in since.
 func (v *view[T, S]) snapshot() S {
 	v.mu.Lock()
