@@ -144,6 +144,10 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		return fmt.Errorf("start broker: %w", err)
 	}
 	defer srv.Close()
+	if c := srv.Capacity(); c.OpenFiles > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "broker capacity: %s written at once (open-file limit %d, hard limit %d; each space being written holds %d open files): raise the limit to hold more\n",
+			cmdutil.Count(c.Spaces, "space"), c.OpenFiles, c.HardFiles, broker.SpaceFiles)
+	}
 	clusterNote := ""
 	if srv.Cluster != nil {
 		err := srv.WaitJetStream(ctx, func(what string) {
