@@ -40,6 +40,10 @@ const lanesEnv = "COTAL_BENCH_LANES"
 // short on a loaded 2-core machine).
 const provisionConnectWait = time.Minute
 
+// progressEvery is how many spaces apart setup reports its progress on stderr (a run of
+// thousands of spaces takes long enough that a stopped run should say how far it got).
+const progressEvery = 500
+
 // laneReadyLimit guards the wait for a host's ready callback against a hang.
 const laneReadyLimit = 5 * time.Minute
 
@@ -217,6 +221,10 @@ func newLaneWorld(b *testing.B, kind string, n int) *laneWorld {
 				}
 				mu.Lock()
 				w.creds[s] = dc
+				if done := len(w.creds); done%progressEvery == 0 {
+					fmt.Fprintf(os.Stderr, "lanes setup: %d of %d spaces provisioned in %s, %d open files\n",
+						done, n, time.Since(start).Round(time.Second), openFDs())
+				}
 				mu.Unlock()
 			}
 		})
