@@ -60,8 +60,11 @@ const laneReadyLimit = 5 * time.Minute
 //   - rss-KiB/lane: the same difference of the process's resident set (Linux only);
 //   - conns/lane: the broker's client connections (VARZ) once ready, minus before, over N;
 //   - goroutines/lane: likewise for goroutines (lane and broker side);
-//   - fds/lane: likewise for the process's open files (a lane's connection is a socket
-//     at each end, both in this process; its writes keep block files open);
+//   - sockets/lane: likewise for the process's open sockets: a lane's broker connection is
+//     a socket at each end, both in this process, so this is twice its connections;
+//   - fds/lane: likewise for all the process's open files (sockets and the store's block
+//     files, which the broker closes once idle: provisioning's close during a round, so
+//     this can fall below the sockets, and below zero);
 //   - setup-ms/space: accounts, broker start and provisioning, outside the timed part.
 //
 // Setup runs once per N; each round starts the host, waits for ready, samples and closes
@@ -101,7 +104,7 @@ func benchLanes(b *testing.B, kind string, n int) {
 	var w *laneWorld
 	pprof.Do(b.Context(), pprof.Labels("lanes", "setup"), func(context.Context) { w = newLaneWorld(b, kind, n) })
 	var ready time.Duration
-	var heap, stack, rss, conns, gor, fds float64
+	var heap, stack, rss, conns, gor, fds, socks float64
 	for b.Loop() {
 		before := w.sample(b)
 		pprof.Do(b.Context(), pprof.Labels("lanes", "host"), func(context.Context) {
@@ -113,6 +116,7 @@ func benchLanes(b *testing.B, kind string, n int) {
 				conns += float64(after.conns - before.conns)
 				gor += float64(after.goroutines - before.goroutines)
 				fds += float64(after.fds - before.fds)
+				socks += float64(after.sockets - before.sockets)
 			})
 		})
 	}
@@ -127,6 +131,7 @@ func benchLanes(b *testing.B, kind string, n int) {
 	b.ReportMetric(conns/perLane, "conns/lane")
 	b.ReportMetric(gor/perLane, "goroutines/lane")
 	b.ReportMetric(fds/perLane, "fds/lane")
+	b.ReportMetric(socks/perLane, "sockets/lane")
 	b.ReportMetric(float64(w.setup.Milliseconds())/float64(n), "setup-ms/space")
 }
 
@@ -359,6 +364,7 @@ type laneSample struct {
 	conns       int   // the broker's client connections
 	goroutines  int
 	fds         int // open file descriptors of this process (broker and lanes); 0 when unknown
+	sockets     int // those of them that are sockets
 }
 
 // sample collects garbage and returns what it freed to the OS (so the resident set does
@@ -370,7 +376,7 @@ func (w *laneWorld) sample(b *testing.B) laneSample {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rss, _ := residentBytes()
-	return laneSample{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), rss: rss, conns: brokerConns(b, w.sys), goroutines: runtime.NumGoroutine(), fds: openFDs()}
+	return laneSample{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), rss: rss, conns: brokerConns(b, w.sys), goroutines: runtime.NumGoroutine(), fds: openFDs(), sockets: openSockets()}
 }
 
 // brokerConns asks the broker, over a system-account connection, how many client
@@ -406,6 +412,22 @@ func openFDs() int {
 		return 0
 	}
 	return len(es)
+}
+
+// openSockets counts this process's open sockets (/proc/self/fd entries that link to
+// socket:[inode]); 0 where that directory does not exist.
+func openSockets() int {
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range es {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return n
 }
 
 // residentBytes is this process's resident set (VmRSS in /proc/self/status); false where
