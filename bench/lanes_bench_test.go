@@ -44,8 +44,11 @@ const provisionConnectWait = time.Minute
 // thousands of spaces takes long enough that a stopped run should say how far it got).
 const progressEvery = 500
 
-// laneReadyLimit guards the wait for a host's ready callback against a hang.
-const laneReadyLimit = 5 * time.Minute
+// laneReadyLimit guards the wait for a host's ready callback, and its close, against a
+// hang: 5 minutes, and 200 ms a lane beyond 1500 lanes.
+func laneReadyLimit(n int) time.Duration {
+	return max(5*time.Minute, time.Duration(n)*200*time.Millisecond)
+}
 
 // BenchmarkLanes runs one space host in this process with N spaces, auth-service lanes
 // (authsvc.Serve on a version 2 manifest) and then delivery lanes (spacehost.Host of
@@ -341,8 +344,8 @@ func (w *laneWorld) runHost(b *testing.B, atReady func()) time.Duration {
 		}
 	case err := <-done:
 		b.Fatalf("%s host ended before ready: %v", w.kind, err)
-	case <-time.After(laneReadyLimit):
-		b.Fatalf("%s host of %d lanes not ready within %s", w.kind, w.n, laneReadyLimit)
+	case <-time.After(laneReadyLimit(w.n)):
+		b.Fatalf("%s host of %d lanes not ready within %s", w.kind, w.n, laneReadyLimit(w.n))
 	}
 	atReady()
 	cancel()
@@ -351,7 +354,7 @@ func (w *laneWorld) runHost(b *testing.B, atReady func()) time.Duration {
 		if err != nil {
 			b.Fatalf("%s host: %v", w.kind, err)
 		}
-	case <-time.After(laneReadyLimit):
+	case <-time.After(laneReadyLimit(w.n)):
 		b.Fatalf("%s host of %d lanes did not close", w.kind, w.n)
 	}
 	return took
