@@ -299,7 +299,7 @@ func (w *laneWorld) provision(ctx context.Context, space string) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := provision.Space(ctx, js, space, provision.Options{Room: w.srv.Room}); err != nil {
+	if _, err := provision.Space(ctx, js, space, provision.Options{Room: func(streams int) error { return w.srv.WaitRoom(ctx, streams) }}); err != nil {
 		return nil, err
 	}
 	return acct.Mint(trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery,

@@ -161,13 +161,15 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 	if err := opts.restoreSpaces(ctx, chain, srv.ClientURL(), opts.TLSCA); err != nil {
 		return err
 	}
+	// A space waits for room while the block files of those just provisioned close.
+	room := func(streams int) error { return srv.WaitRoom(ctx, streams) }
 	for _, s := range spaces {
 		provision := func() error {
-			return provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas, srv.Room)
+			return provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas, room)
 		}
 		if srv.Cluster != nil {
 			provision = func() error {
-				return provisionClustered(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas, srv.Room)
+				return provisionClustered(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas, room)
 			}
 		}
 		if err := provision(); err != nil {
