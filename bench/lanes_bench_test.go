@@ -125,6 +125,9 @@ func benchLanes(b *testing.B, kind string, n int) {
 	}
 	rounds := float64(b.N)
 	perLane := rounds * float64(n)
+	// The figures again, before the broker's close (minutes at thousands of spaces).
+	fmt.Fprintf(os.Stderr, "lanes %s N=%d: ready %s, %.0f KiB heap, %.0f KiB resident, %.2f conns, %.2f sockets, %.1f goroutines a lane\n",
+		kind, n, (ready / time.Duration(b.N)).Round(time.Millisecond), heap/perLane, rss/perLane, conns/perLane, socks/perLane, gor/perLane)
 	b.ReportMetric(float64(ready.Milliseconds())/rounds, "ready-ms")
 	b.ReportMetric(heap/perLane, "heap-KiB/lane")
 	b.ReportMetric(stack/perLane, "stack-KiB/lane")
@@ -337,6 +340,19 @@ func (w *laneWorld) runHost(b *testing.B, atReady func()) time.Duration {
 		took = time.Since(start)
 		if len(r.Retrying) > 0 {
 			f := r.Retrying[0]
+			// Closing a broker of thousands of spaces takes minutes and b.Fatalf's text
+			// shows only after it: say now why the lanes failed, the distinct causes.
+			causes := map[string]int{}
+			for _, f := range r.Retrying {
+				causes[f.Err.Error()]++
+			}
+			shown := 0
+			for cause, n := range causes {
+				if shown++; shown > 5 {
+					break
+				}
+				fmt.Fprintf(os.Stderr, "lanes %s N=%d: %d lanes failed: %s\n", w.kind, w.n, n, cause)
+			}
 			b.Fatalf("%s host: %d of %d lanes serve; %d retry, %s first: %v",
 				w.kind, len(r.Serving), w.n, len(r.Retrying), f.Space, f.Err)
 		}
