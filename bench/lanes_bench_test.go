@@ -40,8 +40,15 @@ const lanesEnv = "COTAL_BENCH_LANES"
 // short on a loaded 2-core machine).
 const provisionConnectWait = time.Minute
 
-// laneReadyLimit guards the wait for a host's ready callback against a hang.
-const laneReadyLimit = 5 * time.Minute
+// progressEvery is how many spaces apart setup reports its progress on stderr (a run of
+// thousands of spaces takes long enough that a stopped run should say how far it got).
+const progressEvery = 500
+
+// laneReadyLimit guards the wait for a host's ready callback, and its close, against a
+// hang: 5 minutes, and 200 ms a lane beyond 1500 lanes.
+func laneReadyLimit(n int) time.Duration {
+	return max(5*time.Minute, time.Duration(n)*200*time.Millisecond)
+}
 
 // BenchmarkLanes runs one space host in this process with N spaces, auth-service lanes
 // (authsvc.Serve on a version 2 manifest) and then delivery lanes (spacehost.Host of
@@ -56,8 +63,11 @@ const laneReadyLimit = 5 * time.Minute
 //   - rss-KiB/lane: the same difference of the process's resident set (Linux only);
 //   - conns/lane: the broker's client connections (VARZ) once ready, minus before, over N;
 //   - goroutines/lane: likewise for goroutines (lane and broker side);
-//   - fds/lane: likewise for the process's open files (a lane's connection is a socket
-//     at each end, both in this process; its writes keep block files open);
+//   - sockets/lane: likewise for the process's open sockets: a lane's broker connection is
+//     a socket at each end, both in this process, so this is twice its connections;
+//   - fds/lane: likewise for all the process's open files (sockets and the store's block
+//     files, which the broker closes once idle: provisioning's close during a round, so
+//     this can fall below the sockets, and below zero);
 //   - setup-ms/space: accounts, broker start and provisioning, outside the timed part.
 //
 // Setup runs once per N; each round starts the host, waits for ready, samples and closes
@@ -97,7 +107,7 @@ func benchLanes(b *testing.B, kind string, n int) {
 	var w *laneWorld
 	pprof.Do(b.Context(), pprof.Labels("lanes", "setup"), func(context.Context) { w = newLaneWorld(b, kind, n) })
 	var ready time.Duration
-	var heap, stack, rss, conns, gor, fds float64
+	var heap, stack, rss, conns, gor, fds, socks float64
 	for b.Loop() {
 		before := w.sample(b)
 		pprof.Do(b.Context(), pprof.Labels("lanes", "host"), func(context.Context) {
@@ -109,11 +119,15 @@ func benchLanes(b *testing.B, kind string, n int) {
 				conns += float64(after.conns - before.conns)
 				gor += float64(after.goroutines - before.goroutines)
 				fds += float64(after.fds - before.fds)
+				socks += float64(after.sockets - before.sockets)
 			})
 		})
 	}
 	rounds := float64(b.N)
 	perLane := rounds * float64(n)
+	// The figures again, before the broker's close (minutes at thousands of spaces).
+	fmt.Fprintf(os.Stderr, "lanes %s N=%d: ready %s, %.0f KiB heap, %.0f KiB resident, %.2f conns, %.2f sockets, %.1f goroutines a lane\n",
+		kind, n, (ready / time.Duration(b.N)).Round(time.Millisecond), heap/perLane, rss/perLane, conns/perLane, socks/perLane, gor/perLane)
 	b.ReportMetric(float64(ready.Milliseconds())/rounds, "ready-ms")
 	b.ReportMetric(heap/perLane, "heap-KiB/lane")
 	b.ReportMetric(stack/perLane, "stack-KiB/lane")
@@ -123,6 +137,7 @@ func benchLanes(b *testing.B, kind string, n int) {
 	b.ReportMetric(conns/perLane, "conns/lane")
 	b.ReportMetric(gor/perLane, "goroutines/lane")
 	b.ReportMetric(fds/perLane, "fds/lane")
+	b.ReportMetric(socks/perLane, "sockets/lane")
 	b.ReportMetric(float64(w.setup.Milliseconds())/float64(n), "setup-ms/space")
 }
 
@@ -141,11 +156,12 @@ type laneWorld struct {
 	srv      *broker.Server
 }
 
-// laneLimits are each bench space's limits: the defaults with 4 MiB of storage and
-// 1 MiB of memory, so that 5000 spaces' reservations fit one broker's disk.
+// laneLimits are each bench space's limits: the defaults with 2 MiB of storage and
+// 1 MiB of memory, so that 5000 spaces' reservations (10 GiB) fit three quarters of the
+// 16 GiB free on the machine measured (at 4 MiB the 2 980th space was refused).
 func laneLimits() trust.Limits {
 	l := trust.DefaultLimits()
-	l.Storage, l.Memory = 4<<20, 1<<20
+	l.Storage, l.Memory = 2<<20, 1<<20
 	return l
 }
 
@@ -217,6 +233,10 @@ func newLaneWorld(b *testing.B, kind string, n int) *laneWorld {
 				}
 				mu.Lock()
 				w.creds[s] = dc
+				if done := len(w.creds); done%progressEvery == 0 {
+					fmt.Fprintf(os.Stderr, "lanes setup: %d of %d spaces provisioned in %s, %d open files\n",
+						done, n, time.Since(start).Round(time.Second), openFDs())
+				}
 				mu.Unlock()
 			}
 		})
@@ -283,7 +303,7 @@ func (w *laneWorld) provision(ctx context.Context, space string) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := provision.Space(ctx, js, space, provision.Options{Room: w.srv.Room}); err != nil {
+	if _, err := provision.Space(ctx, js, space, provision.Options{Room: func(streams int) error { return w.srv.WaitRoom(ctx, streams) }}); err != nil {
 		return nil, err
 	}
 	return acct.Mint(trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery,
@@ -320,6 +340,19 @@ func (w *laneWorld) runHost(b *testing.B, atReady func()) time.Duration {
 		took = time.Since(start)
 		if len(r.Retrying) > 0 {
 			f := r.Retrying[0]
+			// Closing a broker of thousands of spaces takes minutes and b.Fatalf's text
+			// shows only after it: say now why the lanes failed, the distinct causes.
+			causes := map[string]int{}
+			for _, f := range r.Retrying {
+				causes[f.Err.Error()]++
+			}
+			shown := 0
+			for cause, n := range causes {
+				if shown++; shown > 5 {
+					break
+				}
+				fmt.Fprintf(os.Stderr, "lanes %s N=%d: %d lanes failed: %s\n", w.kind, w.n, n, cause)
+			}
 			b.Fatalf("%s host: %d of %d lanes serve; %d retry, %s first: %v",
 				w.kind, len(r.Serving), w.n, len(r.Retrying), f.Space, f.Err)
 		}
@@ -328,8 +361,8 @@ func (w *laneWorld) runHost(b *testing.B, atReady func()) time.Duration {
 		}
 	case err := <-done:
 		b.Fatalf("%s host ended before ready: %v", w.kind, err)
-	case <-time.After(laneReadyLimit):
-		b.Fatalf("%s host of %d lanes not ready within %s", w.kind, w.n, laneReadyLimit)
+	case <-time.After(laneReadyLimit(w.n)):
+		b.Fatalf("%s host of %d lanes not ready within %s", w.kind, w.n, laneReadyLimit(w.n))
 	}
 	atReady()
 	cancel()
@@ -338,7 +371,7 @@ func (w *laneWorld) runHost(b *testing.B, atReady func()) time.Duration {
 		if err != nil {
 			b.Fatalf("%s host: %v", w.kind, err)
 		}
-	case <-time.After(laneReadyLimit):
+	case <-time.After(laneReadyLimit(w.n)):
 		b.Fatalf("%s host of %d lanes did not close", w.kind, w.n)
 	}
 	return took
@@ -351,6 +384,7 @@ type laneSample struct {
 	conns       int   // the broker's client connections
 	goroutines  int
 	fds         int // open file descriptors of this process (broker and lanes); 0 when unknown
+	sockets     int // those of them that are sockets
 }
 
 // sample collects garbage and returns what it freed to the OS (so the resident set does
@@ -362,7 +396,7 @@ func (w *laneWorld) sample(b *testing.B) laneSample {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rss, _ := residentBytes()
-	return laneSample{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), rss: rss, conns: brokerConns(b, w.sys), goroutines: runtime.NumGoroutine(), fds: openFDs()}
+	return laneSample{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), rss: rss, conns: brokerConns(b, w.sys), goroutines: runtime.NumGoroutine(), fds: openFDs(), sockets: openSockets()}
 }
 
 // brokerConns asks the broker, over a system-account connection, how many client
@@ -398,6 +432,22 @@ func openFDs() int {
 		return 0
 	}
 	return len(es)
+}
+
+// openSockets counts this process's open sockets (/proc/self/fd entries that link to
+// socket:[inode]); 0 where that directory does not exist.
+func openSockets() int {
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range es {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return n
 }
 
 // residentBytes is this process's resident set (VmRSS in /proc/self/status); false where

@@ -38,6 +38,15 @@ const MaxControlLine = 64 << 10
 // on a power cut; what it costs is an fsync of each block written since the last pass.
 const SyncInterval = 15 * time.Second
 
+// A client's connect is CONNECT then PING, answered by the server's PONG; nats.go reads the
+// first line after CONNECT and fails on anything but PONG ("expected 'PONG', got 'PING'").
+// nats-server arms its first PING to a client 2 s (plus up to 20%) after it starts
+// handling CONNECT, to measure the round trip early, so a connect whose authentication
+// takes longer (at thousands of accounts each first connect of an account builds it, and
+// a loaded 2-core host is slower still) gets that PING before its PONG. The broker turns
+// the short first PING off (Options.DisableShortFirstPing): the first PING then comes
+// after the ping interval (2 minutes), and the round trip is still measured at connect.
+
 // readyTimeout bounds the readiness wait when the Start context has no deadline.
 const readyTimeout = 10 * time.Second
 
@@ -334,6 +343,7 @@ func (s *Server) options(host string, port int, name string, routes *routeListen
 		MaxControlLine:         MaxControlLine,
 		DisableJetStreamBanner: true,
 		SyncInterval:           SyncInterval,
+		DisableShortFirstPing:  true, // a slow connect must not get a PING before its PONG
 	}
 	if routes != nil {
 		routes.apply(opts)

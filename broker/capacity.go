@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -79,6 +80,45 @@ func (s *Server) Room(streams int) error {
 	}
 	return fmt.Errorf("broker: %w: %d streams need %d more open files and %d of the process's limit of %d are in use (each stream keeps its newest block file open; the broker keeps %d back): raise the open-file limit (ulimit -n, systemd LimitNOFILE; the hard limit is %d) to at least %d, or serve further spaces from another broker",
 		ErrNoRoom, streams, uint64(streams)+LaneConns, open, soft, ReservedFiles, hard, need)
+}
+
+// blockIdleClose is how long nats-server's file store leaves a block file open after its
+// last write (closeFDsIdle); the next sync pass, at most SyncInterval later, closes it.
+const blockIdleClose = 30 * time.Second
+
+// RoomWait is how long WaitRoom waits for room: the longest a block file written just
+// before it stays open, and a margin for a late sync pass on a busy machine.
+const RoomWait = blockIdleClose + SyncInterval + 15*time.Second
+
+// WaitRoom is Room for a provisioner that may wait: while the broker has no room it
+// counts the open files again every second, since the block files of the streams just
+// created or written close once idle (provisioning hundreds of spaces a minute holds them
+// all open at once), and it refuses only if there is still no room after RoomWait, or
+// when ctx ends first, or at once when the limit is too low for the streams alone. The refusal is Room's, naming the limit and the fix.
+func (s *Server) WaitRoom(ctx context.Context, streams int) error {
+	err := s.Room(streams)
+	if err == nil {
+		return nil
+	}
+	if soft, _, lerr := openFileLimit(); lerr == nil && uint64(streams)+LaneConns+ReservedFiles > soft {
+		return err // no file closing makes room under this limit
+	}
+	end := time.NewTimer(RoomWait)
+	defer end.Stop()
+	tick := time.NewTicker(recountEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-end.C:
+			return s.Room(streams)
+		case <-tick.C:
+			if err = s.Room(streams); err == nil {
+				return nil
+			}
+		}
+	}
 }
 
 // recountEvery is how old a count of the open files Room may use: counting reads

@@ -1,11 +1,13 @@
 package broker_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cotal-ai/cotal/broker"
 )
@@ -88,5 +90,50 @@ func TestRoomRefusesBeyondOpenFileLimit(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal %q does not say %q", err, want)
 		}
+	}
+}
+
+// WaitRoom waits for open files to close (as block files close once idle) instead of
+// refusing a space that fits a moment later; with nothing closing it refuses as Room does.
+func TestWaitRoomWaitsForFilesToClose(t *testing.T) {
+	s := &broker.Server{Dir: t.TempDir(), Port: -1}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	open := openFDs(t)
+	lowerOpenFiles(t, open+broker.ReservedFiles+broker.SpaceFiles+8)
+	// Files standing for block files still open: no room for a space while they are.
+	var held []*os.File
+	for range broker.SpaceFiles {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, f)
+	}
+	if err := s.Room(broker.SpaceStreams); !errors.Is(err, broker.ErrNoRoom) {
+		t.Fatalf("Room with the files held = %v, want ErrNoRoom", err)
+	}
+	for _, f := range held {
+		f.Close()
+	}
+	// Room would refuse again until its next count; WaitRoom counts again and lets it in.
+	if err := s.WaitRoom(t.Context(), broker.SpaceStreams); err != nil {
+		t.Fatalf("WaitRoom once the files closed: %v", err)
+	}
+	// Files that stay open: waiting ends with Room's refusal.
+	for range broker.SpaceFiles {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	err := s.WaitRoom(ctx, broker.SpaceStreams)
+	if !errors.Is(err, broker.ErrNoRoom) || !strings.Contains(err.Error(), "ulimit -n") {
+		t.Fatalf("WaitRoom with no room coming = %v, want ErrNoRoom naming the fix", err)
 	}
 }

@@ -6,6 +6,12 @@
 // changed entry closes and opens again. Once every space the manifest does not name has no
 // lane left, the host writes <manifest>.applied: the lowercase hex SHA-256 of the exact
 // manifest bytes and a newline.
+//
+// At most MaxOpening lanes open at once: a host of thousands of spaces would otherwise
+// dial thousands of broker connections in the same instant, and on a busy broker their
+// handshakes outlast the connect timeout. A lane's turn ends once it serves, once its
+// attempt ends, or after OpenHold (a lane that waits to serve, for a lease another
+// process holds, lets the next ones open).
 package spacehost
 
 import (
@@ -55,6 +61,8 @@ var ErrManifestFolder = errors.New("cannot acknowledge the manifest")
 const (
 	DefaultRetryDelay   = 5 * time.Second
 	DefaultCloseTimeout = 10 * time.Second
+	DefaultMaxOpening   = 32
+	DefaultOpenHold     = 10 * time.Second
 )
 
 // Failure is a space a host could not serve, with the reason.
@@ -98,6 +106,8 @@ type Host struct {
 	Fatal        func(err error) bool
 	RetryDelay   time.Duration // between attempts of a failing lane; 0 means 5 s
 	CloseTimeout time.Duration // how long a closing lane may take before it is reported; 0 means 10 s
+	MaxOpening   int           // lanes opening at once; 0 means DefaultMaxOpening
+	OpenHold     time.Duration // longest a lane's turn to open lasts before the next lane's starts; 0 means 10 s
 	Logger       *slog.Logger  // nil means discard; wrap its handler in a PrefixHandler
 
 	once   sync.Once
@@ -154,6 +164,7 @@ type state struct {
 	cur     *SpaceList
 	curHash string
 	stop    context.CancelFunc // ends every lane
+	opening chan struct{}      // a token per lane taking its turn to open (MaxOpening)
 	acked   string             // the hash .applied holds
 	active  map[string]*slot   // the serving (or retrying) slot of each named space
 	closing []*slot            // slots asked to close whose supervisor has not returned
@@ -163,15 +174,21 @@ type state struct {
 // check validates the fields without I/O and returns a copy with the defaults filled in.
 func (h *Host) check() (*Host, error) {
 	c := &Host{Manifest: h.Manifest, NewLane: h.NewLane, Settings: h.Settings, Policy: h.Policy, Fatal: h.Fatal,
-		RetryDelay: h.RetryDelay, CloseTimeout: h.CloseTimeout, Logger: h.Logger}
+		RetryDelay: h.RetryDelay, CloseTimeout: h.CloseTimeout, MaxOpening: h.MaxOpening, OpenHold: h.OpenHold, Logger: h.Logger}
 	if c.Manifest == "" {
 		return c, errors.New("no manifest path")
 	}
 	if c.NewLane == nil {
 		return c, errors.New("no lane constructor")
 	}
-	if c.RetryDelay < 0 || c.CloseTimeout < 0 {
-		return c, errors.New("negative retry delay or close timeout")
+	if c.RetryDelay < 0 || c.CloseTimeout < 0 || c.MaxOpening < 0 || c.OpenHold < 0 {
+		return c, errors.New("negative retry delay, close timeout, lanes opening or open hold")
+	}
+	if c.MaxOpening == 0 {
+		c.MaxOpening = DefaultMaxOpening
+	}
+	if c.OpenHold == 0 {
+		c.OpenHold = DefaultOpenHold
 	}
 	if c.RetryDelay == 0 {
 		c.RetryDelay = DefaultRetryDelay
@@ -212,7 +229,7 @@ func (h *Host) Run(ctx context.Context, ready func(Ready)) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st := &state{h: cfg, ctx: runCtx, stop: cancel, log: cfg.Logger, events: make(chan event, 16), cur: m,
-		curHash: hash, acked: hash, active: map[string]*slot{}}
+		curHash: hash, acked: hash, active: map[string]*slot{}, opening: make(chan struct{}, cfg.MaxOpening)}
 	defer st.wg.Wait()
 	defer st.closeAll()
 	cfg.Logger.Info("manifest applied", "manifest", cfg.Manifest, "sha256", hash, "spaces", strings.Join(m.Names(), ","))
@@ -377,16 +394,40 @@ func (st *state) supervise(ctx context.Context, s *slot) {
 	}
 }
 
-// attempt builds and runs the lane once.
+// attempt builds and runs the lane once, in its turn to open (turn).
 func (st *state) attempt(ctx context.Context, s *slot, log *slog.Logger, first bool) error {
+	done, err := st.turn(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	lane, err := st.h.NewLane(s.entry, log)
 	if err != nil {
 		return err // callers name the space
 	}
 	var once sync.Once
 	return lane.Run(ctx, func() {
+		done()
 		once.Do(func() { st.send(event{s: s, ready: true, first: first}) })
 	})
+}
+
+// turn waits until fewer than MaxOpening lanes are opening and returns the function that
+// ends this lane's turn (safe to call more than once); the turn also ends by itself after
+// OpenHold. It returns ctx's error if ctx ends first.
+func (st *state) turn(ctx context.Context) (func(), error) {
+	select {
+	case st.opening <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var once sync.Once
+	free := func() { once.Do(func() { <-st.opening }) }
+	t := time.AfterFunc(st.h.OpenHold, free)
+	return func() {
+		t.Stop()
+		free()
+	}, nil
 }
 
 // handle processes a supervisor's event after startup; a fatal lane error is returned.

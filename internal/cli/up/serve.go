@@ -144,6 +144,10 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 		return fmt.Errorf("start broker: %w", err)
 	}
 	defer srv.Close()
+	if c := srv.Capacity(); c.OpenFiles > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "broker capacity: %s written at once (open-file limit %d, hard limit %d; each space being written holds %d open files): raise the limit to hold more\n",
+			cmdutil.Count(c.Spaces, "space"), c.OpenFiles, c.HardFiles, broker.SpaceFiles)
+	}
 	clusterNote := ""
 	if srv.Cluster != nil {
 		err := srv.WaitJetStream(ctx, func(what string) {
@@ -157,13 +161,15 @@ func serve(ctx context.Context, opts *Options, proj *workspace.Project, space st
 	if err := opts.restoreSpaces(ctx, chain, srv.ClientURL(), opts.TLSCA); err != nil {
 		return err
 	}
+	// A space waits for room while the block files of those just provisioned close.
+	room := func(streams int) error { return srv.WaitRoom(ctx, streams) }
 	for _, s := range spaces {
 		provision := func() error {
-			return provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas, srv.Room)
+			return provisionSpace(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas, room)
 		}
 		if srv.Cluster != nil {
 			provision = func() error {
-				return provisionClustered(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas, srv.Room)
+				return provisionClustered(ctx, opts.IO.ErrOut, chain, proj, srv.ClientURL(), opts.TLSCA, s, opts.Replicas, room)
 			}
 		}
 		if err := provision(); err != nil {
