@@ -125,3 +125,22 @@ func BenchmarkParseSubject(b *testing.B) {
 		}
 	})
 }
+
+// Receiving a direct message or a channel post allocates what the message needs (its
+// text and its parts), nothing for the checks: the subject is parsed and the recipient
+// compared in place.
+func TestReceiveAllocatesOnlyTheMessage(t *testing.T) {
+	for _, c := range []struct{ subject, body string }{
+		{instAB, body(alice.String(), `"to":"`+bob.String()+`"`)},
+		{chatAB, body(alice.String(), `"channel":"team.backend"`)},
+	} {
+		data := []byte(c.body)
+		if n := testing.AllocsPerRun(100, func() {
+			if _, err := protocol.Receive(c.subject, data); err != nil {
+				t.Fatal(err)
+			}
+		}); n > 2 {
+			t.Errorf("Receive on %s: %v allocations, want at most 2 (the message's string and its parts)", c.subject, n)
+		}
+	}
+}
