@@ -144,3 +144,21 @@ func TestReceiveAllocatesOnlyTheMessage(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReceive is the receive checks of one direct message and one channel post.
+func BenchmarkReceive(b *testing.B) {
+	for _, c := range []struct{ name, subject, body string }{
+		{"dm", instAB, body(alice.String(), `"to":"`+bob.String()+`"`)},
+		{"post", chatAB, body(alice.String(), `"channel":"team.backend"`)},
+	} {
+		data := []byte(c.body)
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := protocol.Receive(c.subject, data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
