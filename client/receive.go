@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,15 +87,60 @@ func (e *Endpoint) onDMOrAnycast(m jetstream.Msg) {
 		return
 	}
 	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, msg: m}
-	if md, err := m.Metadata(); err == nil {
-		in.Seq, in.Delivered = md.Sequence.Stream, md.NumDelivered
-	}
+	in.Seq, in.Delivered = copyNumbers(m)
 	// Closing leaves it unacked, so it is redelivered to the next incarnation.
 	if _, dup := e.surfaceFirst(in); dup {
 		if err := m.Ack(); err != nil {
 			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
 		}
 	}
+}
+
+// copyNumbers returns the stream sequence of a JetStream copy and how many times it was
+// delivered, read from its ack subject in place; a subject of another shape is left to
+// the JetStream client's own reading (0, 0 when that fails too).
+func copyNumbers(m jetstream.Msg) (seq, delivered uint64) {
+	if seq, delivered, ok := ackNumbers(m.Reply()); ok {
+		return seq, delivered
+	}
+	if md, err := m.Metadata(); err == nil {
+		return md.Sequence.Stream, md.NumDelivered
+	}
+	return 0, 0
+}
+
+// ackNumbers reads the stream sequence and the delivery count from a JetStream ack
+// subject without splitting it:
+//
+//	$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>
+//	$JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>[.<more>...]
+//
+// (9 tokens, or 11 and more); ok is false for anything else.
+func ackNumbers(reply string) (seq, delivered uint64, ok bool) {
+	const prefix = "$JS.ACK."
+	if !strings.HasPrefix(reply, prefix) {
+		return 0, 0, false
+	}
+	rest := reply[len(prefix):]
+	skip := 2 // stream, consumer
+	switch n := strings.Count(reply, ".") + 1; {
+	case n == 9:
+	case n >= 11:
+		skip = 4 // domain, account hash, stream, consumer
+	default:
+		return 0, 0, false
+	}
+	for range skip {
+		_, rest, _ = strings.Cut(rest, ".")
+	}
+	d, rest, _ := strings.Cut(rest, ".")
+	sq, _, _ := strings.Cut(rest, ".")
+	delivered, err1 := strconv.ParseUint(d, 10, 64)
+	seq, err2 := strconv.ParseUint(sq, 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return seq, delivered, true
 }
 
 // consumeWith feeds the bound durable cons to handle until Close, and returns its consume
@@ -363,9 +410,7 @@ func (e *Endpoint) onAsk(m jetstream.Msg, release func(), ackWait time.Duration)
 	settled := make(chan struct{})
 	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, msg: m,
 		settle: sync.OnceFunc(func() { close(settled); release() })}
-	if md, err := m.Metadata(); err == nil {
-		in.Seq, in.Delivered = md.Sequence.Stream, md.NumDelivered
-	}
+	in.Seq, in.Delivered = copyNumbers(m)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

@@ -145,11 +145,12 @@ func (e *Endpoint) encode(subject string, m *protocol.Message) (*nats.Msg, error
 // Send retries: a publish whose ack does not come within sendAttempt, or that no stream
 // answered (a broker restarting), is sent again with the same message, so the broker's
 // duplicate window keeps one copy. Retries stop after sendRetrySpan, well inside the
-// 2-minute window, or when ctx ends.
+// 2-minute window, or when ctx ends; a ctx without a deadline is bounded by sendTimeout.
 const (
 	sendAttempt   = 5 * time.Second
 	sendBackoff   = 250 * time.Millisecond
 	sendRetrySpan = time.Minute
+	sendTimeout   = 10 * time.Second
 )
 
 func (e *Endpoint) publish(ctx context.Context, subject string, m *protocol.Message) (Sent, error) {
@@ -157,12 +158,14 @@ func (e *Endpoint) publish(ctx context.Context, subject string, m *protocol.Mess
 	if err != nil {
 		return Sent{}, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-	}
 	start := time.Now()
+	// One timer serves every wait of the send (an attempt's ack, a backoff, the bound of
+	// a ctx without a deadline), not a context and a timer of their own per send.
+	w := sendWait{timer: time.NewTimer(sendAttempt)}
+	defer w.timer.Stop()
+	if _, ok := ctx.Deadline(); !ok {
+		w.limit = start.Add(sendTimeout)
+	}
 	var last error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 && time.Since(start) > sendRetrySpan {
@@ -172,7 +175,7 @@ func (e *Endpoint) publish(ctx context.Context, subject string, m *protocol.Mess
 		if err != nil {
 			return Sent{}, fmt.Errorf("send %s: %w", subject, err)
 		}
-		sent, retry, err := e.awaitAck(ctx, subject, m.ID, f)
+		sent, retry, err := e.awaitAck(ctx, &w, subject, m.ID, f)
 		if !retry {
 			return sent, err
 		}
@@ -181,11 +184,27 @@ func (e *Endpoint) publish(ctx context.Context, subject string, m *protocol.Mess
 	}
 }
 
+// sendWait times the waits of one send on one timer.
+type sendWait struct {
+	timer *time.Timer
+	limit time.Time // when the send gives up, for a ctx without a deadline; zero for none
+}
+
+// arm sets the timer to d, or to the limit when that comes first (bounded).
+func (w *sendWait) arm(d time.Duration) (bounded bool) {
+	if !w.limit.IsZero() {
+		if left := time.Until(w.limit); left <= d {
+			d, bounded = max(left, 0), true
+		}
+	}
+	w.timer.Reset(d)
+	return bounded
+}
+
 // awaitAck waits for f's ack; retry means the outcome is unknown or transient and the
 // same message may be sent again.
-func (e *Endpoint) awaitAck(ctx context.Context, subject, id string, f jetstream.PubAckFuture) (sent Sent, retry bool, err error) {
-	attempt := time.NewTimer(sendAttempt)
-	defer attempt.Stop()
+func (e *Endpoint) awaitAck(ctx context.Context, w *sendWait, subject, id string, f jetstream.PubAckFuture) (sent Sent, retry bool, err error) {
+	bounded := w.arm(sendAttempt)
 	for {
 		select {
 		case ack := <-f.Ok():
@@ -194,8 +213,12 @@ func (e *Endpoint) awaitAck(ctx context.Context, subject, id string, f jetstream
 			if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, nats.ErrTimeout) {
 				return Sent{}, false, e.sendFailed(ctx, subject, err)
 			}
-			select { // no stream answered: give a restarting broker a moment
-			case <-time.After(sendBackoff):
+			bounded := w.arm(sendBackoff) // no stream answered: give a restarting broker a moment
+			select {
+			case <-w.timer.C:
+				if bounded {
+					return Sent{}, false, fmt.Errorf("send %s: id %s: %w (last: %v)", subject, id, context.DeadlineExceeded, err)
+				}
 				return Sent{}, true, err
 			case <-ctx.Done():
 				return Sent{}, false, fmt.Errorf("send %s: id %s: %w (last: %v)", subject, id, ctx.Err(), err)
@@ -205,7 +228,10 @@ func (e *Endpoint) awaitAck(ctx context.Context, subject, id string, f jetstream
 			if strings.Contains(err.Error(), `"`+subject+`"`) {
 				return Sent{}, false, fmt.Errorf("%w: the broker refused the post to %s: your credential may not publish there", ErrRefused, subject)
 			}
-		case <-attempt.C:
+		case <-w.timer.C:
+			if bounded {
+				return Sent{}, false, fmt.Errorf("send %s: id %s: %w", subject, id, context.DeadlineExceeded)
+			}
 			return Sent{}, true, fmt.Errorf("no ack within %s", sendAttempt)
 		case <-ctx.Done():
 			return Sent{}, false, fmt.Errorf("send %s: id %s: %w", subject, id, ctx.Err())

@@ -94,11 +94,19 @@ func checkRoute(s Subject, m *Message) error {
 	switch s.Kind {
 	case KindChat:
 		field, want, got = "channel", s.Channel, m.Channel
-		if n, err := NormalizeChannel(got); err == nil {
-			got = n
+		// A payload channel equal to the subject's is canonical already (ParseSubject
+		// checked its every token), so normalizing it could not change it.
+		if got != want {
+			if n, err := NormalizeChannel(got); err == nil {
+				got = n
+			}
 		}
 	case KindInst:
-		field, want, got = "to", s.Recipient.String(), m.To
+		// Compared in place: the recipient's string is built only to report a mismatch.
+		field, want, got = "to", m.To, m.To
+		if !s.Recipient.is(got) {
+			want = s.Recipient.String()
+		}
 	case KindSvc:
 		field, want, got = "toService", s.Role, m.ToService
 	}

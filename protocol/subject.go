@@ -107,15 +107,30 @@ func (s Subject) String() string {
 // accepts only canonical input, so a parsed subject rebuilds to the same string. It does
 // not check that the sender owner is a principal owner: receivers do that (Receive).
 func ParseSubject(subject string) (Subject, error) {
-	t := strings.Split(subject, ".")
-	if len(t) < 3 || t[0] != Root {
+	// The tokens are walked in place, not split into a slice: this runs for every message
+	// received. lead holds the first tokens, enough for every kind but a chat subject's
+	// channel, which is the rest of the subject.
+	var lead [7]string
+	n := strings.Count(subject, ".") + 1
+	if first, _, _ := strings.Cut(subject, "."); n < 3 || first != Root {
 		return Subject{}, fmt.Errorf("%w %q: want %s.<space>.<kind> and the tokens of the kind", ErrMalformedSubject, subject, Root)
 	}
-	for i, tok := range t {
+	channel := "" // the subject from the sixth token on
+	rest := subject
+	for i := range n {
+		if i == 5 {
+			channel = rest
+		}
+		tok, after, _ := strings.Cut(rest, ".")
 		if !ValidToken(tok) {
 			return Subject{}, fmt.Errorf("%w %q: token %d %q is not a concrete token", ErrMalformedSubject, subject, i, tok)
 		}
+		if i < len(lead) {
+			lead[i] = tok
+		}
+		rest = after
 	}
+	t := lead[:min(n, len(lead))]
 	s := Subject{Space: t[1], Kind: Kind(t[2])}
 	arity := func(ok bool, want string) error {
 		if !ok {
@@ -126,22 +141,22 @@ func ParseSubject(subject string) (Subject, error) {
 	var err error
 	switch s.Kind {
 	case KindChat:
-		if err = arity(len(t) >= 6, "cotal.<space>.chat.<owner>.<actor>.<channel...>"); err == nil {
+		if err = arity(n >= 6, "cotal.<space>.chat.<owner>.<actor>.<channel...>"); err == nil {
 			s.Sender = Principal{t[3], t[4]}
-			s.Channel = strings.Join(t[5:], ".")
+			s.Channel = channel
 		}
 	case KindInst:
-		if err = arity(len(t) == 7, "cotal.<space>.inst.<rOwner>.<rActor>.<sOwner>.<sActor>"); err == nil {
+		if err = arity(n == 7, "cotal.<space>.inst.<rOwner>.<rActor>.<sOwner>.<sActor>"); err == nil {
 			s.Recipient = Principal{t[3], t[4]}
 			s.Sender = Principal{t[5], t[6]}
 		}
 	case KindSvc:
-		if err = arity(len(t) == 6, "cotal.<space>.svc.<role>.<owner>.<actor>"); err == nil {
+		if err = arity(n == 6, "cotal.<space>.svc.<role>.<owner>.<actor>"); err == nil {
 			s.Role = t[3]
 			s.Sender = Principal{t[4], t[5]}
 		}
 	case KindLive:
-		if err = arity(len(t) == 6 && (t[3] == PlaneManager || t[3] == PlaneDelivery), "cotal.<space>.live.<manager|delivery>.<owner>.<actor>"); err == nil {
+		if err = arity(n == 6 && (t[3] == PlaneManager || t[3] == PlaneDelivery), "cotal.<space>.live.<manager|delivery>.<owner>.<actor>"); err == nil {
 			s.Plane = t[3]
 			s.Sender = Principal{t[4], t[5]}
 		}
