@@ -360,8 +360,11 @@ func runHostGrants(g *grants, space string) {
 	// subject grants them all for this endpoint, which keeps the manager's permissions
 	// under the JWT's size limit with a space name of 64 characters.
 	g.pub(kvKey(rec, "*."+ep+".>"))
+	// Admissions are read a key at a time, never listed or watched: no consumer grants,
+	// which keeps the manager's permissions under their size limit with a 64-character
+	// space.
 	adm := provision.BucketAdmission(space)
-	readBucket(g, adm)
+	getBucket(g, adm)
 	g.pub(kvKey(adm, protocol.RunAdmissionKey(ep, "*")))
 	epf := provision.StreamEPF(space)
 	g.pub(api(verbStreamInfo, epf), api(verbStreamMsgGet, epf), api(verbDirectGet, epf), api(verbDirectGet, epf, ">"),
@@ -484,6 +487,13 @@ func readBucket(g *grants, bucket string) {
 	s := kvStream(bucket)
 	g.pub(api(verbStreamInfo, s), api(verbStreamMsgGet, s), api(verbDirectGet, s), api(verbDirectGet, s, ">"))
 	g.pub(api(verbConsumerCreate, s, ">"), api(verbConsumerInfo, s, "*"), api(verbConsumerDelete, s, "*"), flowControl(s))
+}
+
+// getBucket grants reading bucket's keys one at a time (a Get, direct or not), with no
+// listing or watching.
+func getBucket(g *grants, bucket string) {
+	s := kvStream(bucket)
+	g.pub(api(verbStreamInfo, s), api(verbStreamMsgGet, s), api(verbDirectGet, s, ">"))
 }
 
 // denyBindOnly refuses every form that creates or deletes a consumer on stream: its
