@@ -42,28 +42,63 @@ func (d *drive) ensureCP(ctx context.Context, x external) error {
 	return nil
 }
 
-// settleCP records how a checkpoint settled (resumed with an answer, or expired) on its
-// status and its create-only settle fact, each left as it is when already written.
-func (d *drive) settleCP(ctx context.Context, x external, settle, answerID string, ts int64) error {
+// cpSettle is how a checkpoint settled on its plane: the settle its status records, which
+// the first CAS from waiting decided (the driver's expiry or resume, or an answerer's
+// resume), with the answer it accepted and when.
+type cpSettle struct {
+	Settle   string
+	AnswerID string
+	Ts       int64
+}
+
+// settleCP settles a checkpoint on its plane as settle (resumed with answerID, or
+// expired) unless another settle won it first, and answers the settle that stands. The
+// status CAS from waiting is the arbiter, for the driver as for an answerer presenting the
+// token (runstore's present): a lost CAS re-reads the status, and the settle fact is
+// derived from the status that won, so whichever of the two writes it, the fact, the
+// status and the journal's settle (the caller's, from what this answers) agree.
+func (d *drive) settleCP(ctx context.Context, x external, settle, answerID string, ts int64) (cpSettle, error) {
 	if err := d.ensureCP(ctx, x); err != nil {
-		return err
+		return cpSettle{}, err
+	}
+	if d.cfg.beforeSettleCP != nil {
+		d.cfg.beforeSettleCP(x.Token)
 	}
 	ep := d.cfg.endpoint()
-	h := &runstore.CheckpointHolder{ID: d.lease.Holder, LifecycleUID: d.lease.Holder}
+	key := runstore.CheckpointStatusKey(ep, x.Token)
 	var st runstore.CheckpointStatus
-	rev, err := d.recs.Get(ctx, runstore.CheckpointStatusKey(ep, x.Token), &st)
-	if err != nil {
-		return fmt.Errorf("checkpoint %s status: %w", x.Token, err)
-	}
-	if st.State == runstore.CheckpointWaiting {
-		st.State, st.SettledGeneration, st.SettledHolder, st.SettledTs, st.SettledAnswerID = settle, 1, h, &ts, answerID
-		if _, err := d.recs.Update(ctx, runstore.CheckpointStatusKey(ep, x.Token), st, rev); err != nil && !errors.Is(err, runstore.ErrConflict) {
-			return err
+	for range 5 {
+		st = runstore.CheckpointStatus{}
+		rev, err := d.recs.Get(ctx, key, &st)
+		if err != nil {
+			return cpSettle{}, fmt.Errorf("checkpoint %s status: %w", x.Token, err)
+		}
+		if st.State != runstore.CheckpointWaiting {
+			break // settled before, by this run's driver or by an answerer
+		}
+		mine := st
+		mine.State, mine.SettledGeneration, mine.SettledHolder, mine.SettledTs, mine.SettledAnswerID = settle, max(st.DeadlineGeneration, 1),
+			&runstore.CheckpointHolder{ID: d.lease.Holder, LifecycleUID: d.lease.Holder}, &ts, answerID
+		if _, err := d.recs.Update(ctx, key, mine, rev); err == nil {
+			st = mine
+			break
+		} else if !errors.Is(err, runstore.ErrConflict) {
+			return cpSettle{}, fmt.Errorf("checkpoint %s status: %w", x.Token, err)
 		}
 	}
-	fact := runstore.SettleFact{V: 1, Token: x.Token, Settle: settle, Generation: 1, Holder: h, Ts: ts, AnswerID: answerID}
-	if err := runstore.PublishSettleFact(ctx, d.cfg.JS, d.cfg.Space, ep, fact); err != nil && !errors.Is(err, runstore.ErrSettled) {
-		return fmt.Errorf("checkpoint %s: %w", x.Token, err)
+	if st.State == runstore.CheckpointWaiting || st.SettledTs == nil {
+		return cpSettle{}, fmt.Errorf("checkpoint %s status: still %s after its CAS was lost: %w", x.Token, st.State, runstore.ErrConflict)
 	}
-	return nil // a fact settled before stands as first written
+	won := cpSettle{Settle: st.State, AnswerID: st.SettledAnswerID, Ts: *st.SettledTs}
+	fact := runstore.SettleFact{V: 1, Token: x.Token, Settle: st.State, Generation: max(st.SettledGeneration, 1),
+		Holder: st.SettledHolder, Ts: won.Ts, AnswerID: won.AnswerID}
+	if err := runstore.PublishSettleFact(ctx, d.cfg.JS, d.cfg.Space, ep, fact); err != nil {
+		if !errors.Is(err, runstore.ErrSettled) {
+			return won, fmt.Errorf("checkpoint %s: %w", x.Token, err)
+		}
+		// A fact other than the one the status implies: an older driver's, written before
+		// settles were derived from the status. The status stays the arbiter.
+		d.log.Warn("checkpoint settle fact differs from its status", "run", d.run, "token", x.Token, "status", st.State)
+	}
+	return won, nil
 }

@@ -89,3 +89,77 @@ log("ship " + a.value);`)
 		t.Fatalf("settle facts: %+v %v; want one", info.State.Subjects, err)
 	}
 }
+
+// A checkpoint whose wait ends on its deadline (here the driver's clock) while an answer
+// is presented at nearly the same time settles once: the answerer's status CAS comes in
+// between the end of the wait and the driver's plane settle, so the answer won the
+// checkpoint, and the journal, the status and the one settle fact all say it resumed with
+// that answer.
+func TestCheckpointSettleRacesAnAnswer(t *testing.T) {
+	f := newFixture(t)
+	prog, run, err := Prepare(`const c = await checkpoint("go", "Go on?", { timeout: "1m", onExpiry: "proceed" });
+log(c.status);`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := f.clock.Load()
+	cfg := f.cfg()
+	var answered runstore.Filed
+	cfg.beforeSettleCP = func(string) {
+		sp := &runstore.Space{JS: f.js, Name: space, Now: func() int64 { return t0 + 100 }}
+		var err error
+		answered, err = sp.Answer(t.Context(), runstore.AnswerRequest{Run: run, Step: "/checkpoint:go#0", Value: json.RawMessage(`{"ok":true}`), By: "alice"})
+		if err != nil || answered.Settle != runstore.CheckpointResumed {
+			t.Errorf("answer: %+v, %v", answered, err)
+		}
+	}
+	ended := make(chan Outcome, 1)
+	go func() {
+		out, err := Start(t.Context(), cfg, prog, run, "")
+		if err != nil {
+			t.Error(err)
+		}
+		ended <- out
+	}()
+	var token string
+	meshtest.Until(t, "the checkpoint is bound", 10*time.Second, func() bool {
+		p, _ := f.entries(run, "/checkpoint:go#0")
+		if len(p) == 2 {
+			token = p[1].RequestID
+			return true
+		}
+		return false
+	})
+	f.clock.Store(t0 + 61_000) // the driver's clock passes the deadline, no answer yet seen
+	if out := <-ended; out.State != runstore.StateCompleted {
+		t.Fatalf("run: %+v", out)
+	}
+	if len(f.logs) != 1 || f.logs[0] != "resolved" {
+		t.Fatalf("the program logged %q; want the answer that won the checkpoint", f.logs)
+	}
+	_, s := f.entries(run, "/checkpoint:go#0")
+	var res map[string]any
+	if len(s) != 1 || json.Unmarshal(s[0].Result, &res) != nil || res["outcome"] != "resolved" || res["answerId"] != answered.Answer.AnswerID {
+		t.Fatalf("journal settles %+v; want one, resolved with answer %s", s, answered.Answer.AnswerID)
+	}
+	recs, err := runstore.OpenRecords(t.Context(), f.js, space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st runstore.CheckpointStatus
+	if _, err := recs.Get(t.Context(), runstore.CheckpointStatusKey("manager", token), &st); err != nil || st.State != "resumed" || st.SettledAnswerID != answered.Answer.AnswerID {
+		t.Fatalf("cp status %+v %v", st, err)
+	}
+	epf, err := f.js.Stream(t.Context(), provision.StreamEPF(space))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := epf.GetLastMsgForSubject(t.Context(), runstore.SettleSubject(space, "manager", token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fact runstore.SettleFact
+	if err := json.Unmarshal(msg.Data, &fact); err != nil || fact.Settle != "resumed" || fact.AnswerID != st.SettledAnswerID {
+		t.Fatalf("settle fact %s %v; want resumed with the status's answer", msg.Data, err)
+	}
+}

@@ -480,11 +480,26 @@ func (d *drive) checkpoint(ctx context.Context, c lang.Call, e runstore.Entry) (
 	if ans != nil {
 		settle, answerID, ts = "resumed", ans.AnswerID, ans.At
 	}
-	if err := d.settleCP(ctx, x, settle, answerID, ts); err != nil {
-		if ctx.Err() != nil {
-			return lang.Result{}, ctx.Err()
-		}
+	won, err := d.settleCP(ctx, x, settle, answerID, ts)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return lang.Result{}, ctx.Err()
+	case err != nil:
+		// The plane is the reference's readers' view; the journal settles without it.
 		d.log.Warn("checkpoint plane", "run", d.run, "step", c.Key, "err", err)
+	case won.Settle == runstore.CheckpointExpired && ans != nil:
+		// Expired on the plane first (by this run's driver before a crash): no answer
+		// was presented in time, whatever record was filed since.
+		ans = nil
+	case won.Settle == runstore.CheckpointResumed && (ans == nil || ans.AnswerID != won.AnswerID):
+		// An answerer presented the token first (the wait ended on the fire or the clock
+		// just before it, or two answers were filed at once): the answer it resumed with
+		// is the outcome, as on the plane.
+		var a runstore.Answer
+		if _, err := d.recs.Get(ctx, runstore.AnswerKey(d.cfg.endpoint(), x.Token, won.AnswerID), &a); err != nil {
+			return lang.Result{}, fmt.Errorf("checkpoint %s: the answer %s it resumed with: %w", c.Key, won.AnswerID, err)
+		}
+		ans = &a
 	}
 	if ans == nil {
 		out := map[string]any{"outcome": "expired", "at": float64(x.Deadline)}

@@ -70,6 +70,10 @@ type Config struct {
 	// BeforeSettle, for crash tests, runs after an effect was performed and before its
 	// settle is appended: a driver killed there leaves the journal pending.
 	BeforeSettle func(key string)
+
+	// beforeSettleCP, for race tests, runs when a checkpoint's wait has ended and before
+	// its plane settle is written.
+	beforeSettleCP func(token string)
 }
 
 // Outcome is how a drive ended.
