@@ -300,7 +300,7 @@ func (d *drive) turn(ctx context.Context, c lang.Call, e runstore.Entry) (lang.R
 			return lang.Result{}, err
 		}
 	}
-	res, err := d.cfg.Seats.Turn(ctx, TurnRequest{Run: d.run, Step: c.Key, GoalID: x.Token, Agent: agent,
+	res, err := d.handTurn(ctx, TurnRequest{Run: d.run, Step: c.Key, GoalID: x.Token, Agent: agent,
 		Payload: turnPayload(d.run, c.Key, x.Token, ""), Deadline: x.Deadline})
 	var fail *lang.EffectError
 	switch {
@@ -321,6 +321,63 @@ func (d *drive) turn(ctx context.Context, c lang.Call, e runstore.Entry) (lang.R
 		return lang.Result{}, err
 	}
 	return lang.Result{Value: out, EndedAt: end}, nil
+}
+
+// cancelGrace bounds how long a turn withdrawn at its deadline is waited on to answer
+// how it ended: a yield that came first still stands.
+const cancelGrace = firePoll
+
+// handTurn hands a turn and times its deadline on the timer plane (timer id the goal id,
+// the step's request id) and by the driver's clock, as pause does, beside the seat host's
+// own timing. Whichever ends the turn first ends it; at the deadline the turn is
+// withdrawn, and its yield, if the seat gave one first, is still its outcome; else the
+// turn is L4003. A resumed driver that finds the deadline's fire, recorded while no driver
+// ran, ends the turn so.
+func (d *drive) handTurn(ctx context.Context, r TurnRequest) (TurnResult, error) {
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type turned struct {
+		res TurnResult
+		err error
+	}
+	done := make(chan turned, 1)
+	go func() {
+		res, err := d.cfg.Seats.Turn(tctx, r)
+		done <- turned{res, err}
+	}()
+	expired := d.deadline(tctx, r.GoalID, r.Deadline)
+	select {
+	case t := <-done:
+		return t.res, t.err
+	case <-expired:
+	case <-ctx.Done():
+		return TurnResult{}, ctx.Err()
+	}
+	d.cfg.Seats.Cancel(d.run, r.GoalID)
+	grace := time.NewTimer(cancelGrace)
+	defer grace.Stop()
+	select {
+	case t := <-done:
+		if t.err == nil {
+			return t.res, nil
+		}
+	case <-grace.C:
+	case <-ctx.Done():
+		return TurnResult{}, ctx.Err()
+	}
+	return TurnResult{}, &lang.EffectError{Code: "L4003", Kind: "deadline", Message: "turn " + r.Step + " was not yielded before its deadline"}
+}
+
+// deadline times the pause timer until at (ms) on the timer plane and the driver's clock;
+// the channel closes when it passes, and never when ctx ends first.
+func (d *drive) deadline(ctx context.Context, timer string, at int64) <-chan struct{} {
+	expired := make(chan struct{})
+	go func() {
+		if _, err := d.pause(ctx, timer, at, nil); err == nil {
+			close(expired)
+		}
+	}()
+	return expired
 }
 
 // ask hands the seat one turn per attempt and waits for an answer filed under that
@@ -397,6 +454,8 @@ func (d *drive) askAttempt(ctx context.Context, c lang.Call, agent string, schem
 	if err != nil {
 		return nil, "", err
 	}
+	// The attempt's pause is its token's, until the ask's one deadline.
+	expired := d.deadline(actx, x.Token, x.Deadline)
 	check := func(a *runstore.Answer) string {
 		var v any
 		if err := json.Unmarshal(a.Value, &v); err != nil || len(a.Value) == 0 {
@@ -412,17 +471,26 @@ func (d *drive) askAttempt(ctx context.Context, c lang.Call, agent string, schem
 				d.cfg.Seats.Cancel(d.run, x.Token)
 			}
 			return a, check(a), nil
+		case <-expired:
+			// An answer filed in time (while no driver ran, say) is the attempt's outcome
+			// even when the deadline's fire is found first.
+			if a, err := d.firstAnswer(ctx, x.Token); err != nil || a != nil {
+				if a == nil {
+					return nil, "", err
+				}
+				return a, check(a), nil
+			}
+			d.cfg.Seats.Cancel(d.run, x.Token)
+			return nil, "", nil
 		case err := <-turned:
 			// The seat yields after it files its answer: an answer it gave is in the
 			// bucket by now, whatever the turn says (a resumed ask finds it so).
-			list, lerr := d.recs.Answers(ctx, d.cfg.endpoint(), x.Token)
+			a, lerr := d.firstAnswer(ctx, x.Token)
 			if lerr != nil {
 				return nil, "", lerr
 			}
-			for i := range list {
-				if list[i].Supersedes == "" {
-					return &list[i], check(&list[i]), nil
-				}
+			if a != nil {
+				return a, check(a), nil
 			}
 			var fail *lang.EffectError
 			switch {
@@ -438,6 +506,20 @@ func (d *drive) askAttempt(ctx context.Context, c lang.Call, agent string, schem
 			return nil, "", ctx.Err()
 		}
 	}
+}
+
+// firstAnswer reads the first answer (amendments aside) filed under token, nil when none.
+func (d *drive) firstAnswer(ctx context.Context, token string) (*runstore.Answer, error) {
+	list, err := d.recs.Answers(ctx, d.cfg.endpoint(), token)
+	if err != nil {
+		return nil, fmt.Errorf("answers of %s: %w", token, err)
+	}
+	for i := range list {
+		if list[i].Supersedes == "" {
+			return &list[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // watchAnswers delivers the first answers (amendments aside) filed under token.
