@@ -17,10 +17,11 @@ import (
 	"github.com/cotal-ai/cotal/provision"
 )
 
-// A pause (a sleep, a checkpoint's timeout, a wait's timeout) is timed twice. The driver
-// arms it on the timer plane: it publishes a schedule request on
-// cotal.<space>.ept.<endpoint>.<instance>.<epoch>.<timerId>.schedule (the timer id is the
-// step's request id, or the wait's timeout token; the instance is this driver's holder and
+// A pause (a sleep, a checkpoint's timeout, a wait's timeout, a turn's deadline, an ask
+// attempt's) is timed twice. The driver arms it on the timer plane: it publishes a
+// schedule request on cotal.<space>.ept.<endpoint>.<instance>.<epoch>.<timerId>.schedule
+// (the timer id is the step's request id, the wait's timeout token or the ask attempt's
+// token; the instance is this driver's holder and
 // the epoch its lease's), which the delivery daemon's timer writer arms on EPT and the
 // broker fires at the deadline, on the sibling .fire subject, whether or not a driver
 // still runs. And the driver keeps its own clock as a fallback, so a run with no daemon
