@@ -50,6 +50,12 @@ func (d *drive) settleCP(ctx context.Context, x external, settle, answerID strin
 	}
 	ep := d.cfg.endpoint()
 	h := &runstore.CheckpointHolder{ID: d.lease.Holder, LifecycleUID: d.lease.Holder}
+	var spec runstore.CheckpointSpec
+	if _, err := d.recs.Get(ctx, runstore.CheckpointSpecKey(ep, x.Token), &spec); err == nil && spec.Holder.ID != "" {
+		// Settled as the holder that minted it (an earlier driver's, after a takeover), as
+		// an answer resumes it: both writers of the settle fact write the same fact.
+		h = &spec.Holder
+	}
 	var st runstore.CheckpointStatus
 	rev, err := d.recs.Get(ctx, runstore.CheckpointStatusKey(ep, x.Token), &st)
 	if err != nil {
