@@ -42,8 +42,10 @@ type seat struct {
 	mu          sync.Mutex // guards the fields below and info
 	info        protocol.SeatInfo
 	proc        *os.Process
-	start       string   // the process's start time (workspace.Record), "" if unknown
-	ptmx        *os.File // nil for an adopted seat
+	start       string            // the process's start time (workspace.Record), "" if unknown
+	ptmx        *os.File          // nil for an adopted seat
+	adopted     *workspace.Record // the process of an adopted seat (not this manager's child); nil for one it started
+	adoptedEnd  sync.Once         // records the end of an adopted seat's process
 	screen      *screen
 	sessions    map[string]*session
 	stopping    bool
@@ -564,35 +566,71 @@ func (s *seat) stop(force bool, grace time.Duration) {
 		sig = syscall.SIGKILL
 	}
 	s.signal(sig)
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-s.done:
+	if s.awaitEnd(grace) {
 		return
-	case <-t.C:
 	}
 	s.signal(syscall.SIGKILL)
-	select {
-	case <-s.done:
-	case <-time.After(5 * time.Second):
+	if !s.awaitEnd(5 * time.Second) {
 		s.m.log.Warn("seat did not end after SIGKILL", "seat", s.info.Name)
 	}
 }
 
-// stopAll stops every running seat this manager started, in parallel.
+// adoptedPoll is how often a stop checks whether an adopted seat's process has ended.
+const adoptedPoll = 50 * time.Millisecond
+
+// awaitEnd waits up to d for the seat to end and says whether it did. A seat this manager
+// started ends when its done closes (its process waited for). An adopted seat's process
+// is not this manager's child, so nothing waits for it: its end is polled here, and
+// recorded (adoptedEnded) by whichever of this stop and its watcher sees it first. The
+// watcher alone would not do: it stops with the manager's context, which has ended by the
+// time a shutting-down manager stops its seats.
+func (s *seat) awaitEnd(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var poll <-chan time.Time
+	if s.adopted != nil {
+		tick := time.NewTicker(adoptedPoll)
+		defer tick.Stop()
+		poll = tick.C
+	}
+	for {
+		select {
+		case <-s.done:
+			return true
+		case <-t.C:
+			return false
+		case <-poll:
+			if alive, err := s.adopted.Alive(); err == nil && !alive {
+				s.adoptedEnded()
+				<-s.done // closed by this call or by the watcher's, which is cleaning up
+				return true
+			}
+		}
+	}
+}
+
+// stopAll stops every running seat this manager started or adopted, in parallel, and
+// logs how many it stopped and how long that took.
 func (m *Manager) stopAll() {
 	m.mu.Lock()
 	var seats []*seat
 	for _, s := range m.seats {
-		seats = append(seats, s)
+		if s.running() {
+			seats = append(seats, s)
+		}
 	}
 	m.mu.Unlock()
+	if len(seats) == 0 {
+		return
+	}
+	began := time.Now()
 	var wg sync.WaitGroup
 	for _, s := range seats {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.stop(false, m.StopGrace) }()
 	}
 	wg.Wait()
+	m.log.Info("stopped the seats", "seats", len(seats), "took", time.Since(began).Round(time.Millisecond))
 }
 
 // write types data into the seat's terminal.
@@ -685,6 +723,7 @@ func (m *Manager) adopt() {
 		// The seat is complete before ps can see it.
 		if alive {
 			s.info.Process, s.start = protocol.SeatRunning, r.Start
+			s.adopted = &workspace.Record{PID: r.Info.PID, Start: r.Start}
 		} else {
 			s.info.Process, s.info.Code, s.info.Ended = protocol.SeatExited, nil, time.Now().UnixMilli()
 		}
@@ -701,18 +740,17 @@ func (m *Manager) adopt() {
 			continue
 		}
 		m.log.Info("adopted seat", "seat", s.info.Name, "pid", r.Info.PID)
-		rec := workspace.Record{PID: r.Info.PID, Start: r.Start}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			s.watchAdopted(rec)
+			s.watchAdopted()
 		}()
 	}
 }
 
 // watchAdopted polls an adopted process (not this manager's child, so it cannot be
-// waited for) until it ends; its exit code is unknown.
-func (s *seat) watchAdopted(rec workspace.Record) {
+// waited for) until it ends or the manager stops; its exit code is unknown.
+func (s *seat) watchAdopted() {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -721,19 +759,28 @@ func (s *seat) watchAdopted(rec workspace.Record) {
 			return
 		case <-t.C:
 		}
-		if alive, err := rec.Alive(); err == nil && !alive {
-			s.mu.Lock()
-			s.moveLocked(protocol.SeatExited)
-			s.info.Ended = time.Now().UnixMilli()
-			s.mu.Unlock()
-			if err := errors.Join(agentrun.Cleanup(s.spec), s.releaseFolder()); err != nil {
-				s.m.log.Warn("clean up adopted seat", "seat", s.info.Name, "err", err)
-			}
-			close(s.done)
-			s.m.prune()
+		if alive, err := s.adopted.Alive(); err == nil && !alive {
+			s.adoptedEnded()
 			return
 		}
 	}
+}
+
+// adoptedEnded records, once, that an adopted seat's process has ended: exited, its
+// credential and files removed, its done closed. A later call waits for the first.
+func (s *seat) adoptedEnded() {
+	s.adoptedEnd.Do(func() {
+		s.mu.Lock()
+		s.moveLocked(protocol.SeatExited)
+		s.info.Ended = time.Now().UnixMilli()
+		s.mu.Unlock()
+		if err := errors.Join(agentrun.Cleanup(s.spec), s.releaseFolder()); err != nil {
+			s.m.log.Warn("clean up adopted seat", "seat", s.info.Name, "err", err)
+		}
+		s.m.log.Info("adopted seat exited", "seat", s.info.Name)
+		close(s.done)
+		s.m.prune()
+	})
 }
 
 // RunningSeats names the seats of proj whose process still runs, from the records its

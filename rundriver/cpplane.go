@@ -66,6 +66,13 @@ func (d *drive) settleCP(ctx context.Context, x external, settle, answerID strin
 	}
 	ep := d.cfg.endpoint()
 	key := runstore.CheckpointStatusKey(ep, x.Token)
+	h := &runstore.CheckpointHolder{ID: d.lease.Holder, LifecycleUID: d.lease.Holder}
+	var spec runstore.CheckpointSpec
+	if _, err := d.recs.Get(ctx, runstore.CheckpointSpecKey(ep, x.Token), &spec); err == nil && spec.Holder.ID != "" {
+		// Settled as the holder that minted it (an earlier driver's, after a takeover), as
+		// an answer resumes it: both writers of the settle fact write the same fact.
+		h = &spec.Holder
+	}
 	var st runstore.CheckpointStatus
 	for range 5 {
 		st = runstore.CheckpointStatus{}
@@ -78,7 +85,7 @@ func (d *drive) settleCP(ctx context.Context, x external, settle, answerID strin
 		}
 		mine := st
 		mine.State, mine.SettledGeneration, mine.SettledHolder, mine.SettledTs, mine.SettledAnswerID = settle, max(st.DeadlineGeneration, 1),
-			&runstore.CheckpointHolder{ID: d.lease.Holder, LifecycleUID: d.lease.Holder}, &ts, answerID
+			h, &ts, answerID
 		if _, err := d.recs.Update(ctx, key, mine, rev); err == nil {
 			st = mine
 			break

@@ -148,8 +148,11 @@ func (s *Space) present(ctx context.Context, recs *Records, p *planeCheckpoint, 
 }
 
 // PublishSettleFact publishes a checkpoint's one-use settle fact on its subject,
-// create-only. When a fact is there already, publishing the same bytes again is no error
-// (a retry); another fact is ErrSettled: the first one written stands.
+// create-only. When a fact is there already, one recording the same settlement (the same
+// token, outcome and answer) is no error: a retry, or the other writer of that settlement
+// (the answering command and the run's driver each publish it, and after a takeover the
+// driver's holder or generation may differ from the answer's); the first one written
+// stands. A fact recording another settlement is ErrSettled.
 func PublishSettleFact(ctx context.Context, js jetstream.JetStream, space, endpoint string, fact SettleFact) error {
 	b, err := marshal(fact)
 	if err != nil {
@@ -169,8 +172,18 @@ func PublishSettleFact(ctx context.Context, js jetstream.JetStream, space, endpo
 		return fmt.Errorf("settle fact: %w", err)
 	}
 	m, err := got.GetLastMsgForSubject(ctx, msg.Subject)
-	if err != nil || string(m.Data) != string(b) {
+	if err != nil {
+		return fmt.Errorf("another settle fact is recorded: %w", ErrSettled)
+	}
+	var first SettleFact
+	if string(m.Data) != string(b) && (json.Unmarshal(m.Data, &first) != nil || !first.sameSettlement(fact)) {
 		return fmt.Errorf("another settle fact is recorded: %w", ErrSettled)
 	}
 	return nil
+}
+
+// sameSettlement says whether f and g record one settlement: the same token, settled the
+// same way with the same answer (who wrote it, when and under which generation aside).
+func (f SettleFact) sameSettlement(g SettleFact) bool {
+	return f.Token == g.Token && f.Settle == g.Settle && f.AnswerID == g.AnswerID
 }

@@ -101,6 +101,7 @@ func TestScripts(t *testing.T) {
 			"runproc":     cmdRunProc,
 			"a2aagent":    cmdA2AAgent,
 			"waitout":     cmdWaitOut,
+			"pidgone":     cmdPidGone,
 		},
 	})
 }
