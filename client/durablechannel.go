@@ -408,8 +408,8 @@ func (e *Endpoint) drainHandoff() {
 // no durable plane at all, is not an error.
 func (e *Endpoint) bindExistingHandoff(ctx context.Context) {
 	uid := e.lifecycleUID()
-	if uid == "" || (e.nc.Opts.UserJWT == nil && !e.cfg.Callout) {
-		return // the open mesh has no delivery daemon
+	if uid == "" || e.nc.Opts.UserJWT == nil {
+		return
 	}
 	stream, name := protocol.StreamDLV(e.cfg.Space), protocol.ConsumerDLV(e.me, uid)
 	c, err := e.js.Consumer(ctx, stream, name)
