@@ -76,7 +76,7 @@ func runSeat() int {
 	}
 	defer func() { _ = errs.Close() }()
 	cmd.Stderr = errs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	session, err := mcp.NewClient(&mcp.Implementation{Name: "runseat", Version: "test"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		fmt.Fprintln(errs, "runseat: start the mcp server:", err)
@@ -84,7 +84,7 @@ func runSeat() int {
 	}
 	// Stopped, the seat ends its MCP server's process group at once, as a harness that
 	// exits takes its server with it.
-	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }()
+	defer func() { _ = killGroup(cmd.Process.Pid) }()
 	_ = session // closed by its server's end
 	fmt.Println("seat ready")
 	turnRE := regexp.MustCompile(`it is your turn "([^"]+)"`)

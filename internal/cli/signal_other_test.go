@@ -4,6 +4,7 @@ package cli_test
 
 import (
 	"os"
+	"os/exec"
 	"syscall"
 )
 
@@ -20,3 +21,9 @@ func signalPid(pid int, sig syscall.Signal) error {
 	}
 	return p.Kill()
 }
+
+// ownGroup leaves cmd as it is: without Unix process groups killGroup ends the process.
+func ownGroup(*exec.Cmd) {}
+
+// killGroup ends process pid.
+func killGroup(pid int) error { return signalPid(pid, syscall.SIGTERM) }
