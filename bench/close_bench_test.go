@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
+	"github.com/cotal-ai/cotal/agentmcp"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/trust"
 )
@@ -107,13 +109,69 @@ func (cm *closeMember) openEndpoint(ctx context.Context, url string) error {
 	return nil
 }
 
+// openMCP opens the member as `cotal mcp` runs it: an agentmcp server on the endpoint,
+// its MCP client in the same process. The model reads nothing: the round's posts wait in
+// the server's inbox unread (each durable copy held, not acked). close ends the MCP
+// session as a client closing stdin does, waits for the server to hand the unread copies
+// back, then closes the endpoint, as the command does.
+func (cm *closeMember) openMCP(ctx context.Context, url string) error {
+	ep, err := cm.connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	cm.ep, cm.shown = ep, 0
+	srv := &agentmcp.Server{Endpoint: ep, Version: "bench"}
+	ct, st := mcp.NewInMemoryTransports()
+	served := make(chan error, 1)
+	go func() { served <- srv.Run(context.WithoutCancel(ctx), st) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		_ = ep.Close()
+		return fmt.Errorf("mcp client: %w", err)
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: agentmcp.InboxURI})
+			if err != nil || len(res.Contents) == 0 {
+				continue
+			}
+			var n int
+			if _, err := fmt.Sscanf(res.Contents[0].Text, "%d messages waiting", &n); err == nil {
+				cm.mu.Lock()
+				cm.shown = n
+				cm.mu.Unlock()
+			}
+		}
+	}()
+	cm.stop = func() { close(quit); <-done }
+	cm.close = func() error {
+		_ = cs.Close()
+		if err := <-served; err != nil {
+			return err
+		}
+		return ep.Close()
+	}
+	return nil
+}
+
 // BenchmarkClose200: 200 members of the durable channel general, each on its own
 // authenticated connection to a real embedded broker with the delivery daemon serving,
 // read a round of posts and then all close at once. Each round reports the p50 and p99 of
 // one close and the time until the last one returned, against a baseline measured in the
 // same round: 200 plain nats.Conn of the same credentials closing at once (p99/conn), and
 // one member closing alone after a round (p99/alone). The sessions are endpoint
-// (client.Endpoint.Close). Each round reopens the members as the next session of the same
+// (client.Endpoint.Close, which is what `cotal join` does at its end, plus saving its
+// history cursor file) and mcp (`cotal mcp`: the MCP session ends with 20 unread copies in
+// the server's inbox, handed back, then the endpoint closes). Each round reopens the members as the next session of the same
 // incarnations. -closeprofile DIR writes CPU and block profiles of
 // the first endpoint round's closes.
 func BenchmarkClose200(b *testing.B) {
@@ -175,7 +233,11 @@ func BenchmarkClose200(b *testing.B) {
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				if err := cm.openEndpoint(b.Context(), m.url); err != nil {
+				open := cm.openEndpoint
+				if kind == "mcp" {
+					open = cm.openMCP
+				}
+				if err := open(b.Context(), m.url); err != nil {
 					errs <- err
 				}
 			}()
@@ -253,7 +315,7 @@ func BenchmarkClose200(b *testing.B) {
 		return out
 	}
 
-	for _, kind := range []string{"endpoint"} {
+	for _, kind := range []string{"endpoint", "mcp"} {
 		b.Run(kind, func(b *testing.B) {
 			var p50s, p99s, totals, alones, conns []time.Duration
 			for b.Loop() {
@@ -269,7 +331,7 @@ func BenchmarkClose200(b *testing.B) {
 				took, _ := closeAll(b, ncs)
 				conns = append(conns, pct(took, 0.99))
 
-				if kind == "endpoint" {
+				{
 					// Baseline: one member closing alone after a round.
 					round(b, kind)
 					took, _ = closeAll(b, closers(members[:1]))
