@@ -383,6 +383,19 @@ func (e *Endpoint) holdCopy(ch string, seq uint64, m jetstream.Msg) bool {
 				return true
 			}
 		}
+		if seq > t.live && seq > t.row {
+			// Surfaced live (its id says so) past the confirmed live position, so no window
+			// says whether it was taken: the daemon copied it before it heard this member
+			// read live. The live copy is among the messages surfaced by now; acking this
+			// copy before they are all taken would lose the post if the endpoint closes
+			// with it unread (a live copy cannot be handed back).
+			need := p.surfaced.Load()
+			if need <= taken {
+				return false
+			}
+			p.held = append(p.held, heldCopy{need: need, msg: m})
+			return true
+		}
 	}
 	return false
 }
