@@ -99,6 +99,10 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	}
 	s.defaults()
 	ep := s.Endpoint
+	// What the server holds is not yet the model's: a message is taken once acked
+	// (given to the model, or muted), so one still held at the end is copied again to
+	// the next session, whether it reached the endpoint live or as a durable copy.
+	ep.TakeOnAck()
 	if err := ep.Join(ctx, s.Channels...); err != nil {
 		return fmt.Errorf("agentmcp: %w", err)
 	}

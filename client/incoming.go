@@ -26,11 +26,18 @@ type Incoming struct {
 
 	msg    jetstream.Msg // the JetStream copy that Ack and Nak settle; nil for a live copy
 	settle func()        // called once when the copy is settled (frees an ask slot); may be nil
+	// handled, set under Endpoint.TakeOnAck, tells the endpoint the application took the
+	// message (Ack): the positions it confirms may then cover it. May be nil.
+	handled func()
 }
 
-// Ack confirms a durable copy was handled, so it is not redelivered. It is a no-op for
-// live and historical copies.
+// Ack confirms a durable copy was handled, so it is not redelivered. For a live or
+// historical copy it does nothing at the broker; under Endpoint.TakeOnAck it tells the
+// endpoint the message was taken.
 func (in *Incoming) Ack() error {
+	if in.handled != nil {
+		in.handled()
+	}
 	if in.msg == nil {
 		return nil
 	}

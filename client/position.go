@@ -42,6 +42,12 @@ import (
 // window records how many had been surfaced once its posts all were, and is taken when
 // that many were. A hand-off copy of a post surfaced live but not yet taken is held
 // unacked until it is, and naked at Close, so it comes back to the next incarnation.
+//
+// An application that keeps messages after taking them from Messages(), as an MCP server
+// keeps them until the model is given them, calls TakeOnAck: a message then counts as
+// taken only once acked (Incoming.Ack, live copies included), and one handed back never
+// does, so no confirmed position covers a post still unread when the endpoint closes,
+// nor any post surfaced after it (those are copied again: shown twice rather than lost).
 
 // window is a position whose posts were all surfaced once need messages were.
 type window struct {
@@ -89,15 +95,69 @@ type positions struct {
 	kick     chan struct{}
 	lastLive atomic.Int64 // when a live message of a tracked channel was last handled (Unix ns)
 	start    sync.Once
-	refused  bool       // the daemon does not take confirmPosition (a reference daemon)
-	confirms sync.Mutex // one confirmation round at a time
-	ids      *dedupe    // the endpoint's id window
+	refused  bool                // the daemon does not take confirmPosition (a reference daemon)
+	confirms sync.Mutex          // one confirmation round at a time
+	ids      *dedupe             // the endpoint's id window
+	onAck    atomic.Bool         // TakeOnAck: a message is taken once acked
+	open     map[uint64]struct{} // under onAck: places (1-based, in surfacing order) of messages surfaced and not acked
 }
 
 func newPositions(ids *dedupe) *positions {
 	return &positions{ids: ids, done: map[*nats.Subscription]uint64{}, tracks: map[string]*posTrack{},
 		rows: map[string]uint64{}, handoff: map[string]uint64{}, hwin: map[string][]window{},
-		htaken: map[string]uint64{}, kick: make(chan struct{}, 1)}
+		htaken: map[string]uint64{}, kick: make(chan struct{}, 1), open: map[uint64]struct{}{}}
+}
+
+// TakeOnAck makes a message taken from Messages() count as taken by the application only
+// once it is acked (Incoming.Ack, which then also covers live and historical copies); a
+// message handed back (HandBack) or never acked is not taken. What is taken decides the
+// channel positions the endpoint confirms to the delivery daemon, which copies to the
+// next incarnation every post past them: without TakeOnAck, a post that reached the
+// endpoint live and that the application still holds unhandled when it closes counts as
+// read, and is lost. Call it before Join; it cannot be undone.
+func (e *Endpoint) TakeOnAck() {
+	if e.pos != nil {
+		e.pos.onAck.Store(true)
+	}
+}
+
+// openUntilAck records, under TakeOnAck, that in is about to be surfaced and is not taken
+// until acked; it returns the undo for a surfacing that did not happen. It runs under
+// e.order, as every surfacing does, so in's place is exact.
+func (e *Endpoint) openUntilAck(in *Incoming) (unsurfaced func()) {
+	p := e.pos
+	if p == nil || !p.onAck.Load() {
+		return func() {}
+	}
+	place := p.surfaced.Load() + 1
+	p.mu.Lock()
+	p.open[place] = struct{}{}
+	p.mu.Unlock()
+	done := func() {
+		p.mu.Lock()
+		delete(p.open, place)
+		p.mu.Unlock()
+	}
+	in.handled = func() {
+		done()
+		select { // the daemon may now be told of a position the ack completed
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+	return done
+}
+
+// firstOpen is the place of the earliest surfaced message not acked under TakeOnAck, or
+// 0 when there is none; p.mu is held.
+func (p *positions) firstOpen() uint64 {
+	var first uint64
+	for place := range p.open {
+		if first == 0 || place < first {
+			first = place
+		}
+	}
+	return first
 }
 
 // noteSurfaced counts one message handed to Messages().
@@ -109,14 +169,22 @@ func (e *Endpoint) noteSurfaced() {
 
 // taken is how many surfaced messages the application has taken from Messages(), at
 // least: the count is read before the queue, so a message surfaced in between is only
-// counted as not taken.
+// counted as not taken. Under TakeOnAck it stops before the first message not acked.
 func (e *Endpoint) taken() uint64 {
 	s := e.pos.surfaced.Load()
 	n := uint64(len(e.inbox))
 	if n > s {
 		return 0
 	}
-	return s - n
+	t := s - n
+	if e.pos.onAck.Load() {
+		e.pos.mu.Lock()
+		if first := e.pos.firstOpen(); first > 0 {
+			t = min(t, first-1)
+		}
+		e.pos.mu.Unlock()
+	}
+	return t
 }
 
 // liveHandled counts one live message of sub as handled (surfaced or dropped).
@@ -316,6 +384,19 @@ func (e *Endpoint) holdCopy(ch string, seq uint64, m jetstream.Msg) bool {
 				p.held = append(p.held, heldCopy{need: w.need, msg: m})
 				return true
 			}
+		}
+		if seq > t.live && seq > t.row {
+			// Surfaced live (its id says so) past the confirmed live position, so no window
+			// says whether it was taken: the daemon copied it before it heard this member
+			// read live. The live copy is among the messages surfaced by now; acking this
+			// copy before they are all taken would lose the post if the endpoint closes
+			// with it unread (a live copy cannot be handed back).
+			need := p.surfaced.Load()
+			if need <= taken {
+				return false
+			}
+			p.held = append(p.held, heldCopy{need: need, msg: m})
+			return true
 		}
 	}
 	return false

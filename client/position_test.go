@@ -49,3 +49,33 @@ func TestDedupeHoldsSince(t *testing.T) {
 		t.Fatal("a fourth id in a window of three: the first is forgotten, but holdsSince said no")
 	}
 }
+
+// The daemon may copy a post to the hand-off durable before it hears that the member
+// reads live; the copy then arrives after the live copy surfaced and before the live
+// position was confirmed past it, so no window says whether the post was taken. While
+// the live copy is not taken, the hand-off copy is held (naked at Close, for the next
+// incarnation), not acked: a live copy cannot be handed back, so acking it lost the post.
+func TestHandoffCopyOfLivePostNotYetConfirmedHeldUntilTaken(t *testing.T) {
+	e := &Endpoint{pos: newPositions(newDedupe(4)), inbox: make(chan *Incoming, 4)}
+	e.pos.tracks["general"] = &posTrack{channel: "general", from: 10}
+	e.TakeOnAck()
+	in := &Incoming{}
+	e.openUntilAck(in) // the live copy of the post at 11, surfaced and held unacked
+	e.noteSurfaced()
+
+	if !e.holdCopy("general", 11, nil) {
+		t.Fatal("a hand-off copy of a live post not yet taken was acked")
+	}
+	if acks := e.pos.settleTaken(e.taken()); len(acks) != 0 {
+		t.Fatalf("%d held copies settled before the live copy was taken", len(acks))
+	}
+	if err := in.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	if acks := e.pos.settleTaken(e.taken()); len(acks) != 1 {
+		t.Fatalf("%d held copies settled once the live copy was taken, want 1", len(acks))
+	}
+	if e.holdCopy("general", 11, nil) {
+		t.Fatal("a hand-off copy of a live post already taken was held")
+	}
+}

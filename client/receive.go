@@ -49,11 +49,13 @@ func (e *Endpoint) surface(in *Incoming) bool {
 	if e.ctx.Err() != nil {
 		return false
 	}
+	unsurfaced := e.openUntilAck(in) // under TakeOnAck; before the reader can have it
 	select {
 	case e.inbox <- in:
 		e.noteSurfaced() // position.go: what the application took is counted from it
 		return true
 	case <-e.ctx.Done():
+		unsurfaced()
 		return false
 	}
 }
