@@ -274,7 +274,7 @@ func (p *peer) serve(ctx context.Context) error {
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
-				_ = in.Nak()
+				ep.HandBack(in) // naked at Close: the next bridge gets it at once
 				return nil
 			}
 			wg.Add(1)

@@ -29,7 +29,10 @@ func (p *peer) handle(ctx context.Context, ep *client.Endpoint, c *Caller, in *c
 	m := p.message(in)
 	res, err := p.send(ctx, c, m)
 	if ctx.Err() != nil {
-		_ = in.Nak() // the bridge stops: the next one sends it (the same messageId)
+		// The bridge stops: handed back (naked at Close, once the endpoint no longer
+		// consumes), so the next bridge sends it (the same messageId). A Nak now would come
+		// back to this endpoint, which has seen its id and would drop it as a duplicate.
+		ep.HandBack(in)
 		return
 	}
 	if err != nil {
