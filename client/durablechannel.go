@@ -397,10 +397,15 @@ func (e *Endpoint) drainHandoff() {
 	}
 }
 
-// bindExistingHandoff consumes this incarnation's hand-off durable when copies wait in it,
-// so copies stored while the endpoint was away arrive even before it rejoins a channel.
-// The durable exists from the mint on (provision.Agent); an empty one is bound at the
-// first durable join instead. No durable, or no durable plane at all, is not an error.
+// bindExistingHandoff consumes this incarnation's hand-off durable at Join whenever it
+// exists, empty or not. Copies stored while the endpoint was away then arrive before any
+// channel is rejoined, and copies the daemon makes later arrive while the endpoint stays
+// connected, whoever wrote the membership that makes them: the endpoint's own durable
+// join, or another party's row (a workflow conclave's run host), of which the endpoint
+// hears nothing. The durable exists from the mint on (provision.Agent). Only when copies
+// wait does the endpoint ask the daemon for its memberships (to judge them by the
+// positions those confirmed), so a fresh member asks no daemon at connect. No durable, or
+// no durable plane at all, is not an error.
 func (e *Endpoint) bindExistingHandoff(ctx context.Context) {
 	uid := e.lifecycleUID()
 	if uid == "" || e.nc.Opts.UserJWT == nil {
@@ -409,18 +414,15 @@ func (e *Endpoint) bindExistingHandoff(ctx context.Context) {
 	stream, name := protocol.StreamDLV(e.cfg.Space), protocol.ConsumerDLV(e.me, uid)
 	c, err := e.js.Consumer(ctx, stream, name)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		return // never a durable member: nothing waits, nothing to ask the daemon
+		return // no hand-off durable: a durable join binds the one the daemon then creates
 	}
-	if err == nil {
-		if info := c.CachedInfo(); info.NumPending == 0 && info.NumAckPending == 0 {
-			return // nothing waits: nothing to ask the daemon yet
+	if err != nil || c.CachedInfo().NumPending > 0 || c.CachedInfo().NumAckPending > 0 {
+		// The copies waiting there are judged by the positions the memberships confirmed.
+		if list, err := e.Memberships(ctx); err == nil {
+			e.seedRows(list)
+		} else {
+			e.log.Debug("memberships not listed; waiting copies are judged by id only", "err", err)
 		}
-	}
-	// The copies waiting there are judged by the positions the memberships confirmed.
-	if list, err := e.Memberships(ctx); err == nil {
-		e.seedRows(list)
-	} else {
-		e.log.Debug("memberships not listed; waiting copies are judged by id only", "err", err)
 	}
 	err = e.bindHandoff(ctx, stream, name)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {

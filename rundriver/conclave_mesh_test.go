@@ -23,7 +23,9 @@ import (
 // On a mesh that checks credentials, a run driven on the manager's own minted credential
 // (as a hosted run is) opens a conclave of two connected agents, resolved through the
 // presence they publish: while the room is open a post one member makes on its channel
-// is copied by the delivery daemon to the other's hand-off, and the close releases both.
+// is copied by the delivery daemon to the other's hand-off and surfaces in the other's
+// endpoint (connected and joined before the room opened, never reconnected), and the
+// close releases both, so a later post there is not copied to the other.
 // The agent's own credential may not write a membership row: only the daemon and the
 // run host do.
 func TestConclaveOnAnAuthenticatedMesh(t *testing.T) {
@@ -147,6 +149,19 @@ log("room " + r);`)
 		m, err := dlv.GetLastMsgForSubject(t.Context(), protocol.DLVSubject(sp, alice.p, alice.uid))
 		return err == nil && strings.Contains(string(m.Data), "hello from bob")
 	})
+	// Alice, connected and joined before the room opened and never reconnected, reads the
+	// copy through her ordinary receive path while the room is open.
+	select {
+	case in := <-alice.ep.Messages():
+		if in.Subject.Channel != channel || len(in.Parts) != 1 || in.Parts[0].Text != "hello from bob" || !in.Durable {
+			t.Fatalf("alice received %+v; want bob's post on %s as a hand-off copy", in, channel)
+		}
+		if err := in.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("alice's live endpoint did not receive bob's post while the room was open")
+	}
 
 	recs, err := runstore.OpenRecords(t.Context(), js, sp)
 	if err != nil {
@@ -177,6 +192,30 @@ log("room " + r);`)
 	}
 	if len(logs) != 1 || logs[0] != "room "+channel {
 		t.Fatalf("logged %v", logs)
+	}
+
+	// After the close a further post on the channel reaches alice no more: once the
+	// daemon's fan-out has passed it, her hand-off holds no copy of it and her endpoint
+	// surfaced nothing.
+	later, err := bob.ep.Post(t.Context(), channel, client.Draft{Parts: []protocol.Part{protocol.TextPart("after the close")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fan, err := js.Consumer(t.Context(), protocol.StreamChat(sp), protocol.ConsumerFanout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Until(t, "the daemon's fan-out passes the post after the close", 30*time.Second, func() bool {
+		info, err := fan.Info(t.Context())
+		return err == nil && info.AckFloor.Stream >= later.Seq
+	})
+	if m, err := dlv.GetLastMsgForSubject(t.Context(), protocol.DLVSubject(sp, alice.p, alice.uid)); err != nil || strings.Contains(string(m.Data), "after the close") {
+		t.Fatalf("alice's hand-off after the close: %v; want no copy of the later post", err)
+	}
+	select {
+	case in := <-alice.ep.Messages():
+		t.Fatalf("alice received %+v after the close", in)
+	default:
 	}
 
 	// The attack: an agent's own credential writes no membership row, not even its own.
