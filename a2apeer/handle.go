@@ -30,8 +30,8 @@ func (p *peer) handle(ctx context.Context, ep *client.Endpoint, c *Caller, in *c
 	res, err := p.send(ctx, c, m)
 	if ctx.Err() != nil {
 		// The bridge stops: handed back (naked at Close, once the endpoint no longer
-		// consumes), so the next bridge sends it (the same messageId). A Nak now would come
-		// back to this endpoint, which has seen its id and would drop it as a duplicate.
+		// consumes), so the next bridge sends it (the same messageId); a Nak now would come
+		// back to this closing endpoint and wait out its ack wait.
 		ep.HandBack(in)
 		return
 	}

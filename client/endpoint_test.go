@@ -401,3 +401,42 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("join an unprovisioned space: %v", err)
 	}
 }
+
+// A DM the application naks comes back to the same endpoint: the id window lets a
+// naked copy through again rather than dropping (and acking) it as a duplicate.
+func TestNakedDMComesBack(t *testing.T) {
+	url := mesh(t)
+	alice := peer(t, url, client.Config{Name: "alice"})
+	bob := peer(t, url, client.Config{Name: "bob"})
+	target, err := alice.Resolve(t.Context(), "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.DM(t.Context(), target.Principal, client.Text("again")); err != nil {
+		t.Fatal(err)
+	}
+	take := func() *client.Incoming {
+		t.Helper()
+		select {
+		case in := <-bob.Messages():
+			return in
+		case <-time.After(10 * time.Second):
+			t.Fatal("bob got no message")
+			return nil
+		}
+	}
+	first := take()
+	if first.Text() != "again" {
+		t.Fatalf("bob got %q", first.Text())
+	}
+	if err := first.Nak(); err != nil {
+		t.Fatal(err)
+	}
+	second := take()
+	if second.Text() != "again" || second.ID != first.ID || second.Delivered < 2 {
+		t.Fatalf("after the nak bob got %q (%s, delivered %d), want the same DM again", second.Text(), second.ID, second.Delivered)
+	}
+	if err := second.Ack(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -29,6 +29,10 @@ type Incoming struct {
 	// handled, set under Endpoint.TakeOnAck, tells the endpoint the application took the
 	// message (Ack): the positions it confirms may then cover it. May be nil.
 	handled func()
+	// again, set for a copy that has one source (a DM, an anycast), lets the copy's id
+	// surface again: a Nak asks for a redelivery, which the id window would otherwise
+	// drop as a duplicate (and ack). May be nil.
+	again func()
 }
 
 // Ack confirms a durable copy was handled, so it is not redelivered. For a live or
@@ -45,12 +49,17 @@ func (in *Incoming) Ack() error {
 	return in.msg.Ack()
 }
 
-// Nak asks for a durable copy to be redelivered soon. It is a no-op for live copies.
+// Nak asks for a durable copy to be redelivered soon, to this endpoint while it consumes
+// (a DM or an anycast surfaces again, its id let through once more). It is a no-op for
+// live copies. An endpoint that is closing hands a copy back instead (HandBack).
 func (in *Incoming) Nak() error {
 	if in.msg == nil {
 		return nil
 	}
 	defer in.settled()
+	if in.again != nil {
+		in.again()
+	}
 	return in.msg.Nak()
 }
 
@@ -103,6 +112,13 @@ func (d *dedupe) first(id string) bool {
 	d.ids[id] = struct{}{}
 	d.added++
 	return true
+}
+
+// forget lets id be first again.
+func (d *dedupe) forget(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.ids, id)
 }
 
 // mark is how many ids were recorded so far; give it to holdsSince later.

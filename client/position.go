@@ -415,8 +415,8 @@ func (e *Endpoint) handBack(m jetstream.Msg) {
 // handle (it is closing, and the copy was never shown to anyone). The copy is naked at
 // Close, once the endpoint no longer consumes, with the copies still unread in
 // Messages(), so the broker redelivers it at once to the next incarnation. A Nak now
-// would be redelivered to this endpoint, which has seen the message's id and would ack
-// the copy as a duplicate: the message would be lost. After Close the copy is naked at
+// would be redelivered to this closing endpoint (and a channel's hand-off copy, whose id
+// the live copy shares, dropped as a duplicate). After Close the copy is naked at
 // once. A live copy, or one already settled, is left alone.
 func (e *Endpoint) HandBack(in *Incoming) {
 	if in == nil || in.msg == nil {
