@@ -186,9 +186,12 @@ const releaseRetry = time.Second
 // passed, or the row has expired by itself (a TTL after this run last wrote it): until
 // then the lane has not confirmed its close, and a host holds its manifest acknowledgment
 // back. A release that finds the bucket unwritable (no answer, no stream leader: a cluster
-// without quorum) is not retried: the row expires by itself, and the close goes on.
+// without quorum) is not retried, nor one refused twice for a revision the row no longer
+// has (on a cluster re-electing after a node's crash the leader's read can lag the
+// write it refuses): the row expires by itself, and the close goes on.
 func (r *run) releaseLease(ctx context.Context) {
 	end := time.Now().Add(releaseBound)
+	mismatches := 0
 	for {
 		rctx, cancel := context.WithTimeout(ctx, r.opTimeout)
 		err := r.lease.release(rctx)
@@ -196,8 +199,11 @@ func (r *run) releaseLease(ctx context.Context) {
 		if err == nil {
 			return
 		}
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			mismatches++
+		}
 		expires := r.lease.wrote().Add(r.lease.ttl)
-		if !r.nc.IsConnected() || unwritable(err) || !time.Now().Before(expires) || !time.Now().Before(end) {
+		if !r.nc.IsConnected() || unwritable(err) || mismatches >= 2 || !time.Now().Before(expires) || !time.Now().Before(end) {
 			r.log.Warn("lease not released; it expires by itself", "err", err, "expires", expires)
 			return
 		}
