@@ -63,7 +63,8 @@ func cmdA2AAgent(ts *testscript.TestScript, neg bool, args []string) {
 	default:
 		ts.Fatalf("usage: a2aagent echo|redirect|huge VAR")
 	}
-	srv = httptest.NewServer(mux)
+	srv = httptest.NewUnstartedServer(mux) // srv is set before a handler can read it
+	srv.Start()
 	ts.Defer(srv.Close)
 	ts.Setenv(args[1], srv.URL)
 }
