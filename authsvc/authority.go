@@ -89,18 +89,20 @@ func (f *fence) watched(what string) []nats.Option {
 	}
 }
 
-// authority is a lane's authority plane: two privileged data-account connections, signed
-// with the data account's signing key (they never pass through the callout), one reading
-// the ledger and one holding the plane claim and asking the oracle, and the claim itself.
+// authority is a lane's authority plane: one privileged data-account connection, signed
+// with the data account's signing key (it never passes through the callout), and the plane
+// claim. The connection reads the ledger, records grants, holds the claim and asks the
+// oracle; the claim names it in both of its tuples (ledger and records): the row keeps the
+// reference's two-tuple shape, and a successor's oracle finds both gone exactly when this
+// one connection is. Its loss fences the lane, as the loss of either of two would.
 type authority struct {
-	ledger  *nats.Conn
-	records *nats.Conn
-	kv      jetstream.KeyValue // the ledger bucket, through ledger
-	acl     jetstream.KeyValue // the delivery daemon's ACL bucket, through ledger: grants recorded
-	claim   *plane.Claim
+	nc    *nats.Conn
+	kv    jetstream.KeyValue // the ledger bucket, which also holds the plane claim
+	acl   jetstream.KeyValue // the delivery daemon's ACL bucket: grants recorded
+	claim *plane.Claim
 }
 
-// openAuthority opens the plane's connections, finds the ledger bucket and takes the
+// openAuthority opens the plane's connection, finds the ledger bucket and takes the
 // plane claim. On error everything it opened is closed. A connection lost later trips f.
 func (l *Lane) openAuthority(ctx context.Context, data *trust.Account, f *fence, log *slog.Logger) (*authority, error) {
 	creds, err := data.Mint(trust.UserSpec{Name: "cotal-auth-service", Profile: trust.ProfileProvisioner, Principal: planePrincipal()})
@@ -126,13 +128,10 @@ func (l *Lane) openAuthority(ctx context.Context, data *trust.Account, f *fence,
 			a.close(log)
 		}
 	}()
-	if a.ledger, err = connect(l.Server, creds, "cotal:auth-service:"+l.Space+":ledger", append(client.TLSOptions(l.TLSCA), f.watched("ledger")...)...); err != nil {
+	if a.nc, err = connect(l.Server, creds, "cotal:auth-service:"+l.Space+":plane", append(client.TLSOptions(l.TLSCA), f.watched("plane")...)...); err != nil {
 		return nil, fmt.Errorf("data account: %w", err)
 	}
-	if a.records, err = connect(l.Server, creds, "cotal:auth-service:"+l.Space+":records", append(client.TLSOptions(l.TLSCA), f.watched("records")...)...); err != nil {
-		return nil, fmt.Errorf("data account: %w", err)
-	}
-	js, err := jetstream.New(a.ledger)
+	js, err := jetstream.New(a.nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
@@ -148,29 +147,15 @@ func (l *Lane) openAuthority(ctx context.Context, data *trust.Account, f *fence,
 	if err != nil {
 		return nil, fmt.Errorf("ACL bucket %s (is the space provisioned?): %w", protocol.BucketACL(l.Space), err)
 	}
-	rjs, err := jetstream.New(a.records)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	kctx, cancel = context.WithTimeout(ctx, connectTimeout)
-	rkv, err := rjs.KeyValue(kctx, provision.BucketAuth(l.Space))
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("ledger bucket %s: %w", provision.BucketAuth(l.Space), err)
-	}
-	ledgerTuple, err := plane.ConnTuple(a.ledger, userNkey)
-	if err != nil {
-		return nil, err
-	}
-	recordsTuple, err := plane.ConnTuple(a.records, userNkey)
+	tuple, err := plane.ConnTuple(a.nc, userNkey)
 	if err != nil {
 		return nil, err
 	}
 	oracle := l.Oracle
 	if oracle == nil {
-		oracle = &plane.DaemonOracle{Conn: a.records, Space: l.Space, From: planePrincipal()}
+		oracle = &plane.DaemonOracle{Conn: a.nc, Space: l.Space, From: planePrincipal()}
 	}
-	claimer := &plane.Claimer{Space: l.Space, KV: rkv, Oracle: oracle, Ledger: ledgerTuple, Records: recordsTuple, Logger: log}
+	claimer := &plane.Claimer{Space: l.Space, KV: a.kv, Oracle: oracle, Ledger: tuple, Records: tuple, Logger: log}
 	if a.claim, err = claimer.Acquire(ctx); err != nil {
 		return nil, err
 	}
@@ -178,27 +163,25 @@ func (l *Lane) openAuthority(ctx context.Context, data *trust.Account, f *fence,
 	return a, nil
 }
 
-// close releases the claim while the plane still stands (a fenced lane's records
+// close releases the claim while the plane still stands (a fenced lane's plane
 // connection is gone, so its claim stays held until a successor's oracle finds it gone),
-// then closes the connections.
+// then closes the connection.
 func (a *authority) close(log *slog.Logger) {
 	if a.claim != nil {
 		a.releaseClaim(log)
 	}
-	for _, nc := range []*nats.Conn{a.ledger, a.records} {
-		if nc != nil {
-			nc.Close()
-		}
+	if a.nc != nil {
+		a.nc.Close()
 	}
 }
 
 // releaseClaim releases the plane claim. A release the broker refuses is retried every
 // second for up to releaseTimeout, the lane's close not confirmed meanwhile; a claim
-// another holder took, or a records connection lost, ends the attempts (a successor then
+// another holder took, or the plane connection lost, ends the attempts (a successor then
 // reclaims through the oracle).
 func (a *authority) releaseClaim(log *slog.Logger) {
 	end := time.Now().Add(releaseTimeout)
-	for a.records != nil && a.records.IsConnected() {
+	for a.nc != nil && a.nc.IsConnected() {
 		ctx, cancel := context.WithTimeout(context.Background(), releaseAttempt)
 		err := a.claim.Release(ctx)
 		cancel()
@@ -217,7 +200,7 @@ func (a *authority) releaseClaim(log *slog.Logger) {
 
 // enroller makes a principal's footprint ready before its bearer is issued: its lifecycle
 // uid (Chain.Identity) and its bind-only DM (and role) durables and public-bucket watchers,
-// created through the plane's ledger connection, so a client needs no key of the space to
+// created through the plane's connection, so a client needs no key of the space to
 // join. Principals already enrolled with the same uid and role are not asked again for the
 // durables; the watchers are ensured at every exchange, as the reference's exchange does,
 // because an agent may delete its own when it stops.
@@ -229,7 +212,7 @@ func (l *Lane) enroller(a *authority) func(ctx context.Context, p protocol.Princ
 		if err != nil {
 			return "", err
 		}
-		js, err := jetstream.New(a.ledger)
+		js, err := jetstream.New(a.nc)
 		if err != nil {
 			return "", fmt.Errorf("jetstream: %w", err)
 		}

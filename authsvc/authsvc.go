@@ -108,7 +108,7 @@ type Lane struct {
 	// HTTPS reverse proxy (see exchange.PublicFace); Port 0 binds an ephemeral port.
 	Public *exchange.PublicFace
 	// Oracle tells whether the holder of a held plane claim is gone; nil means the space's
-	// delivery daemon, asked over the plane's records connection.
+	// delivery daemon, asked over the plane's connection.
 	Oracle      plane.Oracle
 	Port        int           // the exchange's loopback port; 0 means ephemeral
 	AuthTimeout time.Duration // bounds one authorization; 0 means the callout's default
@@ -121,14 +121,16 @@ type Lane struct {
 	Logger           *slog.Logger // nil means discard
 }
 
-// Run starts the lane: the authority plane (two privileged data-account connections, the
+// Run starts the lane: the authority plane (one privileged data-account connection, the
 // ledger bucket and the plane claim), then the callout connection and its responder, then
 // (unless CalloutOnly) the exchange; only then it writes StatusFile (0600, atomically; a
 // stale one is removed once the lane holds the plane claim, so a lane the claim refuses
 // leaves the holder's file in place) and calls ready. It blocks until ctx ends and returns nil
 // then, or returns the error that stopped a part; a lost connection fences the lane at
 // once and Run returns an error wrapping ErrFenced. StatusFile is removed, the claim
-// released (unless fenced) and every connection closed before it returns, the plane last.
+// released (unless fenced) and both connections closed before it returns, the plane last.
+// A lane holds two broker connections while it serves: the plane's and the callout's (the
+// callout's must be a user of the callout account, the plane's of the data account).
 func (l *Lane) Run(ctx context.Context, ready func()) error {
 	if err := l.check(); err != nil { // no I/O yet, nothing to undo
 		return fmt.Errorf("auth service: %w", err)

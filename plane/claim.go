@@ -24,8 +24,9 @@ type Store interface {
 	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
 }
 
-// Claimer claims the plane of one space for this auth service's two sealed scanner
-// connections. Set its fields, then call Acquire.
+// Claimer claims the plane of one space for this auth service's sealed scanner
+// connections, ledger and records (one connection may fill both). Set its fields, then
+// call Acquire.
 type Claimer struct {
 	Space   string             // space token; required
 	KV      Store              // the space's auth bucket (provision.BucketAuth); required

@@ -5,7 +5,9 @@
 // (provision.BucketAuth). It is never deleted: a holder that closes cleanly marks it
 // released, and the next claimer advances its generation. The row names the holder's two
 // sealed scanner connections (ledger and records) as broker connection tuples, so that a
-// successor can ask the delivery daemon's liveness oracle whether the holder is gone.
+// successor can ask the delivery daemon's liveness oracle whether the holder is gone. The
+// two may be one connection named twice (a Go auth service holds one plane connection);
+// each tuple is judged on its own either way.
 //
 // Claiming (Claimer.Acquire):
 //
