@@ -29,10 +29,13 @@ type Incoming struct {
 	// handled, set under Endpoint.TakeOnAck, tells the endpoint the application took the
 	// message (Ack): the positions it confirms may then cover it. May be nil.
 	handled func()
-	// again, set for a copy that has one source (a DM, an anycast), lets the copy's id
-	// surface again: a Nak asks for a redelivery, which the id window would otherwise
-	// drop as a duplicate (and ack). May be nil.
-	again func()
+	// again, set for a copy that has one source (a DM, an anycast), is the id window
+	// that lets the copy's id (againID, as it arrived) surface again: a Nak asks for a
+	// redelivery, which the window would otherwise drop as a duplicate (and ack). May be
+	// nil. A pointer and a string, not a closure: a closure over the received message
+	// would move it to the heap on every delivery.
+	again   *dedupe
+	againID string
 }
 
 // Ack confirms a durable copy was handled, so it is not redelivered. For a live or
@@ -58,7 +61,7 @@ func (in *Incoming) Nak() error {
 	}
 	defer in.settled()
 	if in.again != nil {
-		in.again()
+		in.again.forget(in.againID)
 	}
 	return in.msg.Nak()
 }
