@@ -83,16 +83,46 @@ func (in *Incoming) settled() {
 }
 
 // dedupe remembers the last n non-empty message ids.
+//
+// An id of at most shortID bytes (a UUID, as every sender of the spec makes) is kept as
+// a fixed-size value, not a string: no copy of it is allocated, its lookup compares it in
+// place, and the window holds no pointers for the garbage collector to scan. A longer id
+// is kept as a string in a map of its own; which map holds an id depends only on its
+// length, so each id has exactly one place. Each map gives the id's slot in the ring: a
+// slot reused drops its id only while the id is still recorded there (an id forgotten
+// and recorded again lives in its newer slot).
 type dedupe struct {
 	mu    sync.Mutex
-	ids   map[string]struct{}
-	ring  []string
+	ids   map[idKey]int
+	long  map[string]int
+	ring  []idKey  // the window, oldest at next; a zero key is a long id's slot (or none)
+	longs []string // the long id of each slot, "" for none
 	next  int
 	added uint64 // ids recorded so far
 }
 
+// shortID is the longest id kept as an idKey.
+const shortID = 39
+
+// idKey is an id of 1 to shortID bytes: its length and its bytes, zero-padded.
+type idKey struct {
+	n uint8
+	b [shortID]byte
+}
+
+// keyOf returns id's key, ok false for an id longer than shortID (or empty).
+func keyOf(id string) (k idKey, ok bool) {
+	if len(id) == 0 || len(id) > shortID {
+		return k, false
+	}
+	k.n = uint8(len(id))
+	copy(k.b[:], id)
+	return k, true
+}
+
 func newDedupe(n int) *dedupe {
-	return &dedupe{ids: make(map[string]struct{}, n), ring: make([]string, n)}
+	return &dedupe{ids: make(map[idKey]int, n), long: map[string]int{},
+		ring: make([]idKey, n), longs: make([]string, n)}
 }
 
 // first records id and reports whether it was not seen before. An empty id is never a
@@ -101,18 +131,31 @@ func (d *dedupe) first(id string) bool {
 	if id == "" {
 		return true
 	}
+	k, short := keyOf(id)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.ids[id]; ok {
+	if short {
+		if _, ok := d.ids[k]; ok {
+			return false
+		}
+	} else if _, ok := d.long[id]; ok {
 		return false
 	}
-	if old := d.ring[d.next]; old != "" {
+	if old := d.ring[d.next]; old.n != 0 && d.ids[old] == d.next {
 		delete(d.ids, old)
 	}
-	id = strings.Clone(id) // the id may share memory with a whole message body
-	d.ring[d.next] = id
+	if old := d.longs[d.next]; old != "" && d.long[old] == d.next {
+		delete(d.long, old)
+	}
+	if short {
+		d.ring[d.next], d.longs[d.next] = k, ""
+		d.ids[k] = d.next
+	} else {
+		id = strings.Clone(id) // the id may share memory with a whole message body
+		d.ring[d.next], d.longs[d.next] = idKey{}, id
+		d.long[id] = d.next
+	}
 	d.next = (d.next + 1) % len(d.ring)
-	d.ids[id] = struct{}{}
 	d.added++
 	return true
 }
@@ -121,7 +164,11 @@ func (d *dedupe) first(id string) bool {
 func (d *dedupe) forget(id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.ids, id)
+	if k, short := keyOf(id); short {
+		delete(d.ids, k)
+	} else {
+		delete(d.long, id)
+	}
 }
 
 // mark is how many ids were recorded so far; give it to holdsSince later.
