@@ -88,9 +88,9 @@ func (in *Incoming) settled() {
 // a fixed-size value, not a string: no copy of it is allocated, its lookup compares it in
 // place, and the window holds no pointers for the garbage collector to scan. A longer id
 // is kept as a string in a map of its own; which map holds an id depends only on its
-// length, so each id has exactly one place. Each map gives the id's slot in the ring: a
-// slot reused drops its id only while the id is still recorded there (an id forgotten
-// and recorded again lives in its newer slot).
+// length, so each id has exactly one place. Each map gives the id's slot in the ring, so
+// forget empties the slot too: a slot reused then drops only an id recorded there (an id
+// forgotten and recorded again lives in its newer slot alone).
 type dedupe struct {
 	mu    sync.Mutex
 	ids   map[idKey]int
@@ -141,10 +141,10 @@ func (d *dedupe) first(id string) bool {
 	} else if _, ok := d.long[id]; ok {
 		return false
 	}
-	if old := d.ring[d.next]; old.n != 0 && d.ids[old] == d.next {
+	if old := d.ring[d.next]; old.n != 0 {
 		delete(d.ids, old)
 	}
-	if old := d.longs[d.next]; old != "" && d.long[old] == d.next {
+	if old := d.longs[d.next]; old != "" {
 		delete(d.long, old)
 	}
 	if short {
@@ -165,9 +165,13 @@ func (d *dedupe) forget(id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if k, short := keyOf(id); short {
-		delete(d.ids, k)
-	} else {
+		if slot, ok := d.ids[k]; ok {
+			delete(d.ids, k)
+			d.ring[slot] = idKey{}
+		}
+	} else if slot, ok := d.long[id]; ok {
 		delete(d.long, id)
+		d.longs[slot] = ""
 	}
 }
 
