@@ -98,6 +98,7 @@ type dedupe struct {
 	ring  []idKey  // the window, oldest at next; a zero key is a long id's slot (or none)
 	longs []string // the long id of each slot, "" for none
 	next  int
+	size  int    // the window's length; the ring grows to it as ids arrive
 	added uint64 // ids recorded so far
 }
 
@@ -121,8 +122,8 @@ func keyOf(id string) (k idKey, ok bool) {
 }
 
 func newDedupe(n int) *dedupe {
-	return &dedupe{ids: make(map[idKey]int, n), long: map[string]int{},
-		ring: make([]idKey, n), longs: make([]string, n)}
+	// Nothing is reserved up front: an endpoint that receives little holds little.
+	return &dedupe{ids: map[idKey]int{}, long: map[string]int{}, size: n}
 }
 
 // first records id and reports whether it was not seen before. An empty id is never a
@@ -141,11 +142,15 @@ func (d *dedupe) first(id string) bool {
 	} else if _, ok := d.long[id]; ok {
 		return false
 	}
-	if old := d.ring[d.next]; old.n != 0 {
-		delete(d.ids, old)
-	}
-	if old := d.longs[d.next]; old != "" {
-		delete(d.long, old)
+	if len(d.ring) < d.size {
+		d.ring, d.longs = append(d.ring, idKey{}), append(d.longs, "")
+	} else {
+		if old := d.ring[d.next]; old.n != 0 {
+			delete(d.ids, old)
+		}
+		if old := d.longs[d.next]; old != "" {
+			delete(d.long, old)
+		}
 	}
 	if short {
 		d.ring[d.next], d.longs[d.next] = k, ""
@@ -155,7 +160,7 @@ func (d *dedupe) first(id string) bool {
 		d.ring[d.next], d.longs[d.next] = idKey{}, id
 		d.long[id] = d.next
 	}
-	d.next = (d.next + 1) % len(d.ring)
+	d.next = (d.next + 1) % d.size
 	d.added++
 	return true
 }
@@ -187,5 +192,5 @@ func (d *dedupe) mark() uint64 {
 func (d *dedupe) holdsSince(mark uint64) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.added-mark <= uint64(len(d.ring))
+	return d.added-mark <= uint64(d.size)
 }
