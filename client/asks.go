@@ -92,7 +92,7 @@ func (e *Endpoint) heldAsk(m jetstream.Msg, ackWait time.Duration) *Incoming {
 	settled := make(chan struct{})
 	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, msg: m,
 		settle: sync.OnceFunc(func() { close(settled) })}
-	in.again = func() { e.seen.forget(r.Message.ID) }
+	in.again, in.againID = e.seen, r.Message.ID
 	if md, err := m.Metadata(); err == nil {
 		in.Seq, in.Delivered = md.Sequence.Stream, md.NumDelivered
 	}

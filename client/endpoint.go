@@ -96,6 +96,7 @@ type Endpoint struct {
 	js     jetstream.JetStream
 	cfg    Config
 	me     protocol.Principal
+	meID   string // me.String(), made once: every envelope carries it
 	log    *slog.Logger
 
 	denied   <-chan error    // permission refusals of an owned connection, for publish to match
@@ -366,6 +367,7 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 		ctx: ctx, cancel: cancel,
 		nc: nc, js: js, cfg: cfg, log: log,
 		me:       protocol.Principal{Owner: cfg.Owner, Actor: cfg.Actor},
+		meID:     protocol.Principal{Owner: cfg.Owner, Actor: cfg.Actor}.String(),
 		inbox:    make(chan *Incoming, cfg.InboxSize),
 		seen:     seen,
 		pos:      newPositions(seen),

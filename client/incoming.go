@@ -29,10 +29,13 @@ type Incoming struct {
 	// handled, set under Endpoint.TakeOnAck, tells the endpoint the application took the
 	// message (Ack): the positions it confirms may then cover it. May be nil.
 	handled func()
-	// again, set for a copy that has one source (a DM, an anycast), lets the copy's id
-	// surface again: a Nak asks for a redelivery, which the id window would otherwise
-	// drop as a duplicate (and ack). May be nil.
-	again func()
+	// again, set for a copy that has one source (a DM, an anycast), is the id window
+	// that lets the copy's id (againID, as it arrived) surface again: a Nak asks for a
+	// redelivery, which the window would otherwise drop as a duplicate (and ack). May be
+	// nil. A pointer and a string, not a closure: a closure over the received message
+	// would move it to the heap on every delivery.
+	again   *dedupe
+	againID string
 }
 
 // Ack confirms a durable copy was handled, so it is not redelivered. For a live or
@@ -58,7 +61,7 @@ func (in *Incoming) Nak() error {
 	}
 	defer in.settled()
 	if in.again != nil {
-		in.again()
+		in.again.forget(in.againID)
 	}
 	return in.msg.Nak()
 }
@@ -80,16 +83,47 @@ func (in *Incoming) settled() {
 }
 
 // dedupe remembers the last n non-empty message ids.
+//
+// An id of at most shortID bytes (a UUID, as every sender of the spec makes) is kept as
+// a fixed-size value, not a string: no copy of it is allocated, its lookup compares it in
+// place, and the window holds no pointers for the garbage collector to scan. A longer id
+// is kept as a string in a map of its own; which map holds an id depends only on its
+// length, so each id has exactly one place. Each map gives the id's slot in the ring, so
+// forget empties the slot too: a slot reused then drops only an id recorded there (an id
+// forgotten and recorded again lives in its newer slot alone).
 type dedupe struct {
 	mu    sync.Mutex
-	ids   map[string]struct{}
-	ring  []string
+	ids   map[idKey]int
+	long  map[string]int
+	ring  []idKey  // the window, oldest at next; a zero key is a long id's slot (or none)
+	longs []string // the long id of each slot, "" for none
 	next  int
+	size  int    // the window's length; the ring grows to it as ids arrive
 	added uint64 // ids recorded so far
 }
 
+// shortID is the longest id kept as an idKey.
+const shortID = 39
+
+// idKey is an id of 1 to shortID bytes: its length and its bytes, zero-padded.
+type idKey struct {
+	n uint8
+	b [shortID]byte
+}
+
+// keyOf returns id's key, ok false for an id longer than shortID (or empty).
+func keyOf(id string) (k idKey, ok bool) {
+	if len(id) == 0 || len(id) > shortID {
+		return k, false
+	}
+	k.n = uint8(len(id))
+	copy(k.b[:], id)
+	return k, true
+}
+
 func newDedupe(n int) *dedupe {
-	return &dedupe{ids: make(map[string]struct{}, n), ring: make([]string, n)}
+	// Nothing is reserved up front: an endpoint that receives little holds little.
+	return &dedupe{ids: map[idKey]int{}, long: map[string]int{}, size: n}
 }
 
 // first records id and reports whether it was not seen before. An empty id is never a
@@ -98,18 +132,35 @@ func (d *dedupe) first(id string) bool {
 	if id == "" {
 		return true
 	}
+	k, short := keyOf(id)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.ids[id]; ok {
+	if short {
+		if _, ok := d.ids[k]; ok {
+			return false
+		}
+	} else if _, ok := d.long[id]; ok {
 		return false
 	}
-	if old := d.ring[d.next]; old != "" {
-		delete(d.ids, old)
+	if len(d.ring) < d.size {
+		d.ring, d.longs = append(d.ring, idKey{}), append(d.longs, "")
+	} else {
+		if old := d.ring[d.next]; old.n != 0 {
+			delete(d.ids, old)
+		}
+		if old := d.longs[d.next]; old != "" {
+			delete(d.long, old)
+		}
 	}
-	id = strings.Clone(id) // the id may share memory with a whole message body
-	d.ring[d.next] = id
-	d.next = (d.next + 1) % len(d.ring)
-	d.ids[id] = struct{}{}
+	if short {
+		d.ring[d.next], d.longs[d.next] = k, ""
+		d.ids[k] = d.next
+	} else {
+		id = strings.Clone(id) // the id may share memory with a whole message body
+		d.ring[d.next], d.longs[d.next] = idKey{}, id
+		d.long[id] = d.next
+	}
+	d.next = (d.next + 1) % d.size
 	d.added++
 	return true
 }
@@ -118,7 +169,15 @@ func (d *dedupe) first(id string) bool {
 func (d *dedupe) forget(id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.ids, id)
+	if k, short := keyOf(id); short {
+		if slot, ok := d.ids[k]; ok {
+			delete(d.ids, k)
+			d.ring[slot] = idKey{}
+		}
+	} else if slot, ok := d.long[id]; ok {
+		delete(d.long, id)
+		d.longs[slot] = ""
+	}
 }
 
 // mark is how many ids were recorded so far; give it to holdsSince later.
@@ -133,5 +192,5 @@ func (d *dedupe) mark() uint64 {
 func (d *dedupe) holdsSince(mark uint64) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.added-mark <= uint64(len(d.ring))
+	return d.added-mark <= uint64(d.size)
 }

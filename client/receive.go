@@ -89,7 +89,7 @@ func (e *Endpoint) onDMOrAnycast(m jetstream.Msg) {
 		return
 	}
 	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, msg: m}
-	in.again = func() { e.seen.forget(r.Message.ID) }
+	in.again, in.againID = e.seen, r.Message.ID
 	in.Seq, in.Delivered = copyNumbers(m)
 	// Closing leaves it unacked, so it is redelivered to the next incarnation.
 	if _, dup := e.surfaceFirst(in); dup {
@@ -413,7 +413,7 @@ func (e *Endpoint) onAsk(m jetstream.Msg, release func(), ackWait time.Duration)
 	settled := make(chan struct{})
 	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, msg: m,
 		settle: sync.OnceFunc(func() { close(settled); release() })}
-	in.again = func() { e.seen.forget(r.Message.ID) }
+	in.again, in.againID = e.seen, r.Message.ID
 	in.Seq, in.Delivered = copyNumbers(m)
 	e.wg.Add(1)
 	go func() {

@@ -124,7 +124,7 @@ func (e *Endpoint) Envelope(d Draft) *protocol.Message {
 	}
 	return &protocol.Message{
 		ID: id, TS: time.Now().UnixMilli(), Space: e.cfg.Space,
-		From:     protocol.EndpointRef{ID: e.me.String(), Name: e.cfg.Name, Role: e.cfg.Role},
+		From:     protocol.EndpointRef{ID: e.meID, Name: e.cfg.Name, Role: e.cfg.Role},
 		Mentions: protocol.NormalizeMentions(d.Mentions), Parts: d.Parts,
 		ReplyTo: d.ReplyTo, ContextID: d.ContextID,
 	}
@@ -161,8 +161,8 @@ func (e *Endpoint) publish(ctx context.Context, subject string, m *protocol.Mess
 	start := time.Now()
 	// One timer serves every wait of the send (an attempt's ack, a backoff, the bound of
 	// a ctx without a deadline), not a context and a timer of their own per send.
-	w := sendWait{timer: time.NewTimer(sendAttempt)}
-	defer w.timer.Stop()
+	var w sendWait
+	defer w.stop()
 	if _, ok := ctx.Deadline(); !ok {
 		w.limit = start.Add(sendTimeout)
 	}
@@ -184,7 +184,7 @@ func (e *Endpoint) publish(ctx context.Context, subject string, m *protocol.Mess
 	}
 }
 
-// sendWait times the waits of one send on one timer.
+// sendWait times the waits of one send on one timer, made at the first wait.
 type sendWait struct {
 	timer *time.Timer
 	limit time.Time // when the send gives up, for a ctx without a deadline; zero for none
@@ -197,8 +197,19 @@ func (w *sendWait) arm(d time.Duration) (bounded bool) {
 			d, bounded = max(left, 0), true
 		}
 	}
-	w.timer.Reset(d)
+	if w.timer == nil {
+		w.timer = time.NewTimer(d)
+	} else {
+		w.timer.Reset(d)
+	}
 	return bounded
+}
+
+// stop stops the timer, if one was made.
+func (w *sendWait) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 }
 
 // awaitAck waits for f's ack; retry means the outcome is unknown or transient and the
