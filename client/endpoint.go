@@ -128,7 +128,6 @@ type Endpoint struct {
 	roleCons  jetstream.Consumer       // the role's anycast durable, once bound
 	dmCons    jetstream.Consumer       // the DM durable, once bound
 	dmCC      jetstream.ConsumeContext // its consume context
-	stops     []func()
 	backstop  map[string]string        // joined channel -> "" when its durable backstop is established, else why not
 	left      map[string]uint64        // channel left in this session -> the CHAT sequence it was left at
 	handoff   string                   // the hand-off durable this endpoint consumes, once bound
@@ -141,6 +140,10 @@ type Endpoint struct {
 	ctx    context.Context // the endpoint's lifetime; cancelled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	consumers []jetstream.ConsumeContext // the durable consume contexts (consumeWith), stopped at Close
+	// wrapConsume, set only by tests, wraps every durable consume context (consumeWith).
+	wrapConsume func(jetstream.ConsumeContext) jetstream.ConsumeContext
 }
 
 // ErrNotProvisioned reports a space whose streams do not exist on the server.
@@ -478,7 +481,7 @@ func (e *Endpoint) Close() error {
 	}
 	e.mu.Lock()
 	joined := e.present // a Join refused before it wrote presence leaves the record alone
-	stops := e.stops
+	consumers := e.consumers
 	subs := e.channels
 	e.channels = map[string]*nats.Subscription{}
 	e.mu.Unlock()
@@ -486,9 +489,15 @@ func (e *Endpoint) Close() error {
 	for _, sub := range subs {
 		_ = sub.Unsubscribe() // the connection closes below either way
 	}
-	for _, stop := range stops {
-		stop()
+	for _, cc := range consumers {
+		cc.Stop()
 	}
+	// Stop only asks the JetStream library's goroutine to unsubscribe. Until it has, the
+	// broker still lists this endpoint's pull requests, and a copy naked below would be
+	// redelivered here: dropped (back only after its ack wait) or acked as a duplicate of
+	// the copy handed back (lost). Closed fires once the subscription is gone, and its
+	// unsubscribe is written to the connection ahead of the naks.
+	e.awaitConsumersStopped(consumers)
 	// Whether another session consumes this principal's direct messages (then the record
 	// stays online) is asked while the copies are handed back and the daemon answers.
 	other := make(chan bool, 1)

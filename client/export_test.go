@@ -2,9 +2,12 @@ package client
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/protocol"
 )
@@ -78,4 +81,25 @@ func LivePosition(e *Endpoint, channel string) (live uint64, delivered int) {
 	}
 	n, _ := t.sub.Delivered()
 	return t.live, int(n)
+}
+
+// UnsubscribeLate makes the durable consumers ep binds from now on (call it before Join)
+// unsubscribe late after Stop, as a starved goroutine of the JetStream library does:
+// ConsumeContext.Stop only asks that goroutine to unsubscribe, and Closed() fires once it
+// did. Here it does so after the given delay.
+func UnsubscribeLate(ep *Endpoint, after time.Duration) {
+	ep.wrapConsume = func(cc jetstream.ConsumeContext) jetstream.ConsumeContext {
+		return &lateStop{ConsumeContext: cc, after: after}
+	}
+}
+
+// lateStop stops a consume context a while after Stop is called.
+type lateStop struct {
+	jetstream.ConsumeContext
+	after time.Duration
+	once  sync.Once
+}
+
+func (l *lateStop) Stop() {
+	l.once.Do(func() { time.AfterFunc(l.after, l.ConsumeContext.Stop) })
 }

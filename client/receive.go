@@ -158,10 +158,28 @@ func (e *Endpoint) consumeWith(cons jetstream.Consumer, name, stream string, han
 	if err != nil {
 		return nil, fmt.Errorf("consume %s on %s: %w", name, stream, err)
 	}
+	if e.wrapConsume != nil {
+		cc = e.wrapConsume(cc)
+	}
 	e.mu.Lock()
-	e.stops = append(e.stops, cc.Stop)
+	e.consumers = append(e.consumers, cc)
 	e.mu.Unlock()
 	return cc, nil
+}
+
+// awaitConsumersStopped waits until every consume context in ccs, stopped, has
+// unsubscribed (up to DeliveryTimeout, a hang guard).
+func (e *Endpoint) awaitConsumersStopped(ccs []jetstream.ConsumeContext) {
+	t := time.NewTimer(e.cfg.DeliveryTimeout)
+	defer t.Stop()
+	for _, cc := range ccs {
+		select {
+		case <-cc.Closed():
+		case <-t.C:
+			e.log.Warn("durable consumer not stopped in time; a copy handed back may come back only after its ack wait")
+			return
+		}
+	}
 }
 
 // bindDM finds or creates this principal's DM durable and consumes it. With a fixed

@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -127,14 +128,21 @@ func (a *agent) drain(t *testing.T, want int, within time.Duration) []agentmcp.I
 }
 
 // A DM the server holds but the model has not read survives every way `cotal mcp` ends
-// on the default mesh: a clean exit (stdin closed, SIGTERM) hands it back at once, a
-// SIGKILL leaves it to come back within the DM ack wait. The next session gets it once.
+// on the default mesh: a clean exit (stdin closed, SIGTERM) hands it back, a SIGKILL
+// leaves it to come back within the DM ack wait. The next session gets it once. For the
+// clean exits the durable's ack wait is made far longer than the test waits, so a DM
+// that comes back at all was handed back.
 func TestUnreadDMSurvivesEveryExitOnTheDefaultMesh(t *testing.T) {
 	m := defaultMesh(t)
 	ada := protocol.Principal{Owner: protocol.OwnerLocal, Actor: "ada"}
 	for _, exit := range []string{"stdin", "sigterm", "sigkill"} {
 		t.Run(exit, func(t *testing.T) {
 			a := m.agent(t, nil, nil, "--name", "ada")
+			within := provision.AckWait + 20*time.Second // a crash's copy waits out the ack wait
+			if exit != "sigkill" {
+				m.dmAckWait(t, ada, handedBackOnly)
+				within = handBackDeadline
+			}
 			text := "unread before " + exit
 			m.cotal(t, "send", "dm", "ada", text)
 			a.unread(t, 1)
@@ -157,20 +165,13 @@ func TestUnreadDMSurvivesEveryExitOnTheDefaultMesh(t *testing.T) {
 					t.Fatalf("cotal mcp exited %d on SIGTERM\n%s", a.cmd.ProcessState.ExitCode(), a.stderr)
 				}
 			}
-			exited := time.Now()
 			if n := pendingDM(t, m.js, ada); n != 1 {
 				t.Fatalf("after %s the dm is not on the broker (%d pending): it was acked unread", exit, n)
 			}
 			b := m.agent(t, nil, nil, "--name", "ada")
-			got := b.drain(t, 1, provision.AckWait+20*time.Second)
+			got := b.drain(t, 1, within)
 			if len(got) != 1 || got[0].Text != text {
-				t.Fatalf("after %s the next session got %+v, want %q once", exit, got, text)
-			}
-			if exit != "sigkill" {
-				// Handed back at once: not after the ack wait a crash waits out.
-				if waited := time.Since(exited); waited >= provision.AckWait {
-					t.Fatalf("after %s the dm came back %s later, not at once", exit, waited)
-				}
+				t.Fatalf("after %s the next session got %+v, want %q once (a clean exit hands it back)", exit, got, text)
 			}
 			meshtest.Until(t, "the dm acked", 20*time.Second, func() bool { return pendingDM(t, m.js, ada) == 0 })
 			if err := b.session.Close(); err != nil {
@@ -178,6 +179,58 @@ func TestUnreadDMSurvivesEveryExitOnTheDefaultMesh(t *testing.T) {
 			}
 		})
 	}
+}
+
+// handedBackOnly is an ack wait far longer than any test waits: a copy delivered under it
+// comes back within a test only when it was handed back (naked). handBackDeadline is how
+// long a test waits for a handed-back copy.
+const (
+	handedBackOnly   = time.Hour
+	handBackDeadline = 30 * time.Second
+)
+
+// dmAckWait sets the ack wait of p's DM durables to d until the (sub)test ends, then puts
+// the documented one back.
+func (m *authMesh) dmAckWait(t *testing.T, p protocol.Principal, d time.Duration) {
+	t.Helper()
+	set := func(d time.Duration) error {
+		stream, err := m.js.Stream(context.Background(), protocol.StreamDM(space))
+		if err != nil {
+			return err
+		}
+		names := stream.ConsumerNames(context.Background())
+		found := 0
+		for name := range names.Name() {
+			if !strings.HasPrefix(name, protocol.ConsumerDMPrefix(p)) {
+				continue
+			}
+			c, err := stream.Consumer(context.Background(), name)
+			if err != nil {
+				return err
+			}
+			cfg := c.CachedInfo().Config
+			cfg.AckWait = d
+			if _, err := m.js.UpdateConsumer(context.Background(), protocol.StreamDM(space), cfg); err != nil {
+				return fmt.Errorf("ack wait of %s: %w", name, err)
+			}
+			found++
+		}
+		if err := names.Err(); err != nil {
+			return err
+		}
+		if found == 0 {
+			return fmt.Errorf("no DM durable of %s", p)
+		}
+		return nil
+	}
+	if err := set(d); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := set(provision.AckWait); err != nil {
+			t.Errorf("put the ack wait back: %v", err)
+		}
+	})
 }
 
 // The DM durable an agent's credential binds on the default mesh has the ack wait the docs
@@ -385,21 +438,18 @@ func TestWokenButUnreadDMSurvivesTheSession(t *testing.T) {
 	caps := &sdk.ClientCapabilities{Experimental: map[string]any{agentmcp.ChannelCapability: map[string]any{}}}
 	a := m.agent(t, caps, []string{"COTAL_CHANNEL=1"}, "--name", "ada")
 	a.ok(t, "cotal_orientation", nil, nil)
+	m.dmAckWait(t, ada, handedBackOnly) // a DM that comes back within the test was handed back
 	m.cotal(t, "send", "dm", "ada", "woken, never read")
 	wakeUp(t, a) // the client got the push, and never calls cotal_inbox
 	if err := a.session.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	exited := time.Now()
 	if n := pendingDM(t, m.js, ada); n != 1 {
 		t.Fatalf("after the session closed %d DMs pending, want 1: the push acked a DM the agent never read", n)
 	}
 	b := m.agent(t, nil, nil, "--name", "ada")
-	got := b.drain(t, 1, provision.AckWait+20*time.Second)
+	got := b.drain(t, 1, handBackDeadline)
 	if len(got) != 1 || got[0].Text != "woken, never read" {
-		t.Fatalf("the next session got %+v, want the DM once", got)
-	}
-	if waited := time.Since(exited); waited >= provision.AckWait {
-		t.Fatalf("the DM came back %s after the close, not at once", waited)
+		t.Fatalf("the next session got %+v, want the DM once, handed back", got)
 	}
 }
