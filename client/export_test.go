@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -79,3 +80,28 @@ func LivePosition(e *Endpoint, channel string) (live uint64, delivered int) {
 	n, _ := t.sub.Delivered()
 	return t.live, int(n)
 }
+
+// ConfirmLiveReading runs one confirmation of the live positions as if CHAT's last
+// sequence were last: a stream that stored a post before the broker routed it here.
+func ConfirmLiveReading(ctx context.Context, e *Endpoint, last uint64) error {
+	s, err := e.js.Stream(ctx, protocol.StreamChat(e.cfg.Space))
+	if err != nil {
+		return err
+	}
+	info := *s.CachedInfo()
+	info.State.LastSeq = last
+	e.pos.confirms.Lock()
+	defer e.pos.confirms.Unlock()
+	e.confirmLiveAt(ctx, &info)
+	return nil
+}
+
+// SetLiveClock sets the clock the live claims are timed by.
+func SetLiveClock(e *Endpoint, now func() time.Time) {
+	e.pos.mu.Lock()
+	defer e.pos.mu.Unlock()
+	e.pos.now = now
+}
+
+// LiveLag is how long after it was read a last sequence may be claimed live.
+const LiveLag = liveLag

@@ -22,12 +22,18 @@ import (
 // next join, so a returning member is not shown again what it read.
 //
 // A live copy carries no sequence. The live position comes from the order the broker
-// keeps: it routes a post to subscribers before the stream stores it, so once the CHAT
-// stream's last sequence L is read, every post of the channel up to L is already on this
-// connection, and once the subscription's handler has handled everything received by
-// then, every post in (watermark at subscribe, L] has been surfaced. Where that order is
-// not known to hold (the connection is not on the stream leader's server) or the
-// subscription dropped messages (slow consumer), no live position is claimed.
+// keeps, which is looser than it looks: a publish is handed to the stream (which stores
+// it from a queue, on another goroutine) before the broker has routed it to every
+// subscriber, so the stream can hold a post at L, and answer a read of its last sequence
+// with L, while the post is still on its way to this connection. A last sequence L read
+// by one confirmation is therefore claimed only by a later one, liveLag or more after it
+// was read and once the subscription's handler has handled everything received by then:
+// every post of the channel up to L has reached this connection by that time (its
+// routing began before L was read), so every post in (watermark at subscribe, L] has
+// been surfaced, and counted in the window that records how many had been. Where the
+// routing order is not known to hold (the connection is not on the stream leader's
+// server) or the subscription dropped messages (slow consumer), no live position is
+// claimed.
 //
 // The watermark is not exact: a post routed just before the subscription existed can be
 // stored just after the watermark was read (the stream stores from a queue), so it lies
@@ -66,17 +72,19 @@ type heldCopy struct {
 type posTrack struct {
 	channel  string
 	sub      *nats.Subscription
-	from     uint64   // live reading covers posts after this sequence (the watermark at subscribe)
-	join     uint64   // the membership's join cursor
-	gen      uint64   // the membership's generation
-	row      uint64   // the membership's confirmed position when joined
-	live     uint64   // every post in (from, live] was surfaced live
-	reported uint64   // the last position the daemon accepted
-	broken   bool     // the subscription dropped messages: live reading is incomplete
-	cut      bool     // a post it received was not shown (the endpoint closes): same
-	windows  []window // live positions not yet all taken, in order
-	taken    uint64   // every post in (from, taken] was taken by the application
-	idMark   uint64   // the dedupe window's mark at the join
+	from     uint64    // live reading covers posts after this sequence (the watermark at subscribe)
+	join     uint64    // the membership's join cursor
+	gen      uint64    // the membership's generation
+	row      uint64    // the membership's confirmed position when joined
+	live     uint64    // every post in (from, live] was surfaced live
+	seen     uint64    // CHAT's last sequence read by a confirmation, claimed as live by a later one
+	seenAt   time.Time // when seen was read
+	reported uint64    // the last position the daemon accepted
+	broken   bool      // the subscription dropped messages: live reading is incomplete
+	cut      bool      // a post it received was not shown (the endpoint closes): same
+	windows  []window  // live positions not yet all taken, in order
+	taken    uint64    // every post in (from, taken] was taken by the application
+	idMark   uint64    // the dedupe window's mark at the join
 }
 
 // positions is the endpoint's position state.
@@ -100,12 +108,31 @@ type positions struct {
 	ids      *dedupe             // the endpoint's id window
 	onAck    atomic.Bool         // TakeOnAck: a message is taken once acked
 	open     map[uint64]struct{} // under onAck: places (1-based, in surfacing order) of messages surfaced and not acked
+	now      func() time.Time    // the clock of the live claims (tests set it)
 }
+
+// liveLag is how long after a confirmation read CHAT's last sequence a later one may claim
+// it as read live: the broker routes a post to the channel's subscribers within it once
+// the stream has stored the post (see the package comment above).
+const liveLag = 100 * time.Millisecond
 
 func newPositions(ids *dedupe) *positions {
 	return &positions{ids: ids, done: map[*nats.Subscription]uint64{}, tracks: map[string]*posTrack{},
 		rows: map[string]uint64{}, handoff: map[string]uint64{}, hwin: map[string][]window{},
-		htaken: map[string]uint64{}, kick: make(chan struct{}, 1), open: map[uint64]struct{}{}}
+		htaken: map[string]uint64{}, kick: make(chan struct{}, 1), open: map[uint64]struct{}{}, now: time.Now}
+}
+
+// claimDue is when the earliest last sequence read and not yet claimed live may be
+// claimed (ok false when none waits).
+func (p *positions) claimDue() (due time.Time, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.tracks {
+		if !t.broken && t.seen > t.live && (!ok || t.seenAt.Add(liveLag).Before(due)) {
+			due, ok = t.seenAt.Add(liveLag), true
+		}
+	}
+	return due, ok
 }
 
 // TakeOnAck makes a message taken from Messages() count as taken by the application only
@@ -583,7 +610,7 @@ func (e *Endpoint) confirmLiveAt(ctx context.Context, info *jetstream.StreamInfo
 	var wants []want
 	p.mu.Lock()
 	for _, t := range p.tracks {
-		if t.broken || t.live >= last {
+		if t.broken || (t.live >= last && t.seen <= t.live) {
 			continue
 		}
 		if n, err := t.sub.Dropped(); err != nil || n > 0 {
@@ -610,12 +637,21 @@ func (e *Endpoint) confirmLiveAt(ctx context.Context, info *jetstream.StreamInfo
 			}
 			p.mu.Lock()
 			if p.done[w.t.sub] >= w.target {
+				now := p.now()
 				if w.t.cut {
 					w.t.broken = true // a post up to last may be one not shown
-				} else if last > w.t.live {
-					w.t.live = last
-					// Every post up to last was handled, so surfaced ones are counted.
-					w.t.windows = append(w.t.windows, window{pos: last, need: p.surfaced.Load()})
+				} else {
+					// What an earlier confirmation read is claimed once liveLag has passed
+					// since: every post up to it was routed here before last was read, so it
+					// was handled, and the surfaced ones are counted. last itself may still
+					// be on its way (the package comment), so it waits for a later claim.
+					if w.t.seen > w.t.live && !now.Before(w.t.seenAt.Add(liveLag)) {
+						w.t.live = w.t.seen
+						w.t.windows = append(w.t.windows, window{pos: w.t.seen, need: p.surfaced.Load()})
+					}
+					if last > w.t.seen {
+						w.t.seen, w.t.seenAt = last, now
+					}
 				}
 				p.mu.Unlock()
 				break
@@ -659,15 +695,30 @@ func (e *Endpoint) reportLoop() {
 	keep := time.NewTicker(keepAlive * e.cfg.PositionEvery)
 	defer keep.Stop()
 	var last time.Time // the last confirmation
+	var claim *time.Timer
+	defer func() {
+		if claim != nil {
+			claim.Stop()
+		}
+	}()
 	for {
+		var due <-chan time.Time // a last sequence read waits to be claimed: confirm again then
+		if claim != nil {
+			due = claim.C
+		}
 		select {
 		case <-e.ctx.Done():
 			return
 		case <-keep.C:
+		case <-due:
 		case <-p.kick:
 			if !e.settle(last) {
 				return
 			}
+		}
+		if claim != nil {
+			claim.Stop()
+			claim = nil
 		}
 		select { // the traffic up to here is confirmed now: a kick from before is spent
 		case <-p.kick:
@@ -675,6 +726,9 @@ func (e *Endpoint) reportLoop() {
 		}
 		last = time.Now()
 		e.confirmAndReport(e.ctx)
+		if at, ok := p.claimDue(); ok {
+			claim = time.NewTimer(max(time.Until(at), 0))
+		}
 	}
 }
 
