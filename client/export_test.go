@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/protocol"
 )
@@ -105,3 +106,12 @@ func SetLiveClock(e *Endpoint, now func() time.Time) {
 
 // LiveLag is how long after it was read a last sequence may be claimed live.
 const LiveLag = liveLag
+
+// Report runs one confirmation round, as the report loop does: the live positions, then
+// the position of every tracked channel sent to the daemon, waiting for its answers.
+func Report(ctx context.Context, e *Endpoint) { e.confirmAndReport(ctx) }
+
+// HandOver hands m to the endpoint's hand-off handler, as its consumer does: after Close,
+// a copy the consumer handed over late (its drain timed out).
+func HandOver(e *Endpoint, m jetstream.Msg) { e.onHandoff(m) }
+
