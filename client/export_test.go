@@ -114,4 +114,3 @@ func Report(ctx context.Context, e *Endpoint) { e.confirmAndReport(ctx) }
 // HandOver hands m to the endpoint's hand-off handler, as its consumer does: after Close,
 // a copy the consumer handed over late (its drain timed out).
 func HandOver(e *Endpoint, m jetstream.Msg) { e.onHandoff(m) }
-

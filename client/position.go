@@ -394,6 +394,33 @@ func (p *positions) owing() bool {
 	return len(p.repaid) < p.owed
 }
 
+// recheckOwed reads the hand-off durable while copies pending at its bind have not all
+// come back: once its ack floor reached the last copy delivered before the bind, every
+// one of them was acked (an earlier session's ack that arrived after the bind), and none
+// is still to come.
+func (e *Endpoint) recheckOwed(ctx context.Context) {
+	p := e.pos
+	p.mu.Lock()
+	owing, to := p.owing(), p.owedTo
+	p.mu.Unlock()
+	e.mu.Lock()
+	name := e.handoff
+	e.mu.Unlock()
+	if !owing || name == "" {
+		return
+	}
+	c, err := e.js.Consumer(ctx, protocol.StreamDLV(e.cfg.Space), name)
+	if err != nil {
+		e.log.Debug("hand-off durable info", "consumer", name, "err", err)
+		return
+	}
+	if c.CachedInfo().AckFloor.Stream >= to {
+		p.mu.Lock()
+		p.owed = 0
+		p.mu.Unlock()
+	}
+}
+
 // waitingBelow is the lowest sequence of a hand-off copy on a channel matching pattern
 // that this session surfaced and the application has not taken, or handed back (0 when
 // there is none): no position confirmed for pattern may reach it. p.mu is held, after
@@ -910,6 +937,7 @@ func (e *Endpoint) confirmAndReport(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.DeliveryTimeout)
 	defer cancel()
 	e.confirmLive(ctx)
+	e.recheckOwed(ctx)
 	e.report(false)(ctx)
 }
 
