@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,6 +61,9 @@ func TestLiveConfirmationWithTheLastPostInTheHandler(t *testing.T) {
 		return ep
 	}
 	carol := agent("carol", 1)
+	var mu sync.Mutex
+	clock := time.Unix(1_000_000, 0)
+	client.SetLiveClock(carol, func() time.Time { mu.Lock(); defer mu.Unlock(); return clock })
 	within(t, "carol's join", func() error { return carol.Join(t.Context(), "general") })
 	if ok, why, _ := carol.Backstop("general"); !ok {
 		t.Fatalf("backstop not established: %s", why)
@@ -102,6 +106,11 @@ func TestLiveConfirmationWithTheLastPostInTheHandler(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the confirmation still waits for a post beyond the last one carol received")
 	}
+	// What this confirmation read is claimed live by a later one, liveLag on.
+	mu.Lock()
+	clock = clock.Add(client.LiveLag)
+	mu.Unlock()
+	client.ConfirmLive(t.Context(), carol)
 	if live, _ := client.LivePosition(carol, "general"); live < last {
 		t.Fatalf("carol's live position is %d, want %d", live, last)
 	}

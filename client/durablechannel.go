@@ -367,6 +367,11 @@ func (e *Endpoint) bindHandoff(ctx context.Context, stream, name string) error {
 	}
 	e.handoff = name
 	e.mu.Unlock()
+	// Copies pending now were delivered to an earlier session (this one consumes nothing
+	// yet): no position past the rows is confirmed until they came back (positions.owe).
+	if info := cons.CachedInfo(); info != nil {
+		e.pos.owe(info.NumAckPending, info.Delivered.Stream)
+	}
 	cc, err := e.consumeWith(cons, name, stream, e.onHandoff)
 	if err != nil {
 		return err
@@ -437,6 +442,16 @@ func (e *Endpoint) bindExistingHandoff(ctx context.Context) {
 // is acked at once; one already seen live is acked once the application took the live
 // copy (holdCopy); a frame that does not decode is terminated.
 func (e *Endpoint) onHandoff(m jetstream.Msg) {
+	var dseq uint64 // the copy's sequence in the hand-off stream
+	if md, err := m.Metadata(); err == nil {
+		dseq = md.Sequence.Stream
+	}
+	back := false // handed back: not settled by this session
+	defer func() {
+		if !back {
+			e.pos.repay(dseq)
+		}
+	}()
 	h := m.Headers()
 	ho, err := protocol.DecodeHandoff(e.cfg.Space, h.Get, m.Data())
 	if err != nil {
@@ -456,7 +471,8 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 	// A copy missed while away is newer than the channel's history: let that go first
 	// (it may hold this post too, which the dedupe below then drops).
 	if !e.waitHistory(r.Subject.Channel) {
-		e.handBack(m) // closing: redelivered to the next incarnation
+		back = true
+		e.handBack(r.Subject.Channel, seq, m) // closing: redelivered to the next incarnation
 		return
 	}
 	ch := r.Subject.Channel
@@ -480,7 +496,8 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 			e.pos.surfacedHandoff(ch, seq)
 		}
 		if !surfaced && !dup {
-			e.handBack(m) // closing: redelivered to the next incarnation
+			back = true
+			e.handBack(ch, seq, m) // closing: redelivered to the next incarnation
 			return
 		}
 	}

@@ -103,3 +103,36 @@ type lateStop struct {
 func (l *lateStop) Stop() {
 	l.once.Do(func() { time.AfterFunc(l.after, l.ConsumeContext.Stop) })
 }
+
+// ConfirmLiveReading runs one confirmation of the live positions as if CHAT's last
+// sequence were last: a stream that stored a post before the broker routed it here.
+func ConfirmLiveReading(ctx context.Context, e *Endpoint, last uint64) error {
+	s, err := e.js.Stream(ctx, protocol.StreamChat(e.cfg.Space))
+	if err != nil {
+		return err
+	}
+	info := *s.CachedInfo()
+	info.State.LastSeq = last
+	e.pos.confirms.Lock()
+	defer e.pos.confirms.Unlock()
+	e.confirmLiveAt(ctx, &info)
+	return nil
+}
+
+// SetLiveClock sets the clock the live claims are timed by.
+func SetLiveClock(e *Endpoint, now func() time.Time) {
+	e.pos.mu.Lock()
+	defer e.pos.mu.Unlock()
+	e.pos.now = now
+}
+
+// LiveLag is how long after it was read a last sequence may be claimed live.
+const LiveLag = liveLag
+
+// Report runs one confirmation round, as the report loop does: the live positions, then
+// the position of every tracked channel sent to the daemon, waiting for its answers.
+func Report(ctx context.Context, e *Endpoint) { e.confirmAndReport(ctx) }
+
+// HandOver hands m to the endpoint's hand-off handler, as its consumer does: after Close,
+// a copy the consumer handed over late (its drain timed out).
+func HandOver(e *Endpoint, m jetstream.Msg) { e.onHandoff(m) }

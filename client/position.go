@@ -22,12 +22,18 @@ import (
 // next join, so a returning member is not shown again what it read.
 //
 // A live copy carries no sequence. The live position comes from the order the broker
-// keeps: it routes a post to subscribers before the stream stores it, so once the CHAT
-// stream's last sequence L is read, every post of the channel up to L is already on this
-// connection, and once the subscription's handler has handled everything received by
-// then, every post in (watermark at subscribe, L] has been surfaced. Where that order is
-// not known to hold (the connection is not on the stream leader's server) or the
-// subscription dropped messages (slow consumer), no live position is claimed.
+// keeps, which is looser than it looks: a publish is handed to the stream (which stores
+// it from a queue, on another goroutine) before the broker has routed it to every
+// subscriber, so the stream can hold a post at L, and answer a read of its last sequence
+// with L, while the post is still on its way to this connection. A last sequence L read
+// by one confirmation is therefore claimed only by a later one, liveLag or more after it
+// was read and once the subscription's handler has handled everything received by then:
+// every post of the channel up to L has reached this connection by that time (its
+// routing began before L was read), so every post in (watermark at subscribe, L] has
+// been surfaced, and counted in the window that records how many had been. Where the
+// routing order is not known to hold (the connection is not on the stream leader's
+// server) or the subscription dropped messages (slow consumer), no live position is
+// claimed.
 //
 // The watermark is not exact: a post routed just before the subscription existed can be
 // stored just after the watermark was read (the stream stores from a queue), so it lies
@@ -55,28 +61,36 @@ type window struct {
 	need uint64
 }
 
-// heldCopy is a hand-off copy of a post surfaced live and not yet taken.
+// heldCopy is a hand-off copy of a post surfaced live and not yet taken, or one handed
+// back (need ^0), of the post at seq on concrete channel ch.
 type heldCopy struct {
 	need uint64
 	msg  jetstream.Msg
 	in   *Incoming // the copy the application handed back (HandBack), settled with it; else nil
+	ch   string
+	seq  uint64
 }
+
+// handedBack is the need of a held copy handed back: never taken.
+const handedBack = ^uint64(0)
 
 // posTrack is the position record of one joined durable channel.
 type posTrack struct {
 	channel  string
 	sub      *nats.Subscription
-	from     uint64   // live reading covers posts after this sequence (the watermark at subscribe)
-	join     uint64   // the membership's join cursor
-	gen      uint64   // the membership's generation
-	row      uint64   // the membership's confirmed position when joined
-	live     uint64   // every post in (from, live] was surfaced live
-	reported uint64   // the last position the daemon accepted
-	broken   bool     // the subscription dropped messages: live reading is incomplete
-	cut      bool     // a post it received was not shown (the endpoint closes): same
-	windows  []window // live positions not yet all taken, in order
-	taken    uint64   // every post in (from, taken] was taken by the application
-	idMark   uint64   // the dedupe window's mark at the join
+	from     uint64    // live reading covers posts after this sequence (the watermark at subscribe)
+	join     uint64    // the membership's join cursor
+	gen      uint64    // the membership's generation
+	row      uint64    // the membership's confirmed position when joined
+	live     uint64    // every post in (from, live] was surfaced live
+	seen     uint64    // CHAT's last sequence read by a confirmation, claimed as live by a later one
+	seenAt   time.Time // when seen was read
+	reported uint64    // the last position the daemon accepted
+	broken   bool      // the subscription dropped messages: live reading is incomplete
+	cut      bool      // a post it received was not shown (the endpoint closes): same
+	windows  []window  // live positions not yet all taken, in order
+	taken    uint64    // every post in (from, taken] was taken by the application
+	idMark   uint64    // the dedupe window's mark at the join
 }
 
 // positions is the endpoint's position state.
@@ -86,11 +100,14 @@ type positions struct {
 	wake     chan struct{}                 // closed when a handled count moves, if someone waits
 	tracks   map[string]*posTrack          // joined durable channel -> its record
 	rows     map[string]uint64             // membership channel -> position listed at connect
-	handoff  map[string]uint64             // concrete channel -> highest sequence of a hand-off copy surfaced
+	hseen    map[string]*seqSet            // concrete channel -> sequences of the hand-off copies surfaced
 	hwin     map[string][]window           // concrete channel -> hand-off positions not yet all taken
 	htaken   map[string]uint64             // concrete channel -> highest hand-off copy taken
 	held     []heldCopy                    // copies acked once taken (settle)
-	returned bool                          // returnUnsettled ran: a copy handed back now is naked at once
+	returned bool                          // returnUnsettled ran: a copy held or handed back now is naked at once
+	owed     int                           // copies pending in the hand-off durable at its bind (delivered earlier)
+	owedTo   uint64                        // the hand-off durable's last delivered sequence at its bind
+	repaid   map[uint64]struct{}           // hand-off sequences at or below owedTo settled by this session
 	surfaced atomic.Uint64                 // messages handed to Messages(), from every source
 	kick     chan struct{}
 	lastLive atomic.Int64 // when a live message of a tracked channel was last handled (Unix ns)
@@ -100,12 +117,31 @@ type positions struct {
 	ids      *dedupe             // the endpoint's id window
 	onAck    atomic.Bool         // TakeOnAck: a message is taken once acked
 	open     map[uint64]struct{} // under onAck: places (1-based, in surfacing order) of messages surfaced and not acked
+	now      func() time.Time    // the clock of the live claims (tests set it)
 }
+
+// liveLag is how long after a confirmation read CHAT's last sequence a later one may claim
+// it as read live: the broker routes a post to the channel's subscribers within it once
+// the stream has stored the post (see the package comment above).
+const liveLag = 100 * time.Millisecond
 
 func newPositions(ids *dedupe) *positions {
 	return &positions{ids: ids, done: map[*nats.Subscription]uint64{}, tracks: map[string]*posTrack{},
-		rows: map[string]uint64{}, handoff: map[string]uint64{}, hwin: map[string][]window{},
-		htaken: map[string]uint64{}, kick: make(chan struct{}, 1), open: map[uint64]struct{}{}}
+		rows: map[string]uint64{}, hseen: map[string]*seqSet{}, hwin: map[string][]window{},
+		htaken: map[string]uint64{}, repaid: map[uint64]struct{}{}, kick: make(chan struct{}, 1), open: map[uint64]struct{}{}, now: time.Now}
+}
+
+// claimDue is when the earliest last sequence read and not yet claimed live may be
+// claimed (ok false when none waits).
+func (p *positions) claimDue() (due time.Time, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.tracks {
+		if !t.broken && t.seen > t.live && (!ok || t.seenAt.Add(liveLag).Before(due)) {
+			due, ok = t.seenAt.Add(liveLag), true
+		}
+	}
+	return due, ok
 }
 
 // TakeOnAck makes a message taken from Messages() count as taken by the application only
@@ -267,15 +303,19 @@ func (e *Endpoint) seedRows(list []protocol.MembershipInfo) {
 
 // givenAt reports whether the post at seq on concrete channel ch was given already: at or
 // below a confirmed position of a membership matching ch, inside the live-read interval
-// of a joined channel matching ch, or at or below the last hand-off copy surfaced (copies
-// of ch arrive in CHAT order). seq 0 (a frame without a sequence) is never judged given.
+// of a joined channel matching ch, or a hand-off copy of it was surfaced. Copies of ch
+// mostly arrive in CHAT order, but not always: one delivered to an earlier session that
+// never settled it (killed, or closed with it in flight) comes back after its ack wait,
+// behind later copies; so a copy below the last one surfaced is not given for that, only
+// when its own sequence was surfaced. seq 0 (a frame without a sequence) is never judged
+// given.
 func (p *positions) givenAt(ch string, seq uint64) bool {
 	if seq == 0 {
 		return false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if seq <= p.handoff[ch] {
+	if p.hseen[ch].has(seq) {
 		return true
 	}
 	for pattern, at := range p.rows {
@@ -311,14 +351,129 @@ func (p *positions) forgets(t *posTrack) bool {
 }
 
 // surfacedHandoff records that the hand-off copy at seq on concrete channel ch reached
-// Messages(). A channel's copies arrive in CHAT order (a new membership's catch-up copies
-// only posts its live subscription also read), so every copy of ch below seq came first.
+// Messages(). Its window says when it was taken; the position confirmed for ch rises to a
+// copy's sequence only while no copy of ch below it waits to be taken (report), since
+// copies do not always arrive in CHAT order (givenAt).
 func (p *positions) surfacedHandoff(ch string, seq uint64) {
 	need := p.surfaced.Load() // counts this copy: it was surfaced before
 	p.mu.Lock()
-	p.handoff[ch] = max(p.handoff[ch], seq)
+	s := p.hseen[ch]
+	if s == nil {
+		s = &seqSet{}
+		p.hseen[ch] = s
+	}
+	s.add(seq)
 	p.hwin[ch] = append(p.hwin[ch], window{pos: seq, need: need})
 	p.mu.Unlock()
+}
+
+// owe records, at the bind of the hand-off durable, how many copies it holds delivered
+// and not acked (pending) and its last delivered sequence (to): copies an earlier session
+// of this incarnation was given and did not settle, which come back to this one (at once
+// when naked, else after the ack wait) behind copies stored later. Until every one came
+// back and was settled, no position past the membership's row is confirmed (report): the
+// daemon's row would cover such a copy, and a later session drop it as given.
+func (p *positions) owe(pending int, to uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.owed, p.owedTo = pending, to
+}
+
+// repay records that the hand-off copy at sequence dseq of the durable was settled by
+// this session (surfaced, judged given, or dropped), not handed back.
+func (p *positions) repay(dseq uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if dseq > 0 && dseq <= p.owedTo && len(p.repaid) < p.owed {
+		p.repaid[dseq] = struct{}{}
+	}
+}
+
+// owing reports whether copies pending at the bind have not all come back; p.mu is held.
+func (p *positions) owing() bool {
+	return len(p.repaid) < p.owed
+}
+
+// recheckOwed reads the hand-off durable while copies pending at its bind have not all
+// come back: once its ack floor reached the last copy delivered before the bind, every
+// one of them was acked (an earlier session's ack that arrived after the bind), and none
+// is still to come.
+func (e *Endpoint) recheckOwed(ctx context.Context) {
+	p := e.pos
+	p.mu.Lock()
+	owing, to := p.owing(), p.owedTo
+	p.mu.Unlock()
+	e.mu.Lock()
+	name := e.handoff
+	e.mu.Unlock()
+	if !owing || name == "" {
+		return
+	}
+	c, err := e.js.Consumer(ctx, protocol.StreamDLV(e.cfg.Space), name)
+	if err != nil {
+		e.log.Debug("hand-off durable info", "consumer", name, "err", err)
+		return
+	}
+	if c.CachedInfo().AckFloor.Stream >= to {
+		p.mu.Lock()
+		p.owed = 0
+		p.mu.Unlock()
+	}
+}
+
+// waitingBelow is the lowest sequence of a hand-off copy on a channel matching pattern
+// that this session surfaced and the application has not taken, or handed back (0 when
+// there is none): no position confirmed for pattern may reach it. p.mu is held, after
+// settleTaken.
+func (p *positions) waitingBelow(pattern string) uint64 {
+	var low uint64
+	note := func(seq uint64) {
+		if seq > 0 && (low == 0 || seq < low) {
+			low = seq
+		}
+	}
+	for ch, ws := range p.hwin {
+		if protocol.ChannelMatches(pattern, ch) {
+			for _, w := range ws {
+				note(w.pos)
+			}
+		}
+	}
+	for _, h := range p.held {
+		if h.need == handedBack && protocol.ChannelMatches(pattern, h.ch) {
+			note(h.seq)
+		}
+	}
+	return low
+}
+
+// seqSet is the sequences of the hand-off copies of one channel surfaced this session,
+// ascending; it keeps the newest maxSeen (one forgotten is only judged by the id window,
+// rows and live interval: at worst shown twice).
+type seqSet struct{ seqs []uint64 }
+
+// maxSeen is how many hand-off sequences a channel's seqSet keeps.
+const maxSeen = 8192
+
+func (s *seqSet) has(seq uint64) bool {
+	if s == nil {
+		return false
+	}
+	i := sort.Search(len(s.seqs), func(i int) bool { return s.seqs[i] >= seq })
+	return i < len(s.seqs) && s.seqs[i] == seq
+}
+
+func (s *seqSet) add(seq uint64) {
+	i := sort.Search(len(s.seqs), func(i int) bool { return s.seqs[i] >= seq })
+	if i < len(s.seqs) && s.seqs[i] == seq {
+		return
+	}
+	s.seqs = append(s.seqs, 0)
+	copy(s.seqs[i+1:], s.seqs[i:])
+	s.seqs[i] = seq
+	if len(s.seqs) > maxSeen {
+		s.seqs = append(s.seqs[:0], s.seqs[len(s.seqs)-maxSeen:]...)
+	}
 }
 
 // settleTaken moves the taken positions up to the windows the application took all of
@@ -366,12 +521,29 @@ func (p *positions) settleTaken(taken uint64) []jetstream.Msg {
 
 // holdCopy decides the ack of a hand-off copy of the post at seq on ch found given: a
 // copy of a post surfaced live and not yet taken by the application is held (acked once
-// it is taken, naked at Close) and holdCopy reports true; otherwise the caller acks it.
+// it is taken, naked at Close, or at once once Close handed the held copies back) and
+// holdCopy reports true; otherwise the caller acks it.
 func (e *Endpoint) holdCopy(ch string, seq uint64, m jetstream.Msg) bool {
+	held, returned := e.keepCopy(ch, seq, m)
+	if held && returned {
+		e.nakLate(m)
+	}
+	return held
+}
+
+// keepCopy is holdCopy's judgement: whether the copy is held, and whether Close already
+// handed the held copies back (then it was not kept: the caller naks it).
+func (e *Endpoint) keepCopy(ch string, seq uint64, m jetstream.Msg) (held, returned bool) {
 	p := e.pos
 	taken := e.taken()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	hold := func(need uint64) (bool, bool) {
+		if !p.returned {
+			p.held = append(p.held, heldCopy{need: need, msg: m, ch: ch, seq: seq})
+		}
+		return true, p.returned
+	}
 	for _, t := range p.tracks {
 		if !protocol.ChannelMatches(t.channel, ch) || seq <= t.from || seq <= t.taken {
 			continue
@@ -379,10 +551,9 @@ func (e *Endpoint) holdCopy(ch string, seq uint64, m jetstream.Msg) bool {
 		for _, w := range t.windows { // the first window holding seq
 			if seq <= w.pos {
 				if w.need <= taken {
-					return false
+					return false, false
 				}
-				p.held = append(p.held, heldCopy{need: w.need, msg: m})
-				return true
+				return hold(w.need)
 			}
 		}
 		if seq > t.live && seq > t.row {
@@ -393,22 +564,36 @@ func (e *Endpoint) holdCopy(ch string, seq uint64, m jetstream.Msg) bool {
 			// with it unread (a live copy cannot be handed back).
 			need := p.surfaced.Load()
 			if need <= taken {
-				return false
+				return false, false
 			}
-			p.held = append(p.held, heldCopy{need: need, msg: m})
-			return true
+			return hold(need)
 		}
 	}
-	return false
+	return false, false
 }
 
-// handBack keeps a hand-off copy the closing endpoint did not surface, to be naked by
-// returnUnsettled with the others.
-func (e *Endpoint) handBack(m jetstream.Msg) {
+// handBack keeps a hand-off copy of the post at seq on ch that the closing endpoint did
+// not surface, to be naked by returnUnsettled with the others; once that ran (a copy the
+// hand-off consumer handed over after Close returned the rest), it is naked at once.
+func (e *Endpoint) handBack(ch string, seq uint64, m jetstream.Msg) {
 	p := e.pos
 	p.mu.Lock()
-	p.held = append(p.held, heldCopy{need: ^uint64(0), msg: m})
+	returned := p.returned
+	if !returned {
+		p.held = append(p.held, heldCopy{need: handedBack, msg: m, ch: ch, seq: seq})
+	}
 	p.mu.Unlock()
+	if returned {
+		e.nakLate(m)
+	}
+}
+
+// nakLate naks a copy that reached the endpoint after Close handed the others back, so
+// the next incarnation is given it at once rather than after its ack wait.
+func (e *Endpoint) nakLate(m jetstream.Msg) {
+	if err := m.Nak(); err != nil {
+		e.log.Debug("nak copy handed back after close", "subject", m.Subject(), "err", err)
+	}
 }
 
 // HandBack returns a durable copy the application took from Messages() but did not
@@ -425,7 +610,7 @@ func (e *Endpoint) HandBack(in *Incoming) {
 	p := e.pos
 	p.mu.Lock()
 	if !p.returned {
-		p.held = append(p.held, heldCopy{need: ^uint64(0), msg: in.msg, in: in})
+		p.held = append(p.held, heldCopy{need: handedBack, msg: in.msg, in: in, ch: in.Subject.Channel, seq: in.Seq})
 		p.mu.Unlock()
 		return
 	}
@@ -583,7 +768,7 @@ func (e *Endpoint) confirmLiveAt(ctx context.Context, info *jetstream.StreamInfo
 	var wants []want
 	p.mu.Lock()
 	for _, t := range p.tracks {
-		if t.broken || t.live >= last {
+		if t.broken || (t.live >= last && t.seen <= t.live) {
 			continue
 		}
 		if n, err := t.sub.Dropped(); err != nil || n > 0 {
@@ -610,12 +795,21 @@ func (e *Endpoint) confirmLiveAt(ctx context.Context, info *jetstream.StreamInfo
 			}
 			p.mu.Lock()
 			if p.done[w.t.sub] >= w.target {
+				now := p.now()
 				if w.t.cut {
 					w.t.broken = true // a post up to last may be one not shown
-				} else if last > w.t.live {
-					w.t.live = last
-					// Every post up to last was handled, so surfaced ones are counted.
-					w.t.windows = append(w.t.windows, window{pos: last, need: p.surfaced.Load()})
+				} else {
+					// What an earlier confirmation read is claimed once liveLag has passed
+					// since: every post up to it was routed here before last was read, so it
+					// was handled, and the surfaced ones are counted. last itself may still
+					// be on its way (the package comment), so it waits for a later claim.
+					if w.t.seen > w.t.live && !now.Before(w.t.seenAt.Add(liveLag)) {
+						w.t.live = w.t.seen
+						w.t.windows = append(w.t.windows, window{pos: w.t.seen, need: p.surfaced.Load()})
+					}
+					if last > w.t.seen {
+						w.t.seen, w.t.seenAt = last, now
+					}
 				}
 				p.mu.Unlock()
 				break
@@ -659,15 +853,30 @@ func (e *Endpoint) reportLoop() {
 	keep := time.NewTicker(keepAlive * e.cfg.PositionEvery)
 	defer keep.Stop()
 	var last time.Time // the last confirmation
+	var claim *time.Timer
+	defer func() {
+		if claim != nil {
+			claim.Stop()
+		}
+	}()
 	for {
+		var due <-chan time.Time // a last sequence read waits to be claimed: confirm again then
+		if claim != nil {
+			due = claim.C
+		}
 		select {
 		case <-e.ctx.Done():
 			return
 		case <-keep.C:
+		case <-due:
 		case <-p.kick:
 			if !e.settle(last) {
 				return
 			}
+		}
+		if claim != nil {
+			claim.Stop()
+			claim = nil
 		}
 		select { // the traffic up to here is confirmed now: a kick from before is spent
 		case <-p.kick:
@@ -675,6 +884,9 @@ func (e *Endpoint) reportLoop() {
 		}
 		last = time.Now()
 		e.confirmAndReport(e.ctx)
+		if at, ok := p.claimDue(); ok {
+			claim = time.NewTimer(max(time.Until(at), 0))
+		}
 	}
 }
 
@@ -725,6 +937,7 @@ func (e *Endpoint) confirmAndReport(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.DeliveryTimeout)
 	defer cancel()
 	e.confirmLive(ctx)
+	e.recheckOwed(ctx)
 	e.report(false)(ctx)
 }
 
@@ -750,6 +963,7 @@ func (e *Endpoint) report(closing bool) (answers func(context.Context)) {
 		e.ackAll(acks)
 		return func(context.Context) {}
 	}
+	owing := p.owing()
 	for _, t := range p.tracks {
 		// Given for sure: what the row confirmed and the hand-off copies the application
 		// took (every copy up to the last one, in CHAT order); the live interval taken adds
@@ -757,6 +971,15 @@ func (e *Endpoint) report(closing bool) (answers func(context.Context)) {
 		pos := max(t.row, p.htaken[t.channel])
 		if t.taken > 0 && t.from <= max(pos, t.join) {
 			pos = max(pos, t.taken)
+		}
+		// But copies do not always arrive in CHAT order: none is covered while it waits to
+		// be taken or was handed back, and nothing past the row while copies an earlier
+		// session did not settle are still to come back (owe).
+		if low := p.waitingBelow(t.channel); low > 0 && pos >= low {
+			pos = low - 1
+		}
+		if owing {
+			pos = t.row
 		}
 		out = append(out, report{t: t, pos: max(pos, t.reported)})
 	}

@@ -2,7 +2,10 @@ package client
 
 import (
 	"fmt"
+	"log/slog"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A post routed just before the live subscription existed can be stored just after the
@@ -77,5 +80,39 @@ func TestHandoffCopyOfLivePostNotYetConfirmedHeldUntilTaken(t *testing.T) {
 	}
 	if e.holdCopy("general", 11, nil) {
 		t.Fatal("a hand-off copy of a live post already taken was held")
+	}
+}
+
+// nakCount is a hand-off copy that counts its naks.
+type nakCount struct {
+	jetstream.Msg
+	naks int
+}
+
+func (m *nakCount) Nak() error { m.naks++; return nil }
+
+func (m *nakCount) Subject() string { return "dlv" }
+
+// A copy held (a live post not yet taken) or handed back after Close returned the held
+// copies is naked at once: kept in the held list, it came back only after its ack wait.
+func TestCopyHeldAfterReturnNakedAtOnce(t *testing.T) {
+	e := &Endpoint{pos: newPositions(newDedupe(4)), inbox: make(chan *Incoming, 4), log: slog.New(slog.DiscardHandler)}
+	e.pos.tracks["general"] = &posTrack{channel: "general", from: 10}
+	e.TakeOnAck()
+	e.openUntilAck(&Incoming{}) // the live copy of the post at 11, surfaced and not taken
+	e.noteSurfaced()
+	e.pos.mu.Lock()
+	e.pos.returned = true // Close handed the held copies back
+	e.pos.mu.Unlock()
+
+	held := &nakCount{}
+	if !e.holdCopy("general", 11, held) {
+		t.Fatal("a hand-off copy of a live post not yet taken was acked")
+	}
+	back := &nakCount{}
+	e.handBack("general", 12, back)
+	if held.naks != 1 || back.naks != 1 || len(e.pos.held) != 0 {
+		t.Fatalf("naks %d (held) and %d (handed back), %d kept; want each naked at once, none kept",
+			held.naks, back.naks, len(e.pos.held))
 	}
 }
