@@ -38,6 +38,10 @@ const lanesEnv = "COTAL_BENCH_LANES"
 // short on a loaded 2-core machine).
 const provisionConnectWait = time.Minute
 
+// provisionConnectAttempts is how many times a provisioner tries to connect before its
+// space's setup fails.
+const provisionConnectAttempts = 5
+
 // progressEvery is how many spaces apart setup reports its progress on stderr (a run of
 // thousands of spaces takes long enough that a stopped run should say how far it got).
 const progressEvery = 500
@@ -326,10 +330,19 @@ func provisionLaneSpace(ctx context.Context, chain *trust.Chain, srv *broker.Ser
 	if err != nil {
 		return nil, err
 	}
-	// Thousands of spaces keep the broker busy: a connect may wait its turn.
-	nc, err := nats.Connect(srv.ClientURL(), nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Timeout(provisionConnectWait))
-	if err != nil {
-		return nil, fmt.Errorf("provisioner of %s: %w", space, err)
+	// Thousands of spaces keep the broker busy: a connect may wait its turn, and at
+	// thousands of accounts the broker's authentication of one can overrun its 2 s
+	// (Authentication Timeout). Setup is not what is measured: try again, and say so.
+	var nc *nats.Conn
+	for attempt := 1; ; attempt++ {
+		nc, err = nats.Connect(srv.ClientURL(), nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Timeout(provisionConnectWait))
+		if err == nil {
+			break
+		}
+		if attempt == provisionConnectAttempts || ctx.Err() != nil {
+			return nil, fmt.Errorf("provisioner of %s, attempt %d: %w", space, attempt, err)
+		}
+		fmt.Fprintf(os.Stderr, "lanes setup: provisioner of %s, attempt %d: %v; trying again\n", space, attempt, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(provisionConnectWait))
