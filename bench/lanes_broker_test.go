@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,6 +34,15 @@ const (
 // laneChildEnv carries the path of a laneChildConfig to TestLanesBrokerChild; the test is
 // skipped without it.
 const laneChildEnv = "COTAL_BENCH_LANES_CHILD"
+
+// lanesBrokerProfileEnv, with the broker in a process of its own, names a file for a CPU
+// profile of that process from the end of provisioning to the end of the lanes' last
+// round (the lanes' connects and serving, broker side).
+const lanesBrokerProfileEnv = "COTAL_BENCH_LANES_BROKER_CPUPROFILE"
+
+// laneChildProfiled is the line the broker process writes on its stdout once its profile
+// is written.
+const laneChildProfiled = "cotal-bench-lanes-broker-profiled"
 
 // laneChildReady is the line the broker process writes on its stdout once every space is
 // provisioned and its URL and credentials are written.
@@ -60,6 +70,7 @@ type laneChildConfig struct {
 	Kind     string   `json:"kind"`      // "auth" or "delivery"; for the progress lines only
 	StoreDir string   `json:"store_dir"` // the broker's store
 	OutDir   string   `json:"out_dir"`   // url (the client URL) and <space>.creds (0600)
+	Profile  string   `json:"profile"`   // a CPU profile's file; none when empty
 }
 
 // laneBroker is a broker running in a child process, its spaces provisioned.
@@ -87,6 +98,9 @@ func startLaneBroker(b *testing.B, cfg laneChildConfig) *laneBroker {
 	}
 	dir := b.TempDir()
 	cfg.StoreDir, cfg.OutDir = filepath.Join(dir, "store"), filepath.Join(dir, "out")
+	if p := os.Getenv(lanesBrokerProfileEnv); p != "" {
+		cfg.Profile = fmt.Sprintf("%s.%s-%d", p, cfg.Kind, len(cfg.Spaces))
+	}
 	if err := os.Mkdir(cfg.OutDir, 0o700); err != nil {
 		b.Fatal(err)
 	}
@@ -113,15 +127,17 @@ func startLaneBroker(b *testing.B, cfg laneChildConfig) *laneBroker {
 	if err := cmd.Start(); err != nil {
 		b.Fatalf("broker process: %v", err)
 	}
-	ready := make(chan struct{})
+	ready, profiled := make(chan struct{}), make(chan struct{})
 	exited := make(chan error, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
-		seen := false
 		for sc.Scan() {
-			if !seen && sc.Text() == laneChildReady {
-				seen = true
+			switch sc.Text() {
+			case laneChildReady:
 				close(ready)
+				continue
+			case laneChildProfiled:
+				close(profiled)
 				continue
 			}
 			fmt.Fprintln(os.Stderr, sc.Text()) // the test binary's own lines (PASS, logs)
@@ -131,8 +147,15 @@ func startLaneBroker(b *testing.B, cfg laneChildConfig) *laneBroker {
 	}()
 	// Registered after b.TempDir, so it runs before the directory is removed.
 	b.Cleanup(func() {
-		_ = stdin.Close()
-		killChild(cmd)
+		_ = stdin.Close() // the child stops its profile and writes it
+		if cfg.Profile != "" {
+			select {
+			case <-profiled:
+				fmt.Fprintf(os.Stderr, "lanes: broker process CPU profile in %s\n", cfg.Profile)
+			case <-time.After(time.Minute):
+			}
+		}
+		killChild(cmd) // rather than wait minutes for its close
 		select {
 		case <-exited:
 		case <-time.After(time.Minute):
@@ -212,10 +235,26 @@ func TestLanesBrokerChild(t *testing.T) {
 	}
 	fmt.Fprintf(os.Stderr, "lanes setup: broker process %d provisioned %d %s spaces in %s\n",
 		os.Getpid(), len(cfg.Spaces), cfg.Kind, time.Since(start).Round(time.Second))
+	var prof *os.File
+	if cfg.Profile != "" {
+		if prof, err = os.Create(cfg.Profile); err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(prof); err != nil {
+			t.Fatal(err)
+		}
+	}
 	fmt.Println(laneChildReady)
 	// Serve until the benchmark closes stdin (or kills this process).
 	if _, err := io.Copy(io.Discard, os.Stdin); err != nil && !errors.Is(err, os.ErrClosed) {
 		t.Logf("stdin: %v", err)
+	}
+	if prof != nil {
+		pprof.StopCPUProfile()
+		if err := prof.Close(); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Println(laneChildProfiled)
 	}
 }
 
