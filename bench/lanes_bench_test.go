@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -390,8 +391,10 @@ func (w *laneWorld) runHost(b *testing.B, atReady func()) time.Duration {
 			// shows only after it: say now why the lanes failed, the distinct causes.
 			causes := map[string]int{}
 			for _, f := range r.Retrying {
-				causes[f.Err.Error()]++
+				causes[laneCause(f.Err)]++
 			}
+			fmt.Fprintf(os.Stderr, "lanes %s N=%d: ready after %s with %d of %d lanes serving, %d retrying\n",
+				w.kind, w.n, took.Round(time.Millisecond), len(r.Serving), w.n, len(r.Retrying))
 			shown := 0
 			for cause, n := range causes {
 				if shown++; shown > 5 {
@@ -422,6 +425,14 @@ func (w *laneWorld) runHost(b *testing.B, atReady func()) time.Duration {
 	}
 	return took
 }
+
+// laneAddr matches the host:port pairs and space names in a lane's error, which differ
+// from lane to lane.
+var laneAddr = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+|\bs\d{4}\b`)
+
+// laneCause is a lane's error with its addresses and space name blanked, so that lanes
+// failing the same way count as one cause.
+func laneCause(err error) string { return laneAddr.ReplaceAllString(err.Error(), "…") }
 
 // laneSample is the process and broker at one instant.
 type laneSample struct {
