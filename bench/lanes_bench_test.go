@@ -1,14 +1,13 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -40,6 +39,10 @@ const lanesEnv = "COTAL_BENCH_LANES"
 // short on a loaded 2-core machine).
 const provisionConnectWait = time.Minute
 
+// provisionConnectAttempts is how many times a provisioner tries to connect before its
+// space's setup fails.
+const provisionConnectAttempts = 5
+
 // progressEvery is how many spaces apart setup reports its progress on stderr (a run of
 // thousands of spaces takes long enough that a stopped run should say how far it got).
 const progressEvery = 500
@@ -53,21 +56,28 @@ func laneReadyLimit(n int) time.Duration {
 // BenchmarkLanes runs one space host in this process with N spaces, auth-service lanes
 // (authsvc.Serve on a version 2 manifest) and then delivery lanes (spacehost.Host of
 // delivery.Lane, as `cotal deliver --spaces` builds them), against one operator-mode
-// embedded broker whose spaces are provisioned before the clock starts. Per N it reports:
+// broker whose spaces are provisioned before the clock starts. The broker is embedded in
+// this process by default; with COTAL_BENCH_LANES_BROKER=process it runs, and provisions
+// the spaces, in a child process (this test binary again, as TestLanesBrokerChild), as a
+// lane host runs beside its broker in production. Per N it reports:
 //
 //   - ready-ms: from starting the host to its ready callback naming every space serving;
-//   - heap-KiB/lane: Go heap in use (after a GC) once ready, minus before, over N. It
-//     includes the broker's share of each lane (its client and subscription state),
-//     since the broker runs in this process;
-//   - stack-KiB/lane: the same for goroutine stacks (lane and broker side);
+//   - heap-KiB/lane: Go heap in use (after a GC) once ready, minus before, over N. With
+//     the broker embedded it includes the broker's share of each lane (its client and
+//     subscription state);
+//   - stack-KiB/lane: the same for goroutine stacks (lane side, and broker side when
+//     embedded);
 //   - rss-KiB/lane: the same difference of the process's resident set (Linux only);
+//   - broker-rss-KiB/lane: the same for the broker process, when it runs in one (Linux
+//     only; read without a GC there, so it includes garbage);
 //   - conns/lane: the broker's client connections (VARZ) once ready, minus before, over N;
-//   - goroutines/lane: likewise for goroutines (lane and broker side);
-//   - sockets/lane: likewise for the process's open sockets: a lane's broker connection is
-//     a socket at each end, both in this process, so this is twice its connections;
-//   - fds/lane: likewise for all the process's open files (sockets and the store's block
-//     files, which the broker closes once idle: provisioning's close during a round, so
-//     this can fall below the sockets, and below zero);
+//   - goroutines/lane: likewise for this process's goroutines;
+//   - sockets/lane: likewise for the process's open sockets: with the broker embedded a
+//     lane's broker connection is a socket at each end, both in this process, so this is
+//     twice its connections;
+//   - fds/lane: likewise for all the process's open files (with the broker embedded these
+//     include the store's block files, which the broker closes once idle: provisioning's
+//     close during a round, so this can fall below the sockets, and below zero);
 //   - setup-ms/space: accounts, broker start and provisioning, outside the timed part.
 //
 // Setup runs once per N; each round starts the host, waits for ready, samples and closes
@@ -107,7 +117,7 @@ func benchLanes(b *testing.B, kind string, n int) {
 	var w *laneWorld
 	pprof.Do(b.Context(), pprof.Labels("lanes", "setup"), func(context.Context) { w = newLaneWorld(b, kind, n) })
 	var ready time.Duration
-	var heap, stack, rss, conns, gor, fds, socks float64
+	var heap, stack, rss, brokerRSS, conns, gor, fds, socks float64
 	for b.Loop() {
 		before := w.sample(b)
 		pprof.Do(b.Context(), pprof.Labels("lanes", "host"), func(context.Context) {
@@ -116,6 +126,7 @@ func benchLanes(b *testing.B, kind string, n int) {
 				heap += float64(after.heap-before.heap) / 1024
 				stack += float64(after.stack-before.stack) / 1024
 				rss += float64(after.rss-before.rss) / 1024
+				brokerRSS += float64(after.brokerRSS-before.brokerRSS) / 1024
 				conns += float64(after.conns - before.conns)
 				gor += float64(after.goroutines - before.goroutines)
 				fds += float64(after.fds - before.fds)
@@ -126,13 +137,16 @@ func benchLanes(b *testing.B, kind string, n int) {
 	rounds := float64(b.N)
 	perLane := rounds * float64(n)
 	// The figures again, before the broker's close (minutes at thousands of spaces).
-	fmt.Fprintf(os.Stderr, "lanes %s N=%d: ready %s, %.0f KiB heap, %.0f KiB resident, %.2f conns, %.2f sockets, %.1f goroutines a lane\n",
-		kind, n, (ready / time.Duration(b.N)).Round(time.Millisecond), heap/perLane, rss/perLane, conns/perLane, socks/perLane, gor/perLane)
+	fmt.Fprintf(os.Stderr, "lanes %s N=%d (broker %s): ready %s, %.0f KiB heap, %.0f KiB resident, %.2f conns, %.2f sockets, %.2f fds, %.1f goroutines a lane\n",
+		kind, n, laneBrokerMode(b), (ready / time.Duration(b.N)).Round(time.Millisecond), heap/perLane, rss/perLane, conns/perLane, socks/perLane, fds/perLane, gor/perLane)
 	b.ReportMetric(float64(ready.Milliseconds())/rounds, "ready-ms")
 	b.ReportMetric(heap/perLane, "heap-KiB/lane")
 	b.ReportMetric(stack/perLane, "stack-KiB/lane")
 	if w.rssKnown {
 		b.ReportMetric(rss/perLane, "rss-KiB/lane")
+	}
+	if w.broker != nil && w.rssKnown {
+		b.ReportMetric(brokerRSS/perLane, "broker-rss-KiB/lane")
 	}
 	b.ReportMetric(conns/perLane, "conns/lane")
 	b.ReportMetric(gor/perLane, "goroutines/lane")
@@ -153,7 +167,7 @@ type laneWorld struct {
 	sys      *nats.Conn        // system account: asks the broker for VARZ
 	setup    time.Duration
 	rssKnown bool
-	srv      *broker.Server
+	broker   *laneBroker // the broker's process, when it runs in one (nil in this process)
 }
 
 // laneLimits are each bench space's limits: the defaults with 2 MiB of storage and
@@ -168,7 +182,7 @@ func laneLimits() trust.Limits {
 func newLaneWorld(b *testing.B, kind string, n int) *laneWorld {
 	b.Helper()
 	start := time.Now()
-	w := &laneWorld{kind: kind, n: n, creds: map[string][]byte{}}
+	w := &laneWorld{kind: kind, n: n}
 	var err error
 	if w.chain, err = trust.Open(b.TempDir()); err != nil {
 		b.Fatal(err)
@@ -196,59 +210,19 @@ func newLaneWorld(b *testing.B, kind string, n int) *laneWorld {
 			b.Fatal(err)
 		}
 	}
-	jwts, err := w.chain.AccountJWTs()
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := &broker.Server{Dir: b.TempDir(), Port: -1, OperatorJWT: w.chain.OperatorJWT(),
-		SystemAccount: w.chain.SystemAccount(), Accounts: jwts}
-	if err := srv.Start(b.Context()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = srv.Close() })
-	w.url = srv.ClientURL()
-	w.srv = srv
-	if c := srv.Capacity(); c.Spaces > 0 && n > c.Spaces {
-		b.Logf("%d spaces is more than the %d this broker holds at once (open-file limit %d): provisioning relies on idle block files closing", n, c.Spaces, c.OpenFiles)
-	}
-
-	// Provision a few spaces at a time: each is a handful of streams and buckets.
-	work := make(chan string)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	ctx, stop := context.WithCancel(b.Context())
-	defer stop()
-	for range 2 * runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for s := range work {
-				if ctx.Err() != nil {
-					continue // a space failed: skip the rest
-				}
-				dc, err := w.provision(ctx, s)
-				if err != nil {
-					errs <- err
-					stop()
-					continue
-				}
-				mu.Lock()
-				w.creds[s] = dc
-				if done := len(w.creds); done%progressEvery == 0 {
-					fmt.Fprintf(os.Stderr, "lanes setup: %d of %d spaces provisioned in %s, %d open files\n",
-						done, n, time.Since(start).Round(time.Second), openFDs())
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for _, s := range spaces {
-		work <- s
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
+	if laneBrokerMode(b) == laneBrokerProcess {
+		w.broker = startLaneBroker(b, laneChildConfig{TrustDir: w.chain.Dir(), Spaces: spaces, Kind: kind})
+		w.url, w.creds = w.broker.url, w.broker.creds
+	} else {
+		srv, err := startLaneBrokerServer(b.Context(), w.chain, b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = srv.Close() })
+		w.url = srv.ClientURL()
+		if w.creds, err = provisionLaneSpaces(b.Context(), w.chain, srv, spaces, start); err != nil {
+			b.Fatal(err)
+		}
 	}
 
 	sysCreds, err := w.chain.SystemCreds(24 * time.Hour)
@@ -278,10 +252,74 @@ func newLaneWorld(b *testing.B, kind string, n int) *laneWorld {
 	return w
 }
 
-// provision creates space's streams and buckets as its provisioner and returns its
-// delivery daemon's credential.
-func (w *laneWorld) provision(ctx context.Context, space string) ([]byte, error) {
-	acct, err := w.chain.Space(space)
+// startLaneBrokerServer starts an operator-mode broker holding chain's accounts, its store
+// under dir.
+func startLaneBrokerServer(ctx context.Context, chain *trust.Chain, dir string) (*broker.Server, error) {
+	jwts, err := chain.AccountJWTs()
+	if err != nil {
+		return nil, fmt.Errorf("account JWTs: %w", err)
+	}
+	srv := &broker.Server{Dir: dir, Port: -1, OperatorJWT: chain.OperatorJWT(),
+		SystemAccount: chain.SystemAccount(), Accounts: jwts}
+	if err := srv.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start broker: %w", err)
+	}
+	if c := srv.Capacity(); c.Spaces > 0 && len(jwts) > c.Spaces {
+		fmt.Fprintf(os.Stderr, "lanes setup: %d accounts is more than the %d spaces this broker holds at once (open-file limit %d): provisioning relies on idle block files closing\n", len(jwts), c.Spaces, c.OpenFiles)
+	}
+	return srv, nil
+}
+
+// provisionLaneSpaces provisions spaces on srv, a few at a time (each is a handful of
+// streams and buckets), and returns each space's delivery credential. It reports its
+// progress on stderr every progressEvery spaces, counting time from start.
+func provisionLaneSpaces(ctx context.Context, chain *trust.Chain, srv *broker.Server, spaces []string, start time.Time) (map[string][]byte, error) {
+	n := len(spaces)
+	creds := make(map[string][]byte, n)
+	work := make(chan string)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	for range 2 * runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for s := range work {
+				if ctx.Err() != nil {
+					continue // a space failed: skip the rest
+				}
+				dc, err := provisionLaneSpace(ctx, chain, srv, s)
+				if err != nil {
+					errs <- err
+					stop()
+					continue
+				}
+				mu.Lock()
+				creds[s] = dc
+				if done := len(creds); done%progressEvery == 0 {
+					fmt.Fprintf(os.Stderr, "lanes setup: %d of %d spaces provisioned in %s, %d open files\n",
+						done, n, time.Since(start).Round(time.Second), openFDs())
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, s := range spaces {
+		work <- s
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	return creds, nil
+}
+
+// provisionLaneSpace creates space's streams and buckets as its provisioner and returns
+// its delivery daemon's credential.
+func provisionLaneSpace(ctx context.Context, chain *trust.Chain, srv *broker.Server, space string) ([]byte, error) {
+	acct, err := chain.Space(space)
 	if err != nil {
 		return nil, err
 	}
@@ -293,18 +331,27 @@ func (w *laneWorld) provision(ctx context.Context, space string) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	// Thousands of spaces keep the broker busy: a connect may wait its turn.
-	nc, err := nats.Connect(w.url, nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Timeout(provisionConnectWait))
-	if err != nil {
-		return nil, fmt.Errorf("provisioner of %s: %w", space, err)
+	// Thousands of spaces keep the broker busy: a connect may wait its turn, and at
+	// thousands of accounts the broker's authentication of one can overrun its 2 s
+	// (Authentication Timeout). Setup is not what is measured: try again, and say so.
+	var nc *nats.Conn
+	for attempt := 1; ; attempt++ {
+		nc, err = nats.Connect(srv.ClientURL(), nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Timeout(provisionConnectWait))
+		if err == nil {
+			break
+		}
+		if attempt == provisionConnectAttempts || ctx.Err() != nil {
+			return nil, fmt.Errorf("provisioner of %s, attempt %d: %w", space, attempt, err)
+		}
+		fmt.Fprintf(os.Stderr, "lanes setup: provisioner of %s, attempt %d: %v; trying again\n", space, attempt, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(provisionConnectWait))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := provision.Space(ctx, js, space, provision.Options{Room: func(streams int) error { return w.srv.WaitRoom(ctx, streams) }}); err != nil {
-		return nil, err
+	if _, err := provision.Space(ctx, js, space, provision.Options{Room: func(streams int) error { return srv.WaitRoom(ctx, streams) }}); err != nil {
+		return nil, fmt.Errorf("provision %s: %w", space, err)
 	}
 	return acct.Mint(trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery,
 		Principal: protocol.Principal{Owner: protocol.OwnerLocal, Actor: "cotal_delivery"}})
@@ -344,8 +391,10 @@ func (w *laneWorld) runHost(b *testing.B, atReady func()) time.Duration {
 			// shows only after it: say now why the lanes failed, the distinct causes.
 			causes := map[string]int{}
 			for _, f := range r.Retrying {
-				causes[f.Err.Error()]++
+				causes[laneCause(f.Err)]++
 			}
+			fmt.Fprintf(os.Stderr, "lanes %s N=%d: ready after %s with %d of %d lanes serving, %d retrying\n",
+				w.kind, w.n, took.Round(time.Millisecond), len(r.Serving), w.n, len(r.Retrying))
 			shown := 0
 			for cause, n := range causes {
 				if shown++; shown > 5 {
@@ -377,14 +426,23 @@ func (w *laneWorld) runHost(b *testing.B, atReady func()) time.Duration {
 	return took
 }
 
+// laneAddr matches the host:port pairs and space names in a lane's error, which differ
+// from lane to lane.
+var laneAddr = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+|\bs\d{4}\b`)
+
+// laneCause is a lane's error with its addresses and space name blanked, so that lanes
+// failing the same way count as one cause.
+func laneCause(err error) string { return laneAddr.ReplaceAllString(err.Error(), "…") }
+
 // laneSample is the process and broker at one instant.
 type laneSample struct {
 	heap, stack int64 // Go heap and goroutine stacks in use after a GC
 	rss         int64 // resident set after returning freed memory to the OS; 0 when unknown
 	conns       int   // the broker's client connections
 	goroutines  int
-	fds         int // open file descriptors of this process (broker and lanes); 0 when unknown
-	sockets     int // those of them that are sockets
+	fds         int   // open file descriptors of this process (broker and lanes); 0 when unknown
+	sockets     int   // those of them that are sockets
+	brokerRSS   int64 // the broker process's resident set, when it runs in one; 0 when unknown
 }
 
 // sample collects garbage and returns what it freed to the OS (so the resident set does
@@ -396,7 +454,11 @@ func (w *laneWorld) sample(b *testing.B) laneSample {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rss, _ := residentBytes()
-	return laneSample{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), rss: rss, conns: brokerConns(b, w.sys), goroutines: runtime.NumGoroutine(), fds: openFDs(), sockets: openSockets()}
+	s := laneSample{heap: int64(ms.HeapInuse), stack: int64(ms.StackInuse), rss: rss, conns: brokerConns(b, w.sys), goroutines: runtime.NumGoroutine(), fds: openFDs(), sockets: openSockets()}
+	if w.broker != nil {
+		s.brokerRSS, _ = w.broker.resident()
+	}
+	return s
 }
 
 // brokerConns asks the broker, over a system-account connection, how many client
@@ -452,22 +514,4 @@ func openSockets() int {
 
 // residentBytes is this process's resident set (VmRSS in /proc/self/status); false where
 // that file does not exist.
-func residentBytes() (int64, bool) {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, false
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		v, ok := strings.CutPrefix(sc.Text(), "VmRSS:")
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		return kb * 1024, true
-	}
-	return 0, false
-}
+func residentBytes() (int64, bool) { return residentOf("/proc/self/status") }
