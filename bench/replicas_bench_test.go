@@ -173,6 +173,10 @@ func BenchmarkReplicas(b *testing.B) {
 	// it once the cores are saturated.
 	b.ReportMetric(float64(dm1.cpuPerMsg())/float64(dm3.cpuPerMsg()), "dm-cpu-r1/r3")
 	b.ReportMetric(float64(mc1.cpuPerMsg())/float64(mc3.cpuPerMsg()), "multicast-cpu-r1/r3")
+	// How many cores the process kept busy during the R3 rounds: near the machine's count,
+	// the rounds were bound by CPU; well below, by the cluster's round trips.
+	b.ReportMetric(dm3.cpu.Seconds()/dm3.d.Seconds(), "dm-r3-cores")
+	b.ReportMetric(mc3.cpu.Seconds()/mc3.d.Seconds(), "multicast-r3-cores")
 	b.ReportMetric(float64(p99(lat3))/float64(p99(lat1)), "p99-r3/r1")
 	b.ReportMetric(float64(p99(lat1).Microseconds()), "p99-r1-µs")
 	b.ReportMetric(float64(p99(lat3).Microseconds()), "p99-r3-µs")
