@@ -67,6 +67,8 @@ type Gateway struct {
 	push  *pusher
 	mu    sync.Mutex
 	watch map[string][]chan any // task id -> stream subscribers
+
+	afterSend func(taskID string) // tests: runs once a task's message went out, before its state is set
 }
 
 // New checks cfg and returns its gateway.

@@ -347,6 +347,29 @@ func contains(s []string, v string) bool {
 	return false
 }
 
+// TestAnswerBeforeTheSendReturns: the agent's answer is recorded before the gateway
+// records its send as working; the answer's state (input-required) stands.
+func TestAnswerBeforeTheSendReturns(t *testing.T) {
+	m := mesh(t)
+	bob := peer(t, m, "bob", "")
+	g := startGateway(t, m, protocol.NewLifecycleUID(), nil, "bob")
+	a2agw.SetAfterSend(g.Gateway, func(id string) {
+		meshtest.Until(t, "bob's answer recorded", 20*time.Second, func() bool {
+			got := task(t, call(t, g.srv.URL, "bob", "tasks/get", map[string]any{"id": id}))
+			return got.Status.State == a2agw.StateInputRequired
+		})
+	})
+	go answer(t, bob, "[input-required] which branch?")
+	tk := task(t, call(t, g.srv.URL, "bob", "message/send", map[string]any{"message": userMsg("merge it")}))
+	if tk.Status.State != a2agw.StateInputRequired || tk.Status.Message == nil || text(tk.Status.Message.Parts) != "which branch?" {
+		t.Fatalf("task %+v: want input-required with the question", tk)
+	}
+	got := task(t, call(t, g.srv.URL, "bob", "tasks/get", map[string]any{"id": tk.ID}))
+	if got.Status.State != a2agw.StateInputRequired {
+		t.Fatalf("stored task %s, want input-required", got.Status.State)
+	}
+}
+
 func TestInputRequiredThenFollowUp(t *testing.T) {
 	m := mesh(t)
 	bob := peer(t, m, "bob", "")

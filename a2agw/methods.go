@@ -114,17 +114,23 @@ func (g *Gateway) sendAsk(ctx context.Context, r *record, d client.Draft, p send
 			_, err = g.cfg.Endpoint.DM(ctx, to, d)
 		}
 	}
+	if g.afterSend != nil {
+		g.afterSend(r.Task.ID)
+	}
 	state, text := StateWorking, ""
 	if err != nil {
 		state, text = StateFailed, "the mesh refused the message: "+err.Error()
 	}
-	return g.setState(ctx, r.Task.ID, state, text, p)
+	return g.setState(ctx, r.Task.ID, state, text, r.LastReply, p)
 }
 
-// setState moves a non-terminal task to state, with text as the status message.
-func (g *Gateway) setState(ctx context.Context, id, state, text string, p sendParams) (*record, sendParams, error) {
+// setState moves a non-terminal task to state, with text as the status message, unless
+// a reply newer than lastReply (the task's last reply when the message went out) was
+// recorded meanwhile: the agent may answer before the send returns, and its answer's
+// state (input-required, completed) must not be overwritten by the send's "working".
+func (g *Gateway) setState(ctx context.Context, id, state, text, lastReply string, p sendParams) (*record, sendParams, error) {
 	r, changed, err := g.st.update(ctx, id, func(r *record) (bool, error) {
-		if terminal(r.Task.Status.State) || r.Task.Status.State == state {
+		if terminal(r.Task.Status.State) || r.Task.Status.State == state || r.LastReply != lastReply {
 			return false, nil
 		}
 		r.Task.Status = TaskStatus{State: state, Timestamp: g.stamp()}
