@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
-	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
@@ -30,19 +28,7 @@ const lateSpace = "team"
 func startLateCopyMesh(t *testing.T) *lateCopyMesh {
 	m := meshtest.Start(t, lateSpace)
 	js := m.Provision(lateSpace, provision.Options{})
-	lane := &delivery.Lane{Space: lateSpace, Server: m.URL, Logger: brokertest.Logger(t), Creds: m.Mint(lateSpace, meshtest.DeliverySpec()),
-		ReconnectWait: 50 * time.Millisecond, AckWait: 2 * time.Second, OpTimeout: 3 * time.Second}
-	ctx, cancel := context.WithCancel(t.Context())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- lane.Run(ctx, func() { close(ready) }) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("delivery lane: %v", err)
-	case <-time.After(hangGuard):
-		t.Fatal("delivery lane did not serve")
-	}
+	serveDelivery(t, m, lateSpace)
 	return &lateCopyMesh{t: t, m: m, js: js}
 }
 

@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
-	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
@@ -29,19 +27,7 @@ func TestLivePositionNotClaimedBeforeThePostArrives(t *testing.T) {
 	const sp = "team"
 	m := meshtest.Start(t, sp)
 	js := m.Provision(sp, provision.Options{})
-	lane := &delivery.Lane{Space: sp, Server: m.URL, Logger: brokertest.Logger(t), Creds: m.Mint(sp, meshtest.DeliverySpec()),
-		ReconnectWait: 50 * time.Millisecond, AckWait: 2 * time.Second, OpTimeout: 3 * time.Second}
-	ctx, cancel := context.WithCancel(t.Context())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- lane.Run(ctx, func() { close(ready) }) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("delivery lane: %v", err)
-	case <-time.After(hangGuard):
-		t.Fatal("delivery lane did not serve")
-	}
+	serveDelivery(t, m, sp)
 	mint := func(actor string) trust.Creds {
 		p := protocol.Principal{Owner: protocol.OwnerLocal, Actor: actor}
 		uid := protocol.NewLifecycleUID()
