@@ -366,11 +366,12 @@ func New(nc *nats.Conn, cfg Config) (*Endpoint, error) {
 	now := time.Now().UnixMilli()
 	ctx, cancel := context.WithCancel(context.Background())
 	seen := newDedupe(8192)
+	me := protocol.Principal{Owner: cfg.Owner, Actor: cfg.Actor}
 	return &Endpoint{
 		ctx: ctx, cancel: cancel,
 		nc: nc, js: js, cfg: cfg, log: log,
-		me:       protocol.Principal{Owner: cfg.Owner, Actor: cfg.Actor},
-		meID:     protocol.Principal{Owner: cfg.Owner, Actor: cfg.Actor}.String(),
+		me:       me,
+		meID:     me.String(),
 		inbox:    make(chan *Incoming, cfg.InboxSize),
 		seen:     seen,
 		pos:      newPositions(seen),
