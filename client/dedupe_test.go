@@ -1,6 +1,8 @@
 package client
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -96,4 +98,51 @@ func stepID(n byte) string {
 		return strings.Repeat(string('a'+rune(n%5)), shortID)
 	}
 	return strings.Repeat(string('a'+rune(n%5)), shortID+1+int(n%3))
+}
+
+// The window against the plain model over long random runs, for window sizes whose index
+// wraps and clusters: ids drawn from a pool three times the window, a few forgotten.
+func TestDedupeMatchesRing(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 7, 16, 61, 256} {
+		rng := rand.New(rand.NewPCG(uint64(n), 1))
+		d, ref := newDedupe(n), &refDedupe{ring: make([]string, n)}
+		for step := range 40 * n * 3 {
+			id := stepID(byte(rng.IntN(256)))
+			if rng.IntN(4) != 0 {
+				id = fmt.Sprintf("%08x-id", rng.IntN(3*n))
+			}
+			if rng.IntN(8) == 0 {
+				d.forget(id)
+				ref.forget(id)
+				continue
+			}
+			if got, want := d.first(id), ref.first(id); got != want {
+				t.Fatalf("window %d, step %d: first(%q) = %v, want %v", n, step, id, got, want)
+			}
+		}
+		if d.used > n || 2*d.used > len(d.tab) {
+			t.Fatalf("window %d: index holds %d entries in %d places", n, d.used, len(d.tab))
+		}
+	}
+}
+
+// BenchmarkDedupe records fresh UUIDs in a full window of the endpoint's size.
+func BenchmarkDedupe(b *testing.B) {
+	d := newDedupe(8192)
+	ids := make([]string, 3*8192)
+	for i := range ids {
+		ids[i] = NewID()
+	}
+	for i := range 8192 {
+		d.first(ids[i])
+	}
+	i := 8192
+	for b.Loop() {
+		if !d.first(ids[i]) {
+			b.Fatal("a fresh id was taken for a duplicate")
+		}
+		if i++; i == len(ids) {
+			i = 0
+		}
+	}
 }

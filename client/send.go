@@ -118,11 +118,18 @@ func (e *Endpoint) Ask(ctx context.Context, role string, d Draft) (Sent, error) 
 // empty), this endpoint as the sender and the current time. Set exactly one of Channel,
 // To and ToService, then send it with PublishAsync on the matching subject.
 func (e *Endpoint) Envelope(d Draft) *protocol.Message {
+	// Small enough to inline, so a message that is only encoded and sent stays on the
+	// caller's stack (neither the encoder nor PublishAsync keeps it).
+	m := e.envelope(d)
+	return &m
+}
+
+func (e *Endpoint) envelope(d Draft) protocol.Message {
 	id := d.ID
 	if id == "" {
 		id = NewID()
 	}
-	return &protocol.Message{
+	return protocol.Message{
 		ID: id, TS: time.Now().UnixMilli(), Space: e.cfg.Space,
 		From:     protocol.EndpointRef{ID: e.meID, Name: e.cfg.Name, Role: e.cfg.Role},
 		Mentions: protocol.NormalizeMentions(d.Mentions), Parts: d.Parts,

@@ -82,7 +82,8 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 			// Other kinds are rare: encoding/json writes them as it would inside m.
 			b, err := json.Marshal(*p)
 			if err != nil {
-				_, err = json.Marshal(m) // the error exactly as json.Marshal(m) words it
+				cp := *m                  // a copy, so that m itself does not escape
+				_, err = json.Marshal(cp) // the error exactly as json.Marshal(m) words it
 				if err == nil {
 					_, err = p.MarshalJSON()
 				}
