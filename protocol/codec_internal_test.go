@@ -199,3 +199,15 @@ func TestPrincipalIs(t *testing.T) {
 		}
 	}
 }
+
+// A part that cannot be encoded fails EncodeMessage with json.Marshal's own words, which
+// its error path builds from a copy of the message.
+func TestEncodeMessageErrorAsMarshal(t *testing.T) {
+	for _, p := range []Part{{Kind: PartData}, {Kind: "com.example.x", Raw: json.RawMessage(`{"kind":`)}} {
+		m := &Message{ID: "x", From: EndpointRef{ID: "a.b"}, To: "c.d", Parts: []Part{TextPart("t"), p}}
+		if _, err := json.Marshal(m); err == nil {
+			t.Fatalf("json.Marshal of part %+v did not fail", p)
+		}
+		checkEncode(t, m)
+	}
+}
