@@ -491,7 +491,7 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 	}
 	if !dup {
 		var surfaced bool
-		surfaced, dup = e.surfaceFirst(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, Reason: ho.Reason, msg: m})
+		surfaced, dup = e.surfaceFirst(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, Reason: ho.Reason, msg: m, kept: &e.kept})
 		if surfaced || dup {
 			e.pos.surfacedHandoff(ch, seq)
 		}
