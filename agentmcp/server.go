@@ -39,11 +39,7 @@ type Server struct {
 	// Notifications go only to a session on a revision before ModernRevision, which has
 	// a path for them; with Channel set the server offers only those revisions, so
 	// Claude Code negotiates one.
-	Channel bool
-	// KeepHeld is how often held durable copies are marked in progress, so the broker
-	// does not redeliver them while they wait for the model; 0 means 20 s. It must be
-	// below the ack wait of the agent's durables (client.Config.AckWait).
-	KeepHeld    time.Duration
+	Channel     bool
 	WindowItems int    // messages one cotal_inbox returns at most; 0 means DefaultWindowItems
 	WindowBytes int    // text bytes one cotal_inbox returns at most; 0 means DefaultWindowBytes
 	Hold        int    // messages held before reading stops; 0 means DefaultHold
@@ -209,9 +205,6 @@ func (s *Server) defaults() {
 	if s.Hold <= 0 {
 		s.Hold = DefaultHold
 	}
-	if s.KeepHeld <= 0 {
-		s.KeepHeld = 20 * time.Second
-	}
 	if s.WaitProgress <= 0 {
 		s.WaitProgress = DefaultWaitProgress
 	}
@@ -264,17 +257,12 @@ func (s *Server) wake() {
 // waits on the broker.
 func (s *Server) pump(ctx context.Context) {
 	msgs := s.Endpoint.Messages()
-	keep := time.NewTicker(s.KeepHeld)
-	defer keep.Stop()
 	for {
 		if s.box.full() {
 			select {
 			case <-ctx.Done():
 				return
 			case <-s.box.room:
-				continue
-			case <-keep.C:
-				s.keepHeld()
 				continue
 			case <-s.kick:
 				s.flush(ctx)
@@ -284,8 +272,6 @@ func (s *Server) pump(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-keep.C:
-			s.keepHeld()
 		case in := <-msgs:
 			s.hold(in)
 			s.takeArrived(msgs)
@@ -350,15 +336,6 @@ func (s *Server) notifyInbox(ctx context.Context) {
 	}
 	if err := s.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: InboxURI}); err != nil {
 		s.Logger.Debug("resource updated", "err", err)
-	}
-}
-
-// keepHeld restarts the ack wait of every held durable copy.
-func (s *Server) keepHeld() {
-	for _, in := range s.box.snapshot() {
-		if err := in.InProgress(); err != nil {
-			s.Logger.Debug("keep held", "id", in.ID, "err", err)
-		}
 	}
 }
 

@@ -491,7 +491,7 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 	}
 	if !dup {
 		var surfaced bool
-		surfaced, dup = e.surfaceFirst(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, Reason: ho.Reason, msg: m})
+		surfaced, dup = e.surfaceFirst(&Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, Seq: seq, Reason: ho.Reason, msg: m, kept: &e.kept})
 		if surfaced || dup {
 			e.pos.surfacedHandoff(ch, seq)
 		}
@@ -500,6 +500,13 @@ func (e *Endpoint) onHandoff(m jetstream.Msg) {
 			e.handBack(ch, seq, m) // closing: redelivered to the next incarnation
 			return
 		}
+	}
+	if dup && e.kept.outstanding(r.Message.ID, seq) {
+		// The application still holds this post's hand-off copy unsettled: acking a
+		// redelivery of that copy would call the post handled before anyone read it. The
+		// application's Ack settles it; any other copy comes back and is judged then.
+		e.log.Debug("redelivered copy still unsettled here: left to the application's ack", "id", r.Message.ID, "seq", seq)
+		return
 	}
 	// A post surfaced live but still unread is acked only once the application takes it
 	// (position.go), so a Close before that leaves the copy to the next incarnation.

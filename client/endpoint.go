@@ -106,6 +106,7 @@ type Endpoint struct {
 	inbox    chan *Incoming
 	seen     *dedupe
 	pos      *positions  // what each durable channel was given, by CHAT sequence
+	kept     keeper      // surfaced durable copies not yet settled, kept from redelivery
 	order    sync.Mutex  // held from a dedupe claim to its hand-off into Messages()
 	replayMu sync.Mutex  // one history reader at a time
 	tap      atomic.Bool // surface own posts too (observers)

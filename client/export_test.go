@@ -136,3 +136,11 @@ func Report(ctx context.Context, e *Endpoint) { e.confirmAndReport(ctx) }
 // HandOver hands m to the endpoint's hand-off handler, as its consumer does: after Close,
 // a copy the consumer handed over late (its drain timed out).
 func HandOver(e *Endpoint, m jetstream.Msg) { e.onHandoff(m) }
+
+// AckSubject is the subject a durable copy's acks go to ("" for a live copy).
+func AckSubject(in *Incoming) string {
+	if in.msg == nil {
+		return ""
+	}
+	return in.msg.Reply()
+}

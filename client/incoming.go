@@ -33,6 +33,10 @@ type Incoming struct {
 	// would move it to the heap on every delivery.
 	again   *dedupe
 	againID string
+	// kept, set for a DM or hand-off copy, is the endpoint's keeper: from its surfacing
+	// until it is settled the copy is marked in progress, so the broker does not
+	// redeliver it while it waits. May be nil.
+	kept *keeper
 }
 
 // Ack confirms a durable copy was handled, so it is not redelivered. For a live or
@@ -64,8 +68,9 @@ func (in *Incoming) Nak() error {
 }
 
 // InProgress tells the broker the application is still working on a durable copy, which
-// restarts its ack wait. The endpoint does this by itself for the asks it holds, until
-// they are acked or naked; it is a no-op for live copies.
+// restarts its ack wait. The endpoint does this by itself for every durable copy it
+// surfaced or holds (DMs, hand-off copies, asks) until it is acked or naked, so an
+// application need not; it is a no-op for live copies.
 func (in *Incoming) InProgress() error {
 	if in.msg == nil {
 		return nil
@@ -74,6 +79,9 @@ func (in *Incoming) InProgress() error {
 }
 
 func (in *Incoming) settled() {
+	if in.kept != nil {
+		in.kept.drop(in)
+	}
 	if in.settle != nil {
 		in.settle()
 	}

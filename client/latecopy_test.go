@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -228,3 +229,63 @@ func TestCopyHandedOverAfterCloseNakedAtOnce(t *testing.T) {
 }
 
 func mustCreds(c trust.Creds, _ protocol.Principal) trust.Creds { return c }
+
+// TestRedeliveryOfAHeldHandoffCopyIsNotAcked: a redelivery of the hand-off copy the
+// application holds unsettled is left to the application's ack. Acked as given, it would
+// tell the broker the post was handled while nobody had read it.
+func TestRedeliveryOfAHeldHandoffCopyIsNotAcked(t *testing.T) {
+	l := startLateCopyMesh(t)
+	creds, carol := l.mint("carol")
+	l.joinedLeft("carol", creds)
+	alice := l.connect("alice", mustCreds(l.mint("alice")))
+	within(t, "alice's join", func() error { return alice.Join(t.Context()) })
+	if _, err := alice.Post(t.Context(), "general", client.Text("p0")); err != nil {
+		t.Fatal(err)
+	}
+	l.waitCopies(l.handoff(carol, creds.LifecycleUID), 1)
+
+	admin := l.js.Conn()
+	acks := make(chan *nats.Msg, 64)
+	sub, err := admin.ChanSubscribe("$JS.ACK."+protocol.StreamDLV(lateSpace)+".>", acks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	sig := &logSignal{Handler: slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}),
+		prefix: "redelivered copy still unsettled", hit: make(chan struct{})}
+	next, err := client.Connect(t.Context(), l.m.URL, client.Config{Space: lateSpace, Name: "carol", LifecycleUID: creds.LifecycleUID,
+		PositionEvery: time.Hour, Logger: slog.New(sig)},
+		nats.UserJWTAndSeed(creds.JWT, creds.Seed), nats.CustomInboxPrefix(creds.InboxPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = next.Close() })
+	within(t, "carol's next join", func() error { return next.Join(t.Context(), "general") })
+	held := l.next(next, "p0's copy")
+	if held.Text() != "p0" || !held.Durable {
+		t.Fatalf("carol shown %q (durable %v), want p0's hand-off copy", held.Text(), held.Durable)
+	}
+	// Make the broker redeliver the copy carol holds, as it does when an ack wait runs out.
+	if err := admin.Publish(client.AckSubject(held), []byte("-NAK")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case m := <-acks:
+			if string(m.Data) == "+ACK" {
+				t.Fatalf("carol's endpoint acked the redelivery (%s) of the copy her application still holds", m.Subject)
+			}
+			continue
+		case <-sig.hit:
+		case <-time.After(hangGuard):
+			t.Fatal("carol's endpoint never handled the redelivery")
+		}
+		break
+	}
+	if err := held.Ack(); err != nil {
+		t.Fatal(err)
+	}
+}

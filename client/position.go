@@ -628,6 +628,18 @@ type unsettled struct {
 	seq              uint64
 }
 
+// heldCopies returns the hand-off copies held now (acked once their posts are taken, or
+// handed back), for the keeper to mark in progress.
+func (p *positions) heldCopies() []jetstream.Msg {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]jetstream.Msg, 0, len(p.held))
+	for _, h := range p.held {
+		out = append(out, h.msg)
+	}
+	return out
+}
+
 // returnUnsettled naks, at Close, every durable copy this endpoint holds unacked: held
 // hand-off copies of posts not taken, copies handed back while closing, and copies unread
 // in Messages(). Without it such a copy would come back only after its ack wait, behind

@@ -50,12 +50,18 @@ func (e *Endpoint) surface(in *Incoming) bool {
 		return false
 	}
 	unsurfaced := e.openUntilAck(in) // under TakeOnAck; before the reader can have it
+	if in.kept != nil {
+		in.kept.add(in) // before the reader can have it, and settle it
+	}
 	select {
 	case e.inbox <- in:
 		e.noteSurfaced() // position.go: what the application took is counted from it
 		return true
 	case <-e.ctx.Done():
 		unsurfaced()
+		if in.kept != nil {
+			in.kept.drop(in)
+		}
 		return false
 	}
 }
@@ -77,9 +83,10 @@ func (e *Endpoint) onLive(m *nats.Msg) {
 	}
 }
 
-// onDMOrAnycast handles a JetStream copy from the DM or anycast durable. The durable copy
-// owns the ack: a duplicate is acked at once, an anomaly is terminated, anything else is
-// acked by whoever reads it from Messages().
+// onDMOrAnycast handles a JetStream copy from the DM durable. The durable copy owns the
+// ack: a duplicate is acked at once, an anomaly is terminated, anything else is acked by
+// whoever reads it from Messages(). A redelivery of a copy this endpoint surfaced and
+// the application has not settled is not a duplicate: the application's Ack settles it.
 func (e *Endpoint) onDMOrAnycast(m jetstream.Msg) {
 	r, ok := e.check(m.Subject(), m.Data())
 	if !ok {
@@ -91,8 +98,13 @@ func (e *Endpoint) onDMOrAnycast(m jetstream.Msg) {
 	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, msg: m}
 	in.again, in.againID = e.seen, r.Message.ID
 	in.Seq, in.Delivered = copyNumbers(m)
+	in.kept = &e.kept
 	// Closing leaves it unacked, so it is redelivered to the next incarnation.
 	if _, dup := e.surfaceFirst(in); dup {
+		if e.kept.outstanding(in.ID, in.Seq) {
+			e.log.Debug("redelivered copy still unsettled here: left to the application's ack", "id", in.ID, "seq", in.Seq)
+			return
+		}
 		if err := m.Ack(); err != nil {
 			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
 		}
@@ -154,6 +166,10 @@ func (e *Endpoint) consumeWith(cons jetstream.Consumer, name, stream string, han
 			e.log.Debug("consume", "durable", name, "err", err)
 		}
 	}))
+	if e.kept.bound(cons.CachedInfo().Config.AckWait) {
+		e.wg.Add(1)
+		go e.keepLoop()
+	}
 	cc, err := cons.Consume(handle, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("consume %s on %s: %w", name, stream, err)

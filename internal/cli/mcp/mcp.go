@@ -316,8 +316,8 @@ func runMCP(ctx context.Context, opts *Options) error {
 	defer ep.Close()
 	srv := &agentmcp.Server{
 		Endpoint: ep, Channels: opts.Channels, Channel: opts.Push, Version: opts.Version, Logger: log,
-		KeepHeld: keepHeld, Manager: managerTools(opts, target, ep),
-		Turns: &mgrclient.Client{NC: ep.Conn(), Space: ep.Space(), Caller: ep.Principal()},
+		Manager: managerTools(opts, target, ep),
+		Turns:   &mgrclient.Client{NC: ep.Conn(), Space: ep.Space(), Caller: ep.Principal()},
 	}
 	if target.Project != nil {
 		srv.Repo = target.Project.Root // file claims are relative to the project
@@ -367,12 +367,10 @@ func managerTools(opts *Options, target cmdutil.Target, ep *client.Endpoint) *ag
 }
 
 // The ack wait of the DM durables cotal mcp creates (an open mesh; on an authenticated
-// one the provisioner makes them with the same wait), and how often it marks the copies
-// it holds in progress: a killed server's copies come back to the next one within ackWait.
-const (
-	ackWait  = provision.AckWait
-	keepHeld = 3 * time.Second
-)
+// one the provisioner makes them with the same wait): a killed server's copies come back
+// to the next one within it. The endpoint keeps the copies it holds from redelivery until
+// then (client.Incoming.InProgress).
+const ackWait = provision.AckWait
 
 type nopWriteCloser struct{ io.Writer }
 
