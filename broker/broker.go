@@ -287,7 +287,7 @@ func (s *Server) start(ctx context.Context) error {
 	booted := make(chan struct{})
 	go func() {
 		defer close(booted)
-		ns.Start()
+		withProcs(APIWorkers, ns.Start) // the JetStream API's workers (APIWorkers)
 	}()
 	select {
 	case <-booted:
