@@ -47,6 +47,33 @@ const SyncInterval = 15 * time.Second
 // the short first PING off (Options.DisableShortFirstPing): the first PING then comes
 // after the ping interval (2 minutes), and the round trip is still measured at connect.
 
+// A client has the server's auth timeout, from the moment its connection is accepted,
+// to have its CONNECT authenticated; nats-server's default is 2 s. The server's work for
+// a connect grows with the accounts it holds (resolving and registering the account's
+// claims, and at thousands of accounts every lane of a space host connecting at once),
+// and a lane host of 5000 spaces saw its connects closed with "Authentication Timeout"
+// on a broker that would have let them in a little later, so each lane retried its whole
+// open. A broker of many accounts gives a connect longer (AuthTimeout).
+const (
+	// defaultAuthTimeout is nats-server's own auth timeout, which a broker of up to
+	// authTimeoutPer accounts keeps.
+	defaultAuthTimeout = 2 * time.Second
+	// authTimeoutPer is how many accounts each defaultAuthTimeout of a connect's time
+	// stands for: 1000 accounts 2 s, 2000 accounts 4 s.
+	authTimeoutPer = 1000
+	// maxAuthTimeout bounds the auth timeout (from 5000 accounts): a client that connects
+	// and never authenticates holds its socket no longer than this.
+	maxAuthTimeout = 10 * time.Second
+)
+
+// AuthTimeout is how long a broker holding accounts accounts gives a client's connect to
+// authenticate: nats-server's 2 s up to 1000 accounts, then 2 s more for each 1000, at
+// most 10 s.
+func AuthTimeout(accounts int) time.Duration {
+	d := time.Duration(accounts) * defaultAuthTimeout / authTimeoutPer
+	return min(max(d, defaultAuthTimeout), maxAuthTimeout)
+}
+
 // readyTimeout bounds the readiness wait when the Start context has no deadline.
 const readyTimeout = 10 * time.Second
 
@@ -232,7 +259,8 @@ func (s *Server) start(ctx context.Context) error {
 	capacity := capacityOf(soft, hard)
 	if soft > 0 {
 		log.Info("broker capacity", "spaces", capacity.Spaces, "open_file_limit", soft, "hard_limit", hard,
-			"files_per_space", SpaceFiles, "reserved_files", ReservedFiles)
+			"files_per_space", SpaceFiles, "reserved_files", ReservedFiles, "accounts", len(s.Accounts),
+			"auth_timeout", AuthTimeout(len(s.Accounts)))
 	}
 
 	debug := log.Enabled(ctx, slog.LevelDebug)
@@ -259,7 +287,7 @@ func (s *Server) start(ctx context.Context) error {
 	booted := make(chan struct{})
 	go func() {
 		defer close(booted)
-		ns.Start()
+		withProcs(APIWorkers, ns.Start) // the JetStream API's workers (APIWorkers)
 	}()
 	select {
 	case <-booted:
@@ -377,6 +405,13 @@ func (s *Server) options(host string, port int, name string, routes *routeListen
 		if err := res.Store(pub, token); err != nil {
 			return nil, fmt.Errorf("account resolver: store %s: %w", pub, err)
 		}
+	}
+	// The auth timeout is chosen from the accounts the broker starts with (`cotal up`
+	// passes every space of the trust chain); with TLS it is never below nats-server's
+	// default there, the TLS handshake's bound and a second.
+	opts.AuthTimeout = AuthTimeout(len(s.Accounts)).Seconds()
+	if opts.TLS {
+		opts.AuthTimeout = max(opts.AuthTimeout, opts.TLSTimeout+1)
 	}
 	opts.TrustedOperators = []*jwt.OperatorClaims{op}
 	opts.SystemAccount = s.SystemAccount
