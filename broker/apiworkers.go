@@ -27,7 +27,18 @@ func withProcs(n int, start func()) {
 	defer procsMu.Unlock()
 	if prev := runtime.GOMAXPROCS(0); prev < n {
 		runtime.GOMAXPROCS(n)
-		defer runtime.GOMAXPROCS(prev)
+		defer restoreProcs(prev)
 	}
 	start()
+}
+
+// restoreProcs puts GOMAXPROCS back to prev. Setting it by hand would stop the runtime
+// from following the host's CPU limit from then on, so when prev is the runtime's own
+// default the default is restored instead, and only a value the process chose (the
+// GOMAXPROCS environment variable, or a call of its own) is set again by hand.
+func restoreProcs(prev int) {
+	runtime.SetDefaultGOMAXPROCS()
+	if runtime.GOMAXPROCS(0) != prev {
+		runtime.GOMAXPROCS(prev)
+	}
 }
