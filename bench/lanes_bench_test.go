@@ -252,6 +252,10 @@ func newLaneWorld(b *testing.B, kind string, n int) *laneWorld {
 	return w
 }
 
+// lanesBrokerLogEnv names a file the lanes' broker writes its warnings and errors to
+// (nats-server's own among them, such as accept errors); by default it logs nothing.
+const lanesBrokerLogEnv = "COTAL_BENCH_LANES_BROKER_LOG"
+
 // startLaneBrokerServer starts an operator-mode broker holding chain's accounts, its store
 // under dir.
 func startLaneBrokerServer(ctx context.Context, chain *trust.Chain, dir string) (*broker.Server, error) {
@@ -261,6 +265,14 @@ func startLaneBrokerServer(ctx context.Context, chain *trust.Chain, dir string) 
 	}
 	srv := &broker.Server{Dir: dir, Port: -1, OperatorJWT: chain.OperatorJWT(),
 		SystemAccount: chain.SystemAccount(), Accounts: jwts}
+	if path := os.Getenv(lanesBrokerLogEnv); path != "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", lanesBrokerLogEnv, err)
+		}
+		// Left open: the broker logs into it until the process ends.
+		srv.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	if err := srv.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start broker: %w", err)
 	}
