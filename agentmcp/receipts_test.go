@@ -13,9 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/agentmcp"
-	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
-	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/delivery/deliverytest"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
@@ -246,19 +245,9 @@ func daemonMesh(t *testing.T) *searchMesh {
 	t.Helper()
 	m := meshtest.Start(t, space)
 	tm := &textMesh{m: m, js: m.Provision(space, provision.Options{DefaultDeliveryClass: provision.ClassDurable})}
-	l := &delivery.Lane{Space: space, Server: m.URL, Logger: brokertest.Logger(t), Creds: m.Mint(space, meshtest.DeliverySpec()),
-		ReconnectWait: 50 * time.Millisecond, AckWait: 2 * time.Second, OpTimeout: 3 * time.Second}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- l.Run(ctx, func() { close(ready) }) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("delivery daemon ended: %v", err)
-	case <-time.After(textHang):
-		t.Fatal("delivery daemon did not serve")
-	}
+	l := deliverytest.Lane(t, m, space)
+	l.AckWait = 2 * time.Second
+	deliverytest.Serve(t, l)
 	return &searchMesh{tm}
 }
 

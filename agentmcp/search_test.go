@@ -9,9 +9,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cotal-ai/cotal/agentmcp"
-	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
-	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/delivery/deliverytest"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
@@ -25,19 +24,9 @@ type searchMesh struct{ *textMesh }
 func newSearchMesh(t *testing.T) *searchMesh {
 	t.Helper()
 	tm := newTextMesh(t)
-	l := &delivery.Lane{Space: space, Server: tm.m.URL, Logger: brokertest.Logger(t), Creds: tm.m.Mint(space, meshtest.DeliverySpec()),
-		ReconnectWait: 50 * time.Millisecond, AckWait: 2 * time.Second, OpTimeout: 3 * time.Second}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- l.Run(ctx, func() { close(ready) }) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("delivery daemon ended: %v", err)
-	case <-time.After(textHang):
-		t.Fatal("delivery daemon did not serve")
-	}
+	l := deliverytest.Lane(t, tm.m, space)
+	l.AckWait = 2 * time.Second
+	deliverytest.Serve(t, l)
 	return &searchMesh{tm}
 }
 

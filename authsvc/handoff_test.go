@@ -11,8 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cotal-ai/cotal/client"
-	"github.com/cotal-ai/cotal/delivery"
-	"github.com/cotal-ai/cotal/internal/meshtest"
+	"github.com/cotal-ai/cotal/delivery/deliverytest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
@@ -26,19 +25,9 @@ import (
 func TestCalloutMemberGetsCopiesOfARowItDidNotWrite(t *testing.T) {
 	f := startLane(t)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	dl := &delivery.Lane{Space: testSpace, Server: f.URL, Logger: log, Creds: f.Mint(testSpace, meshtest.DeliverySpec()),
-		ReconnectWait: 50 * time.Millisecond, OpTimeout: 3 * time.Second}
-	dctx, stopDL := context.WithCancel(context.Background())
-	ready, dlDone := make(chan struct{}), make(chan error, 1)
-	go func() { dlDone <- dl.Run(dctx, func() { close(ready) }) }()
-	t.Cleanup(func() { stopDL(); <-dlDone })
-	select {
-	case <-ready:
-	case err := <-dlDone:
-		t.Fatalf("delivery lane: %v", err)
-	case <-time.After(deadline):
-		t.Fatal("delivery lane did not serve")
-	}
+	dl := deliverytest.Lane(t, f.Mesh, testSpace)
+	dl.Logger = log
+	deliverytest.Serve(t, dl)
 
 	st, err := ReadStatus(f.dir)
 	if err != nil {

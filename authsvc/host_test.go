@@ -14,8 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cotal-ai/cotal/broker/brokertest"
-	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/delivery/deliverytest"
 	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/oidc/oidctest"
@@ -53,19 +52,7 @@ func (m *hostMesh) addSpace(space string) {
 		t.Fatal(err)
 	}
 	m.kv[space] = provisionSpace(t, m.Mesh, space)
-	d := &delivery.Lane{Space: space, Server: m.URL, Creds: m.Mint(space, meshtest.DeliverySpec()),
-		Logger: brokertest.Logger(t), ReconnectWait: 50 * time.Millisecond, OpTimeout: 3 * time.Second}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- d.Run(ctx, func() { close(ready) }) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("delivery daemon of %s: %v", space, err)
-	case <-time.After(deadline):
-		t.Fatalf("delivery daemon of %s not serving", space)
-	}
+	deliverytest.Serve(t, deliverytest.Lane(t, m.Mesh, space))
 }
 
 // dial exchanges alice's ID token at space's exchange and connects to space with its

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/delivery/deliverytest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
@@ -67,18 +67,7 @@ func newDurableMesh(b *testing.B) *durableMesh {
 		b.Fatal(err)
 	}
 	lane := &delivery.Lane{Space: space, Server: m.url, Creds: creds, Logger: brokertest.Logger(b)}
-	ctx, cancel := context.WithCancel(b.Context())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- lane.Run(ctx, func() { close(ready) }) }()
-	b.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		b.Fatalf("delivery daemon: %v", err)
-	}
+	deliverytest.Serve(b, lane)
 	return m
 }
 

@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -13,7 +12,7 @@ import (
 
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
-	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/delivery/deliverytest"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
@@ -40,19 +39,9 @@ func newDLVMesh(t *testing.T) *dlvMesh {
 
 // serve runs the Go delivery daemon until the test ends.
 func (m *dlvMesh) serve() {
-	l := &delivery.Lane{Space: space, Server: m.URL, Logger: brokertest.Logger(m.t), Creds: m.Mint(space, meshtest.DeliverySpec()),
-		ReconnectWait: 50 * time.Millisecond, AckWait: 2 * time.Second, OpTimeout: 3 * time.Second}
-	ctx, cancel := context.WithCancel(m.t.Context())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- l.Run(ctx, func() { close(ready) }) }()
-	m.t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-ready:
-	case err := <-done:
-		m.t.Fatalf("daemon ended: %v", err)
-	case <-time.After(deadline):
-		m.t.Fatal("daemon did not serve")
-	}
+	l := deliverytest.Lane(m.t, m.Mesh, space)
+	l.AckWait = 2 * time.Second
+	deliverytest.Serve(m.t, l)
 }
 
 // agent mints an agent credential for actor with uid, reading and posting on channels,

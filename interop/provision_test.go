@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
-	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/delivery/deliverytest"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
@@ -181,19 +180,7 @@ func snapshot(t *testing.T, nc *nats.Conn, ref refSpace) map[string]map[string]a
 // runLane runs the Go delivery daemon with its default ack wait until the test ends.
 func runLane(t *testing.T, m *meshtest.Mesh) {
 	t.Helper()
-	l := &delivery.Lane{Space: space, Server: m.URL, Logger: brokertest.Logger(t), Creds: m.Mint(space, meshtest.DeliverySpec()),
-		ReconnectWait: 50 * time.Millisecond, OpTimeout: 3 * time.Second}
-	ctx, cancel := context.WithCancel(t.Context())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- l.Run(ctx, func() { close(ready) }) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("daemon ended: %v", err)
-	case <-time.After(deadline):
-		t.Fatal("daemon did not serve")
-	}
+	deliverytest.Serve(t, deliverytest.Lane(t, m, space))
 }
 
 // member mints an agent credential for actor with uid reading and posting general, with its

@@ -12,6 +12,7 @@ import (
 	"github.com/cotal-ai/cotal/broker"
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/delivery/deliverytest"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
@@ -64,17 +65,7 @@ func TestClaimHeldWhileNodeDown(t *testing.T) {
 			}
 			return creds
 		}(), ReconnectWait: 50 * time.Millisecond, OpTimeout: 3 * time.Second}
-	lctx, stop := context.WithCancel(t.Context())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- lane.Run(lctx, func() { close(ready) }) }()
-	t.Cleanup(func() { stop(); <-done })
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("delivery daemon ended before serving: %v", err)
-	case <-ctx.Done():
-		t.Fatal("delivery daemon did not serve")
-	}
+	deliverytest.Serve(t, lane)
 	oracle := &DaemonOracle{Conn: prov, Space: space, From: op(), Timeout: 10 * time.Second}
 
 	scanner := func(url, name string) protocol.ConnTuple {

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/cotal-ai/cotal/broker/brokertest"
-	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/delivery/deliverytest"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
@@ -76,25 +76,7 @@ func (m *mesh) scanner(name string) (*nats.Conn, protocol.ConnTuple) {
 // daemon runs the space's delivery daemon until the test ends and waits until it serves.
 func (m *mesh) daemon() {
 	m.t.Helper()
-	l := &delivery.Lane{Space: space, Server: m.URL, Logger: brokertest.Logger(m.t),
-		Creds: m.Mint(space, meshtest.DeliverySpec()), ReconnectWait: 50 * time.Millisecond, OpTimeout: 3 * time.Second}
-	ctx, cancel := context.WithCancel(m.t.Context())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- l.Run(ctx, func() { close(ready) }) }()
-	m.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			m.t.Errorf("delivery daemon: %v", err)
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		done <- err
-		m.t.Fatalf("delivery daemon ended before serving: %v", err)
-	case <-time.After(deadline):
-		m.t.Fatal("delivery daemon did not serve")
-	}
+	deliverytest.Serve(m.t, deliverytest.Lane(m.t, m.Mesh, space))
 }
 
 // oracle is the real oracle, asked as the provisioner.

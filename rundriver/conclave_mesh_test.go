@@ -1,7 +1,6 @@
 package rundriver
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/delivery/deliverytest"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
@@ -32,19 +32,9 @@ func TestConclaveOnAnAuthenticatedMesh(t *testing.T) {
 	const sp = "wfmesh"
 	mesh := meshtest.Start(t, sp)
 	js := mesh.Provision(sp, provision.Options{})
-	lane := &delivery.Lane{Space: sp, Server: mesh.URL, Logger: brokertest.Logger(t), Creds: mesh.Mint(sp, meshtest.DeliverySpec()),
-		ReconnectWait: 50 * time.Millisecond, AckWait: 2 * time.Second, OpTimeout: 3 * time.Second}
-	lctx, stopLane := context.WithCancel(t.Context())
-	ready, laneDone := make(chan struct{}), make(chan error, 1)
-	go func() { laneDone <- lane.Run(lctx, func() { close(ready) }) }()
-	t.Cleanup(func() { stopLane(); <-laneDone })
-	select {
-	case <-ready:
-	case err := <-laneDone:
-		t.Fatalf("delivery lane: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("delivery lane did not serve")
-	}
+	lane := deliverytest.Lane(t, mesh, sp)
+	lane.AckWait = 2 * time.Second
+	deliverytest.Serve(t, lane)
 	acl, err := js.KeyValue(t.Context(), protocol.BucketACL(sp))
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/delivery"
+	"github.com/cotal-ai/cotal/delivery/deliverytest"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/provision"
@@ -91,17 +92,7 @@ func TestLoad(t *testing.T) {
 	mesh := meshtest.Start(t, sp)
 	js := mesh.Provision(sp, provision.Options{}) // channels durable by default
 	lane := &delivery.Lane{Space: sp, Server: mesh.URL, Logger: brokertest.Logger(t), Creds: mesh.Mint(sp, meshtest.DeliverySpec())}
-	lctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- lane.Run(lctx, func() { close(ready) }) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("delivery lane: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("delivery lane did not serve")
-	}
+	deliverytest.Serve(t, lane)
 
 	eps := make([]*client.Endpoint, n)
 	readers := make([]*reader, n)
