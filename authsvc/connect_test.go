@@ -19,20 +19,7 @@ import (
 // at the exchange; a broker that refuses the sentinel is a *userauth.ConnectError.
 func TestUserAuthConnect(t *testing.T) {
 	f := startLane(t)
-	st, err := ReadStatus(f.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := func(actor string) userauth.ConnectOptions {
-		return userauth.ConnectOptions{
-			Server:        f.URL,
-			Space:         testSpace,
-			Exchanger:     &userauth.Exchanger{URL: st.URL, Cap: st.Cap},
-			SentinelCreds: f.ua.SentinelCreds(),
-			IDToken:       func(context.Context) (string, error) { return "idtok", nil },
-			Config:        client.Config{Actor: actor},
-		}
-	}
+	opts := func(actor string) userauth.ConnectOptions { return f.userOptions(t, actor) }
 
 	ep, err := userauth.Connect(t.Context(), opts("alice"))
 	if err != nil {
@@ -65,5 +52,23 @@ func TestUserAuthConnect(t *testing.T) {
 	ce, ok := errors.AsType[*userauth.ConnectError](err)
 	if !ok || !errors.Is(err, nats.ErrAuthorization) || ce.Principal.Actor != "alice" || ce.Space != testSpace {
 		t.Fatalf("connect with a foreign sentinel: %v, want a *userauth.ConnectError wrapping nats.ErrAuthorization", err)
+	}
+}
+
+// userOptions signs actor in at the lane's exchange with the fake provider's ID token and
+// connects with the lane's sentinel, as an embedder calling userauth.Connect does.
+func (f *laneFixture) userOptions(t *testing.T, actor string) userauth.ConnectOptions {
+	t.Helper()
+	st, err := ReadStatus(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return userauth.ConnectOptions{
+		Server:        f.URL,
+		Space:         testSpace,
+		Exchanger:     &userauth.Exchanger{URL: st.URL, Cap: st.Cap},
+		SentinelCreds: f.ua.SentinelCreds(),
+		IDToken:       func(context.Context) (string, error) { return "idtok", nil },
+		Config:        client.Config{Actor: actor},
 	}
 }

@@ -1,7 +1,6 @@
 package authsvc
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -29,15 +28,9 @@ func TestCalloutMemberGetsCopiesOfARowItDidNotWrite(t *testing.T) {
 	dl.Logger = log
 	deliverytest.Serve(t, dl)
 
-	st, err := ReadStatus(f.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	alice, err := userauth.Connect(t.Context(), userauth.ConnectOptions{
-		Server: f.URL, Space: testSpace, Exchanger: &userauth.Exchanger{URL: st.URL, Cap: st.Cap},
-		SentinelCreds: f.ua.SentinelCreds(), IDToken: func(context.Context) (string, error) { return "idtok", nil },
-		Config: client.Config{Actor: "alice", Logger: log},
-	})
+	opts := f.userOptions(t, "alice")
+	opts.Config.Logger = log
+	alice, err := userauth.Connect(t.Context(), opts)
 	if err != nil {
 		t.Fatalf("connect as alice: %v", err)
 	}

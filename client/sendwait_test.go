@@ -90,7 +90,9 @@ func TestPostResentUntilTheStreamIsBack(t *testing.T) {
 }
 
 // A send whose context has no deadline still ends: after sendTimeout (10 s), with the
-// context's deadline error, not after the minute of resends.
+// context's deadline error, not after the minute of resends (which ends with the last
+// resend's error, not a deadline). A slow machine only makes it later, so only the
+// lower bound is checked.
 func TestPostWithoutDeadlineIsBounded(t *testing.T) {
 	alice, _, _ := withoutStream(t)
 	start := time.Now()
@@ -98,7 +100,7 @@ func TestPostWithoutDeadlineIsBounded(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("post without a stream: %v; want the deadline exceeded", err)
 	}
-	if took := time.Since(start); took < 9*time.Second || took > 20*time.Second {
-		t.Fatalf("post gave up after %s; want about 10 s", took)
+	if took := time.Since(start); took < 9*time.Second {
+		t.Fatalf("post gave up after %s; want the 10 s bound", took)
 	}
 }
