@@ -256,7 +256,7 @@ func (s *Server) start(ctx context.Context) error {
 	if rerr != nil {
 		log.Warn("broker open-file limit not raised", "err", rerr)
 	}
-	capacity := capacityOf(soft, hard)
+	capacity := CapacityFor(soft, hard)
 	if soft > 0 {
 		log.Info("broker capacity", "spaces", capacity.Spaces, "open_file_limit", soft, "hard_limit", hard,
 			"files_per_space", SpaceFiles, "reserved_files", ReservedFiles, "accounts", len(s.Accounts),

@@ -41,8 +41,9 @@ type Capacity struct {
 	Spaces    int    // spaces whose streams and lane connections fit at once: (OpenFiles - ReservedFiles) / SpaceFiles; 0 when unknown
 }
 
-// capacityOf is the capacity under an open-file limit of soft (hard).
-func capacityOf(soft, hard uint64) Capacity {
+// CapacityFor is the capacity of a broker process under an open-file limit of soft
+// (hard): what Start found, or what `cotal doctor` reads of a running broker.
+func CapacityFor(soft, hard uint64) Capacity {
 	c := Capacity{OpenFiles: soft, HardFiles: hard}
 	if soft > ReservedFiles {
 		c.Spaces = int((soft - ReservedFiles) / SpaceFiles)

@@ -50,6 +50,7 @@ func (d *doctor) run(ctx context.Context) {
 	if !d.opts.Auth {
 		d.checkPidfiles()
 		d.checkPort()
+		d.checkOpenFiles()
 	}
 	if d.mesh == nil {
 		return
