@@ -2,7 +2,9 @@ package client_test
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,6 +74,26 @@ func TestDeadHolderStrandsOnlyTheAskInHand(t *testing.T) {
 	}
 }
 
+// heldByOneHolder fails the test unless role worker's durable (read from alice's
+// endpoint) delivered n asks, each once and each still waiting for its ack, and other, a
+// second holder, got none of them.
+func heldByOneHolder(t *testing.T, alice, other *client.Endpoint, n int) {
+	t.Helper()
+	c, err := alice.JetStream().Consumer(t.Context(), "TASK_main", "svc_worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := c.CachedInfo(); info.NumRedelivered != 0 || info.Delivered.Consumer != uint64(n) || info.NumAckPending != n {
+		t.Fatalf("held asks: %d redelivered, %d deliveries, %d pending ack; want 0, %d, %d",
+			info.NumRedelivered, info.Delivered.Consumer, info.NumAckPending, n, n)
+	}
+	select {
+	case in := <-other.Messages():
+		t.Fatalf("another holder got %q (delivery %d) while the first still worked on it", in.Text(), in.Delivered)
+	default:
+	}
+}
+
 // TestHeldAskIsExtendedWhileTheHolderWorks: a holder that keeps an ask past the role's
 // ack wait without acking it tells the broker it is still working on it, so the ask is
 // not redelivered to another holder.
@@ -106,17 +128,89 @@ func TestHeldAskIsExtendedWhileTheHolderWorks(t *testing.T) {
 	other := peer(t, url, client.Config{Name: "w2", Role: "worker"})
 	// Four reports, one every third of the ack wait: the wait has passed since the take.
 	meshtest.Until(t, "four progress reports", hangGuard, func() bool { return wpi.Load() >= 4 })
-	c, err := alice.JetStream().Consumer(t.Context(), "TASK_main", "svc_worker")
-	if err != nil {
+	heldByOneHolder(t, alice, other, 1)
+	if err := held.Ack(); err != nil {
 		t.Fatal(err)
 	}
-	if info := c.CachedInfo(); info.NumRedelivered != 0 || info.Delivered.Consumer != 1 || info.NumAckPending != 1 {
-		t.Fatalf("held ask: %d redelivered, %d deliveries, %d pending ack; want 0, 1, 1", info.NumRedelivered, info.Delivered.Consumer, info.NumAckPending)
+	meshtest.Until(t, "an empty work queue", hangGuard, func() bool { return streamMsgs(t, alice, "TASK_main") == 0 })
+}
+
+// roleAcks subscribes to what is sent on the ack subjects of role worker's durable, and
+// returns it and the connection that watches.
+func roleAcks(t *testing.T, url string) (<-chan *nats.Msg, *nats.Conn) {
+	t.Helper()
+	return acksOn(t, url, "$JS.ACK.TASK_main.svc_worker.>")
+}
+
+// Asks taken at once with TakeAsks are kept like the one the endpoint takes by itself:
+// held past the role's ack wait, each is marked in progress and none reaches another
+// holder.
+func TestAsksTakenAtOnceAreKeptWhileHeld(t *testing.T) {
+	url := mesh(t)
+	acks, _ := roleAcks(t, url)
+	var mu sync.Mutex
+	wpi := map[string]int{} // +WPI sent, by ack subject
+	go func() {
+		for m := range acks {
+			if strings.HasPrefix(string(m.Data), "+WPI") {
+				mu.Lock()
+				wpi[m.Subject]++
+				mu.Unlock()
+			}
+		}
+	}()
+	alice := peer(t, url, client.Config{Name: "alice"})
+	w := peer(t, url, client.Config{Name: "w1", Role: "worker", AskAckWait: time.Second})
+	askN(t, alice, "worker", "a", 3)
+	held := []*client.Incoming{unacked(t, w)} // the one the endpoint took by itself
+	meshtest.Until(t, "two asks wait for the role", hangGuard, func() bool {
+		n, err := w.RoleBacklog(t.Context())
+		return err == nil && n == 2
+	})
+	taken, err := w.TakeAsks(t.Context(), 2)
+	if err != nil || len(taken) != 2 {
+		t.Fatalf("took %d asks, %v; want 2", len(taken), err)
 	}
-	select {
-	case in := <-other.Messages():
-		t.Fatalf("another holder got %q (delivery %d) while the first still worked on it", in.Text(), in.Delivered)
-	default:
+	held = append(held, taken...)
+	other := peer(t, url, client.Config{Name: "w2", Role: "worker"})
+	// Four reports for each, one every third of the ack wait: the wait has passed since
+	// the take.
+	meshtest.Until(t, "four progress reports for every held ask", hangGuard, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, in := range held {
+			if wpi[client.AckSubject(in)] < 4 {
+				return false
+			}
+		}
+		return true
+	})
+	heldByOneHolder(t, alice, other, 3)
+	for _, in := range held {
+		if err := in.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meshtest.Until(t, "an empty work queue", hangGuard, func() bool { return streamMsgs(t, alice, "TASK_main") == 0 })
+}
+
+// A redelivery of an ask the application holds unacked, pulled by the same holder, is
+// not acked as a duplicate of itself (that told the broker the ask was done while its
+// holder still worked on it, so a holder killed then lost it), and it frees the slot it
+// was pulled into: the holder goes on taking asks.
+func TestRedeliveryOfAHeldAskIsNotAcked(t *testing.T) {
+	url := mesh(t)
+	acks, nc := roleAcks(t, url)
+	alice := peer(t, url, client.Config{Name: "alice"})
+	sig := unsettledSignal(t)
+	w := peer(t, url, client.Config{Name: "w1", Role: "worker", AskAckWait: time.Hour, MaxAsks: 2, Logger: slog.New(sig)})
+	askN(t, alice, "worker", "a", 1)
+	held := unacked(t, w)
+	// w has a free slot, so its own pull takes the redelivery.
+	redeliverHeld(t, nc, held, acks, sig)
+	askN(t, alice, "worker", "b", 1)
+	if in := next(t, w); in.Text() != "b0" {
+		t.Fatalf("the holder took %q, want b0", in.Text())
 	}
 	if err := held.Ack(); err != nil {
 		t.Fatal(err)

@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/cotal-ai/cotal/protocol"
 )
 
 // MaxTakeAsks bounds how many asks one TakeAsks call takes.
@@ -46,7 +42,8 @@ func (e *Endpoint) RoleBacklog(ctx context.Context) (int, error) {
 // what the queue holds now, possibly nothing. Each ask is held as the ones the endpoint
 // takes by itself (Config.MaxAsks): its ack wait is extended until the caller settles it
 // with Ack, Nak or Term, which the caller must do for each one. An ask this endpoint has
-// surfaced before is acked and left out. It fails with ErrNoRole for an endpoint without
+// surfaced before is acked and left out, unless it is a redelivery of one still held
+// here unsettled: that one is left out and left to its holder's Ack. It fails with ErrNoRole for an endpoint without
 // a role, and before Join.
 func (e *Endpoint) TakeAsks(ctx context.Context, n int) ([]*Incoming, error) {
 	if n < 1 || n > MaxTakeAsks {
@@ -60,10 +57,10 @@ func (e *Endpoint) TakeAsks(ctx context.Context, n int) ([]*Incoming, error) {
 	if err != nil {
 		return nil, fmt.Errorf("take asks of role %s: %w", e.cfg.Role, e.refused(err))
 	}
-	ackWait := cons.CachedInfo().Config.AckWait
+	e.keepFor(askAckWait(cons)) // idempotent: Join started the keeping loop for the role
 	var out []*Incoming
 	for m := range batch.Messages() {
-		if in := e.heldAsk(m, ackWait); in != nil {
+		if in := e.heldAsk(m); in != nil {
 			out = append(out, in)
 		}
 	}
@@ -73,9 +70,11 @@ func (e *Endpoint) TakeAsks(ctx context.Context, n int) ([]*Incoming, error) {
 	return out, nil
 }
 
-// heldAsk turns one ask taken by TakeAsks into an Incoming held until settled, or nil
-// when it is malformed (terminated) or a duplicate (acked).
-func (e *Endpoint) heldAsk(m jetstream.Msg, ackWait time.Duration) *Incoming {
+// heldAsk turns one ask taken by TakeAsks into an Incoming held until settled, the
+// keeper marking it in progress meanwhile, or nil when it is malformed (terminated), a
+// duplicate (acked), a redelivery of an ask held here unsettled (left to its holder's
+// Ack), or the endpoint is closing (naked, for another holder to take now).
+func (e *Endpoint) heldAsk(m jetstream.Msg) *Incoming {
 	r, ok := e.check(m.Subject(), m.Data())
 	if !ok {
 		if err := m.Term(); err != nil {
@@ -83,21 +82,18 @@ func (e *Endpoint) heldAsk(m jetstream.Msg, ackWait time.Duration) *Incoming {
 		}
 		return nil
 	}
+	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, msg: m, kept: &e.kept}
+	in.again, in.againID = e.seen, r.Message.ID
+	in.Seq, in.Delivered = copyNumbers(m)
 	if !e.seen.first(r.Message.ID) {
+		if e.kept.outstanding(in.ID, in.Seq) {
+			e.log.Debug("redelivered copy still unsettled here: left to the application's ack", "id", in.ID, "seq", in.Seq)
+			return nil
+		}
 		if err := m.Ack(); err != nil {
 			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
 		}
 		return nil
-	}
-	settled := make(chan struct{})
-	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, msg: m,
-		settle: sync.OnceFunc(func() { close(settled) })}
-	in.again, in.againID = e.seen, r.Message.ID
-	if md, err := m.Metadata(); err == nil {
-		in.Seq, in.Delivered = md.Sequence.Stream, md.NumDelivered
-	}
-	if ackWait <= 0 {
-		ackWait = protocol.AnycastAckWait
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -107,10 +103,6 @@ func (e *Endpoint) heldAsk(m jetstream.Msg, ackWait time.Duration) *Incoming {
 		}
 		return nil
 	}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		e.holdAsk(in, settled, ackWait)
-	}()
+	e.kept.add(in) // before the caller can have it, and settle it
 	return in
 }

@@ -29,19 +29,8 @@ func TestHandedBackDMReachesTheNextIncarnationHoweverLateTheConsumerUnsubscribes
 	if err := bob.Join(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	target, err := alice.Resolve(t.Context(), "bob")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := alice.DM(t.Context(), target.Principal, client.Text("hand me back")); err != nil {
-		t.Fatal(err)
-	}
-	var held *client.Incoming
-	select {
-	case held = <-bob.Messages():
-	case <-time.After(20 * time.Second):
-		t.Fatal("bob got no message")
-	}
+	dmTo(t, alice, "bob", "hand me back")
+	held := unacked(t, bob)
 	bob.HandBack(held)
 	if err := bob.Close(); err != nil {
 		t.Fatal(err)

@@ -33,9 +33,9 @@ type Incoming struct {
 	// would move it to the heap on every delivery.
 	again   *dedupe
 	againID string
-	// kept, set for a DM or hand-off copy, is the endpoint's keeper: from its surfacing
-	// until it is settled the copy is marked in progress, so the broker does not
-	// redeliver it while it waits. May be nil.
+	// kept, set for a DM, hand-off copy or held ask, is the endpoint's keeper: from its
+	// surfacing (or TakeAsks) until it is settled the copy is marked in progress, so the
+	// broker does not redeliver it while it waits. May be nil.
 	kept *keeper
 }
 

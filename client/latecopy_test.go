@@ -254,8 +254,7 @@ func TestRedeliveryOfAHeldHandoffCopyIsNotAcked(t *testing.T) {
 	if err := admin.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	sig := &logSignal{Handler: slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}),
-		prefix: "redelivered copy still unsettled", hit: make(chan struct{})}
+	sig := unsettledSignal(t)
 	next, err := client.Connect(t.Context(), l.m.URL, client.Config{Space: lateSpace, Name: "carol", LifecycleUID: creds.LifecycleUID,
 		PositionEvery: time.Hour, Logger: slog.New(sig)},
 		nats.UserJWTAndSeed(creds.JWT, creds.Seed), nats.CustomInboxPrefix(creds.InboxPrefix))
@@ -268,23 +267,7 @@ func TestRedeliveryOfAHeldHandoffCopyIsNotAcked(t *testing.T) {
 	if held.Text() != "p0" || !held.Durable {
 		t.Fatalf("carol shown %q (durable %v), want p0's hand-off copy", held.Text(), held.Durable)
 	}
-	// Make the broker redeliver the copy carol holds, as it does when an ack wait runs out.
-	if err := admin.Publish(client.AckSubject(held), []byte("-NAK")); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		select {
-		case m := <-acks:
-			if string(m.Data) == "+ACK" {
-				t.Fatalf("carol's endpoint acked the redelivery (%s) of the copy her application still holds", m.Subject)
-			}
-			continue
-		case <-sig.hit:
-		case <-time.After(hangGuard):
-			t.Fatal("carol's endpoint never handled the redelivery")
-		}
-		break
-	}
+	redeliverHeld(t, admin, held, acks, sig)
 	if err := held.Ack(); err != nil {
 		t.Fatal(err)
 	}

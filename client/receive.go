@@ -166,10 +166,7 @@ func (e *Endpoint) consumeWith(cons jetstream.Consumer, name, stream string, han
 			e.log.Debug("consume", "durable", name, "err", err)
 		}
 	}))
-	if e.kept.bound(cons.CachedInfo().Config.AckWait) {
-		e.wg.Add(1)
-		go e.keepLoop()
-	}
+	e.keepFor(cons.CachedInfo().Config.AckWait)
 	cc, err := cons.Consume(handle, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("consume %s on %s: %w", name, stream, err)
@@ -359,22 +356,28 @@ func (e *Endpoint) bindRole(ctx context.Context) error {
 	} else if err != nil {
 		return e.streamErr(stream, err)
 	}
-	ackWait := cons.CachedInfo().Config.AckWait
-	if ackWait <= 0 {
-		ackWait = 30 * time.Second // the server's default
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return errors.New("the endpoint is closed")
 	}
 	e.roleCons = cons
+	e.keepForLocked(askAckWait(cons))
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		e.takeAsks(cons, ackWait)
+		e.takeAsks(cons)
 	}()
 	return nil
+}
+
+// askAckWait is the ack wait of the role's durable cons, by which the keeper marks the
+// asks held here in progress; protocol.AnycastAckWait when its info does not say.
+func askAckWait(cons jetstream.Consumer) time.Duration {
+	if w := cons.CachedInfo().Config.AckWait; w > 0 {
+		return w
+	}
+	return protocol.AnycastAckWait
 }
 
 // askPoll bounds one pull of the role's durable; askRetry is the pause after a failed one.
@@ -387,7 +390,7 @@ const (
 // Config.MaxAsks are held (pulled and not yet settled by Ack, Nak or Term), so asks never
 // queue up in a holder: those it has not taken stay in the role's queue for any live
 // holder, and a holder that dies strands only what it held. It runs until Close.
-func (e *Endpoint) takeAsks(cons jetstream.Consumer, ackWait time.Duration) {
+func (e *Endpoint) takeAsks(cons jetstream.Consumer) {
 	slots := make(chan struct{}, e.cfg.MaxAsks)
 	for {
 		select {
@@ -409,7 +412,7 @@ func (e *Endpoint) takeAsks(cons jetstream.Consumer, ackWait time.Duration) {
 			}
 			continue
 		}
-		e.onAsk(m, release, ackWait)
+		e.onAsk(m, release)
 	}
 }
 
@@ -433,9 +436,11 @@ func (e *Endpoint) pullAsk(cons jetstream.Consumer) (jetstream.Msg, error) {
 	return nil, nil
 }
 
-// onAsk surfaces one ask the endpoint now holds, and keeps its ack wait extended until
-// it is settled; release frees its slot once it is.
-func (e *Endpoint) onAsk(m jetstream.Msg, release func(), ackWait time.Duration) {
+// onAsk surfaces one ask the endpoint now holds; the keeper marks it in progress until it
+// is settled, and release frees its slot once it is. A redelivery of an ask the
+// application still holds unsettled (its ack wait ran out before the keeper's mark
+// came) is neither surfaced nor acked: the application's Ack settles the ask.
+func (e *Endpoint) onAsk(m jetstream.Msg, release func()) {
 	r, ok := e.check(m.Subject(), m.Data())
 	if !ok {
 		if err := m.Term(); err != nil {
@@ -444,18 +449,15 @@ func (e *Endpoint) onAsk(m jetstream.Msg, release func(), ackWait time.Duration)
 		release()
 		return
 	}
-	settled := make(chan struct{})
 	in := &Incoming{Message: r.Message, Kind: r.Kind, Subject: r.Subject, Durable: true, msg: m,
-		settle: sync.OnceFunc(func() { close(settled); release() })}
+		settle: release, kept: &e.kept}
 	in.again, in.againID = e.seen, r.Message.ID
 	in.Seq, in.Delivered = copyNumbers(m)
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		e.holdAsk(in, settled, ackWait)
-	}()
 	surfaced, dup := e.surfaceFirst(in)
 	switch {
+	case dup && e.kept.outstanding(in.ID, in.Seq):
+		release() // the held copy keeps its own slot
+		e.log.Debug("redelivered copy still unsettled here: left to the application's ack", "id", in.ID, "seq", in.Seq)
 	case dup:
 		if err := in.Ack(); err != nil {
 			e.log.Warn("ack duplicate", "id", r.Message.ID, "err", err)
@@ -463,25 +465,6 @@ func (e *Endpoint) onAsk(m jetstream.Msg, release func(), ackWait time.Duration)
 	case !surfaced: // closing: hand it to another holder now, not after the ack wait
 		if err := in.Nak(); err != nil {
 			e.log.Debug("nak ask", "id", r.Message.ID, "err", err)
-		}
-	}
-}
-
-// holdAsk tells the broker every third of the ack wait that a held ask is still being
-// worked on, until it is settled or the endpoint closes.
-func (e *Endpoint) holdAsk(in *Incoming, settled <-chan struct{}, ackWait time.Duration) {
-	t := time.NewTicker(max(ackWait/3, 10*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-settled:
-			return
-		case <-e.ctx.Done():
-			return
-		case <-t.C:
-			if err := in.InProgress(); err != nil {
-				e.log.Debug("extend ask", "id", in.ID, "err", err)
-			}
 		}
 	}
 }
