@@ -41,10 +41,10 @@ func (e *Endpoint) RoleBacklog(ctx context.Context) (int, error) {
 // once and returns them; they do not pass through Messages(). It waits for none: it returns
 // what the queue holds now, possibly nothing. Each ask is held as the ones the endpoint
 // takes by itself (Config.MaxAsks): its ack wait is extended until the caller settles it
-// with Ack, Nak or Term, which the caller must do for each one. An ask this endpoint has
+// with Ack or Nak, which the caller must do for each one. An ask this endpoint has
 // surfaced before is acked and left out, unless it is a redelivery of one still held
-// here unsettled: that one is left out and left to its holder's Ack. It fails with ErrNoRole for an endpoint without
-// a role, and before Join.
+// here unsettled: that one is left out and left to its holder's Ack. It fails with
+// ErrNoRole for an endpoint without a role, and before Join.
 func (e *Endpoint) TakeAsks(ctx context.Context, n int) ([]*Incoming, error) {
 	if n < 1 || n > MaxTakeAsks {
 		return nil, fmt.Errorf("take %d asks: want 1 to %d", n, MaxTakeAsks)

@@ -387,7 +387,7 @@ const (
 )
 
 // takeAsks pulls the role's asks one at a time, and only while fewer than
-// Config.MaxAsks are held (pulled and not yet settled by Ack, Nak or Term), so asks never
+// Config.MaxAsks are held (pulled and not yet settled by Ack or Nak), so asks never
 // queue up in a holder: those it has not taken stay in the role's queue for any live
 // holder, and a holder that dies strands only what it held. It runs until Close.
 func (e *Endpoint) takeAsks(cons jetstream.Consumer) {
