@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/agentrun"
@@ -325,7 +326,8 @@ func (h *runHost) settled(ctx context.Context, st *seat) error {
 
 // Turn hands a run's seat one turn and waits for its yield. The seat is told by a direct
 // message that a turn waits (it reads it with turn-pending and ends it with turn-yield,
-// the cotal_yield tool); a goal handed before (a resumed step) is waited on again.
+// the cotal_yield tool), once across the managers that host the run (tell); a goal
+// handed before (a resumed step) is waited on again.
 func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.TurnResult, error) {
 	m := h.m
 	st := m.seat(r.Agent)
@@ -353,10 +355,7 @@ func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.
 	}
 	h.mu.Unlock()
 	if !ok {
-		note := fmt.Sprintf("A workflow run handed you a turn; end it with cotal_yield.\n\n%s", r.Payload)
-		if _, err := m.ep.DM(ctx, protocol.Principal{Owner: protocol.OwnerLocal, Actor: r.Agent}, client.Text(note)); err != nil {
-			m.log.Warn("turn notice", "seat", r.Agent, "goal", r.GoalID, "err", err)
-		}
+		h.tell(ctx, r)
 	}
 	left := time.Until(time.UnixMilli(g.deadline))
 	timer := time.NewTimer(max(left, 0))
@@ -378,6 +377,87 @@ func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.
 		return rundriver.TurnResult{}, &lang.EffectError{Code: "L4003", Kind: "deadline", Message: "turn " + r.Step + " was not yielded before its deadline"}
 	}
 	return rundriver.TurnResult{}, &lang.EffectError{Code: "L4002", Kind: "cancelled", Message: "turn " + r.Step + " was withdrawn"}
+}
+
+// tell sends the seat the direct message that a turn waits, once across the managers
+// that host the run. A manager that takes the run back hands the still pending turn
+// again under its goal id; the told record (toldKey), written once the notice is
+// stored, keeps it from telling the seat a second time. A manager killed before the
+// notice was stored left no record, so the next one tells it. Killed between the two
+// writes, the next one sends the notice again under the same message id (noticeID): the
+// DM stream drops it as a duplicate within its window, a receiver that dedupes by id
+// after. A record that cannot be read does not stop the notice: told twice is better
+// than never.
+func (h *runHost) tell(ctx context.Context, r rundriver.TurnRequest) {
+	m := h.m
+	if m.TurnNotice != nil {
+		m.TurnNotice(r.GoalID, false)
+	}
+	seat := protocol.Principal{Owner: protocol.OwnerLocal, Actor: r.Agent}
+	key := toldKey(runstore.DefaultEndpoint, r.GoalID)
+	recs, err := runstore.OpenRecords(ctx, h.js, m.Space)
+	if err == nil {
+		var t toldRecord
+		switch _, err = recs.Get(ctx, key, &t); {
+		case err == nil && t.Run == r.Run && t.Seat == seat.String():
+			m.log.Info("turn notice sent before, not sent again", "seat", r.Agent, "goal", r.GoalID, "msg", t.MsgID)
+			return
+		case err == nil:
+			m.log.Warn("turn notice record names another run or seat; telling the seat", "key", key, "run", t.Run, "seat", t.Seat)
+		case !errors.Is(err, runstore.ErrNoRecord):
+			m.log.Warn("turn notice record unreadable; telling the seat", "key", key, "err", err)
+		}
+	} else {
+		m.log.Warn("turn notice record", "goal", r.GoalID, "err", err)
+	}
+	note := client.Text(fmt.Sprintf("A workflow run handed you a turn; end it with cotal_yield.\n\n%s", r.Payload))
+	note.ID = noticeID(r.GoalID)
+	sent, err := m.ep.DM(ctx, seat, note)
+	if err != nil {
+		m.log.Warn("turn notice", "seat", r.Agent, "goal", r.GoalID, "err", err)
+		return
+	}
+	if sent.Duplicate {
+		m.log.Info("turn notice was stored before, by a manager since gone; not stored again", "seat", r.Agent, "goal", r.GoalID, "msg", sent.ID)
+	}
+	if m.TurnNotice != nil {
+		m.TurnNotice(r.GoalID, true)
+	}
+	if recs == nil {
+		return
+	}
+	rec := toldRecord{V: 1, GoalID: r.GoalID, Run: r.Run, Step: r.Step, Seat: seat.String(), MsgID: sent.ID, At: time.Now().UnixMilli()}
+	if err := recs.Create(ctx, key, rec); err != nil && !errors.Is(err, runstore.ErrConflict) {
+		m.log.Warn("turn notice record", "key", key, "err", err)
+	}
+}
+
+// toldRecord says a seat was told that a run's turn waits: filed create-only in the
+// records bucket at toldKey once the notice is stored, so a manager that takes the run
+// back does not tell the seat again. A Go extension (docs/interop.md).
+type toldRecord struct {
+	V      int    `json:"v"`
+	GoalID string `json:"goalId"`
+	Run    string `json:"run"`
+	Step   string `json:"step"`
+	Seat   string `json:"seat"`
+	MsgID  string `json:"msgId"`
+	At     int64  `json:"at"`
+}
+
+// toldKey is where the notice of goal is recorded.
+func toldKey(endpoint, goalID string) string { return "told." + endpoint + "." + goalID }
+
+// noticeID is the message id of the notice of goal: a UUID (version 8, RFC 9562) of the
+// first 16 bytes of SHA-256("cotal-turn-notice:" + goal), so each manager that sends it
+// sends the same id.
+func noticeID(goalID string) string {
+	sum := sha256.Sum256([]byte("cotal-turn-notice:" + goalID))
+	var u uuid.UUID
+	copy(u[:], sum[:16])
+	u[6] = u[6]&0x0f | 0x80
+	u[8] = u[8]&0x3f | 0x80
+	return u.String()
 }
 
 // yieldRecord is a seat's yield of a run's turn, filed create-only in the records bucket

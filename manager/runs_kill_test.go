@@ -34,13 +34,14 @@ import (
 // The hosting manager as a process of its own, SIGKILLed with a seat effect of a run
 // journaled pending and not settled (run hosting in runs.go).
 const (
-	hostEnv     = "MANAGERTEST_RUNHOST"       // the test binary runs hostProcess
-	hostURL     = "MANAGERTEST_RUNHOST_URL"   // the broker
-	hostRoot    = "MANAGERTEST_RUNHOST_ROOT"  // the project's root
-	hostKillAt  = "MANAGERTEST_RUNHOST_AT"    // the step key the host stops at, before its settle
-	hostMark    = "MANAGERTEST_RUNHOST_MARK"  // written once the host stopped there
-	hostReady   = "MANAGERTEST_RUNHOST_READY" // written once the manager serves
-	killTimeout = 90 * time.Second            // a hang guard per wait, not a timing assertion
+	hostEnv     = "MANAGERTEST_RUNHOST"        // the test binary runs hostProcess
+	hostURL     = "MANAGERTEST_RUNHOST_URL"    // the broker
+	hostRoot    = "MANAGERTEST_RUNHOST_ROOT"   // the project's root
+	hostKillAt  = "MANAGERTEST_RUNHOST_AT"     // the step key the host stops at, before its settle
+	hostMark    = "MANAGERTEST_RUNHOST_MARK"   // written once the host stopped there
+	hostReady   = "MANAGERTEST_RUNHOST_READY"  // written once the manager serves
+	hostNotice  = "MANAGERTEST_RUNHOST_NOTICE" // "before": the host stops before it tells a seat of a turn, "sent": after, before it records that
+	killTimeout = 90 * time.Second             // a hang guard per wait, not a timing assertion
 )
 
 // hostProcess is a manager hosting runs on the broker $MANAGERTEST_RUNHOST_URL, run as
@@ -80,6 +81,15 @@ func hostProcess() int {
 		},
 		Window: 30 * time.Second, StopGrace: 10 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		TurnNotice: func(goal string, sent bool) {
+			if at := os.Getenv(hostNotice); at == "" || (at == "sent") != sent {
+				return
+			}
+			if err := os.WriteFile(mark, []byte(goal), 0o600); err != nil {
+				fmt.Fprintln(os.Stderr, "mark:", err)
+			}
+			select {} // held here until the test kills the process
+		},
 		RunConfig: func(c *rundriver.Config) {
 			c.BeforeSettle = func(key string) {
 				if at == "" || key != at {
@@ -115,9 +125,10 @@ type killRig struct {
 	op  *mgrclient.Client
 	ep  *mgrclient.EPCaller
 
-	root string
-	host *exec.Cmd
-	n    int
+	root   string
+	host   *exec.Cmd
+	n      int
+	notice string // the next host stops before it tells a seat of a turn ("before") or after ("sent")
 }
 
 func newKillRig(t *testing.T) *killRig {
@@ -160,7 +171,7 @@ func (k *killRig) startHost(at string) {
 		k.t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), hostEnv+"=1", hostURL+"="+k.url, hostRoot+"="+k.root, hostKillAt+"="+at,
+	cmd.Env = append(os.Environ(), hostEnv+"=1", hostURL+"="+k.url, hostRoot+"="+k.root, hostKillAt+"="+at, hostNotice+"="+k.notice,
 		hostMark+"="+filepath.Join(k.dir, "mark"), hostReady+"="+ready, runSeatOut+"="+k.out)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

@@ -35,6 +35,9 @@ import (
 const (
 	runSeatEnv = "MANAGERTEST_RUNSEAT"
 	runSeatOut = "MANAGERTEST_RUNSEAT_OUT"
+	// seatRelease and seatFence are the texts a slow seat acts on (runSeat).
+	seatRelease = "RELEASE-THE-TURN"
+	seatFence   = "FENCE-MESSAGE"
 )
 
 // runSeat is a seat of a workflow run: the agent's real MCP server (agentmcp, with the
@@ -47,6 +50,10 @@ const (
 // <out>/<name>.handed for each turn message it reads and to <out>/<name>.yields for each
 // yield it makes (the ask's deliberately wrong one aside). It outlives its terminal (a hangup is ignored), as a seat of a
 // manager that is killed does until the next manager adopts it.
+//
+// A seat whose name starts with "slow" notes each turn message it reads and yields
+// nothing until a message holds seatRelease: then it yields the one turn waiting, done.
+// A message holding seatFence it notes to <out>/<name>.fences.
 func runSeat() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -108,6 +115,17 @@ func runSeat() int {
 		}
 		_ = json.Unmarshal(raw, &got)
 		for _, m := range got.Messages {
+			if slow := strings.HasPrefix(name, "slow"); slow && strings.Contains(m.Text, seatRelease) {
+				note(".yields", "released")
+				res, err := call("cotal_yield", map[string]any{"status": "done", "note": "did it"})
+				if err == nil && !res.IsError {
+					note(".released", resultText(res))
+				}
+				continue
+			} else if slow && strings.Contains(m.Text, seatFence) {
+				note(".fences", m.ID)
+				continue
+			}
 			// A turn's message as the model reads it (escaped): its id and what it asks.
 			mt := turnRE.FindStringSubmatch(strings.ReplaceAll(m.Text, `\"`, `"`))
 			if mt == nil {
@@ -115,6 +133,9 @@ func runSeat() int {
 			}
 			turn := mt[1]
 			note(".handed", turn)
+			if strings.HasPrefix(name, "slow") {
+				continue // it yields when released
+			}
 			args := map[string]any{"turn": turn, "status": "done", "note": "did it"}
 			if strings.Contains(m.Text, "asks you for a record") {
 				bad, err := call("cotal_yield", map[string]any{"turn": turn, "status": "done", "value": map[string]any{"ok": "yes", "n": 3}})
