@@ -52,8 +52,9 @@ const (
 // manager that is killed does until the next manager adopts it.
 //
 // A seat whose name starts with "slow" notes each turn message it reads and yields
-// nothing until a message holds seatRelease: then it yields the one turn waiting, done.
-// A message holding seatFence it notes to <out>/<name>.fences.
+// nothing until a message holds seatRelease: then it yields the turn it read last, done,
+// and notes the answer to <out>/<name>.released (or the refusal to .refusals). A message
+// holding seatFence it notes to <out>/<name>.fences.
 func runSeat() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -104,6 +105,7 @@ func runSeat() int {
 		return cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	}
 	turnRE := regexp.MustCompile(`it is your turn "([^"]+)"`)
+	held := "" // a slow seat's turn, the last it read
 	for ctx.Err() == nil {
 		res, err := call("cotal_wait", map[string]any{"timeout": 5})
 		if err != nil || res.IsError {
@@ -116,10 +118,15 @@ func runSeat() int {
 		_ = json.Unmarshal(raw, &got)
 		for _, m := range got.Messages {
 			if slow := strings.HasPrefix(name, "slow"); slow && strings.Contains(m.Text, seatRelease) {
-				note(".yields", "released")
-				res, err := call("cotal_yield", map[string]any{"status": "done", "note": "did it"})
-				if err == nil && !res.IsError {
-					note(".released", resultText(res))
+				note(".yields", held)
+				res, err := call("cotal_yield", map[string]any{"turn": held, "status": "done", "note": "did it"})
+				switch {
+				case err != nil:
+					note(".refusals", err.Error())
+				case res.IsError:
+					note(".refusals", strings.ReplaceAll(resultText(res), "\n", " "))
+				default:
+					note(".released", strings.ReplaceAll(resultText(res), "\n", " "))
 				}
 				continue
 			} else if slow && strings.Contains(m.Text, seatFence) {
@@ -134,6 +141,7 @@ func runSeat() int {
 			turn := mt[1]
 			note(".handed", turn)
 			if strings.HasPrefix(name, "slow") {
+				held = turn
 				continue // it yields when released
 			}
 			args := map[string]any{"turn": turn, "status": "done", "note": "did it"}
