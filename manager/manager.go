@@ -82,6 +82,11 @@ type Manager struct {
 	// RunConfig, when set, adjusts each hosted run's driver configuration (tests inject
 	// a clock or a crash point).
 	RunConfig func(*rundriver.Config)
+	// TurnNotice, for crash tests, runs when a hosted run's turn is registered here and
+	// its seat is to be told of it: before the notice is sent (sent false: a manager
+	// killed there never told the seat), and once it is stored, before that is recorded
+	// (sent true).
+	TurnNotice func(goalID string, sent bool)
 
 	log      *slog.Logger
 	ep       *client.Endpoint

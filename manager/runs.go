@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/agentrun"
@@ -325,7 +326,8 @@ func (h *runHost) settled(ctx context.Context, st *seat) error {
 
 // Turn hands a run's seat one turn and waits for its yield. The seat is told by a direct
 // message that a turn waits (it reads it with turn-pending and ends it with turn-yield,
-// the cotal_yield tool); a goal handed before (a resumed step) is waited on again.
+// the cotal_yield tool), once across the managers that host the run (tell); a goal
+// handed before (a resumed step) is waited on again.
 func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.TurnResult, error) {
 	m := h.m
 	st := m.seat(r.Agent)
@@ -336,15 +338,6 @@ func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.
 		return rundriver.TurnResult{}, seatRefused("turn %s: seat %s has ended", r.Step, r.Agent)
 	}
 	h.mu.Lock()
-	_, ok := h.goals[r.GoalID]
-	h.mu.Unlock()
-	if !ok {
-		// A turn the seat ended before a manager of this run was killed is not handed again.
-		if res, done, err := h.endedBefore(ctx, r); err != nil || done {
-			return res, err
-		}
-	}
-	h.mu.Lock()
 	g, ok := h.goals[r.GoalID]
 	if !ok {
 		g = &goal{run: r.Run, step: r.Step, agent: r.Agent, payload: r.Payload, accepted: time.Now().UnixMilli(),
@@ -353,10 +346,21 @@ func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.
 	}
 	h.mu.Unlock()
 	if !ok {
-		note := fmt.Sprintf("A workflow run handed you a turn; end it with cotal_yield.\n\n%s", r.Payload)
-		if _, err := m.ep.DM(ctx, protocol.Principal{Owner: protocol.OwnerLocal, Actor: r.Agent}, client.Text(note)); err != nil {
-			m.log.Warn("turn notice", "seat", r.Agent, "goal", r.GoalID, "err", err)
+		// A turn the seat ended before a manager of this run was killed is not handed
+		// again. Read once the goal is held here, so a yield yieldTold records meanwhile
+		// is seen either here or by yieldTold, which then ends the goal.
+		res, done, err := h.endedBefore(ctx, r)
+		if err != nil {
+			h.mu.Lock()
+			delete(h.goals, r.GoalID)
+			h.mu.Unlock()
+			return res, err
 		}
+		if done {
+			h.end(r.GoalID, "succeeded", res)
+			return res, nil
+		}
+		h.tell(ctx, r)
 	}
 	left := time.Until(time.UnixMilli(g.deadline))
 	timer := time.NewTimer(max(left, 0))
@@ -378,6 +382,101 @@ func (h *runHost) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.
 		return rundriver.TurnResult{}, &lang.EffectError{Code: "L4003", Kind: "deadline", Message: "turn " + r.Step + " was not yielded before its deadline"}
 	}
 	return rundriver.TurnResult{}, &lang.EffectError{Code: "L4002", Kind: "cancelled", Message: "turn " + r.Step + " was withdrawn"}
+}
+
+// tell sends the seat the direct message that a turn waits, once across the managers
+// that host the run. A manager that takes the run back hands the still pending turn
+// again under its goal id; the told record (toldKey), written once the notice is
+// stored, keeps it from telling the seat a second time. A manager killed before the
+// notice was stored left no record, so the next one tells it. Killed between the two
+// writes, the next one sends the notice again under the same message id (noticeID): the
+// DM stream drops it as a duplicate within its window, a receiver that dedupes by id
+// after. A record that cannot be read does not stop the notice: told twice is better
+// than never.
+func (h *runHost) tell(ctx context.Context, r rundriver.TurnRequest) {
+	m := h.m
+	if m.TurnNotice != nil {
+		m.TurnNotice(r.GoalID, false)
+	}
+	seat := protocol.Principal{Owner: protocol.OwnerLocal, Actor: r.Agent}
+	key := toldKey(runstore.DefaultEndpoint, r.GoalID)
+	recs, err := runstore.OpenRecords(ctx, h.js, m.Space)
+	if err == nil {
+		var t toldRecord
+		switch _, err = recs.Get(ctx, key, &t); {
+		case err == nil && t.Run == r.Run && t.Seat == seat.String():
+			m.log.Info("turn notice sent before, not sent again", "seat", r.Agent, "goal", r.GoalID, "msg", t.MsgID)
+			return
+		case err == nil:
+			m.log.Warn("turn notice record names another run or seat; telling the seat", "key", key, "run", t.Run, "seat", t.Seat)
+		case !errors.Is(err, runstore.ErrNoRecord):
+			m.log.Warn("turn notice record unreadable; telling the seat", "key", key, "err", err)
+		}
+	} else {
+		m.log.Warn("turn notice record", "goal", r.GoalID, "err", err)
+	}
+	note := client.Text(fmt.Sprintf("A workflow run handed you a turn; end it with cotal_yield.\n\n%s", r.Payload))
+	note.ID = noticeID(r.GoalID)
+	sent, err := m.ep.DM(ctx, seat, note)
+	if err != nil {
+		m.log.Warn("turn notice", "seat", r.Agent, "goal", r.GoalID, "err", err)
+		return
+	}
+	if sent.Duplicate {
+		m.log.Info("turn notice was stored before, by a manager since gone; not stored again", "seat", r.Agent, "goal", r.GoalID, "msg", sent.ID)
+	}
+	if m.TurnNotice != nil {
+		m.TurnNotice(r.GoalID, true)
+	}
+	if recs == nil {
+		return
+	}
+	rec := toldRecord{V: 1, GoalID: r.GoalID, Run: r.Run, Step: r.Step, Seat: seat.String(), MsgID: sent.ID,
+		DeadlineAt: r.Deadline, At: time.Now().UnixMilli()}
+	if r.Ask != nil {
+		rec.Ask = &toldAsk{Endpoint: r.Ask.Endpoint, Token: r.Ask.Token, Schema: r.Ask.Schema}
+	}
+	if err := recs.Create(ctx, key, rec); err != nil && !errors.Is(err, runstore.ErrConflict) {
+		m.log.Warn("turn notice record", "key", key, "err", err)
+	}
+}
+
+// toldRecord says a seat was told that a run's turn waits: filed create-only in the
+// records bucket at toldKey once the notice is stored, so a manager that takes the run
+// back does not tell the seat again, and takes the seat's yield of it before its drive
+// hands the turn again (yieldTold). A Go extension (docs/interop.md).
+type toldRecord struct {
+	V          int      `json:"v"`
+	GoalID     string   `json:"goalId"`
+	Run        string   `json:"run"`
+	Step       string   `json:"step"`
+	Seat       string   `json:"seat"` // <owner>.<actor>
+	MsgID      string   `json:"msgId"`
+	DeadlineAt int64    `json:"deadlineAt"`
+	Ask        *toldAsk `json:"ask,omitempty"`
+	At         int64    `json:"at"`
+}
+
+// toldAsk is the answer an ask's turn waits for (rundriver.AskTurn).
+type toldAsk struct {
+	Endpoint string         `json:"endpoint"`
+	Token    string         `json:"token"`
+	Schema   map[string]any `json:"schema"`
+}
+
+// toldKey is where the notice of goal is recorded.
+func toldKey(endpoint, goalID string) string { return "told." + endpoint + "." + goalID }
+
+// noticeID is the message id of the notice of goal: a UUID (version 8, RFC 9562) of the
+// first 16 bytes of SHA-256("cotal-turn-notice:" + goal), so each manager that sends it
+// sends the same id.
+func noticeID(goalID string) string {
+	sum := sha256.Sum256([]byte("cotal-turn-notice:" + goalID))
+	var u uuid.UUID
+	copy(u[:], sum[:16])
+	u[6] = u[6]&0x0f | 0x80
+	u[8] = u[8]&0x3f | 0x80
+	return u.String()
 }
 
 // yieldRecord is a seat's yield of a run's turn, filed create-only in the records bucket
@@ -513,6 +612,9 @@ func (m *Manager) turnYield(ctx context.Context, who caller, a mgrclient.TurnYie
 		state = g.state
 	}
 	h.mu.Unlock()
+	if !ok && who.p.Owner == protocol.OwnerLocal {
+		return h.yieldTold(ctx, who, a)
+	}
 	if !ok || g.agent != who.p.Actor || who.p.Owner != protocol.OwnerLocal {
 		return mgrclient.TurnYieldResult{}, refuse(codeNotFound, "you hold no turn %q (turn-pending lists yours)", a.GoalID)
 	}
@@ -550,6 +652,64 @@ func (m *Manager) turnYield(ctx context.Context, who caller, a mgrclient.TurnYie
 	if !h.end(a.GoalID, "succeeded", res) {
 		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s was settled meanwhile", a.GoalID)
 	}
+	return mgrclient.TurnYieldResult{GoalID: a.GoalID, State: "succeeded"}, nil
+}
+
+// yieldTold ends a turn this manager does not hold: one a manager since gone told the
+// caller of, which this one has not handed again yet (its run's drive has not reached the
+// step after the takeover). The seat is not told the turn again, so its yield is taken
+// here, from the told record, as the turn's would be: the yield is recorded (and an
+// ask's answer filed), and the drive answers the step from the record when it reaches
+// it (Turn reads it once the goal is held, and a goal held meanwhile is ended here).
+func (h *runHost) yieldTold(ctx context.Context, who caller, a mgrclient.TurnYieldArgs) (mgrclient.TurnYieldResult, error) {
+	notFound := refuse(codeNotFound, "you hold no turn %q (turn-pending lists yours)", a.GoalID)
+	recs, err := runstore.OpenRecords(ctx, h.js, h.m.Space)
+	if err != nil {
+		return mgrclient.TurnYieldResult{}, err
+	}
+	var t toldRecord
+	if _, err := recs.Get(ctx, toldKey(runstore.DefaultEndpoint, a.GoalID), &t); errors.Is(err, runstore.ErrNoRecord) {
+		return mgrclient.TurnYieldResult{}, notFound
+	} else if err != nil {
+		return mgrclient.TurnYieldResult{}, err
+	}
+	if t.Seat != who.p.String() {
+		return mgrclient.TurnYieldResult{}, notFound
+	}
+	if now := time.Now().UnixMilli(); now >= t.DeadlineAt {
+		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s is already expired (its deadline was %s)", a.GoalID, time.UnixMilli(t.DeadlineAt).UTC().Format(time.RFC3339))
+	}
+	if a.Status == "handoff" {
+		if st := h.m.seat(a.To); st == nil || st.snapshot().Spawner != runCaller(t.Run).String() {
+			return mgrclient.TurnYieldResult{}, refuse(codeBad, "handoff to %q: hand off only to a seat this run spawned", a.To)
+		}
+	}
+	if len(a.Value) > 0 && t.Ask == nil {
+		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s asks for no value: yield it with a status (and a note) only", a.GoalID)
+	}
+	if t.Ask != nil && a.Status == "done" {
+		ask := &rundriver.AskTurn{Endpoint: t.Ask.Endpoint, Token: t.Ask.Token, Schema: t.Ask.Schema}
+		if len(a.Value) == 0 {
+			return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s is an ask: yield done with value, a record %v", a.GoalID, ask.Schema)
+		}
+		var v any
+		if err := json.Unmarshal(a.Value, &v); err != nil {
+			return mgrclient.TurnYieldResult{}, refuse(codeBad, "value: %v", err)
+		}
+		if why := rundriver.CheckAnswer(ask.Schema, v); why != "" {
+			return mgrclient.TurnYieldResult{}, refuse(codeBad, "value: %s", why)
+		}
+		if err := h.fileAnswer(ctx, ask, who.p.String(), v, a.Value); err != nil {
+			return mgrclient.TurnYieldResult{}, err
+		}
+	}
+	res := rundriver.TurnResult{Status: a.Status, To: a.To, Note: a.Note, At: time.Now().UnixMilli()}
+	res, err = h.recordYield(ctx, &goal{run: t.Run, step: t.Step}, a.GoalID, who.p.String(), res)
+	if err != nil {
+		return mgrclient.TurnYieldResult{}, err
+	}
+	h.end(a.GoalID, "succeeded", res)
+	h.m.log.Info("turn yielded before its drive handed it again", "seat", who.p.Actor, "goal", a.GoalID, "run", t.Run, "step", t.Step)
 	return mgrclient.TurnYieldResult{GoalID: a.GoalID, State: "succeeded"}, nil
 }
 

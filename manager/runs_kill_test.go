@@ -34,13 +34,15 @@ import (
 // The hosting manager as a process of its own, SIGKILLed with a seat effect of a run
 // journaled pending and not settled (run hosting in runs.go).
 const (
-	hostEnv     = "MANAGERTEST_RUNHOST"       // the test binary runs hostProcess
-	hostURL     = "MANAGERTEST_RUNHOST_URL"   // the broker
-	hostRoot    = "MANAGERTEST_RUNHOST_ROOT"  // the project's root
-	hostKillAt  = "MANAGERTEST_RUNHOST_AT"    // the step key the host stops at, before its settle
-	hostMark    = "MANAGERTEST_RUNHOST_MARK"  // written once the host stopped there
-	hostReady   = "MANAGERTEST_RUNHOST_READY" // written once the manager serves
-	killTimeout = 90 * time.Second            // a hang guard per wait, not a timing assertion
+	hostEnv     = "MANAGERTEST_RUNHOST"        // the test binary runs hostProcess
+	hostURL     = "MANAGERTEST_RUNHOST_URL"    // the broker
+	hostRoot    = "MANAGERTEST_RUNHOST_ROOT"   // the project's root
+	hostKillAt  = "MANAGERTEST_RUNHOST_AT"     // the step key the host stops at, before its settle
+	hostMark    = "MANAGERTEST_RUNHOST_MARK"   // written once the host stopped there
+	hostReady   = "MANAGERTEST_RUNHOST_READY"  // written once the manager serves
+	hostNotice  = "MANAGERTEST_RUNHOST_NOTICE" // "before": the host stops before it tells a seat of a turn, "sent": after, before it records that
+	hostGate    = "MANAGERTEST_RUNHOST_GATE"   // a folder: the host's drive writes <gate>/reached at a turn and hands it once <gate>/open exists
+	killTimeout = 90 * time.Second             // a hang guard per wait, not a timing assertion
 )
 
 // hostProcess is a manager hosting runs on the broker $MANAGERTEST_RUNHOST_URL, run as
@@ -80,7 +82,19 @@ func hostProcess() int {
 		},
 		Window: 30 * time.Second, StopGrace: 10 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		TurnNotice: func(goal string, sent bool) {
+			if at := os.Getenv(hostNotice); at == "" || (at == "sent") != sent {
+				return
+			}
+			if err := os.WriteFile(mark, []byte(goal), 0o600); err != nil {
+				fmt.Fprintln(os.Stderr, "mark:", err)
+			}
+			select {} // held here until the test kills the process
+		},
 		RunConfig: func(c *rundriver.Config) {
+			if gate := os.Getenv(hostGate); gate != "" {
+				c.Seats = gatedSeats{Seats: c.Seats, dir: gate}
+			}
 			c.BeforeSettle = func(key string) {
 				if at == "" || key != at {
 					return
@@ -104,6 +118,31 @@ func hostProcess() int {
 	return 0
 }
 
+// gatedSeats holds each turn of the drive until <dir>/open exists, having written
+// <dir>/reached: the turn is not handed (its goal not held) before the test says so.
+type gatedSeats struct {
+	rundriver.Seats
+	dir string
+}
+
+func (g gatedSeats) Turn(ctx context.Context, r rundriver.TurnRequest) (rundriver.TurnResult, error) {
+	if err := os.WriteFile(filepath.Join(g.dir, "reached"), []byte(r.GoalID), 0o600); err != nil {
+		return rundriver.TurnResult{}, err
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := os.Stat(filepath.Join(g.dir, "open")); err == nil {
+			return g.Seats.Turn(ctx, r)
+		}
+		select {
+		case <-ctx.Done():
+			return rundriver.TurnResult{}, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
 // killRig is a broker, a project with the persona worker, and the hosting manager's
 // processes, one at a time.
 type killRig struct {
@@ -115,9 +154,11 @@ type killRig struct {
 	op  *mgrclient.Client
 	ep  *mgrclient.EPCaller
 
-	root string
-	host *exec.Cmd
-	n    int
+	root   string
+	host   *exec.Cmd
+	n      int
+	notice string // the next host stops before it tells a seat of a turn ("before") or after ("sent")
+	gate   string // the next host holds its turns at this folder (gatedSeats); "" none
 }
 
 func newKillRig(t *testing.T) *killRig {
@@ -160,7 +201,7 @@ func (k *killRig) startHost(at string) {
 		k.t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), hostEnv+"=1", hostURL+"="+k.url, hostRoot+"="+k.root, hostKillAt+"="+at,
+	cmd.Env = append(os.Environ(), hostEnv+"=1", hostURL+"="+k.url, hostRoot+"="+k.root, hostKillAt+"="+at, hostNotice+"="+k.notice, hostGate+"="+k.gate,
 		hostMark+"="+filepath.Join(k.dir, "mark"), hostReady+"="+ready, runSeatOut+"="+k.out)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

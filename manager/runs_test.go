@@ -35,6 +35,9 @@ import (
 const (
 	runSeatEnv = "MANAGERTEST_RUNSEAT"
 	runSeatOut = "MANAGERTEST_RUNSEAT_OUT"
+	// seatRelease and seatFence are the texts a slow seat acts on (runSeat).
+	seatRelease = "RELEASE-THE-TURN"
+	seatFence   = "FENCE-MESSAGE"
 )
 
 // runSeat is a seat of a workflow run: the agent's real MCP server (agentmcp, with the
@@ -47,6 +50,11 @@ const (
 // <out>/<name>.handed for each turn message it reads and to <out>/<name>.yields for each
 // yield it makes (the ask's deliberately wrong one aside). It outlives its terminal (a hangup is ignored), as a seat of a
 // manager that is killed does until the next manager adopts it.
+//
+// A seat whose name starts with "slow" notes each turn message it reads and yields
+// nothing until a message holds seatRelease: then it yields the turn it read last, done,
+// and notes the answer to <out>/<name>.released (or the refusal to .refusals). A message
+// holding seatFence it notes to <out>/<name>.fences.
 func runSeat() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -97,6 +105,7 @@ func runSeat() int {
 		return cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	}
 	turnRE := regexp.MustCompile(`it is your turn "([^"]+)"`)
+	held := "" // a slow seat's turn, the last it read
 	for ctx.Err() == nil {
 		res, err := call("cotal_wait", map[string]any{"timeout": 5})
 		if err != nil || res.IsError {
@@ -108,6 +117,22 @@ func runSeat() int {
 		}
 		_ = json.Unmarshal(raw, &got)
 		for _, m := range got.Messages {
+			if slow := strings.HasPrefix(name, "slow"); slow && strings.Contains(m.Text, seatRelease) {
+				note(".yields", held)
+				res, err := call("cotal_yield", map[string]any{"turn": held, "status": "done", "note": "did it"})
+				switch {
+				case err != nil:
+					note(".refusals", err.Error())
+				case res.IsError:
+					note(".refusals", strings.ReplaceAll(resultText(res), "\n", " "))
+				default:
+					note(".released", strings.ReplaceAll(resultText(res), "\n", " "))
+				}
+				continue
+			} else if slow && strings.Contains(m.Text, seatFence) {
+				note(".fences", m.ID)
+				continue
+			}
 			// A turn's message as the model reads it (escaped): its id and what it asks.
 			mt := turnRE.FindStringSubmatch(strings.ReplaceAll(m.Text, `\"`, `"`))
 			if mt == nil {
@@ -115,6 +140,10 @@ func runSeat() int {
 			}
 			turn := mt[1]
 			note(".handed", turn)
+			if strings.HasPrefix(name, "slow") {
+				held = turn
+				continue // it yields when released
+			}
 			args := map[string]any{"turn": turn, "status": "done", "note": "did it"}
 			if strings.Contains(m.Text, "asks you for a record") {
 				bad, err := call("cotal_yield", map[string]any{"turn": turn, "status": "done", "value": map[string]any{"ok": "yes", "n": 3}})
