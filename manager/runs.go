@@ -621,31 +621,7 @@ func (m *Manager) turnYield(ctx context.Context, who caller, a mgrclient.TurnYie
 	if state != "" {
 		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s is already %s (its deadline was %s)", a.GoalID, state, time.UnixMilli(g.deadline).UTC().Format(time.RFC3339))
 	}
-	if a.Status == "handoff" {
-		if st := m.seat(a.To); st == nil || st.snapshot().Spawner != runCaller(g.run).String() {
-			return mgrclient.TurnYieldResult{}, refuse(codeBad, "handoff to %q: hand off only to a seat this run spawned", a.To)
-		}
-	}
-	if len(a.Value) > 0 && g.ask == nil {
-		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s asks for no value: yield it with a status (and a note) only", a.GoalID)
-	}
-	if g.ask != nil && a.Status == "done" {
-		if len(a.Value) == 0 {
-			return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s is an ask: yield done with value, a record %v", a.GoalID, g.ask.Schema)
-		}
-		var v any
-		if err := json.Unmarshal(a.Value, &v); err != nil {
-			return mgrclient.TurnYieldResult{}, refuse(codeBad, "value: %v", err)
-		}
-		if why := rundriver.CheckAnswer(g.ask.Schema, v); why != "" {
-			return mgrclient.TurnYieldResult{}, refuse(codeBad, "value: %s", why)
-		}
-		if err := h.fileAnswer(ctx, g.ask, who.p.String(), v, a.Value); err != nil {
-			return mgrclient.TurnYieldResult{}, err
-		}
-	}
-	res := rundriver.TurnResult{Status: a.Status, To: a.To, Note: a.Note, At: time.Now().UnixMilli()}
-	res, err := h.recordYield(ctx, g, a.GoalID, who.p.String(), res)
+	res, err := h.fileYield(ctx, who, a, g)
 	if err != nil {
 		return mgrclient.TurnYieldResult{}, err
 	}
@@ -653,6 +629,38 @@ func (m *Manager) turnYield(ctx context.Context, who caller, a mgrclient.TurnYie
 		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s was settled meanwhile", a.GoalID)
 	}
 	return mgrclient.TurnYieldResult{GoalID: a.GoalID, State: "succeeded"}, nil
+}
+
+// fileYield checks the caller's yield a of goal g against what the turn asks (a handoff
+// to a seat of the run, a value only for an ask, and one that fits its schema), files an
+// ask's answer, and records the yield (recordYield), returning the result that ends the
+// turn.
+func (h *runHost) fileYield(ctx context.Context, who caller, a mgrclient.TurnYieldArgs, g *goal) (rundriver.TurnResult, error) {
+	if a.Status == "handoff" {
+		if st := h.m.seat(a.To); st == nil || st.snapshot().Spawner != runCaller(g.run).String() {
+			return rundriver.TurnResult{}, refuse(codeBad, "handoff to %q: hand off only to a seat this run spawned", a.To)
+		}
+	}
+	if len(a.Value) > 0 && g.ask == nil {
+		return rundriver.TurnResult{}, refuse(codeBad, "turn %s asks for no value: yield it with a status (and a note) only", a.GoalID)
+	}
+	if g.ask != nil && a.Status == "done" {
+		if len(a.Value) == 0 {
+			return rundriver.TurnResult{}, refuse(codeBad, "turn %s is an ask: yield done with value, a record %v", a.GoalID, g.ask.Schema)
+		}
+		var v any
+		if err := json.Unmarshal(a.Value, &v); err != nil {
+			return rundriver.TurnResult{}, refuse(codeBad, "value: %v", err)
+		}
+		if why := rundriver.CheckAnswer(g.ask.Schema, v); why != "" {
+			return rundriver.TurnResult{}, refuse(codeBad, "value: %s", why)
+		}
+		if err := h.fileAnswer(ctx, g.ask, who.p.String(), v, a.Value); err != nil {
+			return rundriver.TurnResult{}, err
+		}
+	}
+	res := rundriver.TurnResult{Status: a.Status, To: a.To, Note: a.Note, At: time.Now().UnixMilli()}
+	return h.recordYield(ctx, g, a.GoalID, who.p.String(), res)
 }
 
 // yieldTold ends a turn this manager does not hold: one a manager since gone told the
@@ -679,32 +687,11 @@ func (h *runHost) yieldTold(ctx context.Context, who caller, a mgrclient.TurnYie
 	if now := time.Now().UnixMilli(); now >= t.DeadlineAt {
 		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s is already expired (its deadline was %s)", a.GoalID, time.UnixMilli(t.DeadlineAt).UTC().Format(time.RFC3339))
 	}
-	if a.Status == "handoff" {
-		if st := h.m.seat(a.To); st == nil || st.snapshot().Spawner != runCaller(t.Run).String() {
-			return mgrclient.TurnYieldResult{}, refuse(codeBad, "handoff to %q: hand off only to a seat this run spawned", a.To)
-		}
+	g := &goal{run: t.Run, step: t.Step, agent: who.p.Actor, deadline: t.DeadlineAt}
+	if t.Ask != nil {
+		g.ask = &rundriver.AskTurn{Endpoint: t.Ask.Endpoint, Token: t.Ask.Token, Schema: t.Ask.Schema}
 	}
-	if len(a.Value) > 0 && t.Ask == nil {
-		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s asks for no value: yield it with a status (and a note) only", a.GoalID)
-	}
-	if t.Ask != nil && a.Status == "done" {
-		ask := &rundriver.AskTurn{Endpoint: t.Ask.Endpoint, Token: t.Ask.Token, Schema: t.Ask.Schema}
-		if len(a.Value) == 0 {
-			return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s is an ask: yield done with value, a record %v", a.GoalID, ask.Schema)
-		}
-		var v any
-		if err := json.Unmarshal(a.Value, &v); err != nil {
-			return mgrclient.TurnYieldResult{}, refuse(codeBad, "value: %v", err)
-		}
-		if why := rundriver.CheckAnswer(ask.Schema, v); why != "" {
-			return mgrclient.TurnYieldResult{}, refuse(codeBad, "value: %s", why)
-		}
-		if err := h.fileAnswer(ctx, ask, who.p.String(), v, a.Value); err != nil {
-			return mgrclient.TurnYieldResult{}, err
-		}
-	}
-	res := rundriver.TurnResult{Status: a.Status, To: a.To, Note: a.Note, At: time.Now().UnixMilli()}
-	res, err = h.recordYield(ctx, &goal{run: t.Run, step: t.Step}, a.GoalID, who.p.String(), res)
+	res, err := h.fileYield(ctx, who, a, g)
 	if err != nil {
 		return mgrclient.TurnYieldResult{}, err
 	}
