@@ -81,8 +81,12 @@ type Lane struct {
 	// connection; without it, through the broker's per-account CONNZ import from the
 	// daemon's own connection, which the broker scopes to the same account.
 	SystemCreds []byte
-	Logger      *slog.Logger // nil means discard
-	Instance    string       // this run's lease identity; "" means a random one per Run
+	// EvictCreds is an optional system-account credential that may KICK (trust.EvictCreds).
+	// With it and SystemCreds the delivery-admin rail answers evictPrincipal and
+	// evictPrincipals, connecting with it for each eviction; without it they are refused.
+	EvictCreds []byte
+	Logger     *slog.Logger // nil means discard
+	Instance   string       // this run's lease identity; "" means a random one per Run
 	// Version is the build serving (cotal's version), written in the lease row so that
 	// cotal endpoints can say which build holds the space; "" writes none.
 	Version string
@@ -479,6 +483,13 @@ func (r *run) startLiveness(ctx context.Context, wg *sync.WaitGroup, orc *oracle
 // newOracle builds the liveness oracle's broker access.
 func (r *run) newOracle() (*oracle, error) {
 	o := &oracle{r: r, nc: r.nc}
+	if len(r.cfg.EvictCreds) > 0 {
+		ec, err := trust.ReadCreds(r.cfg.EvictCreds)
+		if err != nil {
+			return nil, fmt.Errorf("evict credential: %w", err)
+		}
+		o.evictor = &ec
+	}
 	if len(r.cfg.SystemCreds) == 0 {
 		return o, nil
 	}

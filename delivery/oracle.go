@@ -13,6 +13,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/connz"
 	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
 )
 
 // The liveness oracle (cotal.<space>.ctl.delivery-admin.<owner>.<actor>, op
@@ -33,9 +34,10 @@ var userNkeyRE = regexp.MustCompile(`^U[A-Z2-7]{55}$`)
 // oracle answers the privileged rail.
 type oracle struct {
 	r       *run
-	nc      *nats.Conn // asks CONNZ; nil when the oracle cannot sweep
-	account string     // with a system connection, the space's account; "" over the import
-	note    string     // why nc is nil
+	nc      *nats.Conn   // asks CONNZ; nil when the oracle cannot sweep
+	account string       // with a system connection, the space's account; "" over the import
+	note    string       // why nc is nil
+	evictor *trust.Creds // may KICK; nil when the daemon cannot close a connection
 }
 
 // handle answers one request on the delivery-admin rail.
@@ -50,18 +52,48 @@ func (o *oracle) handle(m *nats.Msg) {
 		r.reply(m, nil, fmt.Errorf("request: %w", err))
 		return
 	}
-	if req.Op != protocol.OpPlaneConnLiveness {
-		r.reply(m, nil, fmt.Errorf("unknown op %q: want %s", req.Op, protocol.OpPlaneConnLiveness))
-		return
-	}
-	args, err := decodeLivenessArgs(req.Args)
-	if err != nil {
-		r.reply(m, nil, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, 2*r.opTimeout)
 	defer cancel()
-	r.reply(m, o.liveness(ctx, args), nil)
+	switch req.Op {
+	case protocol.OpPlaneConnLiveness:
+		args, err := decodeLivenessArgs(req.Args)
+		if err != nil {
+			r.reply(m, nil, err)
+			return
+		}
+		r.reply(m, o.liveness(ctx, args), nil)
+	case protocol.OpPrincipalLiveness, protocol.OpEvictPrincipal:
+		p, err := decodePrincipalArgs(req.Args)
+		if err == nil {
+			err = o.canSweep(req.Op)
+		}
+		switch {
+		case err != nil:
+			r.reply(m, nil, err)
+		case req.Op == protocol.OpEvictPrincipal && o.evictor == nil:
+			r.reply(m, nil, errNoEvictor(req.Op))
+		case req.Op == protocol.OpPrincipalLiveness:
+			r.reply(m, o.principalLiveness(ctx, p), nil)
+		default:
+			r.reply(m, o.evict(ctx, []string{p})[0], nil)
+		}
+	case protocol.OpEvictPrincipals:
+		ps, err := decodePrincipalsArgs(req.Args)
+		if err == nil {
+			err = o.canSweep(req.Op)
+		}
+		if err == nil && o.evictor == nil {
+			err = errNoEvictor(req.Op)
+		}
+		if err != nil {
+			r.reply(m, nil, err)
+			return
+		}
+		r.reply(m, o.evict(ctx, ps), nil)
+	default:
+		r.reply(m, nil, fmt.Errorf("unknown op %q: want %s, %s, %s or %s", req.Op,
+			protocol.OpPlaneConnLiveness, protocol.OpPrincipalLiveness, protocol.OpEvictPrincipal, protocol.OpEvictPrincipals))
+	}
 }
 
 // decodeLivenessArgs reads the closed object {query: {ledger, records}} (the reference's

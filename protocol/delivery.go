@@ -294,6 +294,9 @@ const (
 	OpDurableLeave      = "durableLeave"
 	OpListMemberships   = "listMemberships"
 	OpPlaneConnLiveness = "planeConnLiveness"
+	OpPrincipalLiveness = "principalLiveness" // delivery-admin: PrincipalArgs, PrincipalLivenessResult
+	OpEvictPrincipal    = "evictPrincipal"    // delivery-admin: PrincipalArgs, EvictionResult
+	OpEvictPrincipals   = "evictPrincipals"   // delivery-admin: PrincipalsArgs, []EvictionResult
 	OpReadHistory       = "readHistory"
 	// OpConfirmPosition is a Go extension: a member confirms what it was given of a
 	// channel (ConfirmPositionArgs). A reference daemon refuses it as unsupported.
@@ -543,6 +546,42 @@ type LivenessResult struct {
 	Records       TupleState `json:"records"`
 	SweepComplete bool       `json:"sweepComplete"`
 	Note          string     `json:"note,omitempty"`
+}
+
+// EvictPrincipalsMax bounds the principals of one evictPrincipals request.
+const EvictPrincipalsMax = 256
+
+// PrincipalArgs are the args of principalLiveness and evictPrincipal: one principal in
+// dot-form, "<owner>.<actor>", whose owner is "local", "u_…" or "p_…".
+type PrincipalArgs struct {
+	Principal string `json:"principal"`
+}
+
+// PrincipalsArgs are the args of evictPrincipals: 1 to EvictPrincipalsMax principals.
+type PrincipalsArgs struct {
+	Principals []string `json:"principals"`
+}
+
+// PrincipalLivenessResult is the data of a principalLiveness answer: the principal asked
+// about, echoed, and State live (a connection attributed to it is open), gone (a complete
+// sweep found none) or unknown.
+type PrincipalLivenessResult struct {
+	Principal     string `json:"principal"`
+	State         string `json:"state"`
+	SweepComplete bool   `json:"sweepComplete"`
+	Note          string `json:"note,omitempty"`
+}
+
+// EvictionResult is what evictPrincipal did for one principal (evictPrincipals answers
+// one per principal, in request order): the connections it closed, those still open after
+// its verify rounds, and VerifiedGone, said only when a complete sweep found none.
+type EvictionResult struct {
+	Principal    string `json:"principal"`
+	Kicked       int    `json:"kicked"`
+	Remaining    int    `json:"remaining"`
+	VerifiedGone bool   `json:"verifiedGone"`
+	ScanComplete bool   `json:"scanComplete"`
+	Note         string `json:"note,omitempty"`
 }
 
 // Plane responder states on the live rail.

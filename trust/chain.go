@@ -302,6 +302,31 @@ func (c *Chain) WatchCreds(space string) ([]byte, error) {
 	return creds, nil
 }
 
+// EvictCreds mints a never-expiring user of the system account that may only ask a server
+// to close one connection ($SYS.REQ.SERVER.<id>.KICK) and read the answer: the delivery
+// daemon's evictor, kept apart from WatchCreds so that the standing connection which follows
+// events and lists connections cannot close any, and opened only for an eviction. The broker
+// does not scope KICK to an account; the daemon kicks only connections its listing of the
+// space's account named.
+func (c *Chain) EvictCreds(space string) ([]byte, error) {
+	if _, err := c.Space(space); err != nil {
+		return nil, fmt.Errorf("evict creds: %w", err)
+	}
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, fmt.Errorf("evict creds: user key: %w", err)
+	}
+	perms := jwt.Permissions{
+		Pub: jwt.Permission{Allow: jwt.StringList{"$SYS.REQ.SERVER.*.KICK"}},
+		Sub: jwt.Permission{Allow: jwt.StringList{inboxPrefix(mustPub(user)) + ".>"}},
+	}
+	creds, err := mintUserKey(user, c.sysKey, c.sysPub, "cotal-evict-"+space, nil, perms, 0)
+	if err != nil {
+		return nil, fmt.Errorf("evict creds: %w", err)
+	}
+	return creds, nil
+}
+
 func (c *Chain) accountPath(space string) string {
 	return filepath.Join(c.dir, accountFilePrefix+protocol.SpaceKey(space)+accountFileSuffix)
 }

@@ -1,6 +1,6 @@
 // Package connz reads the broker's connection listings: the answers to the system
 // account's CONNZ requests ($SYS.REQ.ACCOUNT.<account>.CONNZ, $SYS.REQ.SERVER.<id>.CONNZ
-// and $SYS.REQ.SERVER.PING.CONNZ).
+// and $SYS.REQ.SERVER.PING.CONNZ), and its ROUTEZ answers; Kick closes one connection.
 package connz
 
 import (
@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,14 +21,20 @@ type Conn struct {
 	// User is the authorized user: for a connection an auth callout admitted, the name of
 	// the user JWT it minted; for one that presented a user JWT, the user's public key.
 	User string `json:"authorized_user"`
+	// Tags are the tags of the user JWT the connection presented (a request with auth).
+	Tags []string `json:"tags"`
 }
 
-// Page is one server's answer: its id, its cluster's name ("" for a standalone server)
-// and the connections it listed.
+// Page is one server's answer: its id, its cluster's name ("" for a standalone server),
+// the connections it listed and how many matched in all (Total, which exceeds
+// len(Conns) when the listing was cut at the request's limit); for a ROUTEZ request, the
+// ids of the servers it has routes to.
 type Page struct {
 	Server  string
 	Cluster string
 	Conns   []Conn
+	Total   int
+	Routes  []string
 }
 
 // Decode reads one server's answer. An error answer, or one without data, is an error
@@ -39,8 +46,12 @@ func Decode(data []byte) (*Page, error) {
 			Cluster string `json:"cluster"`
 		} `json:"server"`
 		Data *struct {
-			ID    string `json:"server_id"`
-			Conns []Conn `json:"connections"`
+			ID     string `json:"server_id"`
+			Conns  []Conn `json:"connections"`
+			Total  int    `json:"total"`
+			Routes []struct {
+				RemoteID string `json:"remote_id"`
+			} `json:"routes"`
 		} `json:"data"`
 		Error *struct {
 			Code        int    `json:"code"`
@@ -56,7 +67,10 @@ func Decode(data []byte) (*Page, error) {
 	if resp.Data == nil {
 		return nil, fmt.Errorf("server %s listed no connections", resp.Server.ID)
 	}
-	p := &Page{Server: resp.Data.ID, Cluster: resp.Server.Cluster, Conns: resp.Data.Conns}
+	p := &Page{Server: resp.Data.ID, Cluster: resp.Server.Cluster, Conns: resp.Data.Conns, Total: resp.Data.Total}
+	for _, r := range resp.Data.Routes {
+		p.Routes = append(p.Routes, r.RemoteID)
+	}
 	if p.Server == "" {
 		p.Server = resp.Server.ID
 	}
@@ -113,5 +127,36 @@ func Ask(ctx context.Context, nc *nats.Conn, subject string, req any, enough fun
 		if pages = append(pages, page); enough != nil && enough(pages) {
 			return pages, nil
 		}
+	}
+}
+
+// Kick closes connection cid of server from the broker's side
+// ($SYS.REQ.SERVER.<server>.KICK). A connection the server no longer has (it closed since it
+// was listed) is not an error: closed is false.
+func Kick(ctx context.Context, nc *nats.Conn, server string, cid uint64) (closed bool, err error) {
+	body, err := json.Marshal(struct {
+		CID uint64 `json:"cid"`
+	}{cid})
+	if err != nil {
+		return false, fmt.Errorf("kick connection %d of server %s: %w", cid, server, err)
+	}
+	msg, err := nc.RequestWithContext(ctx, "$SYS.REQ.SERVER."+server+".KICK", body)
+	if err != nil {
+		return false, fmt.Errorf("kick connection %d of server %s: %w", cid, server, err)
+	}
+	var resp struct {
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	switch err := json.Unmarshal(msg.Data, &resp); {
+	case err != nil:
+		return false, fmt.Errorf("kick connection %d of server %s: %w", cid, server, err)
+	case resp.Error == nil:
+		return true, nil
+	case strings.HasPrefix(resp.Error.Description, "no such client"):
+		return false, nil
+	default:
+		return false, fmt.Errorf("kick connection %d of server %s: refused: %s", cid, server, resp.Error.Description)
 	}
 }

@@ -6,9 +6,15 @@ import (
 )
 
 func TestDecode(t *testing.T) {
-	p, err := Decode([]byte(`{"server":{"id":"S1"},"data":{"server_id":"S1","connections":[{"cid":7,"name":"n","authorized_user":"u_x.bob"}]}}`))
-	if err != nil || p.Server != "S1" || len(p.Conns) != 1 || p.Conns[0] != (Conn{CID: 7, Name: "n", User: "u_x.bob"}) {
+	p, err := Decode([]byte(`{"server":{"id":"S1"},"data":{"server_id":"S1","total":3,"connections":[{"cid":7,"name":"n","authorized_user":"u_x.bob","tags":["principal:local.bob"]}]}}`))
+	if err != nil || p.Server != "S1" || p.Total != 3 || len(p.Conns) != 1 {
 		t.Fatalf("page %+v, %v", p, err)
+	}
+	if c := p.Conns[0]; c.CID != 7 || c.Name != "n" || c.User != "u_x.bob" || len(c.Tags) != 1 || c.Tags[0] != "principal:local.bob" {
+		t.Fatalf("connection %+v", c)
+	}
+	if p, err := Decode([]byte(`{"server":{"id":"S1","cluster":"c"},"data":{"server_id":"S1","routes":[{"remote_id":"S2"}]}}`)); err != nil || p.Cluster != "c" || len(p.Routes) != 1 || p.Routes[0] != "S2" {
+		t.Fatalf("a route listing: %+v, %v", p, err)
 	}
 	if p, err := Decode([]byte(`{"server":{"id":"S2"},"data":{"connections":[]}}`)); err != nil || p.Server != "S2" {
 		t.Fatalf("server id from the envelope: %+v, %v", p, err)
