@@ -160,26 +160,42 @@ func errNoEvictor(op string) error {
 	return fmt.Errorf("%s: refused: the delivery daemon has no evict credential (trust.EvictCreds), so it cannot close a connection; removal is deny-new only", op)
 }
 
-// sweep lists every open connection of the space's account and attributes it. The sweep
-// is complete when one standalone server listed all of its connections, or, in a cluster,
-// when every server a ROUTEZ answer names listed all of its own.
+// sweep lists every open connection of the space's account and attributes it: CONNZ of
+// every server and, from a cluster, ROUTEZ to learn which servers had to answer.
 func (o *oracle) sweep(ctx context.Context) sweep {
 	req := struct {
 		Account string `json:"acc"`
 		Auth    bool   `json:"auth"`
 		Limit   int    `json:"limit"`
 	}{o.account, true, sweepLimit}
-	standalone := func(pages []*connz.Page) bool { return len(pages) == 1 && pages[0].Cluster == "" }
 	pages, err := connz.Ask(ctx, o.nc, "$SYS.REQ.SERVER.PING.CONNZ", req, standalone)
 	if err != nil {
 		return sweep{note: "CONNZ: " + err.Error()}
 	}
+	var routes []*connz.Page
+	if !standalone(pages) {
+		if routes, err = connz.Ask(ctx, o.nc, "$SYS.REQ.SERVER.PING.ROUTEZ", struct{}{}, nil); err != nil {
+			routes = nil
+		}
+	}
+	return tally(pages, routes, err)
+}
+
+// standalone reports whether the answers are one standalone server's (no cluster name).
+func standalone(pages []*connz.Page) bool { return len(pages) == 1 && pages[0].Cluster == "" }
+
+// tally attributes the listed connections. The sweep is complete when every server listed
+// all of its connections and either one standalone server answered or, in a cluster, every
+// server the ROUTEZ answers name (routeErr: they could not be had) listed its own.
+func tally(pages, routes []*connz.Page, routeErr error) sweep {
 	s := sweep{complete: true, conns: map[string][]connRef{}}
 	listed := map[string]bool{}
+	var notes []string
 	for _, p := range pages {
 		listed[p.Server] = true
 		if len(p.Conns) < p.Total {
-			s.complete, s.note = false, fmt.Sprintf("server %s listed %d of its %d connections", p.Server, len(p.Conns), p.Total)
+			s.complete = false
+			notes = append(notes, fmt.Sprintf("server %s listed %d of its %d connections", p.Server, len(p.Conns), p.Total))
 		}
 		for _, c := range p.Conns {
 			if who := attribute(c); who != "" {
@@ -187,26 +203,27 @@ func (o *oracle) sweep(ctx context.Context) sweep {
 			}
 		}
 	}
-	if !s.complete || standalone(pages) {
-		return s
-	}
-	routes, err := connz.Ask(ctx, o.nc, "$SYS.REQ.SERVER.PING.ROUTEZ", struct{}{}, nil)
-	if err != nil {
-		s.complete, s.note = false, "ROUTEZ: "+err.Error()
-		return s
-	}
-	var missing []string
-	for _, p := range routes {
-		for _, id := range append([]string{p.Server}, p.Routes...) {
-			if !listed[id] && !slices.Contains(missing, id) {
-				missing = append(missing, id)
+	switch {
+	case standalone(pages):
+	case routeErr != nil:
+		s.complete = false
+		notes = append(notes, "ROUTEZ: "+routeErr.Error())
+	default:
+		var missing []string
+		for _, p := range routes {
+			for _, id := range append([]string{p.Server}, p.Routes...) {
+				if !listed[id] && !slices.Contains(missing, id) {
+					missing = append(missing, id)
+				}
 			}
 		}
+		if len(missing) > 0 {
+			sort.Strings(missing)
+			s.complete = false
+			notes = append(notes, "no connection listing from server "+strings.Join(missing, ", "))
+		}
 	}
-	if len(missing) > 0 {
-		sort.Strings(missing)
-		s.complete, s.note = false, "no connection listing from server "+strings.Join(missing, ", ")
-	}
+	s.note = strings.Join(notes, "; ")
 	return s
 }
 

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/connz"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
+	"github.com/cotal-ai/cotal/trust"
 )
 
 // admin sends op with args on the delivery-admin rail as the provisioner and decodes an
@@ -292,5 +294,96 @@ func TestEvictCredsAreNarrow(t *testing.T) {
 		}
 	case <-time.After(deadline):
 		t.Fatal("CONNZ with the evict credential was not refused")
+	}
+}
+
+// TestTally: a sweep is complete only when every server that had to answer listed all of
+// its connections; what it found is attributed either way.
+func TestTally(t *testing.T) {
+	ada := connz.Conn{CID: 1, Tags: []string{"principal:local.ada"}}
+	page := func(server, cluster string, total int, routes ...string) *connz.Page {
+		return &connz.Page{Server: server, Cluster: cluster, Conns: []connz.Conn{ada}, Total: total, Routes: routes}
+	}
+	cases := []struct {
+		name          string
+		pages, routes []*connz.Page
+		routeErr      error
+		complete      bool
+		note          string
+	}{
+		{"standalone", []*connz.Page{page("S1", "", 1)}, nil, nil, true, ""},
+		{"standalone, cut short", []*connz.Page{page("S1", "", 2)}, nil, nil, false, "server S1 listed 1 of its 2"},
+		{"cluster, all listed", []*connz.Page{page("S1", "c", 1), page("S2", "c", 1)},
+			[]*connz.Page{page("S1", "c", 0, "S2"), page("S2", "c", 0, "S1")}, nil, true, ""},
+		{"cluster, a routed server silent", []*connz.Page{page("S1", "c", 1)},
+			[]*connz.Page{page("S1", "c", 0, "S2", "S3")}, nil, false, "no connection listing from server S2, S3"},
+		{"cluster, no routes", []*connz.Page{page("S1", "c", 1)}, nil, errors.New("denied"), false, "ROUTEZ: denied"},
+	}
+	for _, c := range cases {
+		s := tally(c.pages, c.routes, c.routeErr)
+		if s.complete != c.complete || !strings.Contains(s.note, c.note) || len(s.conns["local.ada"]) != len(c.pages) {
+			t.Errorf("%s: %+v", c.name, s)
+		}
+	}
+}
+
+// TestPrincipalLivenessCluster: the oracle on one server of a two-server cluster finds a
+// principal's connection on the other, and says gone, from a complete sweep, once it closed.
+func TestPrincipalLivenessCluster(t *testing.T) {
+	chain := meshtest.Chain(t, space)
+	acct, err := chain.Space(space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := meshtest.Cluster(t, chain, 2)
+	o := &oracle{nc: meshtest.SystemConn(t, chain, servers[0].ClientURL()), account: acct.PublicKey()}
+	p := protocol.Principal{Owner: protocol.OwnerLocal, Actor: "ada"}
+	creds, err := acct.Mint(trust.UserSpec{Name: "ada", Profile: trust.ProfileAgent, Principal: p, LifecycleUID: protocol.NewLifecycleUID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ada := meshtest.ConnectTo(t, servers[1].ClientURL(), creds, nats.NoReconnect())
+	if res := o.principalLiveness(t.Context(), p.String()); res.State != protocol.ConnLive || !res.SweepComplete {
+		t.Fatalf("open on the other server: %+v", res)
+	}
+	ada.Close()
+	var res protocol.PrincipalLivenessResult
+	meshtest.Until(t, "ada reads gone", deadline, func() bool {
+		res = o.principalLiveness(t.Context(), p.String())
+		return res.State == protocol.ConnGone
+	})
+	if !res.SweepComplete {
+		t.Fatalf("gone from an incomplete sweep: %+v", res)
+	}
+}
+
+// TestIncompleteSweepVerifiesNothing: when no server answers the listing, an open
+// connection's principal reads unknown, never gone, and an eviction kicks nothing and
+// verifies nothing.
+func TestIncompleteSweepVerifiesNothing(t *testing.T) {
+	m := newMesh(t, 0)
+	m.Connect(m.agent("ada", "general"))
+	acct := m.Account(space)
+	// A connection of the space's account, not the system account: no server answers its
+	// $SYS.REQ.SERVER.PING.CONNZ.
+	nc := m.Connect(m.Mint(space, meshtest.DeliverySpec()))
+	ec, err := m.Chain.EvictCreds(space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evictor, err := trust.ReadCreds(ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.lane()
+	o := &oracle{r: &run{cfg: *l, log: l.Logger, opTimeout: l.OpTimeout}, nc: nc, account: acct.PublicKey(), evictor: &evictor}
+	if res := o.principalLiveness(t.Context(), "local.ada"); res.State != protocol.ConnUnknown || res.SweepComplete || res.Note == "" {
+		t.Fatalf("principalLiveness from no listing: %+v", res)
+	}
+	res := o.evict(t.Context(), []string{"local.ada", "local.nobody"})
+	for _, r := range res {
+		if r.VerifiedGone || r.ScanComplete || r.Kicked != 0 || r.Note == "" {
+			t.Errorf("an eviction from no listing: %+v", r)
+		}
 	}
 }
