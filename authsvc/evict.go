@@ -2,7 +2,6 @@ package authsvc
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -58,7 +57,7 @@ func evict(ctx context.Context, sys *nats.Conn, account string, match func(user 
 	n := 0
 	for server, cids := range victims {
 		for _, cid := range cids {
-			closed, err := kick(ctx, sys, server, cid)
+			closed, err := connz.Kick(ctx, sys, server, cid)
 			if err != nil {
 				return n, err
 			}
@@ -68,31 +67,6 @@ func evict(ctx context.Context, sys *nats.Conn, account string, match func(user 
 		}
 	}
 	return n, nil
-}
-
-// kick closes connection cid of server. A connection that closed since it was listed
-// (the server knows no such client any more) is not an error: closed is false.
-func kick(ctx context.Context, sys *nats.Conn, server string, cid uint64) (closed bool, err error) {
-	body, _ := json.Marshal(map[string]uint64{"cid": cid})
-	msg, err := sys.RequestWithContext(ctx, "$SYS.REQ.SERVER."+server+".KICK", body)
-	if err != nil {
-		return false, fmt.Errorf("evict connection %d of server %s: %w", cid, server, err)
-	}
-	var resp struct {
-		Error *struct {
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return false, fmt.Errorf("evict connection %d of server %s: %w", cid, server, err)
-	}
-	if resp.Error != nil {
-		if strings.HasPrefix(resp.Error.Description, "no such client") {
-			return false, nil
-		}
-		return false, fmt.Errorf("evict connection %d of server %s: %s", cid, server, resp.Error.Description)
-	}
-	return true, nil
 }
 
 // CalloutPrincipal returns a match for Evict: connections an auth callout admitted as

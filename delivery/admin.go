@@ -157,7 +157,7 @@ func (o *oracle) canSweep(op string) error {
 
 // errNoEvictor refuses an eviction by a daemon without a credential that may KICK.
 func errNoEvictor(op string) error {
-	return fmt.Errorf("%s: refused: the delivery daemon has no evict credential (trust.EvictCreds), so it cannot close a connection; removal is deny-new only", op)
+	return fmt.Errorf("%s: refused: the delivery daemon has no evict credential (cotal deliver --evict-creds, which cotal up gives it), so it cannot close a connection; removal is deny-new only", op)
 }
 
 // sweep lists every open connection of the space's account and attributes it: CONNZ of

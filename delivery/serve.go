@@ -29,6 +29,9 @@ type Config struct {
 	// SystemCreds is an optional system-account credential for every lane's liveness
 	// oracle (see Lane.SystemCreds).
 	SystemCreds []byte
+	// EvictCreds is an optional system-account credential that may KICK, for every lane's
+	// evictions on the delivery-admin rail (see Lane.EvictCreds).
+	EvictCreds []byte
 	// WaitForLease makes the one space's lane wait for a held lease (see
 	// Lane.WaitForLease); a host never waits.
 	WaitForLease bool
@@ -104,6 +107,6 @@ func (c *Config) lane(space string, log *slog.Logger) (*Lane, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Lane{Space: space, Server: c.Server, TLSCA: c.TLSCA, Creds: creds, SystemCreds: c.SystemCreds, Logger: log,
+	return &Lane{Space: space, Server: c.Server, TLSCA: c.TLSCA, Creds: creds, SystemCreds: c.SystemCreds, EvictCreds: c.EvictCreds, Logger: log,
 		BrokerGone: c.BrokerGone, Version: c.Version}, nil
 }

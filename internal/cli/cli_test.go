@@ -103,6 +103,7 @@ func TestScripts(t *testing.T) {
 			"a2aagent":    cmdA2AAgent,
 			"waitout":     cmdWaitOut,
 			"pidgone":     cmdPidGone,
+			"evictagent":  cmdEvictAgent,
 		},
 	})
 }

@@ -34,6 +34,7 @@ type Options struct {
 
 	Mesh        cmdutil.MeshFlags
 	SystemCreds string
+	EvictCreds  string
 	Pidfile     string
 	Wait        bool
 	BrokerGone  time.Duration
@@ -110,6 +111,7 @@ one by hand instead, stop that one first (cotal down delivery --space S).`,
 	opts.Mesh.Register(cmd.Flags())
 	fl := cmd.Flags()
 	fl.StringVar(&opts.SystemCreds, "system-creds", "", "a system-account creds file for the liveness oracle and for marking an agent offline the moment its connection drops (default: the account's own CONNZ, presence offline by its TTL)")
+	fl.StringVar(&opts.EvictCreds, "evict-creds", "", "a system-account creds file that may only close connections (KICK), with which the daemon answers evictPrincipal(s) on its admin rail; needs --system-creds (default: evictions refused)")
 	fl.StringVar(&opts.Pidfile, "pidfile", "", "write the daemon's pid here once it holds the lease; removed when it exits")
 	fl.BoolVar(&opts.Wait, "wait", false, "wait for a held lease instead of refusing")
 	fl.DurationVar(&opts.BrokerGone, "broker-gone", delivery.DefaultBrokerGone, "exit when the broker has been unreachable this long")
@@ -127,17 +129,27 @@ func spaceOr(s string) string {
 	return s
 }
 
-// systemCreds reads --system-creds, if given: first, so a bad file is refused before
-// anything connects.
-func systemCreds(opts *Options) ([]byte, error) {
-	if opts.SystemCreds == "" {
-		return nil, nil
+// systemCreds reads --system-creds and --evict-creds, if given: first, so a bad file is
+// refused before anything connects.
+func systemCreds(opts *Options) (sys, evict []byte, err error) {
+	if opts.EvictCreds != "" && opts.SystemCreds == "" {
+		return nil, nil, cmdutil.FlagErrorf("--evict-creds needs --system-creds: an eviction is judged by a sweep of the space's connections, which only the system credential may list")
 	}
-	return cmdutil.ReadCredsFile("--system-creds", opts.SystemCreds)
+	if opts.SystemCreds != "" {
+		if sys, err = cmdutil.ReadCredsFile("--system-creds", opts.SystemCreds); err != nil {
+			return nil, nil, err
+		}
+	}
+	if opts.EvictCreds != "" {
+		if evict, err = cmdutil.ReadCredsFile("--evict-creds", opts.EvictCreds); err != nil {
+			return nil, nil, err
+		}
+	}
+	return sys, evict, nil
 }
 
 func runDeliver(ctx context.Context, opts *Options) error {
-	sys, err := systemCreds(opts)
+	sys, evict, err := systemCreds(opts)
 	if err != nil {
 		return err
 	}
@@ -155,7 +167,7 @@ func runDeliver(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	cfg := delivery.Config{Space: t.Space, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, WaitForLease: opts.Wait,
+	cfg := delivery.Config{Space: t.Space, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, EvictCreds: evict, WaitForLease: opts.Wait,
 		BrokerGone: opts.BrokerGone, Version: opts.Version, Logger: slog.New(opts.DaemonLog()),
 		Creds: func(string) ([]byte, error) { return creds, nil }}
 	pid := &cmdutil.Pidfile{Path: opts.Pidfile}

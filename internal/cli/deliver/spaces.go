@@ -27,7 +27,7 @@ func runDeliverSpaces(ctx context.Context, opts *Options) error {
 	if err := (cmdutil.UserFile{Flag: "--spaces", Path: opts.Spaces, Kind: "a space manifest (YAML or JSON)", Max: cmdutil.MaxManifestFileSize}).Check(); err != nil {
 		return err
 	}
-	sys, err := systemCreds(opts)
+	sys, evict, err := systemCreds(opts)
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func runDeliverSpaces(ctx context.Context, opts *Options) error {
 			"the open dev mesh has no credentials, so the daemons could not tell members apart; its channels are live",
 			OpenMeshNext(t))
 	}
-	cfg := delivery.Config{Spaces: opts.Spaces, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, BrokerGone: opts.BrokerGone, Version: opts.Version,
+	cfg := delivery.Config{Spaces: opts.Spaces, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, EvictCreds: evict, BrokerGone: opts.BrokerGone, Version: opts.Version,
 		Logger: slog.New(spacehost.NewPrefixHandler(opts.DaemonLog())),
 		Creds:  func(space string) ([]byte, error) { return spaceCredential(opts, t, space) }}
 	hctx, cancel := context.WithCancel(ctx)

@@ -54,8 +54,12 @@ func deliveryKind(chain *trust.Chain, proj *workspace.Project, server string) da
 			if err != nil {
 				return nil, err
 			}
+			evict, err := evictCreds(chain, proj, space)
+			if err != nil {
+				return nil, err
+			}
 			return []string{"deliver", "--space", space, "--server", server, "--creds", creds,
-				"--system-creds", watch, "--pidfile", d.PidFile(proj, space), "--wait"}, nil
+				"--system-creds", watch, "--evict-creds", evict, "--pidfile", d.PidFile(proj, space), "--wait"}, nil
 		},
 	}
 }
@@ -244,11 +248,23 @@ func deliveryCreds(chain *trust.Chain, proj *workspace.Project, space string) (s
 // connection events and CONNZ of its space only), with which it marks an agent offline the
 // moment its connection drops.
 func watchCreds(chain *trust.Chain, proj *workspace.Project, space string) (string, error) {
-	b, err := chain.WatchCreds(space)
+	return writeSpaceCreds(proj, space, "delivery-watch", chain.WatchCreds)
+}
+
+// evictCreds writes the delivery daemon's evictor (trust.EvictCreds: KICK only), with which
+// it answers evictPrincipal and evictPrincipals on its admin rail.
+func evictCreds(chain *trust.Chain, proj *workspace.Project, space string) (string, error) {
+	return writeSpaceCreds(proj, space, "delivery-evict", chain.EvictCreds)
+}
+
+// writeSpaceCreds writes the credential mint makes for space to the space's creds file
+// name (0600), and returns its path.
+func writeSpaceCreds(proj *workspace.Project, space, name string, mint func(space string) ([]byte, error)) (string, error) {
+	b, err := mint(space)
 	if err != nil {
 		return "", err
 	}
-	path := cmdutil.CredsPath(proj, space, "delivery-watch")
+	path := cmdutil.CredsPath(proj, space, name)
 	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return "", err
 	}
