@@ -170,6 +170,7 @@ func (e *Endpoint) reserveGates(channels []string) (release func()) {
 		}
 		g := &gate{done: make(chan struct{})}
 		e.gates[ch] = g
+		e.gating.Store(int32(len(e.gates)))
 		mine, names = append(mine, g), append(names, ch)
 	}
 	return func() {
@@ -194,6 +195,7 @@ func (e *Endpoint) claimGate(channel string) *gate {
 	}
 	g := &gate{done: make(chan struct{}), claimed: true}
 	e.gates[channel] = g
+	e.gating.Store(int32(len(e.gates)))
 	return g
 }
 
@@ -203,6 +205,7 @@ func (e *Endpoint) openGate(channel string, g *gate) {
 	defer e.mu.Unlock()
 	if e.gates[channel] == g {
 		delete(e.gates, channel)
+		e.gating.Store(int32(len(e.gates)))
 	}
 	select {
 	case <-g.done:
@@ -212,9 +215,16 @@ func (e *Endpoint) openGate(channel string, g *gate) {
 }
 
 // waitHistory waits until no history of a channel matching ch is replaying; false means
-// the endpoint closed first.
+// the endpoint closed first. While no history replays at all it returns at once, without
+// e.mu (the hot path of every live copy): gating changes with gates, under e.mu, so
+// reading 0 is reading gates as a locked read just before the next gate would. A gate is
+// registered before the subscription or durable whose copies it holds is made, so those
+// copies always see it.
 func (e *Endpoint) waitHistory(ch string) bool {
 	for {
+		if e.gating.Load() == 0 {
+			return true
+		}
 		e.mu.Lock()
 		var wait chan struct{}
 		for pattern, g := range e.gates {

@@ -134,6 +134,7 @@ type Endpoint struct {
 	handoff   string                   // the hand-off durable this endpoint consumes, once bound
 	handCC    jetstream.ConsumeContext // its consume context, drained first at Close
 	gates     map[string]*gate         // channel whose history is replaying -> its gate
+	gating    atomic.Int32             // len(gates), stored under mu: 0 lets a copy skip the lock
 	shown     Shown                    // history shown per channel, for the next session
 	joinedAt  map[string]uint64        // channel joined this session -> its watermark, once replayed
 	inboxes   map[string]struct{}      // DM recipients whose inbox was confirmed (bounded)

@@ -53,9 +53,15 @@ func (e *Endpoint) surface(in *Incoming) bool {
 	if in.kept != nil {
 		in.kept.add(in) // before the reader can have it, and settle it
 	}
-	select {
+	select { // room in the inbox: a plain send, without the two-way select below
 	case e.inbox <- in:
 		e.noteSurfaced() // position.go: what the application took is counted from it
+		return true
+	default:
+	}
+	select {
+	case e.inbox <- in:
+		e.noteSurfaced()
 		return true
 	case <-e.ctx.Done():
 		unsurfaced()

@@ -211,3 +211,49 @@ func TestEncodeMessageErrorAsMarshal(t *testing.T) {
 		checkEncode(t, m)
 	}
 }
+
+// TestHTMLSafe: the bit test of appendString agrees, for every ASCII byte, with the
+// rule it stands for.
+func TestHTMLSafe(t *testing.T) {
+	for b := range byte(utf8.RuneSelf) {
+		want := b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
+		if htmlSafe(b) != want {
+			t.Errorf("htmlSafe(%#x) = %v, want %v", b, !want, want)
+		}
+	}
+}
+
+// TestPlainRun: the eight-byte skip of canon.str passes exactly the whole eight-byte runs
+// before the first byte str stops at, for each byte value at each place of a string of
+// each other byte value.
+func TestPlainRun(t *testing.T) {
+	stops := func(b byte) bool { return b == '"' || b == '\\' || b < 0x20 }
+	buf := make([]byte, 19)
+	for bg := range 256 {
+		for v := range 256 {
+			for at := range len(buf) {
+				for i := range buf {
+					buf[i] = byte(bg)
+				}
+				buf[at] = byte(v)
+				s := string(buf)
+				for from := range 3 {
+					want := from
+					for want+8 <= len(s) {
+						clean := true
+						for i := want; i < want+8; i++ {
+							clean = clean && !stops(s[i])
+						}
+						if !clean {
+							break
+						}
+						want += 8
+					}
+					if got := plainRun(s, from); got != want {
+						t.Fatalf("plainRun(%q, %d) = %d, want %d", s, from, got, want)
+					}
+				}
+			}
+		}
+	}
+}
