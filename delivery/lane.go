@@ -436,7 +436,7 @@ func (r *run) start(ctx context.Context, wg *sync.WaitGroup) error {
 		handle         nats.MsgHandler
 	}{
 		{protocol.CtlFilter(r.space, protocol.ServiceDelivery), "delivery", c.dispatch},
-		{protocol.CtlFilter(r.space, protocol.ServiceDeliveryAdmin), "delivery-admin", orc.handle},
+		{protocol.CtlFilter(r.space, protocol.ServiceDeliveryAdmin), "delivery-admin", workers(ctx, wg, adminWorkers, orc.handle)},
 		{protocol.LiveSubject(r.space, protocol.PlaneDelivery, protocol.Principal{Owner: "*", Actor: "*"}), "live.delivery", r.probe},
 	} {
 		sub, err := r.nc.QueueSubscribe(s.subject, s.queue, s.handle)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 
@@ -38,6 +39,38 @@ type oracle struct {
 	account string       // with a system connection, the space's account; "" over the import
 	note    string       // why nc is nil
 	evictor *trust.Creds // may KICK; nil when the daemon cannot close a connection
+}
+
+// adminWorkers is how many delivery-admin requests the daemon answers at once, so a slow
+// one (an eviction's sweeps and kicks, a listing a server is slow to give) does not hold up
+// the requests behind it. The rail is the manager's and the auth service's only.
+const adminWorkers = 4
+
+// workers returns a message handler that passes each message to one of n goroutines
+// running handle, waiting for a free one, until ctx ends (wg counts them). A message still
+// waiting then is dropped: a request's caller reads its timeout as unknown.
+func workers(ctx context.Context, wg *sync.WaitGroup, n int, handle nats.MsgHandler) nats.MsgHandler {
+	msgs := make(chan *nats.Msg)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case m := <-msgs:
+					handle(m)
+				}
+			}
+		}()
+	}
+	return func(m *nats.Msg) {
+		select {
+		case msgs <- m:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // handle answers one request on the delivery-admin rail.
