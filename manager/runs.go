@@ -687,6 +687,11 @@ func (h *runHost) yieldTold(ctx context.Context, who caller, a mgrclient.TurnYie
 	if now := time.Now().UnixMilli(); now >= t.DeadlineAt {
 		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s is already expired (its deadline was %s)", a.GoalID, time.UnixMilli(t.DeadlineAt).UTC().Format(time.RFC3339))
 	}
+	if why, err := h.withdrawn(ctx, recs, a.GoalID, who, t); err != nil {
+		return mgrclient.TurnYieldResult{}, err
+	} else if why != "" {
+		return mgrclient.TurnYieldResult{}, refuse(codeBad, "turn %s was withdrawn: %s", a.GoalID, why)
+	}
 	g := &goal{run: t.Run, step: t.Step, agent: who.p.Actor, deadline: t.DeadlineAt}
 	if t.Ask != nil {
 		g.ask = &rundriver.AskTurn{Endpoint: t.Ask.Endpoint, Token: t.Ask.Token, Schema: t.Ask.Schema}
@@ -698,6 +703,36 @@ func (h *runHost) yieldTold(ctx context.Context, who caller, a mgrclient.TurnYie
 	h.end(a.GoalID, "succeeded", res)
 	h.m.log.Info("turn yielded before its drive handed it again", "seat", who.p.Actor, "goal", a.GoalID, "run", t.Run, "step", t.Step)
 	return mgrclient.TurnYieldResult{GoalID: a.GoalID, State: "succeeded"}, nil
+}
+
+// withdrawn says why a turn known only from its told record t can no longer be yielded
+// ("" when it can): its run has ended, or its step is settled in the run's journal (a
+// drive since the takeover settled it otherwise). A yield the caller recorded for the
+// goal already is a retry, never withdrawn: recordYield answers it as it was.
+func (h *runHost) withdrawn(ctx context.Context, recs *runstore.Records, goalID string, who caller, t toldRecord) (string, error) {
+	var y yieldRecord
+	if _, err := recs.Get(ctx, yieldKey(runstore.DefaultEndpoint, goalID), &y); err == nil && y.Run == t.Run && y.By == who.p.String() {
+		return "", nil
+	} else if err != nil && !errors.Is(err, runstore.ErrNoRecord) {
+		return "", fmt.Errorf("turn %s: %w", goalID, err)
+	}
+	var st runstore.RunStatus
+	if _, err := recs.Get(ctx, runstore.RunStatusKey(runstore.DefaultEndpoint, t.Run), &st); err != nil && !errors.Is(err, runstore.ErrNoRecord) {
+		return "", fmt.Errorf("turn %s: run %s: %w", goalID, t.Run, err)
+	}
+	if st.State == runstore.StateCompleted || st.State == runstore.StateFailed {
+		return fmt.Sprintf("run %s has %s", t.Run, st.State), nil
+	}
+	journal, _, err := runstore.Replay(ctx, h.js, h.m.Space, t.Run)
+	if err != nil {
+		return "", fmt.Errorf("turn %s: run %s: %w", goalID, t.Run, err)
+	}
+	for _, r := range journal {
+		if e := r.Entry; e != nil && e.Key() == t.Step && e.State != "pending" {
+			return fmt.Sprintf("run %s settled its step %s %s", t.Run, t.Step, e.Status), nil
+		}
+	}
+	return "", nil
 }
 
 // recordYield files the yield of a turn before it ends, create-only: the yield stands
