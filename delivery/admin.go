@@ -155,6 +155,15 @@ func (o *oracle) canSweep(op string) error {
 	return nil
 }
 
+// notSelf refuses an eviction of the daemon's own principal: it would close the
+// connection that serves the rail, and the daemon would reconnect under it at once.
+func (o *oracle) notSelf(p string) error {
+	if p != "" && p == o.r.self {
+		return fmt.Errorf("principal %s is this delivery daemon's own: evicting it would close the connection answering you, and nothing was kicked (stop the daemon to end its connections)", p)
+	}
+	return nil
+}
+
 // errNoEvictor refuses an eviction by a daemon without a credential that may KICK.
 func errNoEvictor(op string) error {
 	return fmt.Errorf("%s: refused: the delivery daemon has no evict credential (cotal deliver --evict-creds, which cotal up gives it), so it cannot close a connection; removal is deny-new only", op)

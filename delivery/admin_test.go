@@ -387,3 +387,34 @@ func TestIncompleteSweepVerifiesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminRefusesEvictingItself: the daemon refuses to evict its own principal, alone or
+// in a batch, and kicks nobody for that request (bob, in the same batch, stays
+// connected); it still answers liveness of itself, and keeps serving afterwards.
+func TestAdminRefusesEvictingItself(t *testing.T) {
+	m := newMesh(t, 0)
+	serve(t, m.adminLane(t, true))
+	bob := m.Connect(m.agent("bob", "general"), nats.NoReconnect())
+	self := meshtest.DeliverySpec().Principal.String()
+	if res := m.principalLiveness(t, self); res.State != protocol.ConnLive {
+		t.Fatalf("principalLiveness of the daemon itself: %+v", res)
+	}
+	for _, c := range []struct {
+		op string
+		a  any
+	}{
+		{protocol.OpEvictPrincipal, protocol.PrincipalArgs{Principal: self}},
+		{protocol.OpEvictPrincipals, protocol.PrincipalsArgs{Principals: []string{"local.bob", self}}},
+	} {
+		if rep := m.admin(t, c.op, c.a, nil); rep.OK || !strings.Contains(rep.Error, "this delivery daemon's own") {
+			t.Fatalf("%s naming the daemon itself: %+v; want a refusal", c.op, rep)
+		}
+	}
+	if err := bob.Flush(); err != nil || !bob.IsConnected() {
+		t.Fatalf("bob's connection after a refused batch: %v", err)
+	}
+	var ev protocol.EvictionResult
+	if rep := m.admin(t, protocol.OpEvictPrincipal, protocol.PrincipalArgs{Principal: "local.bob"}, &ev); !rep.OK || !ev.VerifiedGone {
+		t.Fatalf("evict local.bob after the refusals: %+v %+v", rep, ev)
+	}
+}

@@ -178,6 +178,7 @@ type run struct {
 	gate      *gate
 
 	ctx    context.Context // the workers' lifetime
+	self   string          // the daemon's own principal, "<owner>.<actor>"; "" when its credential names none
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	verify *verifier
@@ -214,6 +215,9 @@ func (r *run) serve(ctx context.Context, ready func()) (err error) {
 		account = uc.Issuer
 	}
 	r.verify = &verifier{account: account, issuers: []string{account, uc.Issuer}, cache: newClaimsCache(claimsCacheSize)}
+	if creds.Principal.Validate() == nil {
+		r.self = creds.Principal.String()
+	}
 
 	if err := r.dial(creds); err != nil {
 		return err
@@ -227,8 +231,8 @@ func (r *run) serve(ctx context.Context, ready func()) (err error) {
 	}
 
 	host, _ := os.Hostname()
-	holder := creds.Principal.String()
-	if creds.Principal.Validate() != nil {
+	holder := r.self
+	if holder == "" {
 		holder = creds.Name
 	}
 	st, err := r.leaseKV.Status(ctx)

@@ -97,6 +97,9 @@ func (o *oracle) handle(m *nats.Msg) {
 		r.reply(m, o.liveness(ctx, args), nil)
 	case protocol.OpPrincipalLiveness, protocol.OpEvictPrincipal:
 		p, err := decodePrincipalArgs(req.Args)
+		if err == nil && req.Op == protocol.OpEvictPrincipal {
+			err = o.notSelf(p)
+		}
 		if err == nil {
 			err = o.canSweep(req.Op)
 		}
@@ -112,6 +115,11 @@ func (o *oracle) handle(m *nats.Msg) {
 		}
 	case protocol.OpEvictPrincipals:
 		ps, err := decodePrincipalsArgs(req.Args)
+		for _, p := range ps {
+			if err == nil {
+				err = o.notSelf(p)
+			}
+		}
 		if err == nil {
 			err = o.canSweep(req.Op)
 		}
