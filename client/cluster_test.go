@@ -14,6 +14,7 @@ import (
 	"github.com/cotal-ai/cotal/broker"
 	"github.com/cotal-ai/cotal/broker/brokertest"
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/provision"
 )
 
@@ -40,9 +41,7 @@ func TestClusterNodeLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := provision.Space(ctx, js, space, provision.Options{DefaultDeliveryClass: "live", Replicas: 3, Peers: 3}); err != nil {
-		t.Fatalf("provision: %v", err)
-	}
+	meshtest.ProvisionCluster(t, js, space, provision.Options{DefaultDeliveryClass: "live", Replicas: 3, Peers: 3})
 	nc.Close()
 	join := func(name string, first int) *client.Endpoint {
 		ep, err := client.Connect(ctx, urls(first), client.Config{Space: space, Name: name,

@@ -52,18 +52,7 @@ func TestReleaseWithoutQuorumEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A new cluster may not know the account everywhere yet (503): provision again then.
-	var perr error
-	meshtest.Until(t, "space provisioned", 50*time.Second, func() bool { // a hang guard
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		defer cancel()
-		_, perr = provision.Space(ctx, js, space, provision.Options{Replicas: 3, Peers: 3, LeaseTTL: ttl})
-		var api *jetstream.APIError
-		if perr != nil && !(errors.As(perr, &api) && api.Code == 503) {
-			t.Fatal(perr)
-		}
-		return perr == nil
-	})
+	meshtest.ProvisionCluster(t, js, space, provision.Options{Replicas: 3, Peers: 3, LeaseTTL: ttl})
 
 	logs := &syncBuffer{}
 	last := nodes[2]

@@ -138,13 +138,25 @@ func (w *TimerWriter) arm(ctx context.Context, ept jetstream.Stream, subject str
 	}
 	armed := protocol.TimerSubject(w.Space, ep, inst, epoch, timer, protocol.TimerArmed)
 	fire := protocol.TimerSubject(w.Space, ep, inst, epoch, timer, protocol.TimerFire)
-	if cur, err := ept.GetLastMsgForSubject(ctx, armed); err == nil {
-		var prev TimerRequest
-		if json.Unmarshal(cur.Data, &prev) == nil && prev.Generation > req.Generation {
-			return nil // a later generation superseded this request
+	// A later generation armed or fired supersedes this request; this generation fired
+	// already means the request is read again (its ack was lost) and must not fire twice.
+	// Its arm is repeated, so a fire still due comes once (the new schedule replaces the
+	// old on its subject).
+	for _, subj := range []string{armed, fire} {
+		cur, err := ept.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
 		}
-	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("read %s: %w", armed, err)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", subj, err)
+		}
+		var prev TimerRequest
+		if json.Unmarshal(cur.Data, &prev) != nil {
+			continue
+		}
+		if prev.Generation > req.Generation || (subj == fire && prev.Generation == req.Generation) {
+			return nil
+		}
 	}
 	body, err := json.Marshal(TimerRequest{V: 1, TimerID: timer, Generation: req.Generation, Deadline: req.Deadline})
 	if err != nil {

@@ -131,6 +131,24 @@ func TestTimerWriterArmsAndFiresAcrossRestart(t *testing.T) {
 	}
 }
 
+// A request the writer reads again after its timer fired (its ack lost: the writer stopped
+// or died between arming and acknowledging it, and the durable redelivers it) arms
+// nothing: the timer of that generation fires once. Its deadline is past by then, so a
+// second arm would fire again at once.
+func TestTimerWriterRedeliveredRequestFiresOnce(t *testing.T) {
+	p := newTimerPlane(t)
+	p.start()
+	at := time.Now().Add(300 * time.Millisecond).UnixMilli()
+	p.request("cp1", 1, at, nil)
+	p.waitFire("cp1")
+	p.request("cp1", 1, at, nil) // as the durable would redeliver it
+	p.request("sentinel", 1, time.Now().Add(time.Second).UnixMilli(), nil)
+	p.waitFire("sentinel") // requests are armed in order: cp1's second, past due, before
+	if n := p.count("cp1", protocol.TimerFire); n != 1 {
+		t.Fatalf("cp1 fired %d times, want once", n)
+	}
+}
+
 // A re-armed timer (a higher generation) supersedes the earlier one on its subject, a
 // stale generation arriving later changes nothing, and a request carrying a scheduling
 // header or a body naming another timer is refused: only one fire comes, the latest

@@ -176,9 +176,7 @@ func nodeLoss(t *testing.T, sig os.Signal, nodeCheck time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := provision.Space(ctx, js, space, provision.Options{Replicas: 3, Peers: 3}); err != nil {
-		t.Fatal(err)
-	}
+	meshtest.ProvisionCluster(t, js, space, provision.Options{Replicas: 3, Peers: 3})
 	kv, err := js.KeyValue(ctx, protocol.BucketPresence(space))
 	if err != nil {
 		t.Fatal(err)

@@ -52,9 +52,7 @@ func TestClaimHeldWhileNodeDown(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Second) // hang guard
 	defer cancel()
-	if _, err := provision.Space(ctx, js, space, provision.Options{Replicas: 3, Peers: 3}); err != nil {
-		t.Fatal(err)
-	}
+	meshtest.ProvisionCluster(t, js, space, provision.Options{Replicas: 3, Peers: 3})
 	kv := meshtest.AuthBucket(t, js, space)
 
 	lane := &delivery.Lane{Space: space, Server: a.ClientURL(), Logger: brokertest.Logger(t),

@@ -1,15 +1,19 @@
 package meshtest
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/cotal-ai/cotal/broker"
+	"github.com/cotal-ai/cotal/provision"
 	"github.com/cotal-ai/cotal/trust"
 )
 
@@ -117,4 +121,23 @@ func UserKey(t testing.TB, creds []byte) string {
 		t.Fatal(err)
 	}
 	return pub
+}
+
+// ProvisionCluster provisions space through js on a cluster that has just started. A new
+// cluster may not have enabled JetStream for the space's account on every node yet, which
+// a node answers with a 503 (JetStream not enabled for account): the space is provisioned
+// again then, up to a minute (a hang guard). Any other error fails the test.
+func ProvisionCluster(t testing.TB, js jetstream.JetStream, space string, opts provision.Options) {
+	t.Helper()
+	var err error
+	Until(t, "space "+space+" provisioned on the new cluster", time.Minute, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err = provision.Space(ctx, js, space, opts)
+		var api *jetstream.APIError
+		if err != nil && !(errors.As(err, &api) && api.Code == 503) {
+			t.Fatalf("provision space %s: %v", space, err)
+		}
+		return err == nil
+	})
 }
