@@ -602,6 +602,9 @@ func (m *Manager) turnYield(ctx context.Context, who caller, a mgrclient.TurnYie
 	if a.Status == "handoff" && a.To == "" {
 		return mgrclient.TurnYieldResult{}, refuse(codeBad, "a handoff names the seat it hands to (to)")
 	}
+	if err := runstore.CheckID("goalId", a.GoalID); err != nil {
+		return mgrclient.TurnYieldResult{}, refuse(codeBad, "%v (turn-pending lists your turns' ids)", err)
+	}
 	if len([]rune(a.Note)) > mgrclient.MaxYieldNote {
 		return mgrclient.TurnYieldResult{}, refuse(codeBad, "note: at most %d characters", mgrclient.MaxYieldNote)
 	}
@@ -706,8 +709,9 @@ func (h *runHost) yieldTold(ctx context.Context, who caller, a mgrclient.TurnYie
 }
 
 // withdrawn says why a turn known only from its told record t can no longer be yielded
-// ("" when it can): its run has ended, or its step is settled in the run's journal (a
-// drive since the takeover settled it otherwise). A yield the caller recorded for the
+// ("" when it can): its run has ended, its step is settled in the run's journal (a drive
+// since the takeover settled it otherwise), or the step waits on another goal now (an
+// ask's later attempt). A yield the caller recorded for the
 // goal already is a retry, never withdrawn: recordYield answers it as it was.
 func (h *runHost) withdrawn(ctx context.Context, recs *runstore.Records, goalID string, who caller, t toldRecord) (string, error) {
 	var y yieldRecord
@@ -727,10 +731,24 @@ func (h *runHost) withdrawn(ctx context.Context, recs *runstore.Records, goalID 
 	if err != nil {
 		return "", fmt.Errorf("turn %s: run %s: %w", goalID, t.Run, err)
 	}
+	var last *runstore.Entry // the step's newest record
 	for _, r := range journal {
-		if e := r.Entry; e != nil && e.Key() == t.Step && e.State != "pending" {
-			return fmt.Sprintf("run %s settled its step %s %s", t.Run, t.Step, e.Status), nil
+		if e := r.Entry; e != nil && e.Key() == t.Step {
+			last = e
 		}
+	}
+	if last == nil {
+		return "", nil
+	}
+	if last.State != "pending" {
+		return fmt.Sprintf("run %s settled its step %s %s", t.Run, t.Step, last.Status), nil
+	}
+	// An ask's next attempt binds its own goal on the step: the drive waits on that one.
+	var bound struct {
+		Token string `json:"token"`
+	}
+	if json.Unmarshal(last.External, &bound) == nil && bound.Token != "" && bound.Token != goalID {
+		return fmt.Sprintf("run %s moved its step %s on to a later attempt (turn-pending lists it once handed)", t.Run, t.Step), nil
 	}
 	return "", nil
 }

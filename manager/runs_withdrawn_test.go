@@ -1,6 +1,7 @@
 package manager_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -12,9 +13,9 @@ import (
 )
 
 // A seat's yield of a turn this manager knows only from its told record (a manager since
-// gone told the seat of it) is refused as withdrawn when the run has ended or its journal
-// settled the step meanwhile: no drive will read that yield, so answering it succeeded
-// would tell the seat its work counted. A yield of a turn whose run still goes is taken,
+// gone told the seat of it) is refused as withdrawn when the run has ended, its journal
+// settled the step meanwhile, or the step moved on to an ask's later attempt: no drive
+// will read that yield, so answering it succeeded would tell the seat its work counted. A yield of a turn whose run still goes is taken,
 // and a retry of a yield already recorded is answered as before.
 func TestYieldOfAToldTurnAfterItsRunMovedOn(t *testing.T) {
 	rr := newRunRig(t)
@@ -28,8 +29,9 @@ func TestYieldOfAToldTurnAfterItsRunMovedOn(t *testing.T) {
 	asSeat := &mgrclient.Client{NC: dial(t, rr.url), Space: space, Caller: me}
 	// told files a told record of a fresh goal of run, as the manager that told the seat
 	// would have, with its run's status, and a journal whose turn is pending, or settled
-	// cancelled when settled is set.
-	told := func(state string, settled bool) (run, goal string) {
+	// cancelled when settled is set, or pending again under a later attempt's goal when
+	// moved is set.
+	told := func(state string, settled, moved bool) (run, goal string) {
 		t.Helper()
 		run, goal = runstore.NewRunID(), runstore.NewRunID()
 		_, ap, err := runstore.Activate(ctx, rr.js, space, run, runstore.Lease{Holder: "gone", FencingToken: 1, Epoch: 1}, true,
@@ -40,6 +42,16 @@ func TestYieldOfAToldTurnAfterItsRunMovedOn(t *testing.T) {
 		e := runstore.Entry{V: 1, Seq: 1, Run: run, Kind: "turn", Name: "work", RequestID: goal, State: "pending", StartedAt: 1}
 		if _, err := ap.Append(ctx, e); err != nil {
 			t.Fatal(err)
+		}
+		if moved {
+			e.External = json.RawMessage(`{"token":"` + goal + `","since":1,"deadline":9,"askAttempt":1}`)
+			if _, err := ap.Append(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+			e.External = json.RawMessage(`{"token":"attempt2","since":1,"deadline":9,"askAttempt":2}`)
+			if _, err := ap.Append(ctx, e); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if settled {
 			end := int64(2)
@@ -63,16 +75,17 @@ func TestYieldOfAToldTurnAfterItsRunMovedOn(t *testing.T) {
 		return asSeat.TurnYield(ctx, mgrclient.TurnYieldArgs{GoalID: goal, Status: "done", Note: "did it"})
 	}
 	for _, c := range []struct {
-		name, state string
-		settled     bool
-		want        string
+		name, state    string
+		settled, moved bool
+		want           string
 	}{
-		{"run completed", runstore.StateCompleted, false, "has completed"},
-		{"run failed", runstore.StateFailed, false, "has failed"},
-		{"step settled", runstore.StateRunning, true, "settled its step " + step + " cancelled"},
+		{"run completed", runstore.StateCompleted, false, false, "has completed"},
+		{"run failed", runstore.StateFailed, false, false, "has failed"},
+		{"step settled", runstore.StateRunning, true, false, "settled its step " + step + " cancelled"},
+		{"later attempt", runstore.StateRunning, false, true, "moved its step " + step + " on to a later attempt"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			run, goal := told(c.state, c.settled)
+			run, goal := told(c.state, c.settled, c.moved)
 			var me *mgrclient.Error
 			if _, err := yield(goal); !errors.As(err, &me) || !strings.Contains(me.Message, "was withdrawn: run "+run+" "+c.want) {
 				t.Fatalf("the yield: %v; want it refused as withdrawn (%s)", err, c.want)
@@ -83,8 +96,16 @@ func TestYieldOfAToldTurnAfterItsRunMovedOn(t *testing.T) {
 			}
 		})
 	}
+	t.Run("not a goal id", func(t *testing.T) {
+		for _, goal := range []string{"", "a.b", "*", ">", "x y", strings.Repeat("g", 65)} {
+			var me *mgrclient.Error
+			if _, err := yield(goal); !errors.As(err, &me) || !strings.Contains(me.Message, "goalId") {
+				t.Errorf("a yield of goal %q: %v; want it refused as no goal id", goal, err)
+			}
+		}
+	})
 	t.Run("run going", func(t *testing.T) {
-		_, goal := told(runstore.StateRunning, false)
+		_, goal := told(runstore.StateRunning, false, false)
 		for range 2 { // the second is a retry of a yield whose answer was lost
 			if res, err := yield(goal); err != nil || res.State != "succeeded" {
 				t.Fatalf("the yield: %+v %v; want it taken", res, err)
