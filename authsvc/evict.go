@@ -14,20 +14,16 @@ import (
 const connzPage = 1024
 
 // Evict closes, from the broker's side, every open connection of the data account account
-// for which match(user) holds, user being the connection's authorized user as the broker
-// reports it: for a connection an auth callout admitted, the name of the user JWT the
-// callout minted, "<owner>-<actor>" ("<owner>.<actor>" from releases before the
-// reference's form); for one that presented a user JWT, the user's public
-// key. sys is a system-account connection to any server of the broker: Evict asks every
+// for which match holds, as the broker lists it (with its authorized user, tags and JWT). sys is a system-account connection to any server of the broker: Evict asks every
 // server of its cluster for its connections, and kicks each victim on the server that
 // reported it. It returns how many it closed. A revoke uses it so a revoked actor's live
 // connections do not outlive the grant.
-func Evict(ctx context.Context, sys *nats.Conn, account string, match func(user string) bool) (int, error) {
+func Evict(ctx context.Context, sys *nats.Conn, account string, match func(connz.Conn) bool) (int, error) {
 	return evict(ctx, sys, account, match, connzPage)
 }
 
 // evict is Evict listing pageSize connections per CONNZ request.
-func evict(ctx context.Context, sys *nats.Conn, account string, match func(user string) bool, pageSize int) (int, error) {
+func evict(ctx context.Context, sys *nats.Conn, account string, match func(connz.Conn) bool, pageSize int) (int, error) {
 	req := map[string]any{"acc": account, "auth": true, "limit": pageSize}
 	pages, err := connz.Ask(ctx, sys, "$SYS.REQ.SERVER.PING.CONNZ", req, nil)
 	if err != nil {
@@ -39,7 +35,7 @@ func evict(ctx context.Context, sys *nats.Conn, account string, match func(user 
 		server := page.Server
 		for offset := pageSize; ; offset += pageSize {
 			for _, c := range page.Conns {
-				if match(c.User) {
+				if match(c) {
 					victims[server] = append(victims[server], c.CID)
 				}
 			}
@@ -71,10 +67,12 @@ func evict(ctx context.Context, sys *nats.Conn, account string, match func(user 
 
 // CalloutPrincipal returns a match for Evict: connections an auth callout admitted as
 // actor, of owner only when owner is not empty (callout owners are "u_" tokens, which hold
-// neither "-" nor "."). The user is "<owner>-<actor>", the reference's form, or
-// "<owner>.<actor>", which Go callouts minted before it.
-func CalloutPrincipal(owner, actor string) func(user string) bool {
-	return func(user string) bool {
+// neither "-" nor "."). The callout's user is "<owner>-<actor>", the reference's form, or
+// "<owner>.<actor>", which Go callouts minted before it; a connection with a user JWT of
+// its own never matches, whatever user name it sent (connz.Conn.CalloutUser).
+func CalloutPrincipal(owner, actor string) func(connz.Conn) bool {
+	return func(c connz.Conn) bool {
+		user := c.CalloutUser()
 		o, a, ok := strings.Cut(user, "-")
 		if !ok {
 			o, a, ok = strings.Cut(user, ".")

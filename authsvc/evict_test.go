@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cotal-ai/cotal/internal/connz"
 	"github.com/cotal-ai/cotal/internal/meshtest"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
@@ -47,7 +48,7 @@ func testEvictCluster(t *testing.T, pageSize int) {
 	onB := meshtest.ConnectTo(t, b.ClientURL(), victim, onGone, nats.NoReconnect())
 
 	// A connection with a plain user JWT is reported with the user's public key.
-	n, err := evict(t.Context(), sys, acct.PublicKey(), func(user string) bool { return user == meshtest.UserKey(t, victim) }, pageSize)
+	n, err := evict(t.Context(), sys, acct.PublicKey(), func(c connz.Conn) bool { return c.User == meshtest.UserKey(t, victim) }, pageSize)
 	if err != nil {
 		t.Fatalf("evict: %v", err)
 	}
@@ -72,8 +73,8 @@ func testEvictCluster(t *testing.T, pageSize int) {
 }
 
 // TestCalloutPrincipal: a revoke finds callout connections by the dash form the callout
-// mints now and by the dotted form older releases minted; never a static user or another
-// actor or owner.
+// mints now and by the dotted form older releases minted; never a static user, another
+// actor or owner, or a connection with a JWT of its own that sent such a name.
 func TestCalloutPrincipal(t *testing.T) {
 	const o = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa"
 	anyOwner, mine := CalloutPrincipal("", "alice"), CalloutPrincipal(o, "alice")
@@ -85,11 +86,16 @@ func TestCalloutPrincipal(t *testing.T) {
 		"UABC":                               false,
 		"alice":                              false,
 	} {
-		if got := mine(user); got != want {
+		c := connz.Conn{User: user}
+		if got := mine(c); got != want {
 			t.Errorf("match(%q) = %v, want %v", user, got, want)
 		}
-		if got := anyOwner(user); got != (want || user == "u_bbbbbbbbbbbbbbbbbbbbbbbbbb-alice") {
+		if got := anyOwner(c); got != (want || user == "u_bbbbbbbbbbbbbbbbbbbbbbbbbb-alice") {
 			t.Errorf("any-owner match(%q) = %v", user, got)
+		}
+		// The same name sent by a connection with a user JWT of its own.
+		if c.JWT = "eyJhbGciOi.x.y"; mine(c) || anyOwner(c) {
+			t.Errorf("a connection with its own JWT and user %q matched", user)
 		}
 	}
 }

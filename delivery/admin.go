@@ -90,9 +90,10 @@ func attribute(c connz.Conn) string {
 			break // a tag that names no principal: the name may
 		}
 	}
-	owner, actor, ok := strings.Cut(c.User, "-")
+	user := c.CalloutUser() // never a name the client sent beside a JWT of its own
+	owner, actor, ok := strings.Cut(user, "-")
 	if !ok {
-		owner, actor, _ = strings.Cut(c.User, ".")
+		owner, actor, _ = strings.Cut(user, ".")
 	}
 	key := owner + "." + actor
 	if _, err := sweepPrincipal(key); err != nil {
@@ -252,9 +253,9 @@ func (o *oracle) principalLiveness(ctx context.Context, p string) protocol.Princ
 	return res
 }
 
-// evict answers evictPrincipal and evictPrincipals: one shared sweep, a KICK of every
-// connection of the principals, then up to verifyRounds sweeps, each kicking what it still
-// finds. VerifiedGone is said of a principal only once a complete sweep finds none of its
+// evict answers evictPrincipal and evictPrincipals: one shared sweep, then up to
+// verifyRounds rounds of a KICK of every connection of the principals still listed and a
+// sweep that verifies it. VerifiedGone is said of a principal only once a complete sweep finds none of its
 // connections; a sweep that is not complete leaves every principal it would decide
 // unverified.
 func (o *oracle) evict(ctx context.Context, principals []string) []protocol.EvictionResult {
@@ -297,7 +298,20 @@ func (o *oracle) evict(ctx context.Context, principals []string) []protocol.Evic
 	} else {
 		defer ev.Close()
 	}
+	// remain reports what is still pending after sweeps verify sweeps.
+	remain := func(sweeps int) {
+		for p, c := range pending {
+			each(p, func(r *protocol.EvictionResult) {
+				r.ScanComplete, r.Remaining = true, len(c)
+				r.Note = strings.TrimPrefix(r.Note+fmt.Sprintf("; %d connection(s) still open after %d verify sweeps: is the principal's next connect denied?", len(c), sweeps), "; ")
+			})
+		}
+	}
 	for round := 0; len(pending) > 0; round++ {
+		if round == verifyRounds {
+			remain(round) // each kick was verified by the sweep after it
+			break
+		}
 		kicked, notes := o.kick(ctx, ev, pending)
 		for p, n := range kicked {
 			each(p, func(r *protocol.EvictionResult) { r.Kicked += n })
@@ -305,13 +319,8 @@ func (o *oracle) evict(ctx context.Context, principals []string) []protocol.Evic
 		for p, n := range notes {
 			each(p, func(r *protocol.EvictionResult) { r.Note = n })
 		}
-		if round == verifyRounds || !pause(ctx, round) {
-			for p, c := range pending {
-				each(p, func(r *protocol.EvictionResult) {
-					r.ScanComplete, r.Remaining = true, len(c)
-					r.Note = strings.TrimPrefix(r.Note+fmt.Sprintf("; %d connection(s) still open after %d verify sweeps: is the principal's next connect denied?", len(c), round), "; ")
-				})
-			}
+		if !pause(ctx, round) {
+			remain(round)
 			break
 		}
 		s = o.sweep(ctx)

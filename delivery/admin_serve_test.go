@@ -45,14 +45,25 @@ func TestAdminWorkersAnswerPastASlowRequest(t *testing.T) {
 }
 
 // Once the lane stops, its workers end and a request still waiting for one is dropped
-// rather than blocking the subscription.
+// rather than blocking the subscription: the second request returns although the one
+// worker is busy, and the worker ends once its request is done.
 func TestAdminWorkersEndWithTheLane(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	block := make(chan struct{})
-	defer close(block)
 	h := workers(ctx, &wg, 1, func(*nats.Msg) { <-block })
 	h(&nats.Msg{Subject: "a"}) // the one worker is busy with it
 	cancel()
-	h(&nats.Msg{Subject: "b"}) // no worker is free: dropped, not waited for
+	returned := make(chan struct{})
+	go func() {
+		h(&nats.Msg{Subject: "b"}) // no worker is free: dropped, not waited for
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(30 * time.Second): // a hang guard
+		t.Fatal("a request after the lane stopped waited for a worker")
+	}
+	close(block)
+	wg.Wait()
 }

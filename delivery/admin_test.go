@@ -233,6 +233,10 @@ func TestAttribute(t *testing.T) {
 		{connz.Conn{User: owner + "-ada", Tags: []string{"principal:nkey.ada"}}, owner + ".ada"},
 		{connz.Conn{User: "UABC", Tags: []string{"principal:nkey.ada"}}, ""},
 		{connz.Conn{User: "local-ada.x"}, ""},
+		// A connection with a user JWT of its own that names no principal, which sent
+		// "local-ada" as its CONNECT user: the broker lists that as its user.
+		{connz.Conn{User: "local-ada", JWT: "eyJhbGciOi.x.y"}, ""},
+		{connz.Conn{User: "local-ada", JWT: "eyJhbGciOi.x.y", Tags: []string{"principal:local.bob"}}, "local.bob"},
 	} {
 		if got := attribute(c.conn); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.conn, got, c.want)
@@ -416,5 +420,26 @@ func TestAdminRefusesEvictingItself(t *testing.T) {
 	var ev protocol.EvictionResult
 	if rep := m.admin(t, protocol.OpEvictPrincipal, protocol.PrincipalArgs{Principal: "local.bob"}, &ev); !rep.OK || !ev.VerifiedGone {
 		t.Fatalf("evict local.bob after the refusals: %+v %+v", rep, ev)
+	}
+}
+
+// TestAdminIgnoresAChosenUserName: a connection with a credential that names no
+// principal, which sends a principal's callout name as its CONNECT user (the broker then
+// lists that as its authorized user), is not taken for that principal: it neither makes
+// the principal live nor is it kicked by the principal's eviction.
+func TestAdminIgnoresAChosenUserName(t *testing.T) {
+	m := newMesh(t, 0)
+	serve(t, m.adminLane(t, true))
+	posing := m.Connect(m.Mint(space, trust.UserSpec{Name: "no principal", Profile: trust.ProfileProvisioner}),
+		nats.UserInfo("local-ada", "x"), nats.NoReconnect())
+	if res := m.principalLiveness(t, "local.ada"); res.State != protocol.ConnGone || !res.SweepComplete {
+		t.Fatalf("local.ada while another connection poses as it: %+v; want gone", res)
+	}
+	var ev protocol.EvictionResult
+	if rep := m.admin(t, protocol.OpEvictPrincipal, protocol.PrincipalArgs{Principal: "local.ada"}, &ev); !rep.OK || ev.Kicked != 0 {
+		t.Fatalf("evict local.ada: %+v %+v; want nothing kicked", rep, ev)
+	}
+	if err := posing.Flush(); err != nil || !posing.IsConnected() {
+		t.Fatalf("the posing connection after local.ada's eviction: %v", err)
 	}
 }

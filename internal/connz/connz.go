@@ -23,6 +23,21 @@ type Conn struct {
 	User string `json:"authorized_user"`
 	// Tags are the tags of the user JWT the connection presented (a request with auth).
 	Tags []string `json:"tags"`
+	// JWT is the user JWT the connection presented (a request with auth). The server
+	// clears it for a connection an auth callout admitted, and lists none for a bearer
+	// JWT.
+	JWT string `json:"jwt"`
+}
+
+// CalloutUser is the authorized user of a connection an auth callout admitted: the name
+// of the user JWT the callout minted; "" for any other connection. A connection that
+// presented a user JWT of its own is listed with it, and its authorized user may be a
+// name the client sent in its CONNECT, which must never name a principal.
+func (c Conn) CalloutUser() string {
+	if c.JWT != "" {
+		return ""
+	}
+	return c.User
 }
 
 // Page is one server's answer: its id, its cluster's name ("" for a standalone server),

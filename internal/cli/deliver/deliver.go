@@ -133,7 +133,7 @@ func spaceOr(s string) string {
 // refused before anything connects.
 func systemCreds(opts *Options) (sys, evict []byte, err error) {
 	if opts.EvictCreds != "" && opts.SystemCreds == "" {
-		return nil, nil, cmdutil.FlagErrorf("--evict-creds needs --system-creds: an eviction is judged by a sweep of the space's connections, which only the system credential may list")
+		return nil, nil, cmdutil.FlagErrorf("--evict-creds needs --system-creds: an eviction is judged by a sweep of the space's connections, which only the system credential may list; add --system-creds FILE (cotal up writes delivery-watch.creds beside the space's other credentials)")
 	}
 	if opts.SystemCreds != "" {
 		if sys, err = cmdutil.ReadCredsFile("--system-creds", opts.SystemCreds); err != nil {
