@@ -81,8 +81,11 @@ one by hand instead, stop that one first (cotal down delivery --space S).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Version = cmd.Root().Version
 			if opts.Shards != 1 {
-				return cmdutil.Refuse(fmt.Sprintf("--shards %d", opts.Shards),
-					"the delivery daemon runs as one instance per space", "cotal deliver --space "+spaceOr(opts.Mesh.Space))
+				next := "cotal deliver"
+				if opts.Mesh.Space != "" && protocol.CheckSpace(opts.Mesh.Space) == nil {
+					next += " --space " + opts.Mesh.Space
+				}
+				return cmdutil.RefuseUsage(fmt.Sprintf("--shards %d", opts.Shards), "the delivery daemon runs as one instance per space", next)
 			}
 			if opts.Mesh.Space != "" {
 				if err := protocol.CheckSpace(opts.Mesh.Space); err != nil {
@@ -120,13 +123,6 @@ one by hand instead, stop that one first (cotal down delivery --space S).`,
 	_ = fl.MarkHidden("broker-gone")
 	cmd.AddCommand(NewCmdPending(f, nil))
 	return cmd
-}
-
-func spaceOr(s string) string {
-	if s == "" {
-		return "<space>"
-	}
-	return s
 }
 
 // systemCreds reads --system-creds and --evict-creds, if given: first, so a bad file is
@@ -201,15 +197,31 @@ func credential(opts *Options, t cmdutil.Target) ([]byte, error) {
 		return cmdutil.ReadCredsFile("--creds", t.Creds)
 	}
 	if !t.Auth() {
-		return nil, cmdutil.Refuse("a delivery daemon on an open mesh",
-			"the open dev mesh has no credentials, so the daemon could not tell members apart; its channels are live",
-			OpenMeshNext(t))
+		return nil, noCredential("a delivery daemon", t)
 	}
 	if t.Mesh != nil && !slices.Contains(t.Mesh.Spaces, t.Space) {
 		return nil, cmdutil.Refuse(fmt.Sprintf("a delivery daemon for space %q", t.Space), "the mesh of "+t.Project.Root+" does not serve it",
 			"cotal up --space "+t.Space)
 	}
 	return opts.Mint(t, trust.UserSpec{Name: "cotal deliver", Profile: trust.ProfileDelivery, Principal: DaemonPrincipal})
+}
+
+// noCredential refuses what (a daemon or a host) when there is no credential to run it
+// with: on the project's own open mesh, because an open mesh has none; on any other
+// server, because no --creds was given and no project's keys apply to it (that server
+// may well be authenticated).
+func noCredential(what string, t cmdutil.Target) error {
+	if t.OnProjectMesh() {
+		return cmdutil.Refuse(what+" on an open mesh",
+			"the open dev mesh has no credentials, so the daemons could not tell members apart; its channels are live",
+			OpenMeshNext(t))
+	}
+	where := "here"
+	if t.Project != nil {
+		where = "in " + t.Project.Root
+	}
+	return cmdutil.RefuseUsage(what+" for "+cmdutil.RedactURL(t.Server),
+		"no --creds was given and no project "+where+" records that mesh, so there are no keys to mint a delivery credential from; give --creds (a creds file, or with --spaces a folder of <space>.creds), or run it in the folder of the project whose mesh it is", "")
 }
 
 // OpenMeshNext is what to run when a delivery daemon is asked of an open mesh: when it is

@@ -38,9 +38,7 @@ func runDeliverSpaces(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if t.Creds == "" && !t.Auth() {
-		return cmdutil.Refuse("a delivery host on an open mesh",
-			"the open dev mesh has no credentials, so the daemons could not tell members apart; its channels are live",
-			OpenMeshNext(t))
+		return noCredential("a delivery host", t)
 	}
 	cfg := delivery.Config{Spaces: opts.Spaces, Server: t.Server, TLSCA: t.TLSCA, SystemCreds: sys, EvictCreds: evict, BrokerGone: opts.BrokerGone, Version: opts.Version,
 		Logger: slog.New(spacehost.NewPrefixHandler(opts.DaemonLog())),
