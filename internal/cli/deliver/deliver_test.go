@@ -58,6 +58,12 @@ func TestNewCmdPending(t *testing.T) {
 	if _, err := cmdtest.Capture(NewCmdPending, nil); err == nil {
 		t.Fatal("no name was accepted")
 	}
+	// Refused before anything connects (runF is never reached).
+	for _, bad := range []string{"b\x1b[31m", "two\nlines", strings.Repeat("n", 1000)} {
+		if _, err := cmdtest.Capture(NewCmdPending, []string{bad}); err == nil || !strings.Contains(err.Error(), "recipient name") {
+			t.Errorf("recipient %q: %v; want a refusal of the name", bad, err)
+		}
+	}
 	if got, err := cmdtest.Capture(NewCmdPending, []string{"--name", "bob"}); err != nil || got.Name != "bob" {
 		t.Fatalf("--name bob: opts %+v, err %v", got, err)
 	}

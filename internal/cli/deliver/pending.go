@@ -9,6 +9,7 @@ import (
 	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 )
 
@@ -51,6 +52,9 @@ of them. Read-only: nothing is acked, created or started.`,
 			}
 			if name == "" {
 				return cmdutil.FlagErrorf("no recipient named: give its name as the argument (cotal deliver pending bob) or with --name")
+			}
+			if err := protocol.CheckDisplayName(name); err != nil {
+				return cmdutil.FlagErrorf("recipient %v", err)
 			}
 			opts.Name = name
 			if opts.Limit < 0 {

@@ -113,6 +113,11 @@ func (o *Options) take(args []string) error {
 		if o.Status != "" && o.Status != "any" && !taskboard.ValidStatus(o.Status) {
 			return cmdutil.FlagErrorf("--status %q: want any or one of %s", o.Status, strings.Join(taskboard.Statuses, ", "))
 		}
+		if o.Role != "" {
+			if err := protocol.CheckRole(o.Role); err != nil {
+				return cmdutil.FlagErrorf("--role: %v", err)
+			}
+		}
 	}
 	if len(o.Note) > taskboard.MaxNote {
 		return cmdutil.FlagErrorf("--note is %d bytes, over the limit of %d", len(o.Note), taskboard.MaxNote)
