@@ -136,7 +136,9 @@ func runDown(ctx context.Context, opts *Options) error {
 		if err != nil {
 			return err
 		}
-		if stopped == 0 {
+		if stopped == 0 && opts.Space != "" {
+			fmt.Fprintf(opts.IO.Out, "nothing to stop: no %s runs for space %s of %s (cotal status lists the spaces it serves)\n", c.Title, opts.Space, proj.Root)
+		} else if stopped == 0 {
 			fmt.Fprintf(opts.IO.Out, "nothing to stop: no %s runs for %s\n", c.Title, proj.Root)
 		}
 		return nil
