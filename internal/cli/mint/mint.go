@@ -84,6 +84,11 @@ Connect with it: cotal join --creds FILE, or any NATS client.`,
 			if p != trust.ProfileAgent && p != trust.ProfileObserver && p != trust.ProfileAdmin {
 				return cmdutil.FlagErrorf("--profile %q: want agent, observer or admin", opts.Profile)
 			}
+			if whose, ok := daemonName(opts.Name); ok && p == trust.ProfileAgent {
+				return cmdutil.RefuseUsage("an agent credential named "+opts.Name,
+					"the name is "+whose+": an agent holding it would post and DM as that daemon, and take its identity (its DM durable)",
+					"cotal mint "+opts.Name+"_agent --profile agent")
+			}
 			if opts.Force && opts.Out == "" {
 				return cmdutil.FlagErrorf("--force replaces the --out file: give --out FILE too")
 			}
@@ -127,6 +132,18 @@ Connect with it: cotal join --creds FILE, or any NATS client.`,
 	fl.BoolVar(&opts.Force, "force", false, "with --out: replace the file if it exists")
 	fl.BoolVar(&opts.JSON, "json", false, "print the result as one JSON document")
 	return cmd
+}
+
+// daemonName says whose name actor is when cotal's own daemons connect as it, which no
+// agent credential may take.
+func daemonName(actor string) (whose string, ok bool) {
+	switch actor {
+	case "manager":
+		return "the agent manager's", true
+	case "cotal_delivery":
+		return "the delivery daemon's", true
+	}
+	return "", false
 }
 
 func (o *Options) spec() trust.UserSpec {
