@@ -69,15 +69,18 @@ func subjectCovers(pattern, sub string) bool {
 	return len(pt) == len(st)
 }
 
+// notCreds says what a file that is no creds file lacks, and where one comes from.
+const notCreds = "this is not a NATS creds file: one holds a user JWT and its nkey seed, each between BEGIN and END lines; cotal mint writes one"
+
 // ReadCreds parses a creds file. It does not verify the signature: the broker does.
 func ReadCreds(b []byte) (Creds, error) {
 	token, err := jwt.ParseDecoratedJWT(b)
 	if err != nil {
-		return Creds{}, fmt.Errorf("creds: %w", err)
+		return Creds{}, fmt.Errorf("creds: %w (%s)", err, notCreds)
 	}
 	kp, err := jwt.ParseDecoratedNKey(b)
 	if err != nil {
-		return Creds{}, fmt.Errorf("creds: %w", err)
+		return Creds{}, fmt.Errorf("creds: %w (%s)", err, notCreds)
 	}
 	seed, err := kp.Seed()
 	if err != nil {
