@@ -38,8 +38,8 @@ const sweepLimit = 1 << 20
 // kicksInFlight bounds the KICK requests an eviction has outstanding at once.
 const kicksInFlight = 16
 
-// verifyRounds is how many sweeps an eviction makes after its kicks to see the principals
-// gone, kicking what a sweep still finds.
+// verifyRounds is how many rounds of kicks an eviction makes, each verified by a sweep
+// that sees the principals gone or finds what the next round kicks.
 const verifyRounds = 3
 
 // platformOwnerPrefix starts a platform owner token, "p_" and 26 base32 letters: an owner
@@ -255,9 +255,9 @@ func (o *oracle) principalLiveness(ctx context.Context, p string) protocol.Princ
 
 // evict answers evictPrincipal and evictPrincipals: one shared sweep, then up to
 // verifyRounds rounds of a KICK of every connection of the principals still listed and a
-// sweep that verifies it. VerifiedGone is said of a principal only once a complete sweep finds none of its
-// connections; a sweep that is not complete leaves every principal it would decide
-// unverified.
+// sweep that verifies it. VerifiedGone is said of a principal only once a complete sweep
+// finds none of its connections; a sweep that is not complete leaves every principal it
+// would decide unverified.
 func (o *oracle) evict(ctx context.Context, principals []string) []protocol.EvictionResult {
 	res := make([]protocol.EvictionResult, len(principals))
 	idx := map[string][]int{} // a principal named twice gets the same answer twice

@@ -711,8 +711,8 @@ func (h *runHost) yieldTold(ctx context.Context, who caller, a mgrclient.TurnYie
 // withdrawn says why a turn known only from its told record t can no longer be yielded
 // ("" when it can): its run has ended, its step is settled in the run's journal (a drive
 // since the takeover settled it otherwise), or the step waits on another goal now (an
-// ask's later attempt). A yield the caller recorded for the
-// goal already is a retry, never withdrawn: recordYield answers it as it was.
+// ask's later attempt). A yield the caller recorded for the goal already is a retry,
+// never withdrawn: recordYield answers it as it was.
 func (h *runHost) withdrawn(ctx context.Context, recs *runstore.Records, goalID string, who caller, t toldRecord) (string, error) {
 	var y yieldRecord
 	if _, err := recs.Get(ctx, yieldKey(runstore.DefaultEndpoint, goalID), &y); err == nil && y.Run == t.Run && y.By == who.p.String() {
