@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cotal-ai/cotal/client"
+	"github.com/cotal-ai/cotal/internal/redact"
 	"github.com/cotal-ai/cotal/protocol"
 )
 
@@ -230,7 +231,7 @@ func (p *peer) serve(ctx context.Context) error {
 	if err := ep.Join(ctx); err != nil {
 		return fmt.Errorf("join: %w", err)
 	}
-	p.log.Info("a2a peer joined", "endpoint", p.reg.Endpoint)
+	p.log.Info("a2a peer joined", "endpoint", redact.URL(p.reg.Endpoint))
 	caller := &Caller{Endpoint: p.reg.Endpoint, Token: token, HTTP: p.b.HTTP}
 	recs, err := p.recorded(ctx)
 	if err != nil {

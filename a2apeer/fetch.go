@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cotal-ai/cotal/internal/redact"
 )
 
 // MaxCardSize bounds an Agent Card: a larger one is refused, never read whole.
@@ -34,20 +36,21 @@ var ErrURL = errors.New("not an allowed A2A URL")
 // loopback host (127.0.0.0/8, ::1 or localhost), with no user info or fragment.
 func CheckURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
+	shown := redact.URL(raw) // a refusal never repeats a password or a query's token
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %v", ErrURL, raw, err)
+		return nil, fmt.Errorf("%w: %q: not a URL", ErrURL, shown)
 	}
 	switch {
 	case u.Scheme != "https" && u.Scheme != "http":
-		return nil, fmt.Errorf("%w: %q: want an https URL (or http on loopback)", ErrURL, raw)
+		return nil, fmt.Errorf("%w: %q: want an https URL (or http on loopback)", ErrURL, shown)
 	case u.Host == "" || u.Hostname() == "":
-		return nil, fmt.Errorf("%w: %q: no host", ErrURL, raw)
+		return nil, fmt.Errorf("%w: %q: no host", ErrURL, shown)
 	case u.User != nil:
-		return nil, fmt.Errorf("%w: %q: credentials in the URL; give a token with --token-file instead", ErrURL, raw)
+		return nil, fmt.Errorf("%w: %q: credentials in the URL; give a token with --token-file instead", ErrURL, shown)
 	case u.Fragment != "":
-		return nil, fmt.Errorf("%w: %q: a fragment has no meaning here", ErrURL, raw)
+		return nil, fmt.Errorf("%w: %q: a fragment has no meaning here", ErrURL, shown)
 	case u.Scheme == "http" && !loopbackHost(u.Hostname()):
-		return nil, fmt.Errorf("%w: %q: plain http only on loopback (127.0.0.1, ::1, localhost); use https", ErrURL, raw)
+		return nil, fmt.Errorf("%w: %q: plain http only on loopback (127.0.0.1, ::1, localhost); use https", ErrURL, shown)
 	}
 	return u, nil
 }
@@ -156,9 +159,10 @@ func (h HTTP) FetchCard(ctx context.Context, raw, token string) (*Card, *url.URL
 	if err != nil {
 		return nil, nil, err
 	}
+	shown := redact.URL(cu.String())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cu.String(), nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("agent card %s: %w", cu, err)
+		return nil, nil, fmt.Errorf("agent card %s: %w", shown, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if token != "" {
@@ -166,25 +170,25 @@ func (h HTTP) FetchCard(ctx context.Context, raw, token string) (*Card, *url.URL
 	}
 	resp, err := h.client(cu).Do(req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("agent card %s: %w", cu, err)
+		return nil, nil, fmt.Errorf("agent card %s: %w", shown, redact.RequestError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("agent card %s: HTTP %s: is the URL the agent's base URL or its card's?", cu, resp.Status)
+		return nil, nil, fmt.Errorf("agent card %s: HTTP %s: is the URL the agent's base URL or its card's?", shown, resp.Status)
 	}
 	if resp.ContentLength > MaxCardSize {
-		return nil, nil, fmt.Errorf("agent card %s: %d bytes, over the %d-byte limit", cu, resp.ContentLength, MaxCardSize)
+		return nil, nil, fmt.Errorf("agent card %s: %d bytes, over the %d-byte limit", shown, resp.ContentLength, MaxCardSize)
 	}
 	b, err := readBounded(resp.Body, MaxCardSize, "the card")
 	if err != nil {
-		return nil, nil, fmt.Errorf("agent card %s: %w", cu, err)
+		return nil, nil, fmt.Errorf("agent card %s: %w", shown, err)
 	}
 	card, err := ParseCard(b)
 	if err != nil {
-		return nil, nil, fmt.Errorf("agent card %s: %w", cu, err)
+		return nil, nil, fmt.Errorf("agent card %s: %w", shown, err)
 	}
 	if err := card.Validate(cu); err != nil {
-		return nil, nil, fmt.Errorf("agent card %s: %w", cu, err)
+		return nil, nil, fmt.Errorf("agent card %s: %w", shown, err)
 	}
 	return card, cu, nil
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cotal-ai/cotal/a2awire"
+	"github.com/cotal-ai/cotal/internal/redact"
 )
 
 // The message and task shapes are a2awire's, shared with the inbound gateway (a2agw).
@@ -188,7 +189,7 @@ func (c *Caller) call(ctx context.Context, method string, params, out any) error
 	}
 	resp, err := c.HTTP.client(u).Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: %w", method, err)
+		return fmt.Errorf("%s: %w", method, redact.RequestError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

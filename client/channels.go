@@ -124,10 +124,7 @@ func (e *Endpoint) subscribe(ctx context.Context, channel string, replay bool) (
 		e.noteShown(channel, watermark)
 		return nil
 	}
-	var since time.Time
-	if d, ok := parseWindow(cfg.ReplayWindow); ok {
-		since = time.Now().Add(-d)
-	}
+	since := replaySince(cfg.ReplayWindow, time.Now())
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -440,26 +437,18 @@ func getJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any) erro
 	return nil
 }
 
-// parseWindow reads a replay window such as 30s, 15m, 2h or 7d.
-func parseWindow(s string) (time.Duration, bool) {
-	if len(s) < 2 {
-		return 0, false
+// replaySince is when the replay of a channel whose window is w starts: the zero time (all
+// history) for no window, one over protocol.MaxReplayWindow or one not of the grammar, and
+// now for a zero window (it replays nothing).
+func replaySince(w string, now time.Time) time.Time {
+	d, err := protocol.ParseReplayWindow(w)
+	switch {
+	case err == nil:
+		return now.Add(-d)
+	case errors.Is(err, protocol.ErrZeroReplayWindow):
+		return now
 	}
-	var n int64
-	for _, c := range s[:len(s)-1] {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-		if n > 1<<31 {
-			return 0, false
-		}
-	}
-	unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[s[len(s)-1]]
-	if unit == 0 {
-		return 0, false
-	}
-	return time.Duration(n) * unit, true
+	return time.Time{}
 }
 
 // replay surfaces channel history after sequence after (0: from the start, or since when

@@ -17,6 +17,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/cotal-ai/cotal/internal/redact"
 	"github.com/cotal-ai/cotal/oidc"
 )
 
@@ -257,12 +258,12 @@ func discover(ctx context.Context, cfg Config, device bool) (discovery, error) {
 	u := strings.TrimSuffix(cfg.Issuer, "/") + "/.well-known/openid-configuration"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return d, fmt.Errorf("discovery: %w", err)
+		return d, fmt.Errorf("discovery: %w", redact.RequestError(err))
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := cfg.httpClient().Do(req)
 	if err != nil {
-		return d, fmt.Errorf("discovery: %w", err)
+		return d, fmt.Errorf("discovery: %w", redact.RequestError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -303,13 +304,13 @@ func postForm(ctx context.Context, cfg Config, u string, form url.Values) (int, 
 func post(ctx context.Context, cfg Config, u, contentType string, body io.Reader) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
 	if err != nil {
-		return 0, nil, fmt.Errorf("post %s: %w", u, err)
+		return 0, nil, fmt.Errorf("post %s: %w", u, redact.RequestError(err))
 	}
 	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Accept", "application/json")
 	resp, err := cfg.httpClient().Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("post %s: %w", u, err)
+		return 0, nil, fmt.Errorf("post %s: %w", u, redact.RequestError(err))
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cotal-ai/cotal/internal/redact"
 	"github.com/cotal-ai/cotal/oidc"
 )
 
@@ -124,14 +125,14 @@ func RefSignOut(ctx context.Context, cfg RefConfig, session string) (ended bool,
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/sign-out", strings.NewReader("{}"))
 	if err != nil {
-		return false, fmt.Errorf("sign out at %s: %w", base, err)
+		return false, fmt.Errorf("sign out at %s: %w", base, redact.RequestError(err))
 	}
 	req.Header.Set("Authorization", "Bearer "+session)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	resp, err := cfg.config().httpClient().Do(req)
 	if err != nil {
-		return false, fmt.Errorf("sign out at %s: %w", base, err)
+		return false, fmt.Errorf("sign out at %s: %w", base, redact.RequestError(err))
 	}
 	defer resp.Body.Close()
 	switch {

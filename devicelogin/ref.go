@@ -17,6 +17,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/cotal-ai/cotal/internal/redact"
 	"github.com/cotal-ai/cotal/oidc"
 )
 
@@ -133,13 +134,13 @@ func RefFetchIDToken(ctx context.Context, cfg RefConfig, session string) (string
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/token", nil)
 	if err != nil {
-		return "", fmt.Errorf("idp session: %w", err)
+		return "", fmt.Errorf("idp session: %w", redact.RequestError(err))
 	}
 	req.Header.Set("Authorization", "Bearer "+session)
 	req.Header.Set("Accept", "application/json")
 	resp, err := cfg.config().httpClient().Do(req)
 	if err != nil {
-		return "", fmt.Errorf("idp session: %w", err)
+		return "", fmt.Errorf("idp session: %w", redact.RequestError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusUnauthorized {
@@ -300,12 +301,12 @@ func IsOIDC(ctx context.Context, cfg Config) (bool, error) {
 	u := strings.TrimSuffix(cfg.Issuer, "/") + "/.well-known/openid-configuration"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return false, fmt.Errorf("discovery: %w", err)
+		return false, fmt.Errorf("discovery: %w", redact.RequestError(err))
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := cfg.httpClient().Do(req)
 	if err != nil {
-		return false, fmt.Errorf("discovery: %w", err)
+		return false, fmt.Errorf("discovery: %w", redact.RequestError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cotal-ai/cotal/internal/redact"
 	"github.com/cotal-ai/cotal/internal/strictjson"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
@@ -163,7 +164,7 @@ func DecodeBundle(data []byte) (Bundle, error) {
 func BundleURL(base string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil {
-		return "", fmt.Errorf("bundle URL %q: %w", base, err)
+		return "", fmt.Errorf("bundle URL %q is not a URL", redact.URL(base))
 	}
 	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
 	u.Path = strings.TrimSuffix(u.Path, "/")
@@ -192,7 +193,7 @@ func FetchBundle(ctx context.Context, baseURL string) (Bundle, error) {
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	res, err := client.Do(req)
 	if err != nil {
-		return Bundle{}, fmt.Errorf("fetch bundle %s: %w", target, err)
+		return Bundle{}, fmt.Errorf("fetch bundle %s: %w", target, redact.RequestError(err))
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/url"
 	"strings"
+
+	"github.com/cotal-ai/cotal/internal/redact"
 )
 
 // URLError is a URL refused by one of the rules below. Msg says what is wrong without
@@ -48,19 +50,20 @@ func checkEndpointURL(raw string, base bool) error {
 // literal host.
 func checkWebURL(raw string, base, loopbackHTTP bool) *URLError {
 	u, err := url.Parse(raw)
+	shown := redact.URL(raw)
 	switch {
 	case err != nil:
-		return &URLError{Msg: fmt.Sprintf("%q is not a URL", raw), Err: err}
+		return &URLError{Msg: fmt.Sprintf("%q is not a URL", shown)}
 	case loopbackHTTP && u.Scheme == "http" && !loopbackIP(u.Hostname()):
-		return &URLError{Msg: fmt.Sprintf("%q: http is allowed only on a loopback IP; use https://", raw)}
+		return &URLError{Msg: fmt.Sprintf("%q: http is allowed only on a loopback IP; use https://", shown)}
 	case u.Scheme != "https" && !(loopbackHTTP && u.Scheme == "http"):
-		return &URLError{Msg: fmt.Sprintf("%q must start with https://", raw)}
+		return &URLError{Msg: fmt.Sprintf("%q must start with https://", shown)}
 	case u.Host == "" || u.Hostname() == "":
-		return &URLError{Msg: fmt.Sprintf("%q has no host", raw)}
+		return &URLError{Msg: fmt.Sprintf("%q has no host", shown)}
 	case u.User != nil:
-		return &URLError{Msg: fmt.Sprintf("%q must not carry a user or password", raw)}
+		return &URLError{Msg: fmt.Sprintf("%q must not carry a user or password", shown)}
 	case base && (u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#")):
-		return &URLError{Msg: fmt.Sprintf("%q must not carry a query or fragment: clients append paths to it", raw)}
+		return &URLError{Msg: fmt.Sprintf("%q must not carry a query or fragment: clients append paths to it", shown)}
 	}
 	return nil
 }
@@ -94,17 +97,18 @@ func CheckServer(raw string, tlsRequired bool) error {
 // empty port. A refusal is a *URLError.
 func CheckBrokerURL(raw string) error {
 	u, err := url.Parse(raw)
+	shown := redact.URL(raw)
 	switch {
 	case err != nil:
-		return &URLError{Msg: fmt.Sprintf("%q is not a URL", raw), Err: err}
+		return &URLError{Msg: fmt.Sprintf("%q is not a URL", shown)}
 	case !brokerScheme(u.Scheme):
-		return &URLError{Msg: fmt.Sprintf("%q must be a nats://, tls://, ws:// or wss:// URL", raw)}
+		return &URLError{Msg: fmt.Sprintf("%q must be a nats://, tls://, ws:// or wss:// URL", shown)}
 	case u.Host == "" || u.Hostname() == "":
-		return &URLError{Msg: fmt.Sprintf("%q has no host", raw)}
+		return &URLError{Msg: fmt.Sprintf("%q has no host", shown)}
 	case u.User != nil:
-		return &URLError{Msg: fmt.Sprintf("%q must not carry a user or password: the discovery bundle is public", raw)}
+		return &URLError{Msg: fmt.Sprintf("%q must not carry a user or password: the discovery bundle is public", shown)}
 	case strings.HasSuffix(u.Host, ":"):
-		return &URLError{Msg: fmt.Sprintf("%q has an empty port", raw)}
+		return &URLError{Msg: fmt.Sprintf("%q has an empty port", shown)}
 	}
 	return nil
 }

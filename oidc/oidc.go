@@ -17,6 +17,8 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/cotal-ai/cotal/internal/redact"
 )
 
 // ErrInvalid is wrapped by every error of VerifyIDToken: the token was refused, or the
@@ -61,10 +63,10 @@ type keyCache struct {
 func CheckIssuer(issuer string) error {
 	u, err := url.Parse(issuer)
 	if err != nil {
-		return fmt.Errorf("issuer %q: %w", issuer, err)
+		return fmt.Errorf("issuer %q is not a URL", redact.URL(issuer))
 	}
 	if u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return fmt.Errorf("issuer %q: want scheme://host[/path] without query, fragment or userinfo", issuer)
+		return fmt.Errorf("issuer %q: want scheme://host[/path] without query, fragment or userinfo", redact.URL(issuer))
 	}
 	switch u.Scheme {
 	case "https":
@@ -73,9 +75,9 @@ func CheckIssuer(issuer string) error {
 		if h := u.Hostname(); h == "127.0.0.1" || h == "localhost" {
 			return nil
 		}
-		return fmt.Errorf("issuer %q: http is only allowed on 127.0.0.1 or localhost, want https", issuer)
+		return fmt.Errorf("issuer %q: http is only allowed on 127.0.0.1 or localhost, want https", redact.URL(issuer))
 	default:
-		return fmt.Errorf("issuer %q: scheme %q, want https", issuer, u.Scheme)
+		return fmt.Errorf("issuer %q: scheme %q, want https", redact.URL(issuer), u.Scheme)
 	}
 }
 
@@ -229,7 +231,7 @@ func fetchJWKS(ctx context.Context, c *http.Client, u string) (*jose.JSONWebKeyS
 func getJSON(ctx context.Context, c *http.Client, u string, dst any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return fmt.Errorf("get %s: %w", u, err)
+		return fmt.Errorf("get %s: %w", u, redact.RequestError(err))
 	}
 	req.Header.Set("Accept", "application/json")
 	if c == nil {
@@ -237,7 +239,7 @@ func getJSON(ctx context.Context, c *http.Client, u string, dst any) error {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("get %s: %w", u, err)
+		return fmt.Errorf("get %s: %w", u, redact.RequestError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

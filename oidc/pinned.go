@@ -13,6 +13,8 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/cotal-ai/cotal/internal/redact"
 )
 
 // PinnedLeeway is the clock skew a PinnedVerifier allows on exp, nbf and iat: the
@@ -31,16 +33,16 @@ var parseAlgs = []jose.SignatureAlgorithm{jose.EdDSA, jose.RS256, jose.RS384, jo
 func NormalizeIdPURL(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || (u.Scheme != "" && u.Opaque != "") {
-		return "", fmt.Errorf("idp url %q is not a valid URL", raw)
+		return "", fmt.Errorf("idp url %q is not a valid URL", redact.URL(raw))
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	host := strings.ToLower(u.Hostname())
 	loopback := host == "127.0.0.1" || host == "::1" || host == "localhost"
 	if u.Scheme != "https" && (u.Scheme != "http" || !loopback) {
-		return "", fmt.Errorf("idp url must be https (or loopback http for local dev) - got %q", raw)
+		return "", fmt.Errorf("idp url must be https (or loopback http for local dev) - got %q", redact.URL(raw))
 	}
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#") {
-		return "", fmt.Errorf("idp url must not carry a query or fragment - got %q", raw)
+		return "", fmt.Errorf("idp url must not carry a query or fragment - got %q", redact.URL(raw))
 	}
 	if u.User != nil {
 		return "", fmt.Errorf("idp url must not embed credentials before the host - the host it would actually contact is %q", u.Host)

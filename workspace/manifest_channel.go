@@ -16,17 +16,11 @@ func channelKeys() []string {
 	return []string{"description", "instructions", "replay", "replayWindow", "deliveryClass", "subscribe", "allowSubscribe", "allowPublish"}
 }
 
-// validReplayWindow accepts the replay window grammar of the channel registry, ^[0-9]+[smhd]$.
-func validReplayWindow(s string) bool {
-	if len(s) < 2 || !strings.ContainsRune("smhd", rune(s[len(s)-1])) {
-		return false
-	}
-	for _, c := range s[:len(s)-1] {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
+// checkReplayWindow checks a replay window against the registry's grammar, ^[0-9]+[smhd]$,
+// refusing a zero window and one over protocol.MaxReplayWindow (see ParseReplayWindow).
+func checkReplayWindow(s string) error {
+	_, err := protocol.ParseReplayWindow(s)
+	return err
 }
 
 // channelDefaults reads replay, replayWindow and deliveryClass of a map already checked
@@ -43,8 +37,10 @@ func (y *yamlFile) channelDefaults(fields map[string]*keyValue, where string) (C
 		if d.ReplayWindow, err = y.str(kv.value, where+".replayWindow"); err != nil {
 			return d, err
 		}
-		if d.ReplayWindow != "" && !validReplayWindow(d.ReplayWindow) {
-			return d, y.errAt(kv.value, "%s.replayWindow %q: want a number and s, m, h or d, such as 15m or 7d", where, d.ReplayWindow)
+		if d.ReplayWindow != "" {
+			if err := checkReplayWindow(d.ReplayWindow); err != nil {
+				return d, y.errAt(kv.value, "%s.replayWindow %q: %v", where, d.ReplayWindow, err)
+			}
 		}
 	}
 	if kv := fields["deliveryClass"]; kv != nil {

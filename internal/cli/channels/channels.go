@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,8 +25,6 @@ const (
 	MaxDescription  = 200
 	MaxInstructions = 2000
 )
-
-var windowRE = regexp.MustCompile(`^\d+(s|m|h|d)$`)
 
 // NewCmdChannels builds `cotal channels` with list and set.
 func NewCmdChannels(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
@@ -153,8 +150,12 @@ func (o *Options) check() error {
 	} else if err := protocol.CheckConcreteChannel(o.Name); err != nil {
 		return cmdutil.FlagErrorf("channel: %v", err)
 	}
-	if o.Window != nil && *o.Window != "" && !windowRE.MatchString(*o.Window) {
-		return cmdutil.FlagErrorf("--window %q: want digits then s, m, h or d (like 30m or 7d)", *o.Window)
+	if o.Window != nil && *o.Window != "" {
+		if _, err := protocol.ParseReplayWindow(*o.Window); errors.Is(err, protocol.ErrZeroReplayWindow) {
+			return cmdutil.FlagErrorf("--window %q: a window of 0 replays nothing: give --no-replay to turn replay off", *o.Window)
+		} else if err != nil {
+			return cmdutil.FlagErrorf("--window %q: %v", *o.Window, err)
+		}
 	}
 	if o.Description != nil {
 		if n := utf8.RuneCountInString(*o.Description); n > MaxDescription {

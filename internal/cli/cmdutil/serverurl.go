@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/cotal-ai/cotal/internal/redact"
 )
 
 // serverSchemes are the URL schemes a client's --server may use: NATS (nats://), NATS over
@@ -48,7 +50,7 @@ func CheckListenURL(raw string) (*url.URL, error) {
 // checkServerURL checks one URL against schemes, as a broker's listen URL when listen.
 func checkServerURL(raw string, schemes []string, listen bool) error {
 	const example = "nats://127.0.0.1:4222"
-	shown := RedactURL(raw)
+	shown := redact.URL(raw)
 	want := strings.Join(schemes, "://, ") + "://"
 	if !strings.Contains(raw, "://") {
 		return fmt.Errorf("%q has no scheme: want %s, e.g. %s", shown, want, example)
@@ -75,23 +77,4 @@ func checkServerURL(raw string, schemes []string, listen bool) error {
 		return fmt.Errorf("%q has an empty port, e.g. %s", shown, example)
 	}
 	return nil
-}
-
-// RedactURL is raw with any user and password in it replaced by "***", so that a message
-// can name the URL without repeating a secret. Text that is not a URL with userinfo is
-// returned as it is, but for anything before an "@" in its authority.
-func RedactURL(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return raw
-	}
-	authority, tail := rest, ""
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authority, tail = rest[:i], rest[i:]
-	}
-	at := strings.LastIndex(authority, "@")
-	if at < 0 {
-		return raw
-	}
-	return scheme + "://***@" + authority[at+1:] + tail
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cotal-ai/cotal/exchangewire"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/redact"
 	"github.com/cotal-ai/cotal/meshreg"
 	"github.com/cotal-ai/cotal/protocol"
 )
@@ -92,19 +93,20 @@ func runAdd(ctx context.Context, opts *AddOptions) error {
 	if err != nil {
 		return err
 	}
-	what := fmt.Sprintf("add mesh %q from %s", opts.Space, opts.From)
+	from := redact.URL(opts.From) // what is printed: never a password or a query's token
+	what := fmt.Sprintf("add mesh %q from %s", opts.Space, from)
 	retry := "cotal meshes add " + opts.Space + " --from <the mesh's public URL>"
 	b, err := fetch(ctx, opts.From)
 	var urlErr *url.Error
 	switch {
 	case errors.As(err, &urlErr):
-		return cmdutil.Refuse(what, fmt.Sprintf("its discovery bundle could not be fetched (%v); check the URL and that the mesh's auth service runs with a public face", err), retry)
+		return cmdutil.Refuse(what, fmt.Sprintf("its discovery bundle could not be fetched: %v; is the mesh's auth service running with a public face?", redact.RequestError(urlErr)), retry)
 	case err != nil:
 		return cmdutil.Refuse(what, fmt.Sprintf("it serves no valid discovery bundle (%v); check the URL, or ask the mesh's operator to fix the public face", err), retry)
 	}
 	if b.Space != opts.Space {
 		return cmdutil.Refuse(what, fmt.Sprintf("its bundle is for space %q, not %q", b.Space, opts.Space),
-			"cotal meshes add "+b.Space+" --from "+opts.From)
+			"cotal meshes add "+b.Space+" --from "+from)
 	}
 	e, err := meshreg.FromBundle(b, opts.From, now())
 	if err != nil {
@@ -119,10 +121,10 @@ func runAdd(ctx context.Context, opts *AddOptions) error {
 	switch {
 	case errors.As(err, &pinned):
 		return cmdutil.Refuse(what, fmt.Sprintf("%q is registered from %s, and a mesh's public URL is pinned; remove it first", opts.Space, pinned.Pinned),
-			"cotal meshes rm "+opts.Space+"; cotal meshes add "+opts.Space+" --from "+opts.From)
+			"cotal meshes rm "+opts.Space+"; cotal meshes add "+opts.Space+" --from "+from)
 	case errors.As(err, &exists):
 		return cmdutil.Refuse(what, fmt.Sprintf("%q is registered from this URL with another %v; the mesh changed since it was added", opts.Space, exists.Changed),
-			"cotal meshes add "+opts.Space+" --from "+opts.From+" --force")
+			"cotal meshes add "+opts.Space+" --from "+from+" --force")
 	case err != nil:
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/redact"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 )
@@ -66,7 +68,9 @@ own identity may read or write. Run it again with --replace to read a changed ca
 				return cmdutil.FlagErrorf("%v", err)
 			}
 			if _, err := a2apeer.CheckURL(opts.URL); err != nil {
-				return cmdutil.RefuseUsage("URL "+opts.URL, strings.TrimPrefix(err.Error(), a2apeer.ErrURL.Error()+": ")+
+				shown := redact.URL(opts.URL) // never the password or a query's token
+				why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), a2apeer.ErrURL.Error()+": "), strconv.Quote(shown)+": ")
+				return cmdutil.RefuseUsage("URL "+shown, why+
 					"; give the agent's https URL (http only on loopback)", "")
 			}
 			if opts.Role != "" {
@@ -116,7 +120,7 @@ func runAdd(ctx context.Context, opts *AddOptions) error {
 	}
 	reg, err := a2apeer.FromCard(opts.Name, opts.URL, cardURL.String(), card, opts.Role, token != "", now())
 	if err != nil {
-		return fmt.Errorf("agent card %s: %w\nnothing was registered", cardURL, err)
+		return fmt.Errorf("agent card %s: %w\nnothing was registered", redact.URL(cardURL.String()), err)
 	}
 	ep, err := opts.ConnectOperator(ctx, target, trust.ProfileProvisioner)
 	if err != nil {
@@ -130,7 +134,7 @@ func runAdd(ctx context.Context, opts *AddOptions) error {
 	if !opts.Replace {
 		if _, err := store.Get(ctx, opts.Name); err == nil {
 			return cmdutil.Refuse("a2a peer "+opts.Name, "a peer of that name is registered on space "+target.Space,
-				"cotal a2a add "+opts.Name+" "+opts.URL+" --replace")
+				"cotal a2a add "+opts.Name+" "+redact.URL(opts.URL)+" --replace")
 		}
 	}
 	if target.Project != nil {
@@ -145,15 +149,17 @@ func runAdd(ctx context.Context, opts *AddOptions) error {
 	}
 	if err := store.Put(ctx, reg, opts.Replace); err != nil {
 		if errors.Is(err, a2apeer.ErrExists) {
-			return cmdutil.Refuse("a2a peer "+opts.Name, "a peer of that name was registered meanwhile", "cotal a2a add "+opts.Name+" "+opts.URL+" --replace")
+			return cmdutil.Refuse("a2a peer "+opts.Name, "a peer of that name was registered meanwhile", "cotal a2a add "+opts.Name+" "+redact.URL(opts.URL)+" --replace")
 		}
 		return err
 	}
+	shown := reg // what is printed names no password or query token of the URLs
+	shown.URL, shown.CardURL, shown.Endpoint = redact.URL(reg.URL), redact.URL(reg.CardURL), redact.URL(reg.Endpoint)
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.IO.Out, reg)
+		return cmdutil.WriteJSON(opts.IO.Out, shown)
 	}
 	fmt.Fprintf(opts.IO.Out, "registered %s on space %s: %s %s, JSON-RPC at %s\n", reg.Name, target.Space,
-		cmdutil.OneLine(reg.AgentName), cmdutil.OneLine(reg.Version), reg.Endpoint)
+		cmdutil.OneLine(reg.AgentName), cmdutil.OneLine(reg.Version), cmdutil.OneLine(shown.Endpoint))
 	fmt.Fprintf(opts.IO.Out, "  skills: %s\n", skillNames(reg.Skills))
 	fmt.Fprintf(opts.IO.ErrOut, "next: run `cotal a2a` to bridge it; it joins space %s as %s\n", target.Space, reg.Name)
 	return nil

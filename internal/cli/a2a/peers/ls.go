@@ -10,6 +10,7 @@ import (
 	"github.com/cotal-ai/cotal/client"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/redact"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
 )
@@ -106,6 +107,7 @@ func List(ctx context.Context, ep *client.Endpoint) (Report, error) {
 	}
 	rep := Report{Space: ep.Space(), Peers: []Entry{}}
 	for _, r := range regs {
+		r.URL, r.CardURL, r.Endpoint = redact.URL(r.URL), redact.URL(r.CardURL), redact.URL(r.Endpoint) // shown: no query token
 		rep.Peers = append(rep.Peers, Entry{Registration: r, Online: on[protocol.OwnerLocal+"."+r.Name]})
 	}
 	return rep, nil
