@@ -15,6 +15,7 @@ import (
 	"github.com/cotal-ai/cotal/delivery"
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 	"github.com/cotal-ai/cotal/internal/cli/iostreams"
+	"github.com/cotal-ai/cotal/internal/redact"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/spacehost"
 	"github.com/cotal-ai/cotal/trust"
@@ -220,7 +221,7 @@ func noCredential(what string, t cmdutil.Target) error {
 	if t.Project != nil {
 		where = "in " + t.Project.Root
 	}
-	return cmdutil.RefuseUsage(what+" for "+cmdutil.RedactURL(t.Server),
+	return cmdutil.RefuseUsage(what+" for "+redact.URL(t.Server),
 		"no --creds was given and no project "+where+" records that mesh, so there are no keys to mint a delivery credential from; give --creds (a creds file, or with --spaces a folder of <space>.creds), or run it in the folder of the project whose mesh it is", "")
 }
 
