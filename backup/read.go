@@ -32,7 +32,12 @@ type Archive struct {
 // member in the manifest's order with its size and sha256, the trailer with the manifest's
 // own sha256, and nothing after. Anything else (a truncated file, a flipped byte, a member
 // missing or added) is refused with an error wrapping ErrCorrupt, having written nothing.
+// A path that is not a regular file is refused unopened: opening a named pipe would wait
+// for a writer.
 func Open(path string) (*Archive, error) {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("open backup %s: not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open backup: %w", err)

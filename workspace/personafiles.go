@@ -152,11 +152,17 @@ func (p *Project) RemovePersona(name string) error {
 
 // readLimited reads a regular file of at most limit bytes.
 func readLimited(path string, limit int64) ([]byte, error) {
+	// Stat before opening: opening a named pipe waits for a writer, which may never come.
+	// A stat error is left to the open, which words it.
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close() //nolint:errcheck // read only: nothing to lose
+	// Check again what was opened: the path may have changed since.
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err

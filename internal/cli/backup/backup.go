@@ -208,6 +208,10 @@ nothing is connected to or written.`,
 }
 
 func runInspect(opts *InspectOptions) error {
+	// Stat before the archive is opened: opening a named pipe waits for a writer.
+	if err := cmdutil.BackupFile("backup", opts.File).CheckStat(); err != nil {
+		return err
+	}
 	a, err := backup.Open(opts.File)
 	if err != nil {
 		return cmdutil.Refuse("backup "+opts.File, termsafe.Escape(err.Error()), "")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 
 	"github.com/cotal-ai/cotal/workspace"
@@ -78,6 +79,17 @@ func (u UserFile) Check() error {
 	return err
 }
 
+// CheckStat refuses what Read would refuse from a stat alone (a missing path, one that is
+// not a regular file, one over Max), without opening it: for a file another part opens
+// and reads later (a manifest, a backup archive), which must never wait on a named pipe.
+// "-" passes unchecked where Stdin is set.
+func (u UserFile) CheckStat() error {
+	if u.Path == "-" && u.Stdin != nil {
+		return nil
+	}
+	return u.checkRegular(os.Stat(u.Path))
+}
+
 func (u UserFile) readCapped(r io.Reader, name string) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r, u.Max+1))
 	if err != nil {
@@ -149,4 +161,11 @@ func byteCount(n int64) string {
 // ReadCredsFile reads the creds file flag names (a path given with --creds), bounded.
 func ReadCredsFile(flag, path string) ([]byte, error) {
 	return UserFile{Flag: flag, Path: path, Kind: "a creds file (cotal mint writes one)", Max: MaxCredsFileSize}.Read()
+}
+
+// BackupFile is the backup archive flag names (--restore FILE, or "backup" for inspect's
+// argument). It has no size cap: the backup package reads it as a stream, checking each
+// member's size and sha256.
+func BackupFile(flag, path string) UserFile {
+	return UserFile{Flag: flag, Path: path, Kind: "a backup archive (cotal backup create writes one)", Max: math.MaxInt64}
 }

@@ -280,9 +280,9 @@ func (o *Options) checkUID() error {
 	if o.LifecycleUID == "" || o.Mesh.Creds == "" {
 		return nil
 	}
-	b, err := os.ReadFile(o.Mesh.Creds)
+	b, err := cmdutil.ReadCredsFile("--creds", o.Mesh.Creds)
 	if err != nil {
-		return fmt.Errorf("creds %s: %w", o.Mesh.Creds, err)
+		return err
 	}
 	c, err := trust.ReadCreds(b)
 	if err != nil {

@@ -3,6 +3,7 @@ package mcp
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -36,6 +37,10 @@ type launchMaterial struct {
 func readLaunchMaterial(path string) (launchMaterial, error) {
 	var m launchMaterial
 	what := connector.EnvLaunchMaterial + "=" + path
+	// A named pipe or a device is refused unopened: opening a named pipe waits for a writer.
+	if err := (cmdutil.UserFile{Flag: connector.EnvLaunchMaterial, Path: path, Kind: "a launch material file (JSON)", Max: math.MaxInt64}).CheckStat(); err != nil {
+		return m, err
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return m, cmdutil.FlagErrorf("%s: %v", what, err)
@@ -117,9 +122,9 @@ func (o *Options) refEnv(fs *pflag.FlagSet, getenv func(string) string, lookup f
 		return cmdutil.FlagErrorf("a user-mode launch (COTAL_OWNER, COTAL_ACTOR, COTAL_SENTINEL_CREDS, COTAL_BEARER_CMD) is not served by cotal mcp: launch it with COTAL_CREDS (or creds in %s)", connector.EnvLaunchMaterial)
 	}
 	if p := env(connector.EnvAgentFile); p != "" {
-		b, err := os.ReadFile(p)
+		b, err := (cmdutil.UserFile{Flag: connector.EnvAgentFile, Path: p, Kind: "a persona file", Max: cmdutil.MaxPromptFileSize}).Read()
 		if err != nil {
-			return cmdutil.FlagErrorf("%s=%q: %v", connector.EnvAgentFile, p, err)
+			return err
 		}
 		per, err := workspace.ParsePersona(p, b)
 		if err != nil {

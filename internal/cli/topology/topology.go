@@ -79,6 +79,10 @@ It is refused with the errors those daemons give.`,
 }
 
 func runView(opts *Options) error {
+	// Stat before the manifest is opened: opening a named pipe waits for a writer.
+	if err := (cmdutil.UserFile{Flag: "-f", Path: opts.File, Kind: "a cotal.yaml or a space manifest (JSON)", Max: maxSpaceList}).CheckStat(); err != nil {
+		return err
+	}
 	data, err := readHead(opts.File)
 	if err != nil {
 		return err

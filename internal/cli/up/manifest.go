@@ -23,6 +23,10 @@ import (
 // readManifest loads -f and lets it decide the space, the mode and the listen URL, refusing
 // flags that contradict it.
 func (o *Options) readManifest() error {
+	// Stat before the manifest is opened: opening a named pipe waits for a writer.
+	if err := (cmdutil.UserFile{Flag: "-f", Path: o.File, Kind: "a team manifest (cotal.yaml)", Max: cmdutil.MaxManifestFileSize}).CheckStat(); err != nil {
+		return err
+	}
 	m, err := workspace.LoadManifest(o.File)
 	if err != nil {
 		return err

@@ -40,6 +40,10 @@ func (o *Options) openRestore() error {
 	if o.DryRun {
 		return cmdutil.FlagErrorf("--restore and --dry-run exclude each other")
 	}
+	// Stat before the archive is opened: opening a named pipe waits for a writer.
+	if err := cmdutil.BackupFile("--restore", o.restoreFlag).CheckStat(); err != nil {
+		return err
+	}
 	abs, err := filepath.Abs(o.restoreFlag)
 	if err != nil {
 		return cmdutil.FlagErrorf("--restore %s: %v", o.restoreFlag, err)
