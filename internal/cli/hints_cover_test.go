@@ -38,7 +38,7 @@ var untestedNext = map[string]string{
 	"clean/clean.go o.again(\" --dry-run\")":   "clean_history.txtar (runnext runs it)",
 	"deliver/deliver.go leaseHeldNext(t)":      "deliver.txtar",
 	"deliver/deliver.go OpenMeshNext(t)":       "hints_run.txtar",
-	"deliver/spaces.go OpenMeshNext(t)":        "hints_run.txtar (the same function as deliver's)",
+	"deliver/deliver.go next":                  "deliver.txtar (the --shards refusal; run, it serves in the foreground)",
 	"ext/ext.go u.Fix":                         "ext_basic.txtar",
 	"ext/ext.go opts.Spec + \" --version\"":    "ext_basic.txtar",
 	"meshes/add.go retry":                      "meshes.txtar",
