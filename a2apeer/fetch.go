@@ -38,7 +38,7 @@ func CheckURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	shown := redact.URL(raw) // a refusal never repeats a password or a query's token
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q: not a URL", ErrURL, shown)
+		return nil, fmt.Errorf("%w: %q: not a URL: %w", ErrURL, shown, redact.ParseError(err))
 	}
 	switch {
 	case u.Scheme != "https" && u.Scheme != "http":

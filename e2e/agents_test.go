@@ -329,11 +329,22 @@ func claudeChannelsOff(screen string) bool {
 	return strings.Contains(screen, "channels aren't available right now")
 }
 
-// typeLine types line into a TUI's prompt and submits it once the line shows.
+// typeLine types line into a TUI's prompt and submits it once the line shows. A TUI busy
+// redrawing (OpenCode as its first turn ends) can drop keys typed then, as it would a
+// person's: the line is typed again every 15 s until it shows.
 func typeLine(s *session, line string) {
+	want := strings.ReplaceAll(line, " ", "")
 	s.send(line)
-	until(s.t, "the typed line shows", time.Minute, func() bool {
-		return strings.Contains(strings.ReplaceAll(s.text(), " ", ""), strings.ReplaceAll(line, " ", "")) || s.exited()
+	last := time.Now()
+	until(s.t, "the typed line shows", 2*time.Minute, func() bool {
+		if strings.Contains(strings.ReplaceAll(s.text(), " ", ""), want) || s.exited() {
+			return true
+		}
+		if time.Since(last) > 15*time.Second {
+			s.send(line)
+			last = time.Now()
+		}
+		return false
 	})
 	s.send("\r")
 }

@@ -164,7 +164,7 @@ func DecodeBundle(data []byte) (Bundle, error) {
 func BundleURL(base string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil {
-		return "", fmt.Errorf("bundle URL %q is not a URL", redact.URL(base))
+		return "", fmt.Errorf("bundle URL %q is not a URL: %w", redact.URL(base), redact.ParseError(err))
 	}
 	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
 	u.Path = strings.TrimSuffix(u.Path, "/")

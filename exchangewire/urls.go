@@ -53,7 +53,7 @@ func checkWebURL(raw string, base, loopbackHTTP bool) *URLError {
 	shown := redact.URL(raw)
 	switch {
 	case err != nil:
-		return &URLError{Msg: fmt.Sprintf("%q is not a URL", shown)}
+		return &URLError{Msg: fmt.Sprintf("%q is not a URL", shown), Err: redact.ParseError(err)}
 	case loopbackHTTP && u.Scheme == "http" && !loopbackIP(u.Hostname()):
 		return &URLError{Msg: fmt.Sprintf("%q: http is allowed only on a loopback IP; use https://", shown)}
 	case u.Scheme != "https" && !(loopbackHTTP && u.Scheme == "http"):
@@ -100,7 +100,7 @@ func CheckBrokerURL(raw string) error {
 	shown := redact.URL(raw)
 	switch {
 	case err != nil:
-		return &URLError{Msg: fmt.Sprintf("%q is not a URL", shown)}
+		return &URLError{Msg: fmt.Sprintf("%q is not a URL", shown), Err: redact.ParseError(err)}
 	case !brokerScheme(u.Scheme):
 		return &URLError{Msg: fmt.Sprintf("%q must be a nats://, tls://, ws:// or wss:// URL", shown)}
 	case u.Host == "" || u.Hostname() == "":

@@ -63,7 +63,7 @@ type keyCache struct {
 func CheckIssuer(issuer string) error {
 	u, err := url.Parse(issuer)
 	if err != nil {
-		return fmt.Errorf("issuer %q is not a URL", redact.URL(issuer))
+		return fmt.Errorf("issuer %q is not a URL: %w", redact.URL(issuer), redact.ParseError(err))
 	}
 	if u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return fmt.Errorf("issuer %q: want scheme://host[/path] without query, fragment or userinfo", redact.URL(issuer))

@@ -147,3 +147,13 @@ func scrub(msg, raw string) string {
 	}
 	return msg
 }
+
+// ParseError is the cause behind a url.Parse error without the URL it repeats: for a
+// *url.Error its inner error (such as `invalid URL escape "%zz"`), otherwise err itself.
+// It keeps a refusal's cause reachable with errors.Is and errors.As.
+func ParseError(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Err
+	}
+	return err
+}

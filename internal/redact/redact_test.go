@@ -92,3 +92,18 @@ func TestRequestErrorOther(t *testing.T) {
 		t.Error("an error that is not a *url.Error is not returned as it is")
 	}
 }
+
+func TestParseErrorDropsTheURL(t *testing.T) {
+	_, err := url.Parse("https://u:hunter2@x/%zz?token=s3cret")
+	cause := redact.ParseError(err)
+	if cause == nil || strings.Contains(cause.Error(), "hunter2") || strings.Contains(cause.Error(), "s3cret") {
+		t.Fatalf("ParseError = %v, want the cause without the URL", cause)
+	}
+	if !strings.Contains(cause.Error(), "%zz") {
+		t.Fatalf("ParseError = %v, want the bad escape named", cause)
+	}
+	plain := errors.New("plain")
+	if redact.ParseError(plain) != plain {
+		t.Fatal("a non-url error is not returned as it is")
+	}
+}
