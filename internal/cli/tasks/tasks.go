@@ -153,6 +153,16 @@ func run(ctx context.Context, o *Options) error {
 		}
 		return o.one(task, "")
 	case "create":
+		// An assignee must be someone the space knows (in its roster, or with an inbox),
+		// as for cotal send dm: a task for nobody would wait forever. Nothing is created
+		// otherwise.
+		var assignee client.Target
+		if o.Assignee != "" {
+			if assignee, err = ep.Resolve(ctx, o.Assignee); err != nil {
+				return fmt.Errorf("--assignee: %w", err)
+			}
+			o.Assignee = assignee.Principal.String()
+		}
 		task, err := b.Create(ctx, taskboard.TaskRow{Title: o.Title, Body: o.Body, Role: o.Role, Assignee: o.Assignee})
 		if err != nil {
 			return err
@@ -160,8 +170,7 @@ func run(ctx context.Context, o *Options) error {
 		notice := fmt.Sprintf("Task %s: %s. Claim it with cotal_task_claim {\"id\": %q}.", task.ID, task.Title, task.ID)
 		switch {
 		case task.Assignee != "":
-			p, _ := protocol.ParsePrincipal(task.Assignee) // checked by Create
-			if _, err := ep.DM(ctx, p, client.Text(notice)); err != nil {
+			if _, err := ep.DM(ctx, assignee.Principal, client.Text(notice)); err != nil {
 				return fmt.Errorf("task %s created; telling %s: %w", task.ID, task.Assignee, err)
 			}
 		case task.Role != "":
@@ -169,7 +178,11 @@ func run(ctx context.Context, o *Options) error {
 				return fmt.Errorf("task %s created; telling role %s: %w", task.ID, task.Role, err)
 			}
 		}
-		return o.one(task, "created")
+		if err := o.one(task, "created"); err != nil || o.JSON || assignee.State != protocol.StatusOffline {
+			return err
+		}
+		_, err = fmt.Fprintf(o.IO.Out, "%s is offline: the notice waits in its inbox until it joins\n", task.Assignee)
+		return err
 	case "claim":
 		task, err := b.Claim(ctx, o.ID)
 		if err != nil {
