@@ -88,7 +88,7 @@ func (m *hostMesh) dialWith(space string, x exchangewire.Response) (*nats.Conn, 
 	}
 	ibx := userauth.NewInboxName()
 	return nats.Connect(m.URL, nats.UserJWTAndSeed(c.JWT, c.Seed), nats.Token(x.Token),
-		nats.Name(ibx), nats.CustomInboxPrefix(userauth.InboxPrefix(ibx)), nats.Timeout(3*time.Second), nats.NoReconnect())
+		nats.Name(ibx), nats.CustomInboxPrefix(userauth.InboxPrefix(ibx)), nats.Timeout(deadline), nats.NoReconnect()) // a hang guard: the callout answers under load too
 }
 
 // TestHost: one host process serves three user-auth spaces, each through its own callout

@@ -44,10 +44,12 @@ func TestClusterReplicates(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second) // hang guard
 	defer cancel()
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A new cluster may answer its first request 503 until every peer has registered.
+	var st jetstream.Stream
+	untilAcked(ctx, t, "create stream R3", func(ctx context.Context) (err error) {
+		st, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3})
+		return err
+	})
 	for i := range 10 {
 		if _, err := js.Publish(ctx, "r3.a", []byte{byte(i)}); err != nil {
 			t.Fatalf("publish %d: %v", i, err)

@@ -45,10 +45,12 @@ func TestClusterTLSRoutes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second) // hang guard
 	defer cancel()
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TLS3", Subjects: []string{"tls3.>"}, Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A new cluster may answer its first request 503 until every peer has registered.
+	var st jetstream.Stream
+	untilAcked(ctx, t, "create stream TLS3", func(ctx context.Context) (err error) {
+		st, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "TLS3", Subjects: []string{"tls3.>"}, Replicas: 3})
+		return err
+	})
 	if _, err := js.Publish(ctx, "tls3.a", []byte("x")); err != nil {
 		t.Fatal(err)
 	}

@@ -157,12 +157,13 @@ func TestTimerWriterGenerationsAndRefusals(t *testing.T) {
 	p := newTimerPlane(t)
 	p.start()
 	now := time.Now()
-	// Margins of seconds: the writer must arm all three requests before the first
-	// deadline, also on a loaded machine.
-	first, second := now.Add(3*time.Second).UnixMilli(), now.Add(4*time.Second).UnixMilli()
+	// Generation 1 is due in an hour, so however late the writer arms it, it cannot fire
+	// before generation 2 replaces it. The stale request is due at once: armed wrongly,
+	// it would replace generation 2 and fire as generation 1.
+	first, second := now.Add(time.Hour).UnixMilli(), now.Add(4*time.Second).UnixMilli()
 	p.request("cp2", 1, first, nil)
 	p.request("cp2", 2, second, nil)
-	p.request("cp2", 1, first, nil) // stale: generation 2 is armed
+	p.request("cp2", 1, now.UnixMilli(), nil) // stale: generation 2 is armed
 	h := nats.Header{}
 	h.Set(jetstream.ScheduleTargetHeader, protocol.TimerSubject(space, "manager", "victim", "1", "cp9", protocol.TimerFire))
 	p.request("forged", 1, first, h)

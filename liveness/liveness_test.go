@@ -318,8 +318,8 @@ func TestCutMarksOffline(t *testing.T) {
 	select {
 	case at := <-seen:
 		t.Logf("alice offline %s after the cut", at.Sub(cut))
-	case <-time.After(protocol.LivenessWindow / 2):
-		t.Fatal("alice was not written offline well within the presence TTL")
+	case <-time.After(30 * time.Second): // a hang guard: a TTL expiry deletes the row and writes no offline one
+		t.Fatal("alice was not written offline by the watcher")
 	}
 	if st, _ := f.status("alice"); st != protocol.StatusOffline {
 		t.Fatalf("alice is %q, want offline", st)

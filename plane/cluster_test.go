@@ -62,7 +62,7 @@ func TestClaimHeldWhileNodeDown(t *testing.T) {
 				t.Fatal(err)
 			}
 			return creds
-		}(), ReconnectWait: 50 * time.Millisecond, OpTimeout: 3 * time.Second}
+		}(), ReconnectWait: 50 * time.Millisecond, OpTimeout: 20 * time.Second} // a write may wait for a bucket leader that was on C
 	deliverytest.Serve(t, lane)
 	oracle := &DaemonOracle{Conn: prov, Space: space, From: op(), Timeout: 10 * time.Second}
 

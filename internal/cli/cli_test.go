@@ -261,7 +261,7 @@ func cmdProc(ts *testscript.TestScript, neg bool, args []string) {
 		if useStderr {
 			buf = &p.errOut
 		}
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(procGuard)
 		for !re.MatchString(buf.String()) {
 			select {
 			case <-p.done:
@@ -271,7 +271,7 @@ func cmdProc(ts *testscript.TestScript, neg bool, args []string) {
 			case <-time.After(25 * time.Millisecond):
 			}
 			if time.Now().After(deadline) {
-				ts.Fatalf("%s: no %q within 20s\nstdout:\n%s\nstderr:\n%s", args[0], args[1], p.out.String(), p.errOut.String())
+				ts.Fatalf("%s: no %q within %s\nstdout:\n%s\nstderr:\n%s", args[0], args[1], procGuard, p.out.String(), p.errOut.String())
 			}
 		}
 		if neg {
@@ -300,8 +300,8 @@ func cmdProc(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		select {
 		case <-p.done:
-		case <-time.After(20 * time.Second):
-			ts.Fatalf("%s did not exit", args[0])
+		case <-time.After(procGuard):
+			ts.Fatalf("%s did not exit within %s", args[0], procGuard)
 		}
 		ps.mu.Lock()
 		delete(ps.m, args[0])
@@ -315,6 +315,12 @@ func cmdProc(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("unknown proc verb %q", verb)
 	}
 }
+
+// procGuard bounds proc expect, proc wait and waitcmp. It is a hang guard, not a
+// measure: a race-built cotal up forming a three-node cluster on a loaded two-core
+// machine may take most of a minute (it allows itself 60 s to provision and 40 s for its
+// daemons).
+const procGuard = 90 * time.Second
 
 func startProc(ts *testscript.TestScript, ps *procs, name string, args []string) {
 	exe, err := exec.LookPath("cotal")
@@ -535,13 +541,13 @@ func cmdSHA256(ts *testscript.TestScript, neg bool, args []string) {
 	fmt.Fprintln(ts.Stdout(), hex.EncodeToString(sum[:]))
 }
 
-// cmdWaitCmp waits up to 20 s until FILE exists with the content of WANT.
+// cmdWaitCmp waits up to procGuard until FILE exists with the content of WANT.
 func cmdWaitCmp(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: waitcmp FILE WANT")
 	}
 	want := ts.ReadFile(args[1])
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(procGuard)
 	for {
 		got, err := os.ReadFile(ts.MkAbs(args[0]))
 		if err == nil && string(got) == want {
