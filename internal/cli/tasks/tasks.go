@@ -82,11 +82,12 @@ the person at the keyboard (local.<login>, or $COTAL_ACTOR).`,
 				c.Flags().BoolVar(&o.Mine, "mine", false, "only tasks you hold or that are assigned to you")
 			}),
 		sub("show", "show <id> [--json]", "Show one task whole", "  cotal tasks show 3n4l5o46cmlc", cobra.ExactArgs(1), nil),
-		sub("create", "create <title> [--body B] [--role R] [--assignee owner.actor] [--json]", "Add an open task (with --role, one holder of the role is sent a notice)",
-			`  cotal tasks create "fix the flaky test" --body "see CI run 41" --role worker`, cobra.ExactArgs(1), func(c *cobra.Command, o *Options) {
+		sub("create", "create <title> [--body B] [--role R] [--assignee PEER] [--json]", "Add an open task (with --role, one holder of the role is sent a notice)",
+			`  cotal tasks create "fix the flaky test" --body "see CI run 41" --role worker
+  cotal tasks create "review the auth change" --assignee bob`, cobra.ExactArgs(1), func(c *cobra.Command, o *Options) {
 				c.Flags().StringVar(&o.Body, "body", "", fmt.Sprintf("details (at most %d bytes)", taskboard.MaxBody))
 				c.Flags().StringVar(&o.Role, "role", "", "the role it is for; one of its holders is sent an anycast notice")
-				c.Flags().StringVar(&o.Assignee, "assignee", "", "the one principal (owner.actor) who may claim it; it is sent a DM")
+				c.Flags().StringVar(&o.Assignee, "assignee", "", "the one peer (a name, or an owner.actor id) who may claim it; it is sent a DM")
 			}),
 		sub("claim", "claim <id> [--json]", "Claim a task (again: renew your claim)", "  cotal tasks claim 3n4l5o46cmlc", cobra.ExactArgs(1), nil),
 		sub("done", "done <id> [--note N] [--json]", "Mark a task you hold done", `  cotal tasks done 3n4l5o46cmlc --note "merged"`, cobra.ExactArgs(1), func(c *cobra.Command, o *Options) {
@@ -106,8 +107,13 @@ func (o *Options) take(args []string) error {
 		}
 	case "create":
 		o.Title = args[0]
-		if err := (taskboard.TaskRow{Title: o.Title, Body: o.Body, Role: o.Role, Assignee: o.Assignee}).Check(); err != nil {
+		if err := (taskboard.TaskRow{Title: o.Title, Body: o.Body, Role: o.Role}).Check(); err != nil {
 			return cmdutil.FlagErrorf("%s", strings.TrimPrefix(err.Error(), taskboard.ErrBadInput.Error()+": "))
+		}
+		if o.Assignee != "" {
+			if err := protocol.CheckDisplayName(o.Assignee); err != nil {
+				return cmdutil.FlagErrorf("--assignee: %v", err)
+			}
 		}
 	case "list":
 		if o.Status != "" && o.Status != "any" && !taskboard.ValidStatus(o.Status) {
