@@ -370,7 +370,7 @@ func (m *Manager) epSpawn(who caller, r mgrclient.EPRequest) (any, error) {
 	}
 	if len(unserved) > 0 {
 		sort.Strings(unserved)
-		return nil, mgrclient.EPFail(mgrclient.EPBadRequest, "args %s: this manager does not serve them on a spawn; a persona file (.cotal/personas/%s.md) sets an agent's channels and launch", strings.Join(unserved, ", "), *a.Name)
+		return nil, mgrclient.EPFail(mgrclient.EPBadRequest, "args %s: this manager does not serve them on a spawn; a persona file (.cotal/agents/%s.md) sets an agent's channels and launch", strings.Join(unserved, ", "), *a.Name)
 	}
 	sa := protocol.SpawnArgs{Name: *a.Name, Agent: deref(a.Agent), Role: deref(a.Role), Model: deref(a.Model), Prompt: deref(a.Prompt), Cwd: deref(a.Cwd)}
 	// The reference spawns the agent file of the name; Go's is the persona of that name,

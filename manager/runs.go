@@ -273,7 +273,7 @@ func (h *runHost) Spawn(ctx context.Context, r rundriver.SpawnRequest) (rundrive
 	m := h.m
 	per, err := m.personaFor(r.Persona)
 	if err != nil || r.Persona == "" {
-		return rundriver.Handle{}, seatRefused("spawn %q: no persona of that name in the project (.cotal/personas/)", r.Persona)
+		return rundriver.Handle{}, seatRefused("spawn %q: no persona of that name in the project (.cotal/agents/)", r.Persona)
 	}
 	agent, from := agentrun.PickAgent("", per, m.Getenv)
 	if con, ok := connector.Lookup(agent); !ok || con.Name == commandConnector {

@@ -169,6 +169,9 @@ type state struct {
 	active  map[string]*slot   // the serving (or retrying) slot of each named space
 	closing []*slot            // slots asked to close whose supervisor has not returned
 	wg      sync.WaitGroup
+	// readyReports is true when Run has a ready callback, which reports the spaces whose
+	// first attempt failed.
+	readyReports bool
 }
 
 // check validates the fields without I/O and returns a copy with the defaults filled in.
@@ -207,7 +210,9 @@ func (h *Host) check() (*Host, error) {
 // space and calls ready once every space opened or failed its first attempt. Under
 // AllOrNone a failed space refuses startup: Run closes the lanes it opened and returns the
 // failure. Then it serves until ctx ends (nil, after every lane returned) or Fatal
-// reports a lane error (that error, after every lane returned).
+// reports a lane error (that error, after every lane returned). A space whose first
+// attempt failed is logged at warn level only with a nil ready; ready reports it (in
+// Ready.Retrying) otherwise, and the log has it at debug level, so it is said once.
 func (h *Host) Run(ctx context.Context, ready func(Ready)) error {
 	cfg, err := h.check()
 	if err != nil {
@@ -229,7 +234,8 @@ func (h *Host) Run(ctx context.Context, ready func(Ready)) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st := &state{h: cfg, ctx: runCtx, stop: cancel, log: cfg.Logger, events: make(chan event, 16), cur: m,
-		curHash: hash, acked: hash, active: map[string]*slot{}, opening: make(chan struct{}, cfg.MaxOpening)}
+		curHash: hash, acked: hash, active: map[string]*slot{}, opening: make(chan struct{}, cfg.MaxOpening),
+		readyReports: ready != nil}
 	defer st.wg.Wait()
 	defer st.closeAll()
 	cfg.Logger.Info("manifest applied", "manifest", cfg.Manifest, "sha256", hash, "spaces", strings.Join(m.Names(), ","))
@@ -312,7 +318,11 @@ func (st *state) firstFailure(ev event) error {
 	if st.h.Policy == AllOrNone {
 		return fmt.Errorf("space host: refusing to start: space %s: %w", ev.s.entry.Space, ev.err)
 	}
-	st.spaceLog(ev.s.entry.Space).Warn("cannot serve space; retrying", "every", st.h.RetryDelay, "err", ev.err)
+	level := slog.LevelWarn
+	if st.readyReports {
+		level = slog.LevelDebug // Ready.Retrying carries it to the person
+	}
+	st.spaceLog(ev.s.entry.Space).Log(st.ctx, level, "cannot serve space; retrying", "every", st.h.RetryDelay, "err", ev.err)
 	return nil
 }
 

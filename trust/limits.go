@@ -2,6 +2,7 @@ package trust
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -123,19 +124,19 @@ func ParseSize(s string) (int64, error) {
 	if strings.EqualFold(t, "unlimited") {
 		return Unlimited, nil
 	}
-	factor := int64(1)
+	factor, unit := int64(1), ""
 	for _, u := range sizeUnits {
 		if num, ok := strings.CutSuffix(t, u.suffix); ok {
-			t, factor = strings.TrimSpace(num), u.factor
+			t, factor, unit = strings.TrimSpace(num), u.factor, u.suffix
 			break
 		}
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
+	if errors.Is(err, strconv.ErrRange) && n > 0 || err == nil && n > math.MaxInt64/factor {
+		return 0, fmt.Errorf("size %q: too large: the largest is %d%s, or unlimited", s, math.MaxInt64/factor, unit)
+	}
 	if err != nil || n <= 0 {
 		return 0, fmt.Errorf("size %q: want a positive whole number with an optional unit (512MiB, 2GiB), or unlimited", s)
-	}
-	if n > math.MaxInt64/factor {
-		return 0, fmt.Errorf("size %q: too large", s)
 	}
 	return n * factor, nil
 }
@@ -147,6 +148,9 @@ func ParseCount(s string) (int64, error) {
 		return Unlimited, nil
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
+	if errors.Is(err, strconv.ErrRange) && n > 0 {
+		return 0, fmt.Errorf("%q: too large: the largest is %d, or unlimited", s, int64(math.MaxInt64))
+	}
 	if err != nil || n <= 0 {
 		return 0, fmt.Errorf("%q: want a positive whole number, or unlimited", s)
 	}

@@ -257,6 +257,23 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("ParseSize(%q) accepted", bad)
 		}
 	}
+	// A number past what a limit holds says so and names the largest, in the unit given.
+	for in, want := range map[string]string{
+		"99999999999999999999GB": `size "99999999999999999999GB": too large: the largest is 9223372036GB, or unlimited`,
+		"9999999999GB":           `size "9999999999GB": too large: the largest is 9223372036GB, or unlimited`,
+		"99999999999TiB":         `size "99999999999TiB": too large: the largest is 8388607TiB, or unlimited`,
+		"99999999999999999999":   `size "99999999999999999999": too large: the largest is 9223372036854775807, or unlimited`,
+	} {
+		if _, err := ParseSize(in); err == nil || err.Error() != want {
+			t.Errorf("ParseSize(%q) = %v; want %s", in, err, want)
+		}
+	}
+	if _, err := ParseSize("-99999999999999999999GB"); err == nil || !strings.Contains(err.Error(), "want a positive whole number") {
+		t.Errorf("ParseSize of a huge negative = %v", err)
+	}
+	if _, err := ParseCount("99999999999999999999"); err == nil || !strings.Contains(err.Error(), "too large: the largest is 9223372036854775807") {
+		t.Errorf("ParseCount of a huge count = %v", err)
+	}
 	if s := FormatSize(1 << 30); s != "1GiB" {
 		t.Errorf("FormatSize(1GiB) = %s", s)
 	}

@@ -54,6 +54,26 @@ func (p *Project) AuthServiceLogFile(space string) string {
 // removes it.
 func HeldFile(pidFile string) string { return strings.TrimSuffix(pidFile, ".pid") + ".held" }
 
+// heldForMesh is the held mark of a bare `cotal down`, which stops the broker next.
+const heldForMesh = "held by cotal down, which stops the whole mesh\n"
+
+// Hold leaves the held mark of the daemon whose pidfile is pidFile (mode 0600). wholeMesh
+// says a bare `cotal down` leaves it, which stops the whole mesh next (see HeldForMesh).
+func Hold(pidFile string, wholeMesh bool) error {
+	text := "held by cotal down; cotal up releases it\n"
+	if wholeMesh {
+		text = heldForMesh
+	}
+	return os.WriteFile(HeldFile(pidFile), []byte(text), 0o600)
+}
+
+// HeldForMesh reports whether the held mark of the daemon whose pidfile is pidFile was
+// left by a bare `cotal down`: the whole mesh is stopping, not that daemon alone.
+func HeldForMesh(pidFile string) bool {
+	b, err := os.ReadFile(HeldFile(pidFile))
+	return err == nil && string(b) == heldForMesh
+}
+
 // ReleaseHeld removes the held markers of the project's daemons (of spaces only, when
 // given), so the broker process starts them again.
 func (p *Project) ReleaseHeld(spaces ...string) error {

@@ -120,11 +120,40 @@ func Open(root string) (*Project, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("open project %s: not a directory", abs)
 	}
+	if err := ControlFile(abs); err != nil {
+		return nil, fmt.Errorf("open project %s: %w", abs, err)
+	}
 	p := &Project{Root: abs}
 	if err := ensureDir(p.Dir()); err != nil {
 		return nil, fmt.Errorf("open project %s: %w", abs, err)
 	}
 	return p, nil
+}
+
+// ErrControlFile reports a .cotal that is a file, where a project keeps its .cotal/ folder.
+var ErrControlFile = errors.New("a file, where a project keeps its .cotal/ folder")
+
+// ControlFile returns an error wrapping ErrControlFile, saying what to do, when root/.cotal
+// is a file (or anything but a folder); nil otherwise, also when it does not exist.
+func ControlFile(root string) error {
+	control := filepath.Join(root, ControlDir)
+	if fi, err := os.Stat(control); err != nil || fi.IsDir() {
+		return nil
+	}
+	return fmt.Errorf("%s is %w; move it out of the way, then run cotal up in %s", control, ErrControlFile, root)
+}
+
+// ControlFileFrom is ControlFile of the first folder from dir upward whose .cotal is a
+// file, or nil: why Find, which passes such a file over, found no project.
+func ControlFileFrom(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		if err := ControlFile(d); err != nil {
+			return err
+		}
+		if filepath.Dir(d) == d {
+			return nil
+		}
+	}
 }
 
 // ensureDir creates dir with mode 0700 (exactly, whatever the umask) unless it exists, and

@@ -175,6 +175,18 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(base, "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Open created a missing root: %v", err)
 	}
+	// A .cotal that is a file is named, with what to do, from the folder and below it.
+	if _, err := Open(cotalFile); !errors.Is(err, ErrControlFile) || !strings.Contains(err.Error(), "move it out of the way, then run cotal up in "+cotalFile) {
+		t.Errorf("Open with a .cotal file: %v", err)
+	}
+	sub := filepath.Join(cotalFile, "sub")
+	mkdirs(t, sub)
+	if err := ControlFileFrom(sub); !errors.Is(err, ErrControlFile) || !strings.Contains(err.Error(), filepath.Join(cotalFile, ".cotal")) {
+		t.Errorf("ControlFileFrom(%s) = %v", sub, err)
+	}
+	if err := ControlFileFrom(file + "-none"); err != nil {
+		t.Errorf("ControlFileFrom with no .cotal file = %v", err)
+	}
 }
 
 func TestPaths(t *testing.T) {

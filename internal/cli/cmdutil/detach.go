@@ -29,14 +29,26 @@ type Background struct {
 	Args       []string // the child's arguments, the verb first; paths absolute
 }
 
+// AlreadyRunning is Detach's refusal while one already runs for the project: it reads as
+// a Refusal, and holds that one's pid for a caller that says more.
+type AlreadyRunning struct {
+	PID int
+	err error
+}
+
+func (e *AlreadyRunning) Error() string { return e.err.Error() }
+
+func (e *AlreadyRunning) Unwrap() error { return e.err }
+
 // Detach starts b in the background and returns once it serves, with the address its
-// readiness reported and its pid. It refuses while one already runs for the project
-// (a stale pidfile is removed), and a child that exits or fails before it is ready is
-// reported with the last lines of its log.
+// readiness reported and its pid. It refuses with an *AlreadyRunning while one already
+// runs for the project (a stale pidfile is removed), and a child that exits or fails
+// before it is ready is reported with the last lines of its log.
 func Detach(ctx context.Context, b Background) (string, int, error) {
 	if rec, err := workspace.ReadPidfile(b.Pidfile); err == nil {
 		if alive, _ := rec.Alive(); alive {
-			return "", 0, Refuse("`cotal "+b.Verb+" --detach`", fmt.Sprintf("a %s already runs for %s (pid %d)", b.What, b.Root, rec.PID), "cotal down "+b.Verb)
+			return "", 0, &AlreadyRunning{PID: rec.PID,
+				err: Refuse("`cotal "+b.Verb+" --detach`", fmt.Sprintf("a %s already runs for %s (pid %d)", b.What, b.Root, rec.PID), "cotal down "+b.Verb)}
 		}
 		if err := workspace.RemovePidfile(b.Pidfile); err != nil {
 			return "", 0, fmt.Errorf("stale %s: %w", b.Pidfile, err)

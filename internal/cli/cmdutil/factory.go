@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -218,14 +217,8 @@ func (f *Factory) Resolve(flags MeshFlags) (Target, error) {
 // noMesh is the failure of a command run outside any project with no --server: the next
 // command starts a mesh here, or, in the machine home (never a project), in a new folder.
 func noMesh(wd string, getenv func(string) string) error {
-	for d := wd; ; d = filepath.Dir(d) {
-		control := filepath.Join(d, workspace.ControlDir)
-		if fi, err := os.Stat(control); err == nil && !fi.IsDir() {
-			return fmt.Errorf("no mesh to talk to: %s is a file, where a project keeps its .cotal/ folder; move it out of the way, then run cotal up in %s", control, d)
-		}
-		if filepath.Dir(d) == d {
-			break
-		}
+	if err := workspace.ControlFileFrom(wd); err != nil {
+		return fmt.Errorf("no mesh to talk to: %w", err)
 	}
 	err := fmt.Errorf("no mesh to talk to: no .cotal/ was found from %s upward, and no --server was given", wd)
 	if getenv != nil {

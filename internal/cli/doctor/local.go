@@ -82,6 +82,9 @@ func (d *doctor) findProject() bool {
 		if errors.Is(err, workspace.ErrNoProject) {
 			c.Message = "no .cotal/ was found from " + d.wd + " upward: doctor checks a project and the mesh it runs; cotal up makes one"
 			c.Next = "cotal up --detach"
+			if ferr := workspace.ControlFileFrom(d.wd); ferr != nil {
+				c.Message, c.Next = ferr.Error(), "" // moving the file aside is the person's call
+			}
 		}
 		d.add(c)
 		return false

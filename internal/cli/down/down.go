@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -254,7 +253,8 @@ func stop(ctx context.Context, rec workspace.Record, timeout time.Duration) erro
 }
 
 // stopDaemons stops the daemons of component c of the project (of opts.Space only, when
-// set) and says how many it stopped. A mark it cannot write (a read-only .cotal/) stops it
+// set) and says how many it stopped; all is a bare cotal down, which stops the whole mesh
+// next (its held marks say so). A mark it cannot write (a read-only .cotal/) stops it
 // with an error wrapping errCannotHold before that daemon is signalled.
 func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project, c workspace.Daemon, all bool) (int, error) {
 	pattern := filepath.Join(proj.Dir(), c.Glob)
@@ -278,7 +278,7 @@ func stopDaemons(ctx context.Context, opts *Options, proj *workspace.Project, c 
 			continue // a stale record the whole-mesh stop may leave
 		}
 		// Held first, so the broker process does not restart what exits here.
-		if err := os.WriteFile(workspace.HeldFile(f), []byte("held by cotal down; cotal up releases it\n"), 0o600); err != nil {
+		if err := workspace.Hold(f, all); err != nil {
 			return n, fmt.Errorf("%w: the %s (pid %d): %w", errCannotHold, c.Title, rec.PID, err)
 		}
 		if err := stop(ctx, rec, opts.Timeout); err != nil {

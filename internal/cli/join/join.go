@@ -23,6 +23,7 @@ import (
 	"github.com/cotal-ai/cotal/internal/termsafe"
 	"github.com/cotal-ai/cotal/protocol"
 	"github.com/cotal-ai/cotal/trust"
+	"github.com/cotal-ai/cotal/workspace"
 )
 
 // Options are the flags of `cotal join`.
@@ -361,6 +362,10 @@ func connect(ctx context.Context, opts *Options, target *cmdutil.Target) (*clien
 		return nil, cmdutil.Refuse("--persona outside a project", "personas live in a project's .cotal/agents/", "cotal personas list")
 	}
 	per, err := target.Project.Persona(opts.Persona)
+	if errors.Is(err, workspace.ErrNoPersona) {
+		return nil, cmdutil.Refuse(fmt.Sprintf("--persona %s", opts.Persona), "there is no "+target.Project.PersonaPath(opts.Persona)+" (cotal personas list shows the project's personas)",
+			"cotal personas new "+cmdutil.ShellQuote(opts.Persona)+" --prompt "+cmdutil.ShellQuote(cmdutil.StarterPrompt))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -65,6 +66,10 @@ func runList(_ context.Context, opts *ListOptions) error {
 		if opts.JSON {
 			fmt.Fprintln(opts.IO.Out, "[]")
 		}
+		if err := workspace.ControlFileFrom(wd); err != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "no personas: %v\n", err)
+			return nil
+		}
 		fmt.Fprintf(opts.IO.ErrOut, "no personas: no .cotal/ found from %s upward; personas live in a project's .cotal/: run this in your project's folder\n", wd)
 		return nil
 	}
@@ -120,7 +125,14 @@ func runList(_ context.Context, opts *ListOptions) error {
 		fmt.Fprintf(opts.IO.Out, "%s  invalid: %v\n", pf.Name, pf.Err)
 	}
 	if len(invalid) > 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "%s: fix the line named, or remove the file with `cotal personas rm <name> --force`\n", cmdutil.Count(len(invalid), "invalid persona file"))
+		rms := make([]string, len(invalid))
+		for i, pf := range invalid {
+			rms[i] = "`cotal personas rm " + pf.Name + " --force`"
+			if workspace.CheckPersonaName(pf.Name) != nil { // rm takes persona names only
+				rms[i] = "`rm " + cmdutil.ShellQuote(pf.Path) + "`"
+			}
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "%s: fix the line named, or delete the file: %s\n", cmdutil.Count(len(invalid), "invalid persona file"), strings.Join(rms, ", "))
 	}
 	return nil
 }

@@ -108,6 +108,9 @@ func noPersona(verb, name string, proj *workspace.Project) error {
 
 // noProject is the refusal for a command that needs a project outside of one.
 func noProject(verb, name, wd string) error {
+	if err := workspace.ControlFileFrom(wd); err != nil {
+		return cmdutil.Refuse(fmt.Sprintf("%s persona %q", verb, name), err.Error(), "")
+	}
 	return cmdutil.Refuse(fmt.Sprintf("%s persona %q", verb, name),
 		fmt.Sprintf("no .cotal/ was found from %s upward, so there are no personas", wd), "cotal personas list")
 }

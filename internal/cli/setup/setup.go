@@ -137,6 +137,9 @@ func project(opts *Options) (*workspace.Project, error) {
 	if filepath.Clean(p.Dir()) == filepath.Clean(home) {
 		return nil, cmdutil.Refuse("setup in "+wd, p.Dir()+" is the machine home (COTAL_HOME), not a project", cmdutil.NewProjectNext(wd, ""))
 	}
+	if err := workspace.ControlFile(wd); err != nil {
+		return nil, fmt.Errorf("setup in %s: %w", wd, err)
+	}
 	return p, nil
 }
 

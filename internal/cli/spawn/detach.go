@@ -3,7 +3,6 @@ package spawn
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -31,8 +30,8 @@ func runDetach(ctx context.Context, opts *Options) error {
 		cwd = abs
 	}
 	if cwd != "" {
-		if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
-			return cmdutil.RefuseUsage("--cwd "+cwd, "it is not a folder", "mkdir -p "+cmdutil.ShellQuote(cwd))
+		if err := checkCwd(cwd); err != nil {
+			return err
 		}
 	}
 	args := protocol.SpawnArgs{Persona: opts.Persona, Name: opts.Name, Agent: opts.Agent, Role: opts.Role,

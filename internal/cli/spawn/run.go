@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -104,9 +105,8 @@ func resolve(opts *Options) (*plan, error) {
 
 	p.cwd = opts.Cwd
 	if p.cwd != "" {
-		st, err := os.Stat(p.cwd)
-		if err != nil || !st.IsDir() {
-			return nil, cmdutil.RefuseUsage("--cwd "+p.cwd, "it is not a folder", "mkdir -p "+cmdutil.ShellQuote(p.cwd))
+		if err := checkCwd(p.cwd); err != nil {
+			return nil, err
 		}
 		if p.cwd, err = filepath.Abs(p.cwd); err != nil {
 			return nil, fmt.Errorf("--cwd: %w", err)
@@ -318,4 +318,24 @@ func run(ctx context.Context, opts *Options, p *plan) (int, error) {
 			}
 		}
 	}
+}
+
+// checkCwd refuses a --cwd that is not a folder: a missing one with the mkdir that makes
+// it, a file (or anything else) with no command, since only the person knows which folder
+// was meant.
+func checkCwd(cwd string) error {
+	st, err := os.Stat(cwd)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return cmdutil.RefuseUsage("--cwd "+cwd, "there is no such folder", "mkdir -p "+cmdutil.ShellQuote(cwd))
+	case err != nil:
+		return cmdutil.RefuseUsage("--cwd "+cwd, err.Error(), "")
+	case !st.IsDir():
+		dir := filepath.Dir(cwd)
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		return cmdutil.RefuseUsage("--cwd "+cwd, "it is a file, not a folder: --cwd names the folder the agent works in; give a folder, such as "+dir+", which holds that file", "")
+	}
+	return nil
 }

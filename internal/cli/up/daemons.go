@@ -295,7 +295,11 @@ func (d *daemons) supervise(ctx context.Context, space string, args []string, re
 			return
 		}
 		if held := workspace.HeldFile(d.kind.pidFile(space)); exists(held) {
-			d.log.Info(d.kind.Title+" held down; cotal up starts it again", "space", space)
+			if workspace.HeldForMesh(d.kind.pidFile(space)) {
+				d.log.Info(d.kind.Title+" stopped by cotal down, which stops the whole mesh", "space", space)
+			} else {
+				d.log.Info(d.kind.Title+" held down; cotal up starts it again", "space", space)
+			}
 			if !waitGone(ctx, held) {
 				return
 			}

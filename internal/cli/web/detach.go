@@ -1,10 +1,13 @@
 package web
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
 )
@@ -33,10 +36,42 @@ func detach(ctx context.Context, opts *Options, t cmdutil.Target) error {
 	logPath := proj.Dir() + string(os.PathSeparator) + LogFileName
 	url, pid, err := cmdutil.Detach(ctx, cmdutil.Background{Verb: "web", What: "dashboard", Root: proj.Root,
 		Pidfile: pidfile, LogPath: logPath, Executable: opts.Executable, Args: args})
-	if err != nil {
+	var running *cmdutil.AlreadyRunning
+	switch {
+	case errors.As(err, &running):
+		// As cotal up --detach does for a running mesh: say where it serves, and succeed.
+		if ready := readyLine(logPath); ready != "" {
+			fmt.Fprintf(opts.IO.Out, "✓ cotal web: %s already running in the background, pid %d\n", ready, running.PID)
+		} else {
+			fmt.Fprintf(opts.IO.Out, "✓ cotal web already running in the background, pid %d (its address is in %s)\n", running.PID, logPath)
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "log: %s; to serve with other flags, stop it first with `cotal down web`\n", logPath)
+		return nil
+	case err != nil:
 		return err
 	}
 	fmt.Fprintf(opts.IO.Out, "✓ cotal web: %s (space %s) running in the background, pid %d\n", url, t.Space, pid)
 	fmt.Fprintf(opts.IO.ErrOut, "log: %s; stop it with `cotal down web`\n", logPath)
 	return nil
+}
+
+// readyLine is what follows "✓ cotal web: " on the last such line of the log, the
+// running dashboard's "URL (space S)" (it prints it before its pidfile), or "".
+func readyLine(logPath string) string {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	last := ""
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadString('\n')
+		if rest, ok := strings.CutPrefix(line, "✓ cotal web: "); ok {
+			last = strings.TrimSpace(rest)
+		}
+		if err != nil {
+			return last
+		}
+	}
 }

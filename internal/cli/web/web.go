@@ -88,7 +88,8 @@ localhost, cotal.localhost or [::1] with its port; --allow-host adds a DNS name)
 of another site cannot reach it through DNS rebinding, and a write must come from its own
 page. --allow-remote lets --host name another address; every request then needs the token
 printed at start: opening the printed URL keeps it in a cookie for that browser.
-Stop a detached dashboard with ` + "`cotal down web`" + `.`,
+Stop a detached dashboard with ` + "`cotal down web`" + `; while one runs, --detach prints its
+address and starts no other.`,
 		Example: `  cotal web
   cotal web --detach --no-open
   cotal web --port 7800 --space team`,
