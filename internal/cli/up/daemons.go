@@ -291,11 +291,15 @@ func (d *daemons) supervise(ctx context.Context, space string, args []string, re
 			d.mu.Unlock()
 			return
 		}
-		if ctx.Err() != nil {
+		// A bare cotal down stops the daemon and then this process: its reason is said even
+		// when the stop of this process is seen first.
+		pidFile := d.kind.pidFile(space)
+		mesh := workspace.HeldForMesh(pidFile)
+		if ctx.Err() != nil && !mesh {
 			return
 		}
-		if held := workspace.HeldFile(d.kind.pidFile(space)); exists(held) {
-			if workspace.HeldForMesh(d.kind.pidFile(space)) {
+		if held := workspace.HeldFile(pidFile); exists(held) {
+			if mesh {
 				d.log.Info(d.kind.Title+" stopped by cotal down, which stops the whole mesh", "space", space)
 			} else {
 				d.log.Info(d.kind.Title+" held down; cotal up starts it again", "space", space)
