@@ -36,8 +36,10 @@ type AlreadyRunning struct {
 	err error
 }
 
+// Error is the refusal's text.
 func (e *AlreadyRunning) Error() string { return e.err.Error() }
 
+// Unwrap returns the refusal.
 func (e *AlreadyRunning) Unwrap() error { return e.err }
 
 // Detach starts b in the background and returns once it serves, with the address its
