@@ -114,7 +114,11 @@ func runSetup(_ context.Context, opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
-	fmt.Fprintln(opts.IO.Out, "next: run `cotal up --detach`")
+	if cmdutil.MeshRunning(proj) {
+		fmt.Fprintln(opts.IO.Out, "next: run `cotal spawn --name ada`") // the mesh is up: an agent joins it
+	} else {
+		fmt.Fprintln(opts.IO.Out, "next: run `cotal up --detach`")
+	}
 	return nil
 }
 
