@@ -440,3 +440,27 @@ func TestNakedDMComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A peer cannot take another's id as its display name: a principal resolves to that
+// principal (its roster entry, else its inbox), before any display name, online or not.
+func TestResolveByIDBeforeName(t *testing.T) {
+	url := mesh(t)
+	alice := peer(t, url, client.Config{Name: "alice"})
+	ctx := t.Context()
+	bob := peer(t, url, client.Config{Name: "bob"})
+	bobID := bob.Principal().String()
+	impostor := peer(t, url, client.Config{Name: bobID, Actor: "mallory"})
+	if got, err := alice.Resolve(ctx, bobID); err != nil || got.Principal != bob.Principal() {
+		t.Fatalf("resolve %s with bob online: %+v %v, want bob", bobID, got, err)
+	}
+	if err := bob.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := alice.Resolve(ctx, bobID); err != nil || got.Principal != bob.Principal() || got.State != protocol.StatusOffline {
+		t.Fatalf("resolve %s with bob gone: %+v %v, want bob offline", bobID, got, err)
+	}
+	// The impostor is still found by its own id.
+	if got, err := alice.Resolve(ctx, impostor.Principal().String()); err != nil || got.Principal != impostor.Principal() {
+		t.Fatalf("resolve the impostor by its id: %+v %v", got, err)
+	}
+}

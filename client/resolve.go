@@ -82,34 +82,53 @@ type Target struct {
 }
 
 // Resolve finds the peer a person means by name (case-insensitive display name, or a
-// dot-form principal). A peer in the roster wins, online ones first; one that left but
-// whose DM durable exists on this space resolves as offline, so a DM waits for it.
+// dot-form principal). A principal is matched by id before any display name, so a peer
+// cannot take another's id as its name: the roster entry with that id, else its inbox.
+// Otherwise a peer in the roster wins by name, online ones first; one that left but whose
+// DM durable exists on this space resolves as offline, so a DM waits for it.
 func (e *Endpoint) Resolve(ctx context.Context, name string) (Target, error) {
 	peers, err := e.Roster(ctx)
 	if err != nil {
 		return Target{}, err
 	}
-	var online, offline []Peer
 	for _, p := range peers {
-		if strings.EqualFold(p.Card.Name, name) || p.Card.ID == name {
+		if p.Card.ID == name {
+			return peerTarget(p)
+		}
+	}
+	offline := func(p protocol.Principal) (Target, bool, error) {
+		if p.Validate() != nil {
+			return Target{}, false, nil
+		}
+		durable, err := e.findDMDurable(ctx, p)
+		if err != nil || durable == "" {
+			return Target{}, false, err
+		}
+		return Target{Principal: p, Name: p.Actor, State: protocol.StatusOffline}, true, nil
+	}
+	byID, idErr := protocol.ParsePrincipal(name)
+	if idErr == nil {
+		if t, ok, err := offline(byID); ok || err != nil {
+			return t, err
+		}
+	}
+	var online, gone []Peer
+	for _, p := range peers {
+		if strings.EqualFold(p.Card.Name, name) {
 			if p.Online {
 				online = append(online, p)
 			} else {
-				offline = append(offline, p)
+				gone = append(gone, p)
 			}
 		}
 	}
 	pick := online
 	if len(pick) == 0 {
-		pick = offline
+		pick = gone
 	}
 	switch {
 	case len(pick) == 1:
-		p, err := protocol.ParsePrincipal(pick[0].Card.ID)
-		if err != nil {
-			return Target{}, err
-		}
-		return Target{Principal: p, Name: pick[0].Card.Name, State: pick[0].State()}, nil
+		return peerTarget(pick[0])
 	case len(pick) > 1:
 		ids := make([]string, len(pick))
 		for i, p := range pick {
@@ -117,19 +136,20 @@ func (e *Endpoint) Resolve(ctx context.Context, name string) (Target, error) {
 		}
 		return Target{}, fmt.Errorf("%w %q: held by %s; address one by its id", ErrAmbiguousPeer, name, strings.Join(ids, ", "))
 	}
-	p, err := protocol.ParsePrincipal(name)
-	if err != nil {
-		p = protocol.Principal{Owner: e.me.Owner, Actor: name}
-	}
-	if p.Validate() == nil {
-		durable, err := e.findDMDurable(ctx, p)
-		if err != nil {
-			return Target{}, err
-		}
-		if durable != "" {
-			return Target{Principal: p, Name: p.Actor, State: protocol.StatusOffline}, nil
+	if idErr != nil {
+		if t, ok, err := offline(protocol.Principal{Owner: e.me.Owner, Actor: name}); ok || err != nil {
+			return t, err
 		}
 	}
 	return Target{}, fmt.Errorf("%w %q: no such name in the roster of space %q and no inbox for it; run `cotal status` to see who is here",
 		ErrUnknownPeer, name, e.cfg.Space)
+}
+
+// peerTarget is the Target of a roster entry.
+func peerTarget(p Peer) (Target, error) {
+	pr, err := protocol.ParsePrincipal(p.Card.ID)
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{Principal: pr, Name: p.Card.Name, State: p.State()}, nil
 }

@@ -164,10 +164,12 @@ func TestTimerWriterGenerationsAndRefusals(t *testing.T) {
 	p.request("cp2", 1, first, nil)
 	p.request("cp2", 2, second, nil)
 	p.request("cp2", 1, now.UnixMilli(), nil) // stale: generation 2 is armed
+	// The refused requests are due before the sentinel: armed wrongly, they would fire.
+	refused := now.Add(3 * time.Second).UnixMilli()
 	h := nats.Header{}
 	h.Set(jetstream.ScheduleTargetHeader, protocol.TimerSubject(space, "manager", "victim", "1", "cp9", protocol.TimerFire))
-	p.request("forged", 1, first, h)
-	b, _ := json.Marshal(TimerRequest{V: 1, TimerID: "other", Generation: 1, Deadline: first})
+	p.request("forged", 1, refused, h)
+	b, _ := json.Marshal(TimerRequest{V: 1, TimerID: "other", Generation: 1, Deadline: refused})
 	if _, err := p.m.js.Publish(t.Context(), protocol.TimerSubject(space, "manager", "host1", "3", "liar", protocol.TimerSchedule), b); err != nil {
 		t.Fatal(err)
 	}

@@ -148,12 +148,19 @@ func scrub(msg, raw string) string {
 	return msg
 }
 
-// ParseError is the cause behind a url.Parse error without the URL it repeats: for a
-// *url.Error its inner error (such as `invalid URL escape "%zz"`), otherwise err itself.
-// It keeps a refusal's cause reachable with errors.Is and errors.As.
+// ParseError is the cause behind a url.Parse error, worded without any part of the URL:
+// net/url quotes the whole URL, a bad escape ("%zz", which may be two characters of a
+// password) or a bad host character. It keeps a refusal's cause for errors.Unwrap.
 func ParseError(err error) error {
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		return ue.Err
+	ue, ok := errors.AsType[*url.Error](err)
+	if !ok {
+		return err
 	}
-	return err
+	switch ue.Err.(type) {
+	case url.EscapeError:
+		return errors.New("a % not followed by two hex digits")
+	case url.InvalidHostError:
+		return errors.New("a character a host may not hold")
+	}
+	return ue.Err
 }

@@ -142,6 +142,18 @@ func runDown(ctx context.Context, opts *Options) error {
 		}
 		return nil
 	}
+	if err := stopMesh(ctx, opts, proj); err != nil {
+		// The mesh may still run: its daemons stay held down as after cotal down <daemon>,
+		// and their marks must say cotal up starts them again.
+		unmarkMesh(proj)
+		return err
+	}
+	return nil
+}
+
+// stopMesh is a bare cotal down once the dashboard and the gateway stopped: the daemons
+// (held down first), the state backup with --preserve-state, then the broker.
+func stopMesh(ctx context.Context, opts *Options, proj *workspace.Project) error {
 	for _, name := range []string{"manager", "auth", "delivery"} { // the manager first: it stops its seats; auth next: it asks the delivery daemon
 		c, _ := workspace.DaemonNamed(name)
 		if _, err := stopDaemons(ctx, opts, proj, c, true); errors.Is(err, errCannotHold) {
@@ -188,6 +200,21 @@ func runDown(ctx context.Context, opts *Options) error {
 		warnRecords(opts, proj, err) // the mesh is down all the same
 	}
 	return nil
+}
+
+// unmarkMesh turns the held marks a bare cotal down left back into those of a daemon
+// held down alone (workspace.Hold), for a mesh that did not stop.
+func unmarkMesh(proj *workspace.Project) {
+	for _, name := range []string{"manager", "auth", "delivery"} {
+		c, _ := workspace.DaemonNamed(name)
+		// The stopped daemons' pidfiles are gone; their marks are beside where they were.
+		marks, _ := filepath.Glob(filepath.Join(proj.Dir(), strings.TrimSuffix(c.Glob, ".pid")+".held"))
+		for _, m := range marks {
+			if pid := strings.TrimSuffix(m, ".held") + ".pid"; workspace.HeldForMesh(pid) {
+				_ = workspace.Hold(pid, false) // best effort: the stop's own error is what is reported
+			}
+		}
+	}
 }
 
 // refuseWithAgents refuses to stop a manager while agents it runs are alive: they would

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cotal-ai/cotal/internal/cli/cmdutil"
+	"github.com/cotal-ai/cotal/internal/redact"
 )
 
 // detach re-runs `cotal web` in the background with its output in .cotal/web.log and its
@@ -41,7 +42,10 @@ func detach(ctx context.Context, opts *Options, t cmdutil.Target) error {
 	case errors.As(err, &running):
 		// As cotal up --detach does for a running mesh: say where it serves, and succeed.
 		if ready := readyLine(logPath); ready != "" {
-			fmt.Fprintf(opts.IO.Out, "✓ cotal web: %s already running in the background, pid %d\n", ready, running.PID)
+			// An --allow-remote dashboard's address carries its token: shown once, at its
+			// start; here masked (the log has it whole).
+			u, space, _ := strings.Cut(ready, " ")
+			fmt.Fprintf(opts.IO.Out, "✓ cotal web: %s %s already running in the background, pid %d\n", redact.URL(u), space, running.PID)
 		} else {
 			fmt.Fprintf(opts.IO.Out, "✓ cotal web already running in the background, pid %d (its address is in %s)\n", running.PID, logPath)
 		}
