@@ -70,10 +70,14 @@ func TestSpaceScalesUpOnCluster(t *testing.T) {
 	chain := meshtest.Chain(t, "prod")
 	urls := jetStreamCluster(t, chain, 3)
 	sys := meshtest.SystemConn(t, chain, urls[0])
-	peers, err := provision.JetStreamPeers(t.Context(), sys)
-	if err != nil || peers != 3 {
-		t.Fatalf("peers %d, err %v; want 3", peers, err)
-	}
+	// A new cluster learns its peers as their routes form: wait until all three are
+	// known (a hang guard, no measure).
+	var peers int
+	meshtest.Until(t, "the cluster's three JetStream peers", time.Minute, func() bool {
+		n, err := provision.JetStreamPeers(t.Context(), sys)
+		peers = n
+		return err == nil && n == 3
+	})
 	if got := provision.DefaultReplicas(sys.ConnectedClusterName() != "", peers); got != 3 {
 		t.Fatalf("default replicas %d, want 3", got)
 	}
